@@ -1,0 +1,129 @@
+#pragma once
+// Bit-exact number formats: float8_e4m3fn, float8_e5m2, bfloat16, float16, int8 (and float32 as
+// the identity). Every quantization point in the emulator calls into this header.
+//
+//   format          bits  exp  mant  bias  max finite        min normal  min subnormal  inf  NaN
+//   float8_e4m3fn     8    4     3     7   448 = 1.75*2^8    2^-6        2^-9           no   S.1111.111
+//   float8_e5m2       8    5     2    15   57344 = 1.75*2^15 2^-14       2^-16          yes  exp=11111, m!=0
+//   bfloat16         16    8     7   127   (2-2^-7)*2^127    2^-126      2^-133         yes
+//   float16          16    5    10    15   65504             2^-14       2^-24          yes
+//   int8              8    -     -     -   127 (two's complement, -128..127), no NaN/Inf
+//
+// OCP OFP8 spec: https://www.opencompute.org/documents/ocp-8-bit-floating-point-specification-ofp8-revision-1-0-2023-12-01-pdf-1
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+
+namespace attnum::formats {
+
+enum class format : uint8_t { e4m3fn, e5m2, bf16, fp16, int8, fp32 };
+
+/// How a value between two grid points is resolved.
+enum class rounding : uint8_t {
+  nearest_even,    ///< IEEE round-to-nearest, ties to even (cvt.rn, cvt.rni)
+  half_away,       ///< round half away from zero (SageAttention's x/scale + 0.5*sign, truncate)
+  toward_zero,     ///< truncation (accumulator models)
+};
+
+/// Static description of a format.
+struct format_info {
+  std::string_view name;   ///< "e4m3fn", "e5m2", "bf16", "fp16", "int8", "fp32"
+  int bits;                ///< storage bits
+  int mantissa_bits;       ///< explicit fraction bits (0 for int8)
+  int min_exponent;        ///< exponent of the smallest normal value (int8: 0)
+  double max_finite;       ///< largest finite value
+  bool has_inf;            ///< whether overflow without saturation gives Inf (else NaN)
+  bool is_integer;         ///< int8
+};
+
+/// Returns the description of a format.
+const format_info& info(format f);
+
+/// Parses "e4m3fn", "e5m2", "bf16", "fp16", "int8", "fp32" (also "float8_e4m3fn", "bfloat16",
+/// "float16", "float32"); throws attnum::error naming the text otherwise.
+format parse_format(std::string_view text);
+
+/// Returns the code of the value nearest to x in format f (ties per `r`). With `saturate`,
+/// finite values beyond the range clamp to +-max_finite (satfinite); without it they become Inf
+/// (e5m2, bf16, fp16) or NaN (e4m3fn). NaN maps to the canonical NaN; int8 maps NaN to 0.
+/// Precondition: f != fp32 (use std::bit_cast).
+uint32_t encode(format f, double x, rounding r = rounding::nearest_even, bool saturate = true);
+/// Same for a float input (single rounding; no detour through double changes any result).
+uint32_t encode(format f, float x, rounding r = rounding::nearest_even, bool saturate = true);
+
+/// Returns the value of a code (int8: the integer).
+double decode(format f, uint32_t code);
+
+/// Returns the spacing of format f's grid at |x|: the distance between the two representable
+/// values around |x| (the subnormal spacing below the normal range; 1 for int8).
+double ulp(format f, double x);
+
+/// Returns the grid spacing at x for a scaled cast (x/scale cast, then times scale): scale*ulp(x/scale).
+inline double ulp_scaled(format f, double x, double scale) { return scale * ulp(f, x / scale); }
+
+// ---------------------------------------------------------------------------------------------
+// Fast inline quantization of float values: returns decode(encode(x)) as a float, bit-exact with
+// encode/decode, for the emulator's hot loops. Tested against encode/decode on all float inputs.
+
+namespace detail {
+// Round |a| (finite, >= 0, a <= 2^(emax+1)) to a grid with `kMant` fraction bits whose smallest
+// normal exponent is kEmin, ties to even. Adding c = 2^23 * quantum moves |a| into the binade
+// [c, 2c) whose float spacing is exactly the quantum, so the float add rounds RNE at the target
+// grid; subtracting c is exact.
+template <int kMant, int kEmin>
+inline float round_grid_rne(float a) {
+  const uint32_t bits = std::bit_cast<uint32_t>(a);
+  int e = static_cast<int>(bits >> 23) - 127;  // floor(log2 a) for normal floats
+  e = e < kEmin ? kEmin : e;
+  const uint32_t c_bits = static_cast<uint32_t>(e - kMant + 23 + 127) << 23;
+  const float c = std::bit_cast<float>(c_bits);
+  return (a + c) - c;
+}
+}  // namespace detail
+
+/// Returns x rounded to float8_e4m3fn (RNE, satfinite): cvt.rn.satfinite.e4m3x2.f32.
+inline float quantize_e4m3_sat(float x) {
+  if (std::isnan(x)) return x;
+  float a = std::fabs(x);
+  a = a > 448.0f ? 448.0f : a;  // saturate first: 448 is on the grid, so RNE(min(a,448)) is right
+  return std::copysign(detail::round_grid_rne<3, -6>(a), x);
+}
+
+/// Returns x rounded to float8_e5m2 (RNE, satfinite).
+inline float quantize_e5m2_sat(float x) {
+  if (std::isnan(x)) return x;
+  float a = std::fabs(x);
+  a = a > 57344.0f ? 57344.0f : a;
+  return std::copysign(detail::round_grid_rne<2, -14>(a), x);
+}
+
+/// Returns x rounded to float16 (RNE; overflow to Inf as IEEE does, i.e. __float2half_rn).
+inline float quantize_fp16(float x) {
+  if (std::isnan(x)) return x;
+  float a = std::fabs(x);
+  // 65520 = 65504 + half an ulp (16): the tie rounds to even, which is 2^16, i.e. Inf.
+  if (a >= 65520.0f) return std::copysign(INFINITY, x);
+  return std::copysign(detail::round_grid_rne<10, -14>(a), x);
+}
+
+/// Returns x rounded to bfloat16 (RNE; __float2bfloat16_rn). NaN stays NaN.
+inline float quantize_bf16(float x) {
+  uint32_t u = std::bit_cast<uint32_t>(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return std::bit_cast<float>(u & 0xffff0000u);
+}
+
+/// Returns x rounded to an int8 value as a float: `r` half_away (Sage: x + 0.5*sign, truncate)
+/// or nearest_even (cvt.rni.sat.s8.f32), saturating to [-128, 127]; NaN gives 0.
+inline float quantize_int8(float x, rounding r) {
+  if (std::isnan(x)) return 0.0f;
+  float y = r == rounding::half_away ? std::trunc(x + std::copysign(0.5f, x)) : std::nearbyint(x);
+  return y > 127.0f ? 127.0f : (y < -128.0f ? -128.0f : y);
+}
+
+/// Returns x rounded to format f with RNE (half_away for int8 when asked) and saturation policy.
+float quantize(format f, float x, rounding r = rounding::nearest_even, bool saturate = true);
+
+}  // namespace attnum::formats

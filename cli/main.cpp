@@ -1,0 +1,84 @@
+// attnum: the command-line tool. Dispatch only; every subcommand lives in cli/cmd_<name>.cpp.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "attnum/core/error.h"
+#include "attnum/core/parallel.h"
+#include "attnum/core/version.h"
+#include "cli/command.h"
+
+namespace attnum::cli {
+
+std::vector<command>& registry() {
+  static std::vector<command> r;
+  return r;
+}
+
+bool register_command(command c) {
+  registry().push_back(std::move(c));
+  return true;
+}
+
+namespace {
+// Finds or creates the subcommand for a space-separated path ("bench attention").
+CLI::App* subcommand_for(CLI::App& root, const std::string& path, const std::string& help,
+                         std::map<std::string, CLI::App*>& made) {
+  std::istringstream words(path);
+  std::string word, prefix;
+  CLI::App* parent = &root;
+  std::vector<std::string> parts;
+  while (words >> word) parts.push_back(word);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    prefix += (i ? " " : "") + parts[i];
+    auto it = made.find(prefix);
+    if (it == made.end()) {
+      CLI::App* sub = parent->add_subcommand(parts[i], i + 1 == parts.size() ? help : "");
+      if (i + 1 < parts.size()) sub->require_subcommand(1);
+      it = made.emplace(prefix, sub).first;
+    } else if (i + 1 == parts.size()) {
+      it->second->description(help);
+    }
+    parent = it->second;
+  }
+  return parent;
+}
+}  // namespace
+}  // namespace attnum::cli
+
+int main(int argc, char** argv) {
+  using namespace attnum;
+  CLI::App app{
+      "attnum: how far low-precision attention kernels are from FP64 attention, head by head"};
+  app.set_version_flag("--version", std::string("attnum ") + std::string(tool_version()));
+  app.require_subcommand(1);
+  int n_threads = 0;
+  app.add_option("--threads", n_threads, "Threads for parallel loops (0 = all cores)")
+      ->capture_default_str();
+  app.parse_complete_callback([&] { set_threads(n_threads); });
+  std::map<std::string, CLI::App*> made;
+  // Parents before children so a parent's help text is kept.
+  auto& reg = cli::registry();
+  std::stable_sort(reg.begin(), reg.end(),
+                   [](const cli::command& a, const cli::command& b) { return a.path < b.path; });
+  for (const auto& c : reg) c.setup(*cli::subcommand_for(app, c.path, c.help, made));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const attnum::error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}
