@@ -1,0 +1,35 @@
+#pragma once
+// Tokenizers: llama2.c's tokenizer.bin (sentencepiece-style BPE by merge scores, byte fallback)
+// and Hugging Face tokenizer.json byte-level BPE with the Qwen2 pre-tokenizer.
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attnum::model {
+
+/// Text <-> token ids.
+class tokenizer {
+ public:
+  virtual ~tokenizer() = default;
+  /// Returns the ids of `text` (no BOS; callers add the model's BOS).
+  virtual std::vector<int> encode(std::string_view text) const = 0;
+  /// Returns the text of token `id` following token `prev` (-1 at the start).
+  virtual std::string decode(int prev, int id) const = 0;
+  /// Returns the number of tokens.
+  virtual int size() const = 0;
+  /// Returns a provenance string: file name and content hash.
+  const std::string& source() const { return source_; }
+
+ protected:
+  std::string source_;
+};
+
+/// Loads a llama2.c tokenizer file (int32 max_token_length, then per token: float score,
+/// int32 length, bytes) with `vocab_size` tokens; throws attnum::error naming the file.
+std::unique_ptr<tokenizer> load_llama2c_tokenizer(const std::string& path, int vocab_size);
+
+/// Loads a Hugging Face tokenizer.json holding a byte-level BPE model (Qwen2, GPT-2 style).
+std::unique_ptr<tokenizer> load_hf_tokenizer(const std::string& path);
+
+}  // namespace attnum::model

@@ -1,0 +1,230 @@
+#include "attnum/model/transformer.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+
+#include "attnum/core/error.h"
+#include "attnum/formats/format.h"
+
+namespace attnum::model {
+namespace {
+
+using row_mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Output features per GEMM work unit: fixed, so the blocking (and rounding) never depends on the
+// number of threads.
+constexpr int kOutBlock = 256;
+
+inline float bf16(float x) { return formats::quantize_bf16(x); }
+
+void round_all(std::vector<float>& v, linear_precision p) {
+  if (p == linear_precision::bf16)
+    for (float& x : v) x = bf16(x);
+}
+
+// out[i, :] = weight * (x[i, :] / sqrt(mean(x[i, :]^2) + eps)), sequential fp32 sum (run.c).
+// x: [n, dim]
+void rmsnorm(const float* x, const std::vector<float>& weight, int n, int dim, float eps,
+             linear_precision p, float* out) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < n; ++i) {
+    const float* xi = x + size_t(i) * dim;
+    float ss = 0.0f;
+    for (int j = 0; j < dim; ++j) ss += xi[j] * xi[j];
+    ss = 1.0f / std::sqrt(ss / dim + eps);
+    float* oi = out + size_t(i) * dim;
+    if (p == linear_precision::bf16) {
+      // Hugging Face order: normalize in fp32, cast to bf16, then multiply by the bf16 weight.
+      for (int j = 0; j < dim; ++j) oi[j] = bf16(weight[j] * bf16(ss * xi[j]));
+    } else {
+      for (int j = 0; j < dim; ++j) oi[j] = weight[j] * (ss * xi[j]);
+    }
+  }
+}
+
+// Rotates each head of x [n, n_heads * d_head] in place; row i is position i.
+void rope(float* x, int n, int n_heads, const config& c, linear_precision p) {
+  const int d = c.d_head;
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < n; ++i) {
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + (size_t(i) * n_heads + h) * d;
+      for (int j = 0; j < d / 2; ++j) {
+        // frequency of pair j: theta^(-2j/d) (run.c: 1.0f / powf(10000.0f, head_dim / (float)head_size))
+        const float freq = 1.0f / std::pow(c.rope_theta, float(2 * j) / float(d));
+        const float val = float(i) * freq;
+        const float fcr = std::cos(val), fci = std::sin(val);
+        const int a = c.rope == rope_style::interleaved ? 2 * j : j;
+        const int b = c.rope == rope_style::interleaved ? 2 * j + 1 : j + d / 2;
+        const float v0 = v[a], v1 = v[b];
+        v[a] = v0 * fcr - v1 * fci;
+        v[b] = v0 * fci + v1 * fcr;
+        if (p == linear_precision::bf16) v[a] = bf16(v[a]), v[b] = bf16(v[b]);
+      }
+    }
+  }
+}
+
+// [n, heads, d] <-> [heads, n, d]
+void to_head_major(const float* x, int n, int heads, int d, float* out) {
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < n; ++i)
+      std::copy_n(x + (size_t(i) * heads + h) * d, d, out + (size_t(h) * n + i) * d);
+}
+void to_token_major(const float* x, int n, int heads, int d, float* out) {
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < n; ++i)
+      std::copy_n(x + (size_t(h) * n + i) * d, d, out + (size_t(i) * heads + h) * d);
+}
+
+// y = x W^T (+ bias), rounded to bf16 in bf16 mode (fp32 accumulation inside the GEMM).
+std::vector<float> project(const std::vector<float>& x, int n, int in, const std::vector<float>& w,
+                           const std::vector<float>& bias, int out, linear_precision p) {
+  std::vector<float> y(size_t(n) * out);
+  linear(x.data(), n, in, w.data(), out, y.data());
+  if (!bias.empty()) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < out; ++j) y[size_t(i) * out + j] += bias[j];
+  }
+  round_all(y, p);
+  return y;
+}
+
+void add_residual(std::vector<float>& x, const std::vector<float>& d, linear_precision p) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] += d[i];
+    if (p == linear_precision::bf16) x[i] = bf16(x[i]);
+  }
+}
+
+// Causal attention of one head in type T (run.c's loop: scores, max-subtracted softmax, P.V).
+// q: [n, d], k, v: [n, d] (this head's kv head), o: [n, d]
+template <typename T>
+void attend_head(const float* q, const float* k, const float* v, int n, int d, float* o) {
+  std::vector<T> att(n), acc(d);
+  const T scale = T(1) / std::sqrt(T(d));
+  for (int i = 0; i < n; ++i) {
+    T mx = -INFINITY;
+    for (int j = 0; j <= i; ++j) {
+      T s = 0;
+      for (int c = 0; c < d; ++c) s += T(q[size_t(i) * d + c]) * T(k[size_t(j) * d + c]);
+      att[j] = s * scale;
+      mx = std::max(mx, att[j]);
+    }
+    T sum = 0;
+    for (int j = 0; j <= i; ++j) sum += att[j] = std::exp(att[j] - mx);
+    std::fill(acc.begin(), acc.end(), T(0));
+    for (int j = 0; j <= i; ++j) {
+      const T a = att[j] / sum;
+      for (int c = 0; c < d; ++c) acc[c] += a * T(v[size_t(j) * d + c]);
+    }
+    for (int c = 0; c < d; ++c) o[size_t(i) * d + c] = float(acc[c]);
+  }
+}
+
+template <typename T>
+attention_fn plain_attention() {
+  return [](int, const qkv_view& x, float* o) {
+    const int group = x.n_head / x.n_head_kv;
+    const size_t hs = size_t(x.n_tok) * x.d_head;
+#pragma omp parallel for schedule(dynamic)
+    for (int h = 0; h < x.n_head; ++h)
+      attend_head<T>(x.q + h * hs, x.k + (h / group) * hs, x.v + (h / group) * hs, x.n_tok,
+                     x.d_head, o + h * hs);
+  };
+}
+
+}  // namespace
+
+linear_precision parse_linear_precision(std::string_view text) {
+  if (text == "fp32") return linear_precision::fp32;
+  if (text == "bf16") return linear_precision::bf16;
+  fail("--linear-precision: expected fp32 or bf16, got '{}'", text);
+}
+
+std::string_view name(linear_precision p) { return p == linear_precision::bf16 ? "bf16" : "fp32"; }
+
+attention_fn fp32_attention() { return plain_attention<float>(); }
+attention_fn fp64_attention() { return plain_attention<double>(); }
+
+void linear(const float* x, int n, int in, const float* w, int out, float* y) {
+  Eigen::Map<const row_mat> xm(x, n, in);
+  Eigen::Map<row_mat> ym(y, n, out);
+  const int blocks = (out + kOutBlock - 1) / kOutBlock;
+#pragma omp parallel for schedule(dynamic)
+  for (int b = 0; b < blocks; ++b) {
+    const int o0 = b * kOutBlock, m = std::min(kOutBlock, out - o0);
+    Eigen::Map<const row_mat> wb(w + size_t(o0) * in, m, in);
+    ym.middleCols(o0, m).noalias() = xm * wb.transpose();
+  }
+}
+
+std::vector<float> forward(const weights& w, std::span<const int> tokens,
+                           const forward_options& opt) {
+  const config& c = w.cfg;
+  const int n = static_cast<int>(tokens.size()), D = c.dim, d = c.d_head;
+  const int hd = c.n_head * d, kvd = c.n_head_kv * d;
+  const linear_precision p = opt.linear;
+  if (n == 0) fail("forward: no tokens");
+  if (n > c.seq_len)
+    fail("{} tokens exceed the model's context of {} (seq_len / max_position_embeddings)", n,
+         c.seq_len);
+  std::vector<float> x(size_t(n) * D);
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      fail("token id {} at position {} outside the vocabulary 0..{}", tokens[i], i,
+           c.vocab_size - 1);
+    std::copy_n(w.tok_embeddings.data() + size_t(tokens[i]) * D, D, x.data() + size_t(i) * D);
+  }
+  const attention_fn attention = opt.attention ? opt.attention : fp32_attention();
+  std::vector<float> xb(x.size()), qh(size_t(n) * hd), kh(size_t(n) * kvd), vh(size_t(n) * kvd),
+      oh(size_t(n) * hd), o(size_t(n) * hd);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const layer_weights& L = w.layers[l];
+    if (opt.on_residual) opt.on_residual(l, x.data());
+    // 1. attention block: norm, projections, RoPE, the hook, output projection
+    rmsnorm(x.data(), L.attn_norm, n, D, c.norm_eps, p, xb.data());
+    std::vector<float> q = project(xb, n, D, L.wq, L.bq, hd, p);
+    std::vector<float> k = project(xb, n, D, L.wk, L.bk, kvd, p);
+    std::vector<float> v = project(xb, n, D, L.wv, L.bv, kvd, p);
+    rope(q.data(), n, c.n_head, c, p);
+    rope(k.data(), n, c.n_head_kv, c, p);
+    to_head_major(q.data(), n, c.n_head, d, qh.data());
+    to_head_major(k.data(), n, c.n_head_kv, d, kh.data());
+    to_head_major(v.data(), n, c.n_head_kv, d, vh.data());
+    const qkv_view view{qh.data(), kh.data(), vh.data(), c.n_head, c.n_head_kv, n, d};
+    if (opt.on_qkv) opt.on_qkv(l, view);
+    attention(l, view, oh.data());
+    to_token_major(oh.data(), n, c.n_head, d, o.data());
+    round_all(o, p);
+    add_residual(x, project(o, n, hd, L.wo, {}, D, p), p);
+    // 2. MLP block: norm, SwiGLU (silu(x W1) * x W3) W2
+    rmsnorm(x.data(), L.ffn_norm, n, D, c.norm_eps, p, xb.data());
+    std::vector<float> h1 = project(xb, n, D, L.w1, {}, c.hidden_dim, p);
+    std::vector<float> h3 = project(xb, n, D, L.w3, {}, c.hidden_dim, p);
+    for (size_t i = 0; i < h1.size(); ++i) {
+      float s = h1[i] * (1.0f / (1.0f + std::exp(-h1[i])));
+      if (p == linear_precision::bf16) s = bf16(s);
+      h1[i] = s * h3[i];
+    }
+    round_all(h1, p);
+    add_residual(x, project(h1, n, c.hidden_dim, L.w2, {}, D, p), p);
+  }
+  if (opt.on_residual) opt.on_residual(c.n_layers, x.data());
+  rmsnorm(x.data(), w.final_norm, n, D, c.norm_eps, p, xb.data());
+  return project(xb, n, D, w.output_matrix(), {}, c.vocab_size, p);
+}
+
+std::vector<int> greedy(const weights& w, std::vector<int> prompt, int steps,
+                        const forward_options& opt) {
+  for (int s = 0; s < steps; ++s) {
+    std::vector<float> logits = forward(w, prompt, opt);
+    const float* last = logits.data() + (prompt.size() - 1) * size_t(w.cfg.vocab_size);
+    prompt.push_back(int(std::max_element(last, last + w.cfg.vocab_size) - last));
+  }
+  return prompt;
+}
+
+}  // namespace attnum::model

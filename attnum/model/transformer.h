@@ -1,0 +1,70 @@
+#pragma once
+// Teacher-forced forward of a decoder-only transformer (llama / qwen2 / llama2.c) over a window
+// of tokens at positions 0..n-1. Projections, RoPE, RMSNorm and the SwiGLU MLP are fixed; the
+// attention of every layer goes through one hook, so any kernel emulation can be swapped in.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "attnum/model/weights.h"
+
+namespace attnum::model {
+
+/// Precision of everything outside attention.
+enum class linear_precision : uint8_t {
+  fp32,  ///< fp32 weights and activations
+  bf16,  ///< native BF16 as on a GPU: bf16 weights and activations, fp32 accumulation, every
+         ///< op's output rounded to bf16 (precondition: weights passed through round_to_bf16)
+};
+/// Parses "fp32" or "bf16"; throws attnum::error otherwise.
+linear_precision parse_linear_precision(std::string_view text);
+/// Returns "fp32" or "bf16".
+std::string_view name(linear_precision p);
+
+/// One layer's post-RoPE attention operands, in the engine's layout:
+/// q [n_head, n_tok, d_head], k and v [n_head_kv, n_tok, d_head] (row-major floats).
+struct qkv_view {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int n_head = 0, n_head_kv = 0, n_tok = 0, d_head = 0;
+};
+
+/// The attention hook: writes layer `layer`'s causal attention output o [n_head, n_tok, d_head].
+/// Query head h reads kv head h / (n_head / n_head_kv); softmax scale 1/sqrt(d_head).
+using attention_fn = std::function<void(int layer, const qkv_view& x, float* o)>;
+
+/// Returns fp32 causal attention (plain loops, as llama2.c's run.c computes it).
+attention_fn fp32_attention();
+/// Returns fp64 causal attention (every operation in double; output rounded to float).
+attention_fn fp64_attention();
+
+/// Options of one forward pass.
+struct forward_options {
+  linear_precision linear = linear_precision::fp32;
+  attention_fn attention;  ///< empty: fp32_attention()
+  /// Called with each layer's operands before attention (capture).
+  std::function<void(int layer, const qkv_view& x)> on_qkv;
+  /// Called with the residual stream [n_tok, dim] entering layer l; l = n_layers is the stream
+  /// after the last layer (before the final norm).
+  std::function<void(int layer, const float* x)> on_residual;
+};
+
+/// Returns the logits [n_tok, vocab] of the teacher-forced forward of `tokens` (positions
+/// 0..n-1). Bit-identical at any thread count. Throws attnum::error for an id outside the
+/// vocabulary or more tokens than the model's context.
+std::vector<float> forward(const weights& w, std::span<const int> tokens,
+                           const forward_options& opt = {});
+
+/// Returns y[n, out] = x[n, in] * W^T for W row-major [out, in] (Eigen GEMM over fixed blocks of
+/// output features, so the result does not depend on the thread count).
+void linear(const float* x, int n, int in, const float* w, int out, float* y);
+
+/// Returns the greedy continuation: starting from `prompt`, appends the argmax token `steps`
+/// times (full teacher-forced recomputation per step; for tests and demos).
+std::vector<int> greedy(const weights& w, std::vector<int> prompt, int steps,
+                        const forward_options& opt = {});
+
+}  // namespace attnum::model
