@@ -1,0 +1,150 @@
+// pcast tables as JSON and CSV; atomic file writes.
+#include "attnum/pcast/output.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "attnum/core/error.h"
+#include "attnum/core/version.h"
+
+namespace attnum::pcast {
+namespace {
+// NaN -> null (nlohmann would write null for NaN anyway; explicit keeps CSV and JSON alike).
+nlohmann::ordered_json num(double x) {
+  return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
+}
+std::string version() { return std::string(tool_version()); }
+}  // namespace
+
+nlohmann::ordered_json to_json(const std::vector<theory_row>& rows, const row_shape& shape) {
+  auto a = nlohmann::ordered_json::array();
+  for (const auto& r : rows)
+    a.push_back({{"delta", r.delta}, {"scale", r.scale}, {"k_sink", r.k_sink},
+                 {"delta_k", r.delta_k}, {"underflow_fraction", num(r.underflow_fraction)},
+                 {"underflow_exact", num(r.underflow_exact)}, {"delta_c", r.delta_c},
+                 {"n_tok", shape.n_tok}, {"block", shape.block}, {"tool_version", version()}});
+  return a;
+}
+
+nlohmann::ordered_json to_json(const std::vector<dp_row>& rows) {
+  auto a = nlohmann::ordered_json::array();
+  for (const auto& r : rows)
+    a.push_back({{"scale", r.scale}, {"dp", r.dp}, {"tool_version", version()}});
+  return a;
+}
+
+nlohmann::ordered_json to_json(const std::vector<sim_row>& rows) {
+  auto a = nlohmann::ordered_json::array();
+  for (const auto& r : rows)
+    a.push_back({{"delta", r.delta}, {"scale", r.scale}, {"order", order_name(r.order)},
+                 {"kernel", r.kernel}, {"underflow_measured", r.underflow_measured},
+                 {"underflow_predicted", num(r.underflow_predicted)}, {"mse", r.mse},
+                 {"mse_sd", r.mse_sd}, {"seeds", r.seeds}, {"n_tok", r.n_tok},
+                 {"d_head", r.d_head}, {"block", r.block}, {"k_sink", r.k_sink},
+                 {"underflow_sd", r.underflow_sd}, {"underflow_exact", num(r.underflow_exact)},
+                 {"underflow_outside_measured", r.underflow_outside_measured},
+                 {"underflow_outside_exact", num(r.underflow_outside_exact)},
+                 {"saturated_fraction", r.saturated_fraction}, {"threshold", r.threshold},
+                 {"sigma", r.sigma}, {"tool_version", version()}});
+  return a;
+}
+
+nlohmann::ordered_json overflow_json(const std::vector<sim_row>& rows) {
+  auto a = nlohmann::ordered_json::array();
+  for (const auto& r : rows)
+    a.push_back({{"delta", r.delta}, {"scale", r.scale}, {"offset", std::log2(r.scale)},
+                 {"threshold", r.threshold}, {"order", order_name(r.order)},
+                 {"saturated_fraction", r.saturated_fraction},
+                 {"sink_saturated_fraction", r.sink_saturated_fraction},
+                 {"can_saturate", can_saturate(r.scale, r.threshold)}, {"mse", r.mse},
+                 {"mse_sd", r.mse_sd}, {"underflow_measured", r.underflow_measured},
+                 {"seeds", r.seeds}, {"n_tok", r.n_tok}, {"d_head", r.d_head},
+                 {"block", r.block}, {"k_sink", r.k_sink}, {"sigma", r.sigma},
+                 {"kernel", r.kernel}, {"tool_version", version()}});
+  return a;
+}
+
+nlohmann::ordered_json to_json(const std::vector<reverse_bound_row>& rows) {
+  auto a = nlohmann::ordered_json::array();
+  for (const auto& r : rows)
+    a.push_back({{"n_tok", r.n_tok}, {"scale", r.scale}, {"flush", r.flush},
+                 {"max_mean", r.max_mean}, {"sqrt_2_ln_n", r.sqrt_2_ln_n},
+                 {"max_q999999", r.max_q999999}, {"p_underflow", r.p_underflow},
+                 {"expected_count", r.expected_count}, {"paper_m", r.paper_m},
+                 {"tool_version", version()}});
+  return a;
+}
+
+std::string to_csv(const nlohmann::ordered_json& rows) {
+  std::string out;
+  if (!rows.is_array() || rows.empty()) return out;
+  bool first = true;
+  for (const auto& [key, value] : rows[0].items()) {
+    out += (first ? "" : ",") + key;
+    first = false;
+  }
+  out += '\n';
+  for (const auto& row : rows) {
+    first = true;
+    for (const auto& [key, v] : row.items()) {
+      if (!first) out += ',';
+      first = false;
+      if (v.is_null()) continue;
+      if (v.is_number_float()) {
+        const double x = v.get<double>();
+        if (std::isfinite(x)) out += fmt::format("{}", x);
+      } else if (v.is_string()) {
+        const auto s = v.get<std::string>();
+        if (s.find_first_of(",\"\n") == std::string::npos) {
+          out += s;
+        } else {
+          out += '"';
+          for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+          out += '"';
+        }
+      } else {
+        out += v.dump();
+      }
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+void write_atomic(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  if (ec) fail("pcast: cannot create folder {}: {}", p.parent_path().string(), ec.message());
+  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(getpid()));
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) fail("pcast: cannot write {}", tmp);
+    f << text;
+    f.flush();
+    if (!f) fail("pcast: write to {} failed", tmp);
+  }
+  fs::rename(tmp, p, ec);
+  if (ec) {
+    fs::remove(tmp);
+    fail("pcast: cannot rename {} to {}: {}", tmp, path, ec.message());
+  }
+}
+
+void write_results(const std::string& dir, const nlohmann::ordered_json& theory,
+                   const nlohmann::ordered_json& dp, const nlohmann::ordered_json& simulate,
+                   const nlohmann::ordered_json& overflow) {
+  const std::filesystem::path d(dir);
+  if (!theory.empty()) write_atomic((d / "pcast_theory.csv").string(), to_csv(theory));
+  if (!dp.empty()) write_atomic((d / "pcast_dp.csv").string(), to_csv(dp));
+  if (!simulate.empty()) write_atomic((d / "pcast_simulate.csv").string(), to_csv(simulate));
+  if (!overflow.empty()) write_atomic((d / "pcast_overflow.csv").string(), to_csv(overflow));
+}
+
+}  // namespace attnum::pcast

@@ -1,0 +1,37 @@
+#pragma once
+// Row tables of pcast as JSON arrays and CSV files (docs/results.md: pcast_theory.csv,
+// pcast_dp.csv, pcast_simulate.csv, pcast_overflow.csv). Field order is the column order.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "attnum/pcast/simulate.h"
+#include "attnum/pcast/theory.h"
+
+namespace attnum::pcast {
+
+/// Returns the rows as a JSON array of objects (NaN as null), columns in file order.
+nlohmann::ordered_json to_json(const std::vector<theory_row>& rows, const row_shape& shape);
+nlohmann::ordered_json to_json(const std::vector<dp_row>& rows);
+nlohmann::ordered_json to_json(const std::vector<sim_row>& rows);
+/// The overflow view of simulation rows (offset = log2 S, the exponent offset).
+nlohmann::ordered_json overflow_json(const std::vector<sim_row>& rows);
+/// The reverse-order bound rows.
+nlohmann::ordered_json to_json(const std::vector<reverse_bound_row>& rows);
+
+/// Returns a JSON array of flat objects as CSV text (header from the first row's keys; null and
+/// NaN as empty cells; strings quoted when they hold a comma or quote).
+std::string to_csv(const nlohmann::ordered_json& rows);
+
+/// Writes text to `path` atomically (a temp file in the same folder, then rename), creating the
+/// folder. Throws attnum::error naming the path on failure.
+void write_atomic(const std::string& path, const std::string& text);
+
+/// Writes DIR/pcast_theory.csv, pcast_dp.csv, pcast_simulate.csv, pcast_overflow.csv (each only
+/// when its table is non-empty).
+void write_results(const std::string& dir, const nlohmann::ordered_json& theory,
+                   const nlohmann::ordered_json& dp, const nlohmann::ordered_json& simulate,
+                   const nlohmann::ordered_json& overflow);
+
+}  // namespace attnum::pcast

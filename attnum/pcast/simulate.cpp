@@ -1,0 +1,383 @@
+// The attention-sink simulation: the idealized kernel (Algorithm 1), the fp64 reference, sweeps.
+#include "attnum/pcast/simulate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "attnum/core/error.h"
+#include "attnum/core/parallel.h"
+#include "attnum/formats/format.h"
+
+namespace attnum::pcast {
+namespace {
+
+// splitmix64: a seedable, platform-independent stream (std::normal_distribution is not).
+struct rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
+  double normal() {  // Box-Muller; one value per call keeps the stream simple
+    return std::sqrt(-2.0 * std::log(uniform())) * std::cos(2.0 * std::numbers::pi * uniform());
+  }
+};
+
+uint64_t mix(uint64_t a, uint64_t b) { return rng{a * 0x2545f4914f6cdd1dULL ^ b}.next(); }
+
+// fp32 dot product with 8 partial sums in a fixed order (deterministic, vectorizable).
+float dot_f32(const float* a, const float* b, int n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  for (; i < n; ++i) acc[i & 7] += a[i] * b[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// The data of one (n_tok, seed): per query row the base normals of the scores (sinks get Delta
+// added later) or Q and K for the qk source, and V.
+struct unit_data {
+  int n_tok = 0, d = 0, rows = 0;
+  std::vector<double> base;  // inject: [rows, n_tok] sigma * N(0,1)
+  std::vector<float> q;      // qk: [rows, d]
+  std::vector<float> k0;     // qk: [n_tok, d] sigma * N(0,1) (sinks get (Delta / beta) u added)
+  std::vector<float> u;      // qk: unit direction shared by the sink keys and the queries
+  std::vector<float> v;      // [n_tok, d] N(0,1)
+};
+
+// Queries q = sqrt(d) (beta u + sqrt(1 - beta^2) w) with |w| = 1, w orthogonal to u, so
+// q.k / sqrt(d) ~ N(0, sigma^2) for k ~ sigma N(0, I), and a sink key k + (Delta / beta) u adds
+// exactly Delta. beta = 1/2 keeps the sink keys' extra norm moderate (2 Delta).
+constexpr double kBeta = 0.5;
+
+unit_data make_unit(const sim_config& c, int n_tok, int seed_index) {
+  unit_data u;
+  u.n_tok = n_tok;
+  u.d = c.d_head;
+  u.rows = c.q_rows;
+  rng r{mix(mix(c.seed, static_cast<uint64_t>(seed_index)), static_cast<uint64_t>(n_tok))};
+  const size_t nd = static_cast<size_t>(n_tok) * c.d_head;
+  u.v.resize(nd);
+  for (auto& x : u.v) x = static_cast<float>(r.normal());
+  if (c.source == score_source::inject) {
+    u.base.resize(static_cast<size_t>(c.q_rows) * n_tok);
+    for (auto& x : u.base) x = c.sigma * r.normal();
+    return u;
+  }
+  const int d = c.d_head;
+  std::vector<double> dir(d);
+  double norm = 0;
+  for (auto& x : dir) {
+    x = r.normal();
+    norm += x * x;
+  }
+  u.u.resize(d);
+  for (int i = 0; i < d; ++i) u.u[i] = static_cast<float>(dir[i] / std::sqrt(norm));
+  u.q.resize(static_cast<size_t>(c.q_rows) * d);
+  for (int row = 0; row < c.q_rows; ++row) {
+    std::vector<double> w(d);
+    double wu = 0, wn = 0;
+    for (int i = 0; i < d; ++i) {
+      w[i] = r.normal();
+      wu += w[i] * u.u[i];
+    }
+    for (int i = 0; i < d; ++i) {
+      w[i] -= wu * u.u[i];
+      wn += w[i] * w[i];
+    }
+    const double a = kBeta, b = std::sqrt(1 - kBeta * kBeta) / std::sqrt(wn);
+    for (int i = 0; i < d; ++i)
+      u.q[static_cast<size_t>(row) * d + i] = static_cast<float>(std::sqrt(double(d)) * (a * u.u[i] + b * w[i]));
+  }
+  u.k0.resize(nd);
+  for (auto& x : u.k0) x = static_cast<float>(c.sigma * r.normal());
+  return u;
+}
+
+// Scores of one row for one Delta: fp32 for the kernel, fp64 for the reference.
+void row_scores(const sim_config& c, const unit_data& u, int row, double delta,
+                std::vector<float>& zf, std::vector<double>& zd, std::vector<float>& ksink) {
+  const int n = u.n_tok, d = u.d, k = std::min(c.k_sink, n);
+  zf.resize(n);
+  zd.resize(n);
+  if (c.source == score_source::inject) {
+    for (int j = 0; j < n; ++j) {
+      zf[j] = static_cast<float>(u.base[static_cast<size_t>(row) * n + j] + (j < k ? delta : 0.0));
+      zd[j] = zf[j];  // the reference sees the very same scores
+    }
+    return;
+  }
+  const float* q = &u.q[static_cast<size_t>(row) * d];
+  const float inv_sqrt_d = static_cast<float>(1.0 / std::sqrt(double(d)));
+  ksink.resize(static_cast<size_t>(k) * d);
+  for (int j = 0; j < k; ++j)
+    for (int i = 0; i < d; ++i)
+      ksink[static_cast<size_t>(j) * d + i] =
+          u.k0[static_cast<size_t>(j) * d + i] + static_cast<float>(delta / kBeta) * u.u[i];
+  for (int j = 0; j < n; ++j) {
+    const float* kj = j < k ? &ksink[static_cast<size_t>(j) * d] : &u.k0[static_cast<size_t>(j) * d];
+    zf[j] = dot_f32(q, kj, d) * inv_sqrt_d;
+    double s = 0;
+    for (int i = 0; i < d; ++i) s += static_cast<double>(q[i]) * kj[i];
+    zd[j] = s / std::sqrt(double(d));
+  }
+}
+
+// Partial results of one (unit, delta, variant).
+struct partial {
+  kernel_counts counts;
+  double sumsq = 0;
+};
+
+struct variant {
+  double scale;
+  block_order order;
+  double threshold;
+};
+
+double sample_sd(const std::vector<double>& x) {
+  if (x.size() < 2) return 0.0;
+  double m = 0, s = 0;
+  for (double v : x) m += v;
+  m /= static_cast<double>(x.size());
+  for (double v : x) s += (v - m) * (v - m);
+  return std::sqrt(s / static_cast<double>(x.size() - 1));
+}
+
+void check_config(const sim_config& c) {
+  if (c.d_head < 1 || c.k_sink < 0 || c.block < 1 || c.q_rows < 1 || c.seeds < 1)
+    fail("pcast simulate: d_head {} k_sink {} block {} q_rows {} seeds {}: expected d_head, "
+         "block, q_rows, seeds >= 1 and k_sink >= 0", c.d_head, c.k_sink, c.block, c.q_rows, c.seeds);
+  for (int n : c.n_toks)
+    if (n < 1 || n < c.k_sink) fail("pcast simulate: n_tok {}: expected >= max(1, k_sink)", n);
+  for (double s : c.scales)
+    if (!(s > 0) || !std::isfinite(s)) fail("pcast simulate: scale {}: expected > 0", s);
+  for (double t : c.thresholds)
+    if (!(t >= 0) || !std::isfinite(t)) fail("pcast simulate: threshold {}: expected >= 0", t);
+  if (!(c.sigma > 0)) fail("pcast simulate: sigma {}: expected > 0", c.sigma);
+  if (c.deltas.empty() || c.scales.empty() || c.orders.empty() || c.n_toks.empty() ||
+      c.thresholds.empty())
+    fail("pcast simulate: empty sweep (deltas, scales, orders, n_toks and thresholds need values)");
+}
+
+
+// Pools the per-seed partials of each (n_tok, delta, variant) into one row.
+std::vector<sim_row> combine_rows(const sim_config& c, const std::vector<variant>& vars,
+                                  const std::vector<partial>& parts) {
+  const int nd = static_cast<int>(c.deltas.size()), nv = static_cast<int>(vars.size());
+  std::vector<sim_row> rows;
+  for (size_t ni = 0; ni < c.n_toks.size(); ++ni) {
+    const int n_tok = c.n_toks[ni];
+    const row_shape shape{n_tok, c.block, c.k_sink};
+    // The paper's reverse-order formula with the pre-sink max set to its mean.
+    const reverse_bound_row rb = reverse_bound(std::max(1, n_tok - c.k_sink), 1.0);
+    for (int di = 0; di < nd; ++di)
+      for (int vi = 0; vi < nv; ++vi) {
+        const variant& va = vars[vi];
+        kernel_counts sum;
+        std::vector<double> mse, under;
+        for (int sd = 0; sd < c.seeds; ++sd) {
+          const int unit = static_cast<int>(ni) * c.seeds + sd;
+          const partial& pt = parts[(static_cast<size_t>(unit) * nd + di) * nv + vi];
+          mse.push_back(pt.sumsq / (static_cast<double>(c.q_rows) * c.d_head));
+          under.push_back(pt.counts.non_sink ? double(pt.counts.underflow) / double(pt.counts.non_sink) : 0.0);
+          sum.non_sink += pt.counts.non_sink;
+          sum.underflow += pt.counts.underflow;
+          sum.non_sink_outside += pt.counts.non_sink_outside;
+          sum.underflow_outside += pt.counts.underflow_outside;
+          sum.cast_count += pt.counts.cast_count;
+          sum.saturated += pt.counts.saturated;
+          sum.sink_saturated += pt.counts.sink_saturated;
+        }
+        sim_row r;
+        r.delta = c.deltas[di];
+        r.scale = va.scale;
+        r.order = va.order;
+        r.threshold = va.threshold;
+        auto frac = [](int64_t a, int64_t b) { return b ? double(a) / double(b) : 0.0; };
+        r.underflow_measured = frac(sum.underflow, sum.non_sink);
+        r.underflow_sd = sample_sd(under);
+        r.underflow_outside_measured = frac(sum.underflow_outside, sum.non_sink_outside);
+        r.saturated_fraction = frac(sum.saturated, sum.cast_count);
+        r.sink_saturated_fraction =
+            frac(sum.sink_saturated, static_cast<int64_t>(std::min(c.k_sink, n_tok)) * c.q_rows * c.seeds);
+        if (va.order == block_order::forward) {
+          r.underflow_predicted = underflow_closed_form(r.delta, va.scale, c.k_sink);
+        } else {
+          r.underflow_predicted =
+              0.5 * std::erfc(-(rb.max_mean - flush_threshold(va.scale)) / std::numbers::sqrt2);
+        }
+        // The exact expectation assumes unit-variance scores and an exact running max.
+        if (c.sigma == 1.0 && va.threshold == 0) {
+          r.underflow_exact = underflow_exact(r.delta, va.scale, shape, va.order);
+          r.underflow_outside_exact =
+              underflow_exact_outside_sink_block(r.delta, va.scale, shape, va.order);
+        } else {
+          r.underflow_exact = r.underflow_outside_exact = std::nan("");
+        }
+        double m = 0;
+        for (double x : mse) m += x;
+        r.mse = m / static_cast<double>(mse.size());
+        r.mse_sd = sample_sd(mse);
+        r.seeds = c.seeds;
+        r.n_tok = n_tok;
+        r.d_head = c.d_head;
+        r.block = c.block;
+        r.k_sink = c.k_sink;
+        r.sigma = c.sigma;
+        rows.push_back(r);
+      }
+  }
+  return rows;
+}
+
+}  // namespace
+
+void ideal_row(const float* z, const float* v, int n_tok, int d_head, int k_sink,
+               const kernel_options& opt, float* o, kernel_counts* counts) {
+  // z: [n_tok] scaled scores, v: [n_tok, d_head], o: [d_head]
+  ATTNUM_ASSERT(n_tok >= 1 && opt.block >= 1, "ideal_row: n_tok {} block {}", n_tok, opt.block);
+  const float s = static_cast<float>(opt.scale);
+  const float lazy = static_cast<float>(opt.rescale_threshold * std::numbers::ln2);
+  const int nb = (n_tok + opt.block - 1) / opt.block;
+  std::vector<float> p(opt.block), acc(d_head);
+  std::fill(o, o + d_head, 0.0f);
+  float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
+  kernel_counts cnt;
+  for (int t = 0; t < nb; ++t) {
+    const int b = opt.order == block_order::forward ? t : nb - 1 - t;
+    const int lo = b * opt.block, hi = std::min(n_tok, lo + opt.block);
+    float m_loc = z[lo];
+    for (int j = lo + 1; j < hi; ++j) m_loc = std::max(m_loc, z[j]);
+    // The max moves when the block raises it (by more than tau ln 2 with a lazy rescale).
+    const float m_new = (m == -std::numeric_limits<float>::infinity() || m_loc - m > lazy)
+                            ? std::max(m, m_loc) : m;
+    const float alpha = std::exp(m - m_new);
+    float sum = 0.0f;
+    for (int j = lo; j < hi; ++j) sum += (p[j - lo] = std::exp(z[j] - m_new));
+    l = alpha * l + sum;
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const bool sink_block = lo < k_sink;
+    for (int j = lo; j < hi; ++j) {
+      const float ps = p[j - lo] * s;
+      const float p8 = opt.cast ? formats::quantize_e4m3_sat(ps) : ps;
+      const bool sink = j < k_sink;
+      cnt.cast_count++;
+      if (ps > 448.0f) (sink ? cnt.sink_saturated : cnt.saturated)++;
+      if (!sink) {
+        cnt.non_sink++;
+        cnt.underflow += p8 == 0.0f;
+        if (!sink_block) {
+          cnt.non_sink_outside++;
+          cnt.underflow_outside += p8 == 0.0f;
+        }
+      }
+      if (p8 == 0.0f) continue;  // adding 0 * v changes nothing
+      const float* vj = v + static_cast<size_t>(j) * d_head;
+      for (int c = 0; c < d_head; ++c) acc[c] += p8 * vj[c];
+    }
+    for (int c = 0; c < d_head; ++c) o[c] = alpha * o[c] + acc[c];
+    m = m_new;
+  }
+  const float denom = s * l;
+  for (int c = 0; c < d_head; ++c) o[c] /= denom;
+  cnt.saturated += cnt.sink_saturated;
+  if (counts) {
+    counts->non_sink += cnt.non_sink;
+    counts->underflow += cnt.underflow;
+    counts->non_sink_outside += cnt.non_sink_outside;
+    counts->underflow_outside += cnt.underflow_outside;
+    counts->cast_count += cnt.cast_count;
+    counts->saturated += cnt.saturated;
+    counts->sink_saturated += cnt.sink_saturated;
+  }
+}
+
+std::vector<double> reference_row(const double* z, const float* v, int n_tok, int d_head) {
+  double m = z[0];
+  for (int j = 1; j < n_tok; ++j) m = std::max(m, z[j]);
+  std::vector<double> o(d_head, 0.0);
+  double l = 0;
+  for (int j = 0; j < n_tok; ++j) {
+    const double p = std::exp(z[j] - m);
+    l += p;
+    const float* vj = v + static_cast<size_t>(j) * d_head;
+    for (int c = 0; c < d_head; ++c) o[c] += p * vj[c];
+  }
+  for (auto& x : o) x /= l;
+  return o;
+}
+
+bool can_saturate(double scale, double threshold) {
+  return std::log(scale) + threshold * std::numbers::ln2 > kLn448;
+}
+
+std::vector<sim_row> simulate(const sim_config& c, const progress_fn& progress) {
+  check_config(c);
+  std::vector<variant> vars;
+  for (double s : c.scales)
+    for (auto o : c.orders)
+      for (double t : c.thresholds) vars.push_back({s, o, t});
+  const int nd = static_cast<int>(c.deltas.size()), nv = static_cast<int>(vars.size());
+  const int nn = static_cast<int>(c.n_toks.size());
+  const int units = nn * c.seeds;
+  // parts[unit][delta][variant]
+  std::vector<partial> parts(static_cast<size_t>(units) * nd * nv);
+  int64_t done = 0;
+  const int64_t total = static_cast<int64_t>(units) * nd;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(attnum::threads())
+  for (int unit = 0; unit < units; ++unit) {
+    const int n_tok = c.n_toks[unit / c.seeds];
+    const unit_data data = make_unit(c, n_tok, unit % c.seeds);
+    std::vector<float> zf, ksink, o(c.d_head);
+    std::vector<double> zd;
+    for (int di = 0; di < nd; ++di) {
+      for (int row = 0; row < c.q_rows; ++row) {
+        row_scores(c, data, row, c.deltas[di], zf, zd, ksink);
+        const auto ref = reference_row(zd.data(), data.v.data(), n_tok, c.d_head);
+        for (int vi = 0; vi < nv; ++vi) {
+          kernel_options opt{vars[vi].scale, vars[vi].order, c.block, c.cast, vars[vi].threshold};
+          partial& pt = parts[(static_cast<size_t>(unit) * nd + di) * nv + vi];
+          ideal_row(zf.data(), data.v.data(), n_tok, c.d_head, c.k_sink, opt, o.data(), &pt.counts);
+          for (int i = 0; i < c.d_head; ++i) pt.sumsq += (o[i] - ref[i]) * (o[i] - ref[i]);
+        }
+      }
+#pragma omp critical(attnum_pcast_progress)
+      {
+        ++done;
+        if (progress) progress(done, total);
+      }
+    }
+  }
+  return combine_rows(c, vars, parts);
+}
+
+sim_config paper_config(bool quick) {
+  sim_config c;
+  c.deltas = parse_range("0:12:0.5", "delta");
+  if (quick) {
+    c.seeds = 3;
+    c.q_rows = 8;
+  }
+  return c;
+}
+
+sim_config overflow_config(bool quick) {
+  sim_config c;
+  c.deltas = parse_range("0:12:1", "delta");
+  c.scales = {256, 448};
+  c.thresholds = {0, 0.75, 4};
+  if (quick) {
+    c.seeds = 3;
+    c.q_rows = 8;
+  }
+  return c;
+}
+
+}  // namespace attnum::pcast

@@ -1,0 +1,231 @@
+// attnum pcast theory|dp|simulate|overflow|bound: the P-cast analysis of arXiv 2606.06521.
+// Parsing and printing only; the numerics are in attnum/pcast/.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "attnum/core/error.h"
+#include "attnum/pcast/output.h"
+#include "attnum/pcast/simulate.h"
+#include "attnum/pcast/theory.h"
+#include "cli/command.h"
+
+namespace {
+using attnum::pcast::parse_list;
+using json = nlohmann::ordered_json;
+
+// Prints rows as JSON (--json) or as an aligned text table of the given columns.
+void print_rows(const json& rows, bool as_json, const std::vector<std::string>& columns) {
+  if (as_json) {
+    fmt::print("{}\n", rows.dump());
+    return;
+  }
+  for (const auto& c : columns) fmt::print("{:>14}", c);
+  fmt::print("\n");
+  for (const auto& r : rows) {
+    for (const auto& c : columns) {
+      const auto& v = r.at(c);
+      if (v.is_number_float())
+        fmt::print("{:>14.6g}", v.get<double>());
+      else if (v.is_null())
+        fmt::print("{:>14}", "nan");
+      else if (v.is_string())
+        fmt::print("{:>14}", v.get<std::string>());
+      else
+        fmt::print("{:>14}", v.dump());
+    }
+    fmt::print("\n");
+  }
+}
+
+// A one-line progress bar on stderr, redrawn at most ~10 times a second.
+attnum::pcast::progress_fn progress_bar(const char* what) {
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  return [what, last](int64_t done, int64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (done != total && now - *last < std::chrono::milliseconds(100)) return;
+    *last = now;
+    const int width = 30, fill = static_cast<int>(width * done / std::max<int64_t>(1, total));
+    fmt::print(stderr, "\r{} [{}{}] {}/{}", what, std::string(fill, '#'),
+               std::string(width - fill, '.'), done, total);
+    if (done == total) fmt::print(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+std::vector<attnum::pcast::block_order> parse_orders(const std::string& text) {
+  std::vector<attnum::pcast::block_order> v;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i)
+    if (i == text.size() || text[i] == ',') {
+      v.push_back(attnum::pcast::parse_order(text.substr(start, i - start).c_str()));
+      start = i + 1;
+    }
+  return v;
+}
+
+std::vector<int> to_ints(const std::vector<double>& x, const char* what) {
+  std::vector<int> v;
+  for (double d : x) {
+    if (d != std::floor(d) || d < 1 || d > 1e9) attnum::fail("pcast: {} {}: expected a positive integer", what, d);
+    v.push_back(static_cast<int>(d));
+  }
+  return v;
+}
+
+void setup_theory(CLI::App& app) {
+  struct opts {
+    std::string delta = "0:12:0.5", scale = "1,256,448", out;
+    int k_sink = 4, n_tok = 4096, block = 128;
+    bool json = false;
+  };
+  auto o = std::make_shared<opts>();
+  app.add_option("--delta", o->delta, "Sink strengths A:B:STEP (inclusive) or a list")->capture_default_str();
+  app.add_option("--scale", o->scale, "Static P scales S, comma-separated")->capture_default_str();
+  app.add_option("--k-sink", o->k_sink, "Sink tokens k")->capture_default_str();
+  app.add_option("--n-tok", o->n_tok, "Keys per row N (for underflow_exact)")->capture_default_str();
+  app.add_option("--block", o->block, "KV block size B (for underflow_exact)")->capture_default_str();
+  app.add_option("--out", o->out, "Write DIR/pcast_theory.csv");
+  app.add_flag("--json", o->json, "Print a JSON array of rows");
+  app.callback([o] {
+    const attnum::pcast::row_shape shape{o->n_tok, o->block, o->k_sink};
+    if (o->k_sink < 1) attnum::fail("pcast theory: --k-sink {}: expected >= 1", o->k_sink);
+    const auto rows = attnum::pcast::to_json(
+        attnum::pcast::theory_table(parse_list(o->delta, "--delta"), parse_list(o->scale, "--scale"), shape),
+        shape);
+    if (!o->out.empty()) attnum::pcast::write_results(o->out, rows, {}, {}, {});
+    print_rows(rows, o->json,
+               {"delta", "scale", "k_sink", "delta_k", "underflow_fraction", "underflow_exact", "delta_c"});
+  });
+}
+
+void setup_dp(CLI::App& app) {
+  struct opts {
+    std::string scale = "1:512:1", out;
+    bool json = false;
+  };
+  auto o = std::make_shared<opts>();
+  app.add_option("--scale", o->scale, "Scales A:B:STEP or a list")->capture_default_str();
+  app.add_option("--out", o->out, "Write DIR/pcast_dp.csv");
+  app.add_flag("--json", o->json, "Print a JSON array of rows");
+  app.callback([o] {
+    const auto rows = attnum::pcast::to_json(attnum::pcast::dp_table(parse_list(o->scale, "--scale")));
+    if (!o->out.empty()) attnum::pcast::write_results(o->out, {}, rows, {}, {});
+    print_rows(rows, o->json, {"scale", "dp"});
+  });
+}
+
+// Options shared by simulate and overflow; defaults come from the library's configs.
+struct sim_opts {
+  std::string delta, scale, order, threshold, n_tok, source = "inject", out;
+  int d_head = 128, k_sink = 4, block = 128, rows = 0, seeds = 0;
+  uint64_t seed = 1;
+  double sigma = 1.0;
+  bool quick = false, no_cast = false, json = false;
+};
+
+void add_sim_options(CLI::App& app, sim_opts& o) {
+  app.add_option("--delta", o.delta, "Sink strengths A:B:STEP or a list");
+  app.add_option("--scale", o.scale, "Static P scales S, comma-separated");
+  app.add_option("--order", o.order, "Block orders: forward,reverse");
+  app.add_option("--threshold", o.threshold, "Lazy-rescale thresholds tau in log2 units (0: exact max)");
+  app.add_option("--n-tok", o.n_tok, "Keys per row N (a list sweeps N)");
+  app.add_option("--d-head", o.d_head, "Head dimension d")->capture_default_str();
+  app.add_option("--k-sink", o.k_sink, "Sink tokens k")->capture_default_str();
+  app.add_option("--block", o.block, "KV block size B")->capture_default_str();
+  app.add_option("--rows", o.rows, "Query rows per seed (default 32, quick 8)");
+  app.add_option("--seeds", o.seeds, "Independent data sets (default 8, quick 3)");
+  app.add_option("--seed", o.seed, "Base seed")->capture_default_str();
+  app.add_option("--sigma", o.sigma, "Std of the score noise (theory assumes 1)")->capture_default_str();
+  app.add_option("--source", o.source, "Scores: inject (drawn) or qk (fp32 Q and K built to give them)")
+      ->capture_default_str();
+  app.add_flag("--quick", o.quick, "A short run (fewer seeds and rows)");
+  app.add_flag("--no-cast", o.no_cast, "Disable the P cast (the kernel then matches fp64)");
+  app.add_option("--out", o.out, "Write the CSV into DIR");
+  app.add_flag("--json", o.json, "Print a JSON array of rows");
+}
+
+attnum::pcast::sim_config make_config(const sim_opts& o, attnum::pcast::sim_config c) {
+  if (!o.delta.empty()) c.deltas = parse_list(o.delta, "--delta");
+  if (!o.scale.empty()) c.scales = parse_list(o.scale, "--scale");
+  if (!o.order.empty()) c.orders = parse_orders(o.order);
+  if (!o.threshold.empty()) c.thresholds = parse_list(o.threshold, "--threshold");
+  if (!o.n_tok.empty()) c.n_toks = to_ints(parse_list(o.n_tok, "--n-tok"), "--n-tok");
+  c.d_head = o.d_head;
+  c.k_sink = o.k_sink;
+  c.block = o.block;
+  if (o.rows) c.q_rows = o.rows;
+  if (o.seeds) c.seeds = o.seeds;
+  c.seed = o.seed;
+  c.sigma = o.sigma;
+  if (o.source == "inject")
+    c.source = attnum::pcast::score_source::inject;
+  else if (o.source == "qk")
+    c.source = attnum::pcast::score_source::qk;
+  else
+    attnum::fail("pcast: --source '{}': expected inject or qk", o.source);
+  c.cast = !o.no_cast;
+  return c;
+}
+
+void setup_simulate(CLI::App& app) {
+  auto o = std::make_shared<sim_opts>();
+  add_sim_options(app, *o);
+  app.callback([o] {
+    const auto c = make_config(*o, attnum::pcast::paper_config(o->quick));
+    const auto rows = attnum::pcast::to_json(attnum::pcast::simulate(c, progress_bar("pcast simulate")));
+    if (!o->out.empty()) attnum::pcast::write_results(o->out, {}, {}, rows, {});
+    print_rows(rows, o->json,
+               {"delta", "scale", "order", "underflow_measured", "underflow_predicted",
+                "underflow_exact", "mse", "mse_sd", "seeds"});
+  });
+}
+
+void setup_overflow(CLI::App& app) {
+  auto o = std::make_shared<sim_opts>();
+  add_sim_options(app, *o);
+  app.callback([o] {
+    const auto c = make_config(*o, attnum::pcast::overflow_config(o->quick));
+    const auto rows = attnum::pcast::overflow_json(attnum::pcast::simulate(c, progress_bar("pcast overflow")));
+    if (!o->out.empty()) attnum::pcast::write_results(o->out, {}, {}, {}, rows);
+    print_rows(rows, o->json,
+               {"delta", "scale", "offset", "threshold", "order", "saturated_fraction",
+                "sink_saturated_fraction", "can_saturate", "mse", "mse_sd"});
+  });
+}
+
+void setup_bound(CLI::App& app) {
+  struct opts {
+    std::string n_tok = "1024,4096,16384,65536,262144,1000000", scale = "1,256,448";
+    bool json = false;
+  };
+  auto o = std::make_shared<opts>();
+  app.add_option("--n-tok", o->n_tok, "Sequence lengths N")->capture_default_str();
+  app.add_option("--scale", o->scale, "Static P scales S")->capture_default_str();
+  app.add_flag("--json", o->json, "Print a JSON array of rows");
+  app.callback([o] {
+    std::vector<attnum::pcast::reverse_bound_row> rows;
+    for (double s : parse_list(o->scale, "--scale"))
+      for (int n : to_ints(parse_list(o->n_tok, "--n-tok"), "--n-tok"))
+        rows.push_back(attnum::pcast::reverse_bound(n, s));
+    print_rows(attnum::pcast::to_json(rows), o->json,
+               {"n_tok", "scale", "flush", "max_mean", "sqrt_2_ln_n", "max_q999999", "p_underflow",
+                "expected_count", "paper_m"});
+  });
+}
+}  // namespace
+
+ATTNUM_COMMAND("pcast", "P-cast analysis (arXiv 2606.06521): theory, dp, simulate, overflow, bound",
+               [](CLI::App& app) { app.require_subcommand(1); });
+ATTNUM_COMMAND("pcast theory", "Closed forms: delta_k, F(Delta, S), Delta_c, the exact expectation",
+               setup_theory);
+ATTNUM_COMMAND("pcast dp", "dp(S): normalized worst-case E4M3 step over P in [0, 1]", setup_dp);
+ATTNUM_COMMAND("pcast simulate", "The attention-sink simulation (idealized kernel vs fp64)",
+               setup_simulate);
+ATTNUM_COMMAND("pcast overflow", "Stale running max (lazy rescale): S*P saturation at 448",
+               setup_overflow);
+ATTNUM_COMMAND("pcast bound", "Reverse-order underflow bound for N up to 1e6", setup_bound);
