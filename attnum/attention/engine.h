@@ -7,6 +7,7 @@
 // Query head h uses kv head h / (n_head / n_head_kv) (GQA). Causal masks are bottom-right aligned:
 // query row i sees key columns j <= i + n_kv - n_q.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,45 @@ struct reference_result {
 /// Returns fp64 attention of query head h (softmax scale 1/sqrt(d_head)).
 reference_result reference_head(const layer_view& layer, int h, bool causal = true);
 
+/// One operand after its cast: values on the format's grid (before dequantisation) and the
+/// dequantisation scale of every element: scale(h, t, c) = row_scale[h*n_tok + t] *
+/// col_scale[(h*n_col_blocks + t/col_block)*d_head + c]. The value the kernel means is
+/// values[(h*n_tok + t)*d_head + c] * scale(h, t, c). An unscaled operand has all scales 1.
+struct operand_cast {
+  int n_heads = 0, n_tok = 0, d_head = 0;
+  int n_col_blocks = 1, col_block = 1;  ///< channel scales per token block (causal scope)
+  std::vector<float> values;            ///< [n_heads, n_tok, d_head]
+  std::vector<float> row_scale;         ///< [n_heads, n_tok]
+  std::vector<float> col_scale;         ///< [n_heads, n_col_blocks, d_head]
+  bool nan_flagged = false;             ///< a group with amax 0 and no eps: the real kernel gives NaN
+  /// Returns the dequantisation scale of element (h, t, c).
+  float scale(int h, int t, int c) const {
+    return row_scale[static_cast<size_t>(h) * n_tok + t] *
+           col_scale[(static_cast<size_t>(h) * n_col_blocks + t / col_block) * d_head + c];
+  }
+  /// Whether the column scales vary over tokens or the row scales over tokens of a head.
+  bool col_scale_trivial() const;
+};
+
 /// A layer prepared for one kernel and condition: transformed and cast operands with their scales.
 /// Preparing is per layer because scales can span heads (per tensor, per kv head).
-struct prepared_layer;
+struct prepared_layer {
+  kernel_spec spec;
+  condition cond = condition::plain;
+  int n_head = 0, n_head_kv = 0, n_q = 0, n_kv = 0, d_head = 0;
+  /// The fp32 operands the kernel casts: after the condition's transform (and Sage's smooth_k
+  /// for k), layout as layer_view.
+  std::vector<float> q, k, v;
+  operand_cast q8, k8, v8;  ///< the casts (values equal q/k/v where a cast is off)
+  /// Returns the kv head of query head h.
+  int kv_head(int h) const { return h / (n_head / n_head_kv); }
+};
+
+/// Returns the layer transformed by `cond` and cast as `spec` says. Throws attnum::error on bad
+/// dims (d_head 0, n_head not a multiple of n_head_kv, ...) or non-finite values.
+std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, const layer_view& layer,
+                                                    condition cond,
+                                                    const transform_options& opts = {});
 
 /// Per-run diagnostics of one head.
 struct run_stats {
@@ -57,5 +94,13 @@ struct run_stats {
   int64_t p_count = 0;       ///< P values cast (unmasked)
   bool nan_flagged = false;  ///< a NaN arose where the real kernel would produce it (e.g. zero V channel)
 };
+
+/// Runs the kernel on query head h of a prepared layer: o is [n_q, d_head] (fp32 values of the
+/// kernel's output format). Deterministic; thread-safe (run heads in parallel freely).
+void run_head(const prepared_layer& layer, int h, bool causal, float* o, run_stats* stats = nullptr);
+
+/// Convenience: prepares and runs every head; returns o [n_head, n_q, d_head].
+std::vector<float> run_layer(const kernel_spec& spec, const layer_view& layer, condition cond,
+                             bool causal = true, const transform_options& opts = {});
 
 }  // namespace attnum::attention

@@ -1,0 +1,351 @@
+// The one emulation engine: runs any kernel_spec on one query head, row by row, following
+// ../shared/docs/kernels.md step by step (the step numbers below are that file's).
+//
+// Per query row i (rows are independent; kBlockM only sets which KV blocks a row's CTA visits):
+//   for each KV block b in the CTA's range, in the spec's order:
+//     1. S_j   = QK accumulator (k_step chunks, each chunk's exact sum added and rounded once)
+//     2. x_j, eff_j from the score scaling (fold / dequant / dequant_sm / dequant_unit); masked
+//        columns get the mask value (on raw S, or on x for Sage)
+//     3. running max m (raw or scaled space), alpha, P_j = exp2(fmaf(x_j, eff, -m')) with the
+//        exponent offset folded in m'
+//     4. l partials *= alpha; l += P (fp32 P or the cast P) in the kernel's thread order
+//     5. P8 = cast(P or P*S); O *= alpha; O += P8 V (into O through the accumulator model at each
+//        k_step, or a fresh accumulator per block added to O in fp32)
+//   epilogue: l from the partials; inv = 1/l (0 when l is 0 or NaN); O *= inv and the V scale
+//   (divided by S in multiply mode); output cast.
+//
+// exp2: CPU exp2f is correctly rounded in glibc for most inputs, whereas MUFU.EX2 (ex2.approx) is
+// not (kernels.md 0): expect rare E4M3 boundary flips against hardware. 1/l: IEEE division where
+// the kernels use rcp.approx (Sage, hpc-ops): 1 ulp differences possible.
+// The T = double instantiation (spec.arith_fp64) replaces every fp32 step by fp64 and exp2f by
+// exp2: with every quantization point off it is exact attention up to fp64 rounding.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+
+#include "attnum/attention/engine.h"
+#include "attnum/attention/engine_detail.h"
+#include "attnum/core/error.h"
+#include "attnum/core/parallel.h"
+
+namespace attnum::attention {
+namespace {
+
+inline float fma_t(float a, float b, float c) { return std::fmaf(a, b, c); }
+inline double fma_t(double a, double b, double c) { return std::fma(a, b, c); }
+inline float exp2_t(float x) { return std::exp2f(x); }
+inline double exp2_t(double x) { return std::exp2(x); }
+
+// Everything constant over the rows of one head.
+template <typename T>
+struct head_ctx {
+  const prepared_layer* L;
+  int h, g, d, n_q, n_kv, bm, bn;
+  bool causal;
+  kernel_spec s;          // effective spec (disabled points resolved)
+  T sm, sl2, offset, p_scale;
+  const float *q8, *qs;   // q8: [n_q, d]; qs: row scales
+  std::vector<float> kT;  // [d, n_kv] cast K transposed (vectorised QK over keys)
+  const float* ks;        // [n_kv]
+  std::vector<float> v;   // [n_kv, d] V fed to PV (dequantised when its scale varies over tokens)
+  std::vector<T> vs;      // [d] V scale applied in the epilogue (with 1/S in multiply mode)
+  bool v_nan = false;
+};
+
+// Resolves the quantization points into the spec the loop runs.
+kernel_spec effective_spec(const kernel_spec& in) {
+  kernel_spec s = in;
+  const auto& e = in.enabled;
+  const accumulator_spec off = {in.arith_fp64 ? acc_kind::exact : acc_kind::fp32, 23, in.qk_acc.k_step};
+  if (!e.qk_acc) s.qk_acc = off;
+  if (!e.pv_acc) s.pv_acc = {off.kind, 23, in.pv_acc.k_step};
+  if (!e.p_cast) {
+    s.p_fmt = formats::format::fp32;
+    s.p_mode = p_scale_mode::none;
+  }
+  if (!e.o_cast) s.out_fmt = formats::format::fp32;
+  if (s.qk_acc.k_step <= 0 || s.pv_acc.k_step <= 0) fail("kernel {}: accumulator k_step must be positive", s.name);
+  return s;
+}
+
+template <typename T>
+head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
+  head_ctx<T> c;
+  c.L = &L;
+  c.h = h;
+  c.g = L.kv_head(h);
+  c.d = L.d_head, c.n_q = L.n_q, c.n_kv = L.n_kv;
+  std::tie(c.bm, c.bn) = L.spec.tile_for(c.d);
+  c.causal = causal;
+  c.s = effective_spec(L.spec);
+  const double sm = 1.0 / std::sqrt(static_cast<double>(c.d));
+  c.sm = static_cast<T>(sm);
+  if (std::is_same_v<T, double>)
+    c.sl2 = static_cast<T>(sm * std::numbers::log2e);
+  else
+    c.sl2 = c.s.sl2_in_double ? static_cast<T>(static_cast<double>(static_cast<float>(sm)) * std::numbers::log2e)
+                              : static_cast<T>(static_cast<float>(sm) * 1.44269504f);
+  c.offset = c.s.p_mode == p_scale_mode::exponent_offset ? static_cast<T>(c.s.p_offset) : T(0);
+  c.p_scale = c.s.p_mode == p_scale_mode::multiply ? static_cast<T>(c.s.p_scale) : T(1);
+  const size_t qoff = static_cast<size_t>(h) * c.n_q, koff = static_cast<size_t>(c.g) * c.n_kv;
+  c.q8 = L.q8.values.data() + qoff * c.d;
+  c.qs = L.q8.row_scale.data() + qoff;
+  c.ks = L.k8.row_scale.data() + koff;
+  c.kT.resize(static_cast<size_t>(c.d) * c.n_kv);
+  for (int j = 0; j < c.n_kv; ++j)
+    for (int k = 0; k < c.d; ++k) c.kT[static_cast<size_t>(k) * c.n_kv + j] = L.k8.values[(koff + j) * c.d + k];
+  // V scale: per channel in the epilogue when constant over tokens, else dequantise V up front.
+  const auto& v8 = L.v8;
+  bool uniform = v8.n_col_blocks == 1;
+  for (int t = 1; t < c.n_kv && uniform; ++t) uniform = v8.row_scale[koff + t] == v8.row_scale[koff];
+  c.v.assign(v8.values.begin() + koff * c.d, v8.values.begin() + (koff + c.n_kv) * c.d);
+  c.vs.assign(c.d, T(1));
+  if (uniform) {
+    for (int k = 0; k < c.d; ++k) c.vs[k] = static_cast<T>(c.n_kv > 0 ? v8.scale(c.g, 0, k) : 1.0f);
+  } else {
+    for (int t = 0; t < c.n_kv; ++t)
+      for (int k = 0; k < c.d; ++k) c.v[static_cast<size_t>(t) * c.d + k] *= v8.scale(c.g, t, k);
+  }
+  if (c.s.p_mode == p_scale_mode::multiply && !c.s.rowsum_from_cast)
+    for (auto& x : c.vs) x = static_cast<T>(x / c.p_scale);
+  c.v_nan = v8.nan_flagged;
+  // Raw-space max needs one eff per row: with K scales varying over keys, dequantise S first.
+  if (c.s.max == max_space::raw && c.s.scaling == score_scaling::fold)
+    for (int t = 1; t < c.n_kv; ++t)
+      if (c.ks[t] != c.ks[0]) {
+        c.s.scaling = score_scaling::dequant;
+        break;
+      }
+  return c;
+}
+
+// Row-sum partials in the kernel's thread order (kernels.md 1.10, 2a.10).
+template <typename T>
+void add_rowsum(const head_ctx<T>& c, T* l, const T* p, int n_cols) {
+  switch (c.s.rowsum) {
+    case rowsum_order::sequential:
+      for (int j = 0; j < n_cols; ++j) l[0] += p[j];
+      break;
+    case rowsum_order::wgmma:  // thread t holds columns 8g+2t, 8g+2t+1 in ascending order
+      for (int j = 0; j < n_cols; ++j) l[(j % 8) / 2] += p[j];
+      break;
+    case rowsum_order::sage_mma:  // d_t += P0+P1+P4+P5 per 16-column tile
+      for (int f = 0; f * 16 < n_cols; ++f)
+        for (int t = 0; t < 4; ++t) {
+          auto at = [&](int j) { return j < n_cols ? p[j] : T(0); };
+          const int b = 16 * f + 2 * t;
+          l[t] += at(b) + at(b + 1) + at(b + 8) + at(b + 9);
+        }
+      break;
+  }
+}
+
+template <typename T>
+T final_rowsum(const head_ctx<T>& c, const T* l) {
+  switch (c.s.rowsum) {
+    case rowsum_order::sequential: return l[0];
+    case rowsum_order::wgmma: return (l[0] + l[2]) + (l[1] + l[3]);     // quad reduce xor 2, xor 1
+    case rowsum_order::sage_mma: return (l[0] + l[1]) + (l[2] + l[3]);  // xor 1, xor 2
+  }
+  return l[0];
+}
+
+// Scratch of one row.
+template <typename T>
+struct row_buf {
+  std::vector<double> sacc;  // [bn] QK accumulators
+  std::vector<T> x, eff, p, p8;
+  std::vector<double> cs;     // [bn] QK chunk sums
+  std::vector<double> chunk;  // [d] PV chunk sums
+  std::vector<T> o, acc;      // [d]
+  explicit row_buf(int bn, int d) : sacc(bn), x(bn), eff(bn), p(bn), p8(bn), cs(bn), chunk(d), o(d), acc(d) {}
+};
+
+// Step 1: S for keys [j0, j1) of row i (raw, cast operands). sacc holds the model's value.
+template <typename T>
+void qk_block(const head_ctx<T>& c, int i, int j0, int j1, row_buf<T>& b) {
+  const int n = j1 - j0, d = c.d, ks = c.s.qk_acc.k_step;
+  const float* q = c.q8 + static_cast<size_t>(i) * d;
+  double* acc = b.sacc.data();
+  std::fill(acc, acc + n, 0.0);
+  double* cs = b.cs.data();
+  for (int k0 = 0; k0 < d; k0 += ks) {
+    std::fill(cs, cs + n, 0.0);
+    const int k1 = std::min(d, k0 + ks);
+    for (int k = k0; k < k1; ++k) {  // products exact in double; ascending k
+      const double qk = q[k];
+      const float* kt = c.kT.data() + static_cast<size_t>(k) * c.n_kv + j0;
+      for (int j = 0; j < n; ++j) cs[j] += qk * static_cast<double>(kt[j]);
+    }
+    for (int j = 0; j < n; ++j) acc[j] = round_acc(c.s.qk_acc, acc[j] + cs[j]);
+  }
+  if (c.s.qk_acc.kind == acc_kind::int32 && std::is_same_v<T, float>)  // __int2float_rz (2a.7)
+    for (int j = 0; j < n; ++j) acc[j] = static_cast<float>(truncate_bits(acc[j], 23));
+}
+
+// Step 5: O (or a fresh accumulator) += P8 V for keys [j0, j1), chunked by k_step from j0.
+template <typename T>
+void pv_block(const head_ctx<T>& c, int j0, int j1, row_buf<T>& b) {
+  const int d = c.d, ks = c.s.pv_acc.k_step;
+  const bool fresh = c.s.pv == pv_mode::fresh_per_block;
+  T* acc = fresh ? b.acc.data() : b.o.data();
+  if (fresh) std::fill(acc, acc + d, T(0));
+  for (int c0 = j0; c0 < j1; c0 += ks) {
+    const int c1 = std::min(j1, c0 + ks);
+    std::fill(b.chunk.begin(), b.chunk.end(), 0.0);
+    bool any = false;
+    for (int j = c0; j < c1; ++j) {
+      const double pj = static_cast<double>(b.p8[j - j0]);
+      if (pj == 0) continue;  // exact zero products (masked or underflowed P)
+      any = true;
+      const float* vr = c.v.data() + static_cast<size_t>(j) * d;
+      for (int k = 0; k < d; ++k) b.chunk[k] += pj * static_cast<double>(vr[k]);
+    }
+    if (!any && c.s.pv_acc.kind == acc_kind::fp32) continue;  // acc + 0 rounds to acc
+    for (int k = 0; k < d; ++k) acc[k] = static_cast<T>(round_acc(c.s.pv_acc, static_cast<double>(acc[k]) + b.chunk[k]));
+  }
+  if (fresh)
+    for (int k = 0; k < d; ++k) b.o[k] += acc[k];
+}
+
+template <typename T>
+void run_row(const head_ctx<T>& c, int i, float* out, row_buf<T>& b, run_stats& st) {
+  const int d = c.d;
+  const kernel_spec& s = c.s;
+  const int last = c.causal ? i + c.n_kv - c.n_q : c.n_kv - 1;  // last visible key
+  const int nbt = (c.n_kv + c.bn - 1) / c.bn;
+  int nbmax = nbt;
+  if (c.causal) {  // FA3 block.h:23-33 / Sage N = ceil(min(kv, (bx+1)*CTA_Q)/CTA_K)
+    const long lim = static_cast<long>(i / c.bm + 1) * c.bm + c.n_kv - c.n_q;
+    nbmax = static_cast<int>(std::clamp<long>((lim + c.bn - 1) / c.bn, 0, nbt));
+  }
+  std::fill(b.o.begin(), b.o.end(), T(0));
+  T l[4] = {0, 0, 0, 0};
+  const bool finite_mask = std::isfinite(s.mask_value);
+  T m = (s.max == max_space::scaled && finite_mask) ? static_cast<T>(s.mask_value) : -INFINITY;
+  const int n_tail = s.masked_tail_blocks > 0 ? (c.causal ? s.masked_tail_blocks : 1) : 0;
+  const double fmax = formats_max(s.p_fmt);
+  for (int step = 0; step < nbmax && last >= 0; ++step) {
+    const int blk = s.reverse ? nbmax - 1 - step : step;
+    const int j0 = blk * c.bn, j1 = std::min(c.n_kv, j0 + c.bn), n = j1 - j0;
+    qk_block(c, i, j0, j1, b);
+    // 2. scaling (Sage's masked tail blocks dequantise first, kernels.md 2a.8)
+    const score_scaling sc = (blk >= nbmax - n_tail && s.scaling == score_scaling::fold) ? score_scaling::dequant : s.scaling;
+    const T qs = static_cast<T>(c.qs[i]);
+    T bmax = -INFINITY;
+    for (int jj = 0; jj < n; ++jj) {
+      const int j = j0 + jj;
+      const bool masked = j > last;
+      const T dq = qs * static_cast<T>(c.ks[j]);
+      T S = static_cast<T>(b.sacc[jj]);
+      if (masked && !s.mask_on_x) S = static_cast<T>(s.mask_value);
+      T x, eff;
+      switch (sc) {
+        case score_scaling::fold: x = S, eff = c.sl2 * dq; break;
+        case score_scaling::dequant: x = S * dq, eff = c.sl2; break;
+        case score_scaling::dequant_sm: x = S * (dq * c.sm), eff = static_cast<T>(1.44269504f); break;
+        default: x = S * dq, eff = T(1); break;
+      }
+      if (std::is_same_v<T, double> && sc == score_scaling::dequant_sm) eff = static_cast<T>(std::numbers::log2e);
+      if (masked && s.mask_on_x) x = static_cast<T>(s.mask_value);
+      b.x[jj] = x, b.eff[jj] = eff;
+      bmax = std::max(bmax, s.max == max_space::raw ? x : fma_t(x, eff, -c.offset));
+    }
+    // 3. max, alpha, P
+    const T m_new = std::max(m, bmax);
+    T alpha;
+    if (s.max == max_space::raw) {  // FA3 softmax.h:67-120 with Check_inf
+      const T eff = b.eff[0];
+      const T m_cur = m_new == -INFINITY ? T(0) : m_new;
+      const T max_scaled = m_new == -INFINITY ? T(0) : fma_t(m_new, eff, -c.offset);
+      alpha = exp2_t((m - m_cur) * eff);
+      for (int jj = 0; jj < n; ++jj) b.p[jj] = exp2_t(fma_t(b.x[jj], eff, -max_scaled));
+    } else {  // Sage update_mdo / hpc-ops online_softmax
+      const T m_sub = m_new == -INFINITY ? T(0) : m_new;
+      alpha = m_new == -INFINITY ? T(1) : exp2_t(m - m_new);
+      for (int jj = 0; jj < n; ++jj) b.p[jj] = exp2_t(fma_t(b.x[jj], b.eff[jj], -m_sub));
+    }
+    m = m_new;
+    // 5a. P cast
+    for (int jj = 0; jj < n; ++jj) {
+      const T ps = b.p[jj] * c.p_scale;
+      const T p8 = s.p_fmt == formats::format::fp32 ? ps
+                                                     : static_cast<T>(quantize_value(s.p_fmt, static_cast<float>(ps), formats::rounding::nearest_even));
+      b.p8[jj] = p8;
+      if (j0 + jj <= last) {
+        ++st.p_count;
+        st.p_underflow += (b.p[jj] > 0 && p8 == 0);
+        st.p_saturated += (static_cast<double>(ps) > fmax);
+      }
+    }
+    // 4. row sum
+    for (T& x : l) x *= alpha;
+    add_rowsum(c, l, s.rowsum_from_cast ? b.p8.data() : b.p.data(), n);
+    // 5b. O
+    for (int k = 0; k < d; ++k) b.o[k] *= alpha;
+    pv_block(c, j0, j1, b);
+  }
+  // epilogue (kernels.md 1.14, 2a.13, 3.7, 4.4, 5.6)
+  const T lt = final_rowsum(c, l);
+  const bool bad = !(lt > 0);
+  const T inv = bad ? T(0) : T(1) / lt;
+  for (int k = 0; k < d; ++k) {
+    T o = b.o[k];
+    const T vs = c.vs[k];
+    switch (s.epilogue) {
+      case epilogue_mode::combined: o *= inv * vs; break;
+      case epilogue_mode::separate: o *= inv, o *= vs; break;
+      case epilogue_mode::div_first: o *= bad ? T(0) : vs / lt; break;
+      case epilogue_mode::divide: o = bad ? T(0) : o / lt, o *= vs; break;
+    }
+    const float of = static_cast<float>(o);
+    out[static_cast<size_t>(i) * d + k] =
+        s.out_fmt == formats::format::fp32 ? of : quantize_value(s.out_fmt, of, formats::rounding::nearest_even);
+  }
+}
+
+template <typename T>
+void run_head_t(const prepared_layer& L, int h, bool causal, float* o, run_stats* stats) {
+  const head_ctx<T> c = make_ctx<T>(L, h, causal);
+  run_stats total;
+  total.nan_flagged = c.v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
+  const int n_threads = omp_in_parallel() ? 1 : threads();
+#pragma omp parallel num_threads(n_threads)
+  {
+    row_buf<T> b(c.bn, c.d);
+    run_stats st;
+#pragma omp for schedule(dynamic, 16)
+    for (int i = 0; i < c.n_q; ++i) run_row(c, i, o, b, st);
+#pragma omp critical
+    {  // integer counts: the sum does not depend on the order
+      total.p_count += st.p_count;
+      total.p_underflow += st.p_underflow;
+      total.p_saturated += st.p_saturated;
+    }
+  }
+  if (stats) *stats = total;
+}
+
+}  // namespace
+
+void run_head(const prepared_layer& L, int h, bool causal, float* o, run_stats* stats) {
+  if (h < 0 || h >= L.n_head) fail("run_head: head {} out of range [0, {})", h, L.n_head);
+  if (L.spec.arith_fp64)
+    run_head_t<double>(L, h, causal, o, stats);
+  else
+    run_head_t<float>(L, h, causal, o, stats);
+}
+
+std::vector<float> run_layer(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal,
+                             const transform_options& opts) {
+  const auto p = prepare_layer(spec, layer, cond, opts);
+  std::vector<float> o(static_cast<size_t>(layer.n_head) * layer.n_q * layer.d_head);
+  for (int h = 0; h < layer.n_head; ++h)
+    run_head(*p, h, causal, o.data() + static_cast<size_t>(h) * layer.n_q * layer.d_head);
+  return o;
+}
+
+}  // namespace attnum::attention

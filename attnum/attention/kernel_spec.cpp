@@ -1,0 +1,308 @@
+// Presets of the published kernels and the JSON description of a kernel_spec. Every value cites
+// ../shared/docs/kernels.md (section.step); [I] marks an inference where the source is silent.
+// The table with sources is docs/kernels.md.
+#include "attnum/attention/kernel_spec.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "attnum/core/error.h"
+
+namespace attnum::attention {
+namespace {
+
+using formats::format;
+using formats::rounding;
+
+operand_spec fp8_operand(granularity g) {
+  operand_spec o;
+  o.fmt = format::e4m3fn;
+  o.gran = g;
+  return o;
+}
+
+// SageAttention per-thread INT8: scale = amax/127 + 1e-7, x/scale + 0.5*sign then truncate
+// (kernels.md 2a.3-4, quant_per_thread.py:32-44).
+operand_spec sage_int8(int segment, int div) {
+  operand_spec o;
+  o.fmt = format::int8;
+  o.gran = granularity::row_group;
+  o.block_rows = segment;
+  o.group_div = div;
+  o.scale_max = 127;
+  o.eps = 1e-7;
+  o.rnd = rounding::half_away;
+  return o;
+}
+
+// Sage per-channel FP8 V: v8 = E4M3(v * (scale_max/amax)), no eps (kernels.md 2a.5).
+operand_spec sage_v(double scale_max) {
+  operand_spec o = fp8_operand(granularity::channel);
+  o.scale_max = scale_max;
+  o.multiply_reciprocal = true;
+  return o;
+}
+
+kernel_spec make_fa3(bool acc13) {
+  kernel_spec s;
+  s.name = acc13 ? "fa3-acc13" : "fa3";
+  s.description = acc13 ? "FlashAttention-3 FP8 E4M3 with a 13-bit RZ tensor-core accumulator (kernels.md 0)"
+                        : "FlashAttention-3 FP8 E4M3 forward (hopper/), fp32 accumulators";
+  s.q = fp8_operand(granularity::kv_group);  // 1.1: q_descale is (b, h_k)
+  s.k = fp8_operand(granularity::head);
+  s.v = fp8_operand(granularity::head);
+  s.sl2_in_double = true;                    // 1.2: float(double(scale)*M_LOG2E)
+  s.scaling = score_scaling::fold;           // 1.2: descales folded into sl2
+  s.max = max_space::raw;                    // 1.7
+  s.mask_value = -INFINITY;                  // 1.6
+  s.p_mode = p_scale_mode::exponent_offset;  // 1.8: Max_offset 8
+  s.p_offset = 8.0f;
+  s.p_scale = 256.0f;
+  s.rowsum = rowsum_order::wgmma;  // 1.10
+  s.tiles = {{64, 192, 160}, {96, 192, 128}, {128, 128, 224}, {192, 128, 160}, {256, 128, 128}};  // 1.3
+  s.reverse = true;                // 1.4
+  s.rescale_before_pv = false;     // 1.12
+  s.pv = pv_mode::into_o;          // 1.12
+  if (acc13) {
+    s.qk_acc = {acc_kind::truncated, 13, 32};
+    s.pv_acc = {acc_kind::truncated, 13, 32};
+  }
+  s.epilogue = epilogue_mode::combined;  // 1.14
+  s.out_fmt = format::bf16;              // 1.14
+  return s;
+}
+
+kernel_spec make_sage2pp_sm89() {
+  kernel_spec s;
+  s.name = "sage2pp-sm89";
+  s.description = "SageAttention2++ on sm89 (L4 default): INT8 QK per-thread, FP8 PV, fp16 PV accumulator";
+  s.q = sage_int8(32, 1);  // 2a.3: 8 groups per 32-row segment
+  s.k = sage_int8(64, 2);  // 2a.4: 4 groups per 64-row block
+  s.v = sage_v(2.25);      // 2a.5: scale_max 2.25 for fp32+fp16
+  s.smooth_k = true;       // 2a.2, rounded in the input dtype (bf16 captures) [I: dtype]
+  s.smooth_k_round = format::bf16;
+  s.sl2_in_double = false;  // 2a.8: sl2 = sm_scale*log2e in float
+  s.scaling = score_scaling::fold;
+  s.max = max_space::scaled;  // 2a.9
+  s.mask_value = -5e6f;       // 2a.6
+  s.mask_on_x = true;
+  s.masked_tail_blocks = 2;  // 2a.6: last two blocks (causal), last one otherwise
+  s.p_mode = p_scale_mode::exponent_offset;
+  s.p_offset = 8.807f;  // 2a.9: S_FP8_OFFSET
+  s.p_scale = 447.9f;
+  s.rowsum = rowsum_order::sage_mma;  // 2a.10
+  s.block_n = 64;                     // 2a.6: CTA_K
+  s.block_m = 128;                    // CTA_Q
+  s.reverse = false;
+  s.rescale_before_pv = true;
+  s.qk_acc = {acc_kind::int32, 0, 32};  // 2a.7
+  s.pv_acc = {acc_kind::fp16, 10, 32};  // 2a.12: mma.f16 per 64 keys
+  s.pv = pv_mode::fresh_per_block;
+  s.epilogue = epilogue_mode::separate;  // 2a.13
+  s.out_fmt = format::bf16;
+  return s;
+}
+
+kernel_spec make_sage2_sm90(bool acc13) {
+  kernel_spec s = make_sage2pp_sm89();
+  s.name = acc13 ? "sage2-sm90-acc13" : "sage2-sm90";
+  s.description = acc13 ? "SageAttention2 sm90 with a 13-bit RZ PV accumulator (kernels.md 0)"
+                        : "SageAttention2 on sm90 (H100): INT8 QK, FP8 PV into a fresh fp32 tile per 128 keys";
+  s.q = sage_int8(16, 1);   // 2b: BLKQ 64, WARPQ 16, groups {r, r+8}
+  s.k = sage_int8(128, 2);  // 2b: BLKK 128, 4 groups of 32 rows
+  s.v = sage_v(448);        // 2b: scale_max 448
+  s.block_n = 128;          // 2b: CTA 64x128
+  s.block_m = 64;
+  s.pv_acc = acc13 ? accumulator_spec{acc_kind::truncated, 13, 32} : accumulator_spec{acc_kind::fp32, 23, 32};
+  return s;
+}
+
+kernel_spec make_sage1() {
+  kernel_spec s;
+  s.name = "sage1";
+  s.description = "SageAttention v1-style Triton: INT8 per-block QK, fp16 P and V, fp16 PV per 64 keys";
+  s.q.fmt = format::int8;  // 2b: per-block, Q 128 rows with sm_scale*log2e folded in
+  s.q.gran = granularity::block;
+  s.q.block_rows = 128;
+  s.q.scale_max = 127;
+  s.q.rnd = rounding::half_away;  // [I] quant_per_block.py rounding
+  s.k = s.q;
+  s.k.block_rows = 64;
+  s.v.fmt = format::fp16;
+  s.smooth_k = true;  // [I] sage v1 API smooth_k default
+  s.smooth_k_round = format::bf16;
+  s.sl2_in_double = false;
+  s.scaling = score_scaling::dequant_unit;
+  s.max = max_space::scaled;
+  s.p_fmt = format::fp16;
+  s.p_mode = p_scale_mode::none;
+  s.p_scale = 1;
+  s.p_offset = 0;
+  s.rowsum = rowsum_order::sequential;
+  s.block_n = 64;
+  s.block_m = 128;
+  s.qk_acc = {acc_kind::int32, 0, 32};
+  s.pv_acc = {acc_kind::fp16, 10, 16};  // tl.dot out fp16 [I: k step 16]
+  s.pv = pv_mode::fresh_per_block;
+  s.epilogue = epilogue_mode::divide;
+  s.out_fmt = format::bf16;
+  return s;
+}
+
+kernel_spec make_flashinfer() {
+  kernel_spec s;
+  s.name = "flashinfer-sm90";
+  s.description = "FlashInfer Hopper FP8 prefill: P*448 multiply, reverse order, rescale O before PV";
+  s.q = fp8_operand(granularity::head);  // 3.1: per qo head
+  s.k = fp8_operand(granularity::head);  // per kv head
+  s.v = fp8_operand(granularity::head);
+  s.sl2_in_double = false;
+  s.scaling = score_scaling::fold;  // 3.1: sl2 = q_scale*k_scale*sm_scale*log2e
+  s.max = max_space::raw;           // 3.5
+  s.p_mode = p_scale_mode::multiply;
+  s.p_scale = 448;  // 3.1: numeric_limits<e4m3>::max()
+  s.p_offset = 0;
+  s.rowsum = rowsum_order::wgmma;  // [I] layout as FA3
+  s.tiles = {{64, 192, 128}, {128, 128, 192}, {256, 128, 128}};  // 3.2
+  s.reverse = true;
+  s.rescale_before_pv = true;  // 3.6
+  s.pv = pv_mode::into_o;
+  s.epilogue = epilogue_mode::div_first;  // 3.7
+  s.out_fmt = format::bf16;               // [I] DTypeO
+  return s;
+}
+
+kernel_spec make_xqa() {
+  kernel_spec s;
+  s.name = "xqa-sm90";
+  s.description = "TensorRT-LLM XQA sm90: per-tensor scales, one K/V scale, P*448, forward 64-token tiles";
+  s.q = fp8_operand(granularity::tensor);
+  s.k = fp8_operand(granularity::tensor);
+  s.v = fp8_operand(granularity::tensor);
+  s.kv_shared_scale = true;  // 4.1: kvCacheScale one scalar
+  s.sl2_in_double = false;
+  s.scaling = score_scaling::dequant_sm;  // 4.1: acc *= qkScale
+  s.max = max_space::raw;                 // 4.3: exp2f(elem*log2e - max*log2e)
+  s.p_mode = p_scale_mode::multiply;
+  s.p_scale = 448;  // 4.3: kE4M3_MAX
+  s.p_offset = 0;
+  s.rowsum = rowsum_order::sequential;  // [I]
+  s.block_n = 64;                       // 4.2
+  s.block_m = 64;                       // [I]
+  s.reverse = false;
+  s.pv = pv_mode::into_o;  // 4.4
+  s.epilogue = epilogue_mode::separate;
+  s.out_fmt = format::bf16;
+  return s;
+}
+
+kernel_spec make_hpcops(bool s1) {
+  kernel_spec s;
+  s.name = s1 ? "hpcops-s1" : "hpcops";
+  s.description = s1 ? "hpc-ops SM90 FP8 prefill before 2026-05-25: P cast with S=1, PV straight into O"
+                     : "hpc-ops SM90 FP8 prefill: P*256, fresh fp32 PV tile per KV tile";
+  s.q = fp8_operand(granularity::token);  // 5.2: Q per token per head
+  s.k = fp8_operand(granularity::token);  // 5.2: qkpertoken_perhead variant
+  s.v = fp8_operand(granularity::head);
+  s.sl2_in_double = false;  // 5.2: c = 1/sqrtf(d)*log2e
+  s.scaling = score_scaling::dequant;
+  s.max = max_space::scaled;  // 5.3
+  s.p_mode = s1 ? p_scale_mode::none : p_scale_mode::multiply;
+  s.p_scale = s1 ? 1.0f : 256.0f;  // 5.1
+  s.p_offset = 0;
+  s.rowsum = rowsum_order::wgmma;  // [I]
+  s.block_n = 128;                 // [I] tile not in kernels.md
+  s.block_m = 128;
+  s.reverse = false;  // 5.5 prefill forward
+  s.pv = s1 ? pv_mode::into_o : pv_mode::fresh_per_block;  // 5.4
+  s.epilogue = epilogue_mode::separate;                     // 5.6
+  s.out_fmt = format::bf16;
+  return s;
+}
+
+kernel_spec make_bf16() {
+  kernel_spec s;
+  s.name = "bf16";
+  s.description = "native BF16 flash attention: bf16 Q/K/V, P rounded to bf16 before PV";
+  s.q.fmt = s.k.fmt = s.v.fmt = format::bf16;
+  s.p_fmt = format::bf16;
+  s.p_mode = p_scale_mode::none;
+  s.p_scale = 1;
+  s.p_offset = 0;
+  s.rowsum = rowsum_order::wgmma;
+  s.block_n = 128;  // [I]
+  s.reverse = true;
+  s.out_fmt = format::bf16;
+  return s;
+}
+
+kernel_spec make_fp32() {
+  kernel_spec s;
+  s.name = "fp32";
+  s.description = "fp32 flash attention (online softmax in fp32, no casts)";
+  s.p_fmt = format::fp32;
+  s.p_mode = p_scale_mode::none;
+  s.p_scale = 1;
+  s.p_offset = 0;
+  s.enabled.p_cast = false;
+  return s;
+}
+
+kernel_spec make_generic() {
+  kernel_spec s = make_fp32();
+  s.name = "generic";
+  s.description = "every knob from flags (defaults: fp32)";
+  return s;
+}
+
+const std::vector<kernel_spec>& all_presets() {
+  static const std::vector<kernel_spec> v = {
+      make_fa3(false), make_fa3(true),   make_sage2pp_sm89(), make_sage2_sm90(false), make_sage2_sm90(true),
+      make_sage1(),    make_flashinfer(), make_xqa(),         make_hpcops(false),     make_hpcops(true),
+      make_bf16(),     make_fp32(),       make_generic()};
+  return v;
+}
+
+}  // namespace
+
+kernel_spec kernel_spec::with_points(const quant_points& keep) const {
+  kernel_spec s = *this;
+  s.enabled = keep;
+  return s;
+}
+
+std::pair<int, int> kernel_spec::tile_for(int d_head) const {
+  if (tiles.empty()) return {block_m, block_n};
+  for (const auto& t : tiles)
+    if (d_head <= t.d_max) return {t.block_m, t.block_n};
+  fail("kernel {}: head dim {} is larger than the largest tile's ({})", name, d_head, tiles.back().d_max);
+}
+
+const kernel_spec& preset(std::string_view name) {
+  for (const auto& s : all_presets())
+    if (s.name == name) return s;
+  std::string known;
+  for (const auto& s : all_presets()) known += (known.empty() ? "" : ", ") + s.name;
+  fail("unknown kernel preset '{}' (known: {})", name, known);
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> out;
+  for (const auto& s : all_presets()) out.push_back(s.name);
+  return out;
+}
+
+kernel_spec exact_spec() {
+  kernel_spec s = make_fp32();
+  s.name = "fp64";
+  s.description = "exact: fp64 arithmetic, no quantization";
+  s.arith_fp64 = true;
+  s.enabled = {false, false, false, false, false, false, false};
+  s.qk_acc = s.pv_acc = {acc_kind::exact, 52, 32};
+  return s;
+}
+
+}  // namespace attnum::attention

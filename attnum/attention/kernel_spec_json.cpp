@@ -1,0 +1,222 @@
+// JSON description of a kernel_spec and knob assignments ("knob=value") for the generic kernel.
+// The knob names are the JSON field names; operand knobs are "q.fmt", "k.gran", "v.scale_max", ...
+#include <fmt/format.h>
+
+#include <charconv>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "attnum/attention/kernel_spec.h"
+#include "attnum/core/error.h"
+
+namespace attnum::attention {
+namespace {
+
+template <typename E>
+struct enum_names {
+  static const std::vector<std::pair<E, const char*>>& get();
+};
+
+#define ATTNUM_ENUM_NAMES(E, ...)                                              \
+  template <>                                                                  \
+  const std::vector<std::pair<E, const char*>>& enum_names<E>::get() {         \
+    static const std::vector<std::pair<E, const char*>> v = {__VA_ARGS__};     \
+    return v;                                                                  \
+  }
+
+using G = granularity;
+ATTNUM_ENUM_NAMES(granularity, {G::none, "none"}, {G::tensor, "tensor"}, {G::head, "head"},
+                  {G::kv_group, "kv_group"}, {G::block, "block"}, {G::row_group, "row_group"},
+                  {G::token, "token"}, {G::channel, "channel"})
+ATTNUM_ENUM_NAMES(scale_scope, {scale_scope::sequence, "sequence"}, {scale_scope::causal, "causal"})
+ATTNUM_ENUM_NAMES(score_scaling, {score_scaling::fold, "fold"}, {score_scaling::dequant, "dequant"},
+                  {score_scaling::dequant_sm, "dequant_sm"}, {score_scaling::dequant_unit, "dequant_unit"})
+ATTNUM_ENUM_NAMES(max_space, {max_space::raw, "raw"}, {max_space::scaled, "scaled"})
+ATTNUM_ENUM_NAMES(p_scale_mode, {p_scale_mode::none, "none"}, {p_scale_mode::exponent_offset, "exponent_offset"},
+                  {p_scale_mode::multiply, "multiply"})
+ATTNUM_ENUM_NAMES(rowsum_order, {rowsum_order::sequential, "sequential"}, {rowsum_order::wgmma, "wgmma"},
+                  {rowsum_order::sage_mma, "sage_mma"})
+ATTNUM_ENUM_NAMES(acc_kind, {acc_kind::exact, "exact"}, {acc_kind::fp32, "fp32"}, {acc_kind::truncated, "truncated"},
+                  {acc_kind::fp16, "fp16"}, {acc_kind::int32, "int32"})
+ATTNUM_ENUM_NAMES(pv_mode, {pv_mode::into_o, "into_o"}, {pv_mode::fresh_per_block, "fresh_per_block"})
+ATTNUM_ENUM_NAMES(epilogue_mode, {epilogue_mode::combined, "combined"}, {epilogue_mode::separate, "separate"},
+                  {epilogue_mode::div_first, "div_first"}, {epilogue_mode::divide, "divide"})
+ATTNUM_ENUM_NAMES(formats::rounding, {formats::rounding::nearest_even, "nearest_even"},
+                  {formats::rounding::half_away, "half_away"}, {formats::rounding::toward_zero, "toward_zero"})
+ATTNUM_ENUM_NAMES(formats::format, {formats::format::e4m3fn, "e4m3fn"}, {formats::format::e5m2, "e5m2"},
+                  {formats::format::bf16, "bf16"}, {formats::format::fp16, "fp16"}, {formats::format::int8, "int8"},
+                  {formats::format::fp32, "fp32"})
+
+template <typename E>
+const char* name_of(E e) {
+  for (const auto& [v, n] : enum_names<E>::get())
+    if (v == e) return n;
+  return "?";
+}
+
+template <typename E>
+E parse_enum(std::string_view knob, std::string_view text) {
+  std::string known;
+  for (const auto& [v, n] : enum_names<E>::get()) {
+    if (text == n) return v;
+    known += (known.empty() ? "" : ", ") + std::string(n);
+  }
+  fail("knob {}: unknown value '{}' (expected one of: {})", knob, text, known);
+}
+
+double parse_number(std::string_view knob, std::string_view text) {
+  std::string t(text);
+  if (t == "-inf") return -INFINITY;
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size()) fail("knob {}: '{}' is not a number", knob, text);
+  return v;
+}
+
+bool parse_bool(std::string_view knob, std::string_view text) {
+  if (text == "true" || text == "1" || text == "on") return true;
+  if (text == "false" || text == "0" || text == "off") return false;
+  fail("knob {}: '{}' is not a boolean (true/false)", knob, text);
+}
+
+int parse_int(std::string_view knob, std::string_view text) {
+  double v = parse_number(knob, text);
+  if (v != static_cast<int>(v)) fail("knob {}: '{}' is not an integer", knob, text);
+  return static_cast<int>(v);
+}
+
+nlohmann::json operand_json(const operand_spec& o) {
+  return {{"fmt", name_of(o.fmt)},           {"gran", name_of(o.gran)},  {"block_rows", o.block_rows},
+          {"group_div", o.group_div},        {"scale_max", o.scale_max}, {"eps", o.eps},
+          {"rnd", name_of(o.rnd)},           {"multiply_reciprocal", o.multiply_reciprocal}};
+}
+
+nlohmann::json acc_json(const accumulator_spec& a) {
+  return {{"kind", name_of(a.kind)}, {"mant_bits", a.mant_bits}, {"k_step", a.k_step}};
+}
+
+using setter = std::function<void(kernel_spec&, std::string_view, std::string_view)>;
+
+void add_operand_setters(std::map<std::string, setter>& m, const std::string& p, operand_spec kernel_spec::*op) {
+  m[p + ".fmt"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).fmt = parse_enum<formats::format>(k, v); };
+  m[p + ".gran"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).gran = parse_enum<granularity>(k, v); };
+  m[p + ".block_rows"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).block_rows = parse_int(k, v); };
+  m[p + ".group_div"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).group_div = parse_int(k, v); };
+  m[p + ".scale_max"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).scale_max = parse_number(k, v); };
+  m[p + ".eps"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).eps = parse_number(k, v); };
+  m[p + ".rnd"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).rnd = parse_enum<formats::rounding>(k, v); };
+  m[p + ".multiply_reciprocal"] = [op](kernel_spec& s, auto k, auto v) {
+    (s.*op).multiply_reciprocal = parse_bool(k, v);
+  };
+}
+
+void add_acc_setters(std::map<std::string, setter>& m, const std::string& p, accumulator_spec kernel_spec::*a) {
+  m[p + ".kind"] = [a](kernel_spec& s, auto k, auto v) { (s.*a).kind = parse_enum<acc_kind>(k, v); };
+  m[p + ".mant_bits"] = [a](kernel_spec& s, auto k, auto v) { (s.*a).mant_bits = parse_int(k, v); };
+  m[p + ".k_step"] = [a](kernel_spec& s, auto k, auto v) { (s.*a).k_step = parse_int(k, v); };
+}
+
+const std::map<std::string, setter>& setters() {
+  static const std::map<std::string, setter> m = [] {
+    std::map<std::string, setter> m;
+    add_operand_setters(m, "q", &kernel_spec::q);
+    add_operand_setters(m, "k", &kernel_spec::k);
+    add_operand_setters(m, "v", &kernel_spec::v);
+    add_acc_setters(m, "qk_acc", &kernel_spec::qk_acc);
+    add_acc_setters(m, "pv_acc", &kernel_spec::pv_acc);
+    m["scope"] = [](kernel_spec& s, auto k, auto v) { s.scope = parse_enum<scale_scope>(k, v); };
+    m["smooth_k"] = [](kernel_spec& s, auto k, auto v) { s.smooth_k = parse_bool(k, v); };
+    m["smooth_k_round"] = [](kernel_spec& s, auto k, auto v) { s.smooth_k_round = parse_enum<formats::format>(k, v); };
+    m["sl2_in_double"] = [](kernel_spec& s, auto k, auto v) { s.sl2_in_double = parse_bool(k, v); };
+    m["scaling"] = [](kernel_spec& s, auto k, auto v) { s.scaling = parse_enum<score_scaling>(k, v); };
+    m["max"] = [](kernel_spec& s, auto k, auto v) { s.max = parse_enum<max_space>(k, v); };
+    m["mask_value"] = [](kernel_spec& s, auto k, auto v) { s.mask_value = static_cast<float>(parse_number(k, v)); };
+    m["mask_on_x"] = [](kernel_spec& s, auto k, auto v) { s.mask_on_x = parse_bool(k, v); };
+    m["masked_tail_blocks"] = [](kernel_spec& s, auto k, auto v) { s.masked_tail_blocks = parse_int(k, v); };
+    m["p_fmt"] = [](kernel_spec& s, auto k, auto v) { s.p_fmt = parse_enum<formats::format>(k, v); };
+    m["p_mode"] = [](kernel_spec& s, auto k, auto v) { s.p_mode = parse_enum<p_scale_mode>(k, v); };
+    m["p_scale"] = [](kernel_spec& s, auto k, auto v) { s.p_scale = static_cast<float>(parse_number(k, v)); };
+    m["p_offset"] = [](kernel_spec& s, auto k, auto v) { s.p_offset = static_cast<float>(parse_number(k, v)); };
+    m["rowsum_from_cast"] = [](kernel_spec& s, auto k, auto v) { s.rowsum_from_cast = parse_bool(k, v); };
+    m["rowsum"] = [](kernel_spec& s, auto k, auto v) { s.rowsum = parse_enum<rowsum_order>(k, v); };
+    m["block_n"] = [](kernel_spec& s, auto k, auto v) { s.block_n = parse_int(k, v); s.tiles.clear(); };
+    m["block_m"] = [](kernel_spec& s, auto k, auto v) { s.block_m = parse_int(k, v); s.tiles.clear(); };
+    m["reverse"] = [](kernel_spec& s, auto k, auto v) { s.reverse = parse_bool(k, v); };
+    m["kv_shared_scale"] = [](kernel_spec& s, auto k, auto v) { s.kv_shared_scale = parse_bool(k, v); };
+    m["rescale_before_pv"] = [](kernel_spec& s, auto k, auto v) { s.rescale_before_pv = parse_bool(k, v); };
+    m["pv"] = [](kernel_spec& s, auto k, auto v) { s.pv = parse_enum<pv_mode>(k, v); };
+    m["epilogue"] = [](kernel_spec& s, auto k, auto v) { s.epilogue = parse_enum<epilogue_mode>(k, v); };
+    m["out_fmt"] = [](kernel_spec& s, auto k, auto v) { s.out_fmt = parse_enum<formats::format>(k, v); };
+    m["arith_fp64"] = [](kernel_spec& s, auto k, auto v) { s.arith_fp64 = parse_bool(k, v); };
+    const std::pair<const char*, bool quant_points::*> points[] = {
+        {"q_cast", &quant_points::q_cast}, {"k_cast", &quant_points::k_cast}, {"v_cast", &quant_points::v_cast},
+        {"qk_acc_on", &quant_points::qk_acc}, {"p_cast", &quant_points::p_cast},
+        {"pv_acc_on", &quant_points::pv_acc}, {"o_cast", &quant_points::o_cast}};
+    for (const auto& [n, p] : points)
+      m[std::string("enabled.") + n] = [p](kernel_spec& s, auto k, auto v) { s.enabled.*p = parse_bool(k, v); };
+    return m;
+  }();
+  return m;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const kernel_spec& s) {
+  nlohmann::json tiles = nlohmann::json::array();
+  for (const auto& t : s.tiles) tiles.push_back({{"d_max", t.d_max}, {"block_m", t.block_m}, {"block_n", t.block_n}});
+  const auto& e = s.enabled;
+  return {{"name", s.name},
+          {"description", s.description},
+          {"q", operand_json(s.q)},
+          {"k", operand_json(s.k)},
+          {"v", operand_json(s.v)},
+          {"scope", name_of(s.scope)},
+          {"smooth_k", s.smooth_k},
+          {"smooth_k_round", name_of(s.smooth_k_round)},
+          {"arith_fp64", s.arith_fp64},
+          {"sl2_in_double", s.sl2_in_double},
+          {"scaling", name_of(s.scaling)},
+          {"max", name_of(s.max)},
+          {"mask_value", std::isinf(s.mask_value) ? nlohmann::json("-inf") : nlohmann::json(s.mask_value)},
+          {"mask_on_x", s.mask_on_x},
+          {"masked_tail_blocks", s.masked_tail_blocks},
+          {"p_fmt", name_of(s.p_fmt)},
+          {"p_mode", name_of(s.p_mode)},
+          {"p_scale", s.p_scale},
+          {"p_offset", s.p_offset},
+          {"rowsum_from_cast", s.rowsum_from_cast},
+          {"rowsum", name_of(s.rowsum)},
+          {"block_n", s.block_n},
+          {"block_m", s.block_m},
+          {"tiles", tiles},
+          {"kv_shared_scale", s.kv_shared_scale},
+          {"reverse", s.reverse},
+          {"rescale_before_pv", s.rescale_before_pv},
+          {"qk_acc", acc_json(s.qk_acc)},
+          {"pv_acc", acc_json(s.pv_acc)},
+          {"pv", name_of(s.pv)},
+          {"epilogue", name_of(s.epilogue)},
+          {"out_fmt", name_of(s.out_fmt)},
+          {"enabled",
+           {{"q_cast", e.q_cast}, {"k_cast", e.k_cast}, {"v_cast", e.v_cast}, {"qk_acc_on", e.qk_acc},
+            {"p_cast", e.p_cast}, {"pv_acc_on", e.pv_acc}, {"o_cast", e.o_cast}}}};
+}
+
+kernel_spec apply_knobs(kernel_spec spec, const std::vector<std::string>& assignments) {
+  for (const auto& a : assignments) {
+    auto eq = a.find('=');
+    if (eq == std::string::npos) fail("knob '{}': expected knob=value", a);
+    std::string knob = a.substr(0, eq), value = a.substr(eq + 1);
+    auto it = setters().find(knob);
+    if (it == setters().end()) {
+      std::string known;
+      for (const auto& [n, _] : setters()) known += (known.empty() ? "" : ", ") + n;
+      fail("unknown knob '{}' (known: {})", knob, known);
+    }
+    it->second(spec, knob, value);
+  }
+  return spec;
+}
+
+}  // namespace attnum::attention

@@ -1,0 +1,259 @@
+// prepare_layer: the condition's transform, Sage's smooth_k, and the scaled casts of Q, K and V.
+//
+// Scale rule of every granularity (design.md): scale = amax / scale_max + eps (fp32 arithmetic,
+// as the quantization kernels do it), cast value = fmt(x / scale) or, for Sage's V,
+// fmt(x * (scale_max / amax)). The dequantised value is cast * scale.
+// amax == 0 without eps: a plain division would give 0/0; the scale is set to 1 (the group is all
+// zeros, and a caller computing FA3's descales would do the same), except for the
+// multiply_reciprocal cast (Sage's per-channel V, fused.cu:345-414) whose kernel computes
+// 0 * (scale_max / 0) = NaN: there the NaN is kept and operand_cast::nan_flagged is set.
+//
+// Scale scope causal: the amax of a token's group only covers tokens before the end of the token's
+// KV block (blocks of block_n tokens), i.e. what a generating kernel has seen by then.
+#include <algorithm>
+#include <cmath>
+
+#include "attnum/attention/engine.h"
+#include "attnum/attention/engine_detail.h"
+#include "attnum/core/error.h"
+#include "attnum/transforms/centering.h"
+#include "attnum/transforms/hadamard.h"
+
+namespace attnum::attention {
+
+bool operand_cast::col_scale_trivial() const {
+  for (int h = 0; h < n_heads; ++h) {
+    const float r0 = row_scale[static_cast<size_t>(h) * n_tok];
+    for (int t = 1; t < n_tok; ++t)
+      if (row_scale[static_cast<size_t>(h) * n_tok + t] != r0) return false;
+  }
+  return n_col_blocks == 1;
+}
+
+namespace {
+
+using formats::format;
+
+struct cast_request {
+  const operand_spec* op;
+  bool enabled;
+  const float* x;       // [n_heads, n_tok, d]
+  int n_heads, n_tok, d;
+  int heads_per_group;  // kv_group: query heads sharing one scale
+  scale_scope scope;
+  int scope_block;      // block_n
+  double forced_amax;   // < 0: compute; else this amax for every group (shared K/V scale)
+};
+
+float group_scale(const operand_spec& op, double amax, bool& nan) {
+  const double smax = op.scale_max > 0 ? op.scale_max : formats_max(op.fmt);
+  if (amax == 0 && op.eps == 0) {
+    if (op.multiply_reciprocal) nan = true;
+    return op.multiply_reciprocal ? 0.0f : 1.0f;
+  }
+  return static_cast<float>(amax) / static_cast<float>(smax) + static_cast<float>(op.eps);
+}
+
+float cast_value(const operand_spec& op, float x, double amax, float scale) {
+  if (op.multiply_reciprocal) {
+    const double smax = op.scale_max > 0 ? op.scale_max : formats_max(op.fmt);
+    const float inv = static_cast<float>(smax) / static_cast<float>(amax);  // amax 0 -> inf -> 0*inf = NaN
+    return quantize_value(op.fmt, x * inv, op.rnd);
+  }
+  return quantize_value(op.fmt, x / scale, op.rnd);
+}
+
+// Row amax |x| over channels: ra[h*n_tok + t].
+std::vector<double> row_amax(const cast_request& r) {
+  std::vector<double> ra(static_cast<size_t>(r.n_heads) * r.n_tok, 0.0);
+  for (size_t row = 0; row < ra.size(); ++row) {
+    double m = 0;
+    for (int c = 0; c < r.d; ++c) m = std::max(m, static_cast<double>(std::fabs(r.x[row * r.d + c])));
+    ra[row] = m;
+  }
+  return ra;
+}
+
+// Row-wise granularities: every row (h, t) gets one scale from the amax over its group's rows
+// (heads of the head group, tokens of its segment in the same class, before the scope limit).
+void cast_rowwise(const cast_request& r, operand_cast& out) {
+  const operand_spec& op = *r.op;
+  const auto ra = row_amax(r);
+  int hg = 1, seg = r.n_tok, div = 8;  // heads per group, segment length, class = (t % 8) / div
+  switch (op.gran) {
+    case granularity::tensor: hg = r.n_heads; break;
+    case granularity::head: break;
+    case granularity::kv_group: hg = r.heads_per_group; break;
+    case granularity::block: seg = op.block_rows; break;
+    case granularity::row_group: seg = op.block_rows, div = op.group_div; break;
+    case granularity::token: seg = 1; break;
+    default: ATTNUM_ASSERT(false, "cast_rowwise: granularity");
+  }
+  if (seg <= 0 || div <= 0 || 8 % div != 0)
+    fail("operand scale: block_rows {} / group_div {} must be positive (group_div dividing 8)", seg, div);
+  const int n_class = 8 / div;
+  std::vector<double> prefix(static_cast<size_t>(n_class) * r.n_tok);
+  for (int h0 = 0; h0 < r.n_heads; h0 += hg) {
+    // prefix[cls][t]: max over t' <= t of the segment of t, class cls, all heads of the group.
+    for (int t = 0; t < r.n_tok; ++t) {
+      double m = 0;
+      for (int h = h0; h < h0 + hg; ++h) m = std::max(m, ra[static_cast<size_t>(h) * r.n_tok + t]);
+      const int cls = (t % 8) / div;
+      for (int c = 0; c < n_class; ++c) {
+        double prev = (t % seg == 0) ? 0.0 : prefix[static_cast<size_t>(c) * r.n_tok + t - 1];
+        prefix[static_cast<size_t>(c) * r.n_tok + t] = c == cls ? std::max(prev, m) : prev;
+      }
+    }
+    for (int t = 0; t < r.n_tok; ++t) {
+      const int seg_end = std::min(r.n_tok, (t / seg + 1) * seg);
+      int limit = seg_end;
+      if (r.scope == scale_scope::causal)
+        limit = std::min(seg_end, std::min(r.n_tok, (t / r.scope_block + 1) * r.scope_block));
+      double amax = prefix[static_cast<size_t>((t % 8) / div) * r.n_tok + limit - 1];
+      if (r.forced_amax >= 0) amax = r.forced_amax;
+      for (int h = h0; h < h0 + hg; ++h) {
+        bool nan = false;
+        const size_t row = static_cast<size_t>(h) * r.n_tok + t;
+        const float s = group_scale(op, amax, nan);
+        out.nan_flagged |= nan;
+        out.row_scale[row] = s;
+        for (int c = 0; c < r.d; ++c) out.values[row * r.d + c] = cast_value(op, r.x[row * r.d + c], amax, s);
+      }
+    }
+  }
+}
+
+// Per channel (V): scale per (h, token block, c) from the amax over tokens (prefix with causal scope).
+void cast_channel(const cast_request& r, operand_cast& out) {
+  const operand_spec& op = *r.op;
+  const int cb = r.scope == scale_scope::causal ? r.scope_block : std::max(1, r.n_tok);
+  const int ncb = std::max(1, (r.n_tok + cb - 1) / cb);
+  out.col_block = cb;
+  out.n_col_blocks = ncb;
+  out.col_scale.assign(static_cast<size_t>(r.n_heads) * ncb * r.d, 1.0f);
+  std::vector<double> amax(r.d);
+  for (int h = 0; h < r.n_heads; ++h) {
+    std::fill(amax.begin(), amax.end(), 0.0);
+    for (int b = 0; b < ncb; ++b) {
+      const int t0 = b * cb, t1 = std::min(r.n_tok, t0 + cb);
+      for (int t = t0; t < t1; ++t)
+        for (int c = 0; c < r.d; ++c)
+          amax[c] = std::max(amax[c], static_cast<double>(std::fabs(r.x[(static_cast<size_t>(h) * r.n_tok + t) * r.d + c])));
+      for (int c = 0; c < r.d; ++c) {
+        bool nan = false;
+        const double a = r.forced_amax >= 0 ? r.forced_amax : amax[c];
+        const float s = group_scale(op, a, nan);
+        out.nan_flagged |= nan;
+        out.col_scale[(static_cast<size_t>(h) * ncb + b) * r.d + c] = s;
+        for (int t = t0; t < t1; ++t) {
+          const size_t i = (static_cast<size_t>(h) * r.n_tok + t) * r.d + c;
+          out.values[i] = cast_value(op, r.x[i], a, s);
+        }
+      }
+    }
+  }
+}
+
+operand_cast cast_operand(const cast_request& r) {
+  operand_cast out;
+  out.n_heads = r.n_heads;
+  out.n_tok = r.n_tok;
+  out.d_head = r.d;
+  out.row_scale.assign(static_cast<size_t>(r.n_heads) * r.n_tok, 1.0f);
+  out.col_scale.assign(static_cast<size_t>(r.n_heads) * r.d, 1.0f);
+  const size_t n = static_cast<size_t>(r.n_heads) * r.n_tok * r.d;
+  out.values.assign(r.x, r.x + n);
+  if (!r.enabled || r.op->fmt == format::fp32) return out;
+  if (r.op->gran == granularity::none) {
+    for (size_t i = 0; i < n; ++i) out.values[i] = quantize_value(r.op->fmt, r.x[i], r.op->rnd);
+    return out;
+  }
+  if (r.op->gran == granularity::channel)
+    cast_channel(r, out);
+  else
+    cast_rowwise(r, out);
+  return out;
+}
+
+double tensor_amax(const std::vector<float>& x) {
+  double m = 0;
+  for (float v : x) m = std::max(m, static_cast<double>(std::fabs(v)));
+  return m;
+}
+
+void check_finite(const float* x, size_t n, const char* what) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) fail("attention input {}: element {} is not finite ({})", what, i, x[i]);
+}
+
+}  // namespace
+
+std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, const layer_view& lv, condition cond,
+                                                    const transform_options& opts) {
+  if (lv.d_head <= 0 || lv.n_head <= 0 || lv.n_head_kv <= 0 || lv.n_q < 0 || lv.n_kv < 0)
+    fail("attention layer: bad dims n_head {} n_head_kv {} n_q {} n_kv {} d_head {}", lv.n_head, lv.n_head_kv,
+         lv.n_q, lv.n_kv, lv.d_head);
+  if (lv.n_head % lv.n_head_kv != 0)
+    fail("attention layer: n_head {} is not a multiple of n_head_kv {}", lv.n_head, lv.n_head_kv);
+  if (lv.n_q > lv.n_kv) fail("attention layer: n_q {} > n_kv {} (queries must be the last n_q tokens)", lv.n_q, lv.n_kv);
+  if (spec.q.gran == granularity::channel || spec.k.gran == granularity::channel)
+    fail("kernel {}: per-channel scales are only supported for V (Q/K scales must factor out of q.k)", spec.name);
+  auto p = std::make_shared<prepared_layer>();
+  p->spec = spec;
+  p->cond = cond;
+  p->n_head = lv.n_head, p->n_head_kv = lv.n_head_kv, p->n_q = lv.n_q, p->n_kv = lv.n_kv, p->d_head = lv.d_head;
+  const int d = lv.d_head;
+  const size_t nq = static_cast<size_t>(lv.n_head) * lv.n_q * d, nk = static_cast<size_t>(lv.n_head_kv) * lv.n_kv * d;
+  check_finite(lv.q, nq, "q");
+  check_finite(lv.k, nk, "k");
+  check_finite(lv.v, nk, "v");
+  p->q.assign(lv.q, lv.q + nq);
+  p->k.assign(lv.k, lv.k + nk);
+  p->v.assign(lv.v, lv.v + nk);
+  const auto [bm, bn] = spec.tile_for(d);
+  if (bm <= 0 || bn <= 0) fail("kernel {}: block sizes must be positive (block_m {}, block_n {})", spec.name, bm, bn);
+  // 1. The condition (design.md): center K per kv head, then rotate Q and K with one matrix.
+  if (cond == condition::center || cond == condition::center_rotate)
+    for (int g = 0; g < lv.n_head_kv; ++g)
+      transforms::center_keys(p->k.data() + static_cast<size_t>(g) * lv.n_kv * d, lv.n_kv, d, opts.causal_center);
+  if (cond == condition::rotate || cond == condition::center_rotate) {
+    transforms::rotate_rows(p->q.data(), static_cast<int64_t>(lv.n_head) * lv.n_q, d, opts.rotation_seed);
+    transforms::rotate_rows(p->k.data(), static_cast<int64_t>(lv.n_head_kv) * lv.n_kv, d, opts.rotation_seed);
+  }
+  // 2. Sage's smooth_k (kernels.md 2a.2): k - mean over tokens, both rounded to the input dtype.
+  if (spec.smooth_k && spec.enabled.k_cast) {
+    std::vector<double> mean(d);
+    for (int g = 0; g < lv.n_head_kv; ++g) {
+      float* k = p->k.data() + static_cast<size_t>(g) * lv.n_kv * d;
+      std::fill(mean.begin(), mean.end(), 0.0);
+      for (int t = 0; t < lv.n_kv; ++t)
+        for (int c = 0; c < d; ++c) mean[c] += k[static_cast<size_t>(t) * d + c];
+      for (int c = 0; c < d; ++c) {
+        const float km = quantize_value(spec.smooth_k_round, static_cast<float>(mean[c] / lv.n_kv), formats::rounding::nearest_even);
+        for (int t = 0; t < lv.n_kv; ++t) {
+          float& x = k[static_cast<size_t>(t) * d + c];
+          x = quantize_value(spec.smooth_k_round, x - km, formats::rounding::nearest_even);
+        }
+      }
+    }
+  }
+  // 3. Sage v1 folds softmax_scale * log2(e) into Q before its cast (quant_per_block.py).
+  if (spec.scaling == score_scaling::dequant_unit) {
+    const float f = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) * 1.44269504f;
+    for (float& x : p->q) x *= f;
+  }
+  // 4. Casts.
+  double amax_kv = -1;
+  if (spec.kv_shared_scale && spec.k.gran == granularity::tensor && spec.v.gran == granularity::tensor &&
+      spec.scope == scale_scope::sequence)
+    amax_kv = std::max(tensor_amax(p->k), tensor_amax(p->v));
+  const int gs = lv.n_head / lv.n_head_kv;
+  p->q8 = cast_operand({&spec.q, spec.enabled.q_cast, p->q.data(), lv.n_head, lv.n_q, d, gs, spec.scope, bn, -1});
+  p->k8 = cast_operand({&spec.k, spec.enabled.k_cast, p->k.data(), lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
+                        spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1});
+  p->v8 = cast_operand({&spec.v, spec.enabled.v_cast, p->v.data(), lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
+                        spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1});
+  return p;
+}
+
+}  // namespace attnum::attention
