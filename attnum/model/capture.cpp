@@ -1,0 +1,57 @@
+#include "attnum/model/capture.h"
+
+#include <fmt/format.h>
+
+#include "attnum/core/version.h"
+#include "attnum/model/hooks.h"
+#include "attnum/model/safetensors_lite.h"
+
+namespace attnum::model {
+
+void write_capture(const weights& w, std::span<const int> ids, const capture_source& src,
+                   linear_precision p, const std::string& path) {
+  const config& c = w.cfg;
+  const int n = static_cast<int>(ids.size());
+  // Copies of each layer's operands (bf16 rounding happens in st_write; in bf16 mode they are
+  // on the grid already).
+  std::vector<std::vector<float>> q(c.n_layers), k(c.n_layers), v(c.n_layers);
+  forward_options opt;
+  opt.linear = p;
+  opt.attention = reference_attention("bf16");
+  opt.on_qkv = [&](int l, const qkv_view& x) {
+    const size_t nq = size_t(x.n_head) * x.n_tok * x.d_head, nk = size_t(x.n_head_kv) * x.n_tok * x.d_head;
+    q[l].assign(x.q, x.q + nq), k[l].assign(x.k, x.k + nk), v[l].assign(x.v, x.v + nk);
+  };
+  forward(w, ids, opt);
+  std::vector<st_out> out;
+  for (int l = 0; l < c.n_layers; ++l) {
+    out.push_back({fmt::format("layers.{}.q", l), "BF16", {c.n_head, n, c.d_head}, q[l].data()});
+    out.push_back({fmt::format("layers.{}.k", l), "BF16", {c.n_head_kv, n, c.d_head}, k[l].data()});
+    out.push_back({fmt::format("layers.{}.v", l), "BF16", {c.n_head_kv, n, c.d_head}, v[l].data()});
+  }
+  const std::map<std::string, std::string> meta = {
+      {"format", "attnum-capture-1"},
+      {"model", w.id},
+      {"model_hash", w.source_hash},
+      {"text", src.text_id},
+      {"text_hash", src.text_hash},
+      {"tokenizer", src.tokenizer},
+      {"n_tok", std::to_string(n)},
+      {"linear_precision", std::string(name(p))},
+      {"attention", "bf16"},
+      {"n_layers", std::to_string(c.n_layers)},
+      {"n_head", std::to_string(c.n_head)},
+      {"n_head_kv", std::to_string(c.n_head_kv)},
+      {"d_head", std::to_string(c.d_head)},
+      {"tool_version", std::string(tool_version())}};
+  st_write(path, out, meta);
+}
+
+std::string capture_file_name(const std::string& model_id, const std::string& text_id) {
+  std::string s = model_id + "__" + text_id;
+  for (char& ch : s)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.')) ch = '_';
+  return s + ".safetensors";
+}
+
+}  // namespace attnum::model

@@ -1,0 +1,18 @@
+#pragma once
+// Attention hooks for the forward pass: the fp64 reference or any kernel preset of the engine
+// under any condition.
+#include <string_view>
+
+#include "attnum/model/transformer.h"
+
+namespace attnum::model {
+
+/// Returns the reference attention: "fp64" (every operation in double) or "bf16" (the engine's
+/// native BF16 flash-attention preset, condition plain). Throws attnum::error otherwise.
+attention_fn reference_attention(std::string_view reference);
+
+/// Returns a hook running kernel preset `kernel` (attention::preset names) under `condition`
+/// ("plain", "rotate", "center", "center+rotate"); "fp64" names the fp64 reference.
+attention_fn kernel_attention(std::string_view kernel, std::string_view condition);
+
+}  // namespace attnum::model

@@ -1,0 +1,84 @@
+#include "attnum/model/loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "attnum/core/error.h"
+#include "attnum/io/llama2c.h"
+
+namespace attnum::model {
+namespace fs = std::filesystem;
+
+// Defined in attnum/io/hf_checkpoint.cpp (weak fallback below until it is built in).
+weights load_hf_folder(const std::string& dir);
+
+weights load_model(const std::string& path) {
+  if (fs::is_directory(path)) return load_hf_folder(path);
+  if (!fs::exists(path)) fail("{}: no such model file or folder", path);
+  if (fs::path(path).filename() == "config.json") return load_hf_folder(fs::path(path).parent_path());
+  return io::load_llama2c(path);
+}
+
+std::unique_ptr<tokenizer> load_tokenizer(const std::string& model_path, const weights& w,
+                                          const std::string& override_path) {
+  if (!override_path.empty()) {
+    if (fs::path(override_path).extension() == ".json") return load_hf_tokenizer(override_path);
+    return load_llama2c_tokenizer(override_path, w.cfg.vocab_size);
+  }
+  if (fs::is_directory(model_path)) {
+    const fs::path p = fs::path(model_path) / "tokenizer.json";
+    if (!fs::exists(p)) fail("{}: no tokenizer.json (use --tokenizer PATH)", model_path);
+    return load_hf_tokenizer(p.string());
+  }
+  const fs::path dir = fs::path(model_path).parent_path();
+  for (const char* name : {"tok512.bin", "tokenizer.bin"})
+    if (fs::exists(dir / name)) return load_llama2c_tokenizer((dir / name).string(), w.cfg.vocab_size);
+  fail("{}: no tok512.bin or tokenizer.bin beside the model (use --tokenizer PATH)", model_path);
+}
+
+std::vector<int> tokenize_file(const std::string& path, const tokenizer& tok, const weights& w) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("{}: cannot open text", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::vector<int> ids;
+  if (w.cfg.bos_id >= 0) ids.push_back(w.cfg.bos_id);
+  const std::vector<int> body = tok.encode(ss.str());
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
+std::vector<int> read_token_ids(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) fail("{}: cannot open token-id file", path);
+  std::vector<int> ids;
+  std::string word;
+  while (f >> word) {
+    size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || v < 0 || v > INT32_MAX)
+      fail("{}: token {}: expected a non-negative integer id, got '{}'", path, ids.size(), word);
+    ids.push_back(int(v));
+  }
+  return ids;
+}
+
+std::vector<std::string> default_texts() {
+  const std::vector<std::string> paths = {
+      "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/pg1661.txt",
+      "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/Mark.Twain-Tom.Sawyer.txt",
+      "/usr/share/gocode/src/github.com/andybalholm/brotli/testdata/Isaac.Newton-Opticks.txt"};
+  for (const auto& p : paths)
+    if (!fs::exists(p))
+      fail("{}: default text missing (install golang-github-pierrec-lz4-dev and "
+           "golang-github-andybalholm-brotli-dev, or pass --text)", p);
+  return paths;
+}
+
+}  // namespace attnum::model

@@ -1,0 +1,273 @@
+#include "attnum/model/loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "attnum/core/error.h"
+#include "attnum/core/version.h"
+#include "attnum/model/hooks.h"
+#include "attnum/stats/stats.h"
+
+namespace attnum::model {
+namespace {
+
+// Linear interpolation between order statistics (R type 7, numpy's default). v sorted.
+double percentile(const std::vector<double>& v, double q) {
+  if (v.empty()) return NAN;
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? NAN : s / double(v.size());
+}
+
+// The window's input ids (positions 0..N-1) and labels (the next ids).
+std::span<const int> window_ids(const loss_params& p, const loss_unit& u, int offset) {
+  return std::span<const int>(p.sources[u.source])
+      .subspan(size_t(u.window) * p.n_tokens + offset, p.n_tokens);
+}
+
+void write_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!(f << text)) fail("{}: cannot write", tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+label_stat compare_logits(const float* ref, const float* var, int vocab, int label) {
+  // log-softmax in double: logp(v) = x_v - (m + log sum exp(x - m))
+  auto lse = [vocab](const float* x, int& arg) {
+    arg = int(std::max_element(x, x + vocab) - x);
+    const double m = x[arg];
+    double s = 0;
+    for (int v = 0; v < vocab; ++v) s += std::exp(double(x[v]) - m);
+    return m + std::log(s);
+  };
+  int arg_ref, arg_var;
+  const double lse_ref = lse(ref, arg_ref), lse_var = lse(var, arg_var);
+  double kl = 0;  // KL(p_ref || p_var) = sum p_ref (logp_ref - logp_var)
+  for (int v = 0; v < vocab; ++v) {
+    const double lr = double(ref[v]) - lse_ref, lv = double(var[v]) - lse_var;
+    kl += std::exp(lr) * (lr - lv);
+  }
+  label_stat s;
+  s.nll_ref = lse_ref - double(ref[label]);
+  s.nll_var = lse_var - double(var[label]);
+  s.kl = kl;
+  s.dp = std::exp(-s.nll_var) - std::exp(-s.nll_ref);
+  s.top1_same = arg_ref == arg_var;
+  return s;
+}
+
+void validate(const loss_params& p, const weights& w) {
+  if (p.n_tokens <= 0) fail("--tokens must be positive, got {}", p.n_tokens);
+  if (p.windows <= 0) fail("--windows must be positive, got {}", p.windows);
+  if (p.n_tokens > w.cfg.seq_len)
+    fail("--tokens {} is larger than the model's context {} ({})", p.n_tokens, w.cfg.seq_len, w.id);
+  if (p.sources.empty()) fail("loss: no texts or token-id files");
+  if (p.conditions.empty()) fail("--conditions: no condition given");
+  const size_t need = size_t(p.windows) * p.n_tokens + 1;
+  for (size_t s = 0; s < p.sources.size(); ++s) {
+    if (p.sources[s].size() < need)
+      fail("{}: {} tokens, but --windows {} x --tokens {} need {} (inputs plus the last label)",
+           s < p.source_names.size() ? p.source_names[s] : "source", p.sources[s].size(),
+           p.windows, p.n_tokens, need);
+    for (int id : p.sources[s])
+      if (id < 0 || id >= w.cfg.vocab_size)
+        fail("{}: token id {} outside the vocabulary 0..{}",
+             s < p.source_names.size() ? p.source_names[s] : "source", id, w.cfg.vocab_size - 1);
+  }
+}
+
+std::vector<loss_unit> all_units(const loss_params& p) {
+  std::vector<loss_unit> u;
+  for (int c = 0; c < int(p.conditions.size()); ++c)
+    for (int s = 0; s < int(p.sources.size()); ++s)
+      for (int w = 0; w < p.windows; ++w) u.push_back({s, w, c});
+  return u;
+}
+
+std::vector<loss_unit> shard_units(const loss_params& p, int shard, int n_shards) {
+  if (n_shards <= 0 || shard < 0 || shard >= n_shards)
+    fail("--shard {}/{}: expected 0 <= I < N", shard, n_shards);
+  std::vector<loss_unit> out;
+  for (const loss_unit& u : all_units(p))
+    if ((u.source * p.windows + u.window) % n_shards == shard) out.push_back(u);
+  return out;
+}
+
+std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
+                                        const std::vector<loss_unit>& units) {
+  if (units.empty()) return {};
+  const int vocab = w.cfg.vocab_size, n = p.n_tokens;
+  std::span<const int> inputs = window_ids(p, units[0], 0), labels = window_ids(p, units[0], 1);
+  forward_options opt;
+  opt.linear = p.linear;
+  opt.attention = reference_attention(p.reference);
+  const std::vector<float> ref = forward(w, inputs, opt);
+  std::vector<unit_result> out;
+  for (const loss_unit& u : units) {
+    ATTNUM_ASSERT(u.source == units[0].source && u.window == units[0].window, "mixed windows");
+    opt.attention = kernel_attention(p.kernel, p.conditions[u.condition]);
+    const std::vector<float> var = forward(w, inputs, opt);
+    unit_result r;
+    r.unit = u;
+    r.nll_ref.resize(n), r.nll_var.resize(n), r.kl.resize(n), r.dp.resize(n), r.top1_same.resize(n);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; ++i) {
+      const label_stat s = compare_logits(ref.data() + size_t(i) * vocab,
+                                          var.data() + size_t(i) * vocab, vocab, labels[i]);
+      r.nll_ref[i] = s.nll_ref, r.nll_var[i] = s.nll_var, r.kl[i] = s.kl, r.dp[i] = s.dp;
+      r.top1_same[i] = s.top1_same;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<unit_result> compute_units(const weights& w, const loss_params& p,
+                                       const std::vector<loss_unit>& units) {
+  std::map<std::pair<int, int>, std::vector<loss_unit>> by_window;
+  for (const loss_unit& u : units) by_window[{u.source, u.window}].push_back(u);
+  std::vector<unit_result> out;
+  for (const auto& [key, us] : by_window)
+    for (unit_result& r : compute_window(w, p, us)) out.push_back(std::move(r));
+  return out;
+}
+
+std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id,
+                                std::vector<unit_result> results) {
+  auto key = [](const loss_unit& u) { return std::tuple(u.condition, u.source, u.window); };
+  std::sort(results.begin(), results.end(),
+            [&](const unit_result& a, const unit_result& b) { return key(a.unit) < key(b.unit); });
+  const std::vector<loss_unit> want = all_units(p);
+  if (results.size() != want.size())
+    fail("loss merge: {} unit results, expected {} (missing or duplicated units)", results.size(),
+         want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    if (key(results[i].unit) != key(want[i]))
+      fail("loss merge: unit (condition {}, source {}, window {}) missing or duplicated",
+           want[i].condition, want[i].source, want[i].window);
+  std::vector<loss_row> rows;
+  const size_t per = results.size() / p.conditions.size();
+  for (size_t c = 0; c < p.conditions.size(); ++c) {
+    std::vector<double> nr, nv, kl, dp;
+    int64_t same = 0;
+    for (size_t i = c * per; i < (c + 1) * per; ++i) {
+      const unit_result& r = results[i];
+      nr.insert(nr.end(), r.nll_ref.begin(), r.nll_ref.end());
+      nv.insert(nv.end(), r.nll_var.begin(), r.nll_var.end());
+      kl.insert(kl.end(), r.kl.begin(), r.kl.end());
+      dp.insert(dp.end(), r.dp.begin(), r.dp.end());
+      for (uint8_t s : r.top1_same) same += s;
+    }
+    loss_row row;
+    row.condition = p.conditions[c], row.kernel = p.kernel, row.model = model_id;
+    row.reference = p.reference, row.linear = std::string(name(p.linear));
+    row.n_labels = int64_t(nr.size());
+    row.ce_ref = mean(nr), row.ce_variant = mean(nv);
+    row.ppl_ratio = std::exp(row.ce_variant - row.ce_ref);
+    // Paired bootstrap over labels: each label is its own cluster, resampled with its pair.
+    std::vector<int> cluster(nr.size());
+    for (size_t i = 0; i < cluster.size(); ++i) cluster[i] = int(i);
+    stats::bootstrap_options bo;
+    bo.n_resamples = p.bootstrap_samples, bo.seed = p.bootstrap_seed;
+    const stats::interval ci = stats::cluster_bootstrap(
+        cluster,
+        [&](std::span<const int> idx) -> std::optional<double> {
+          double s = 0;
+          for (int i : idx) s += nv[i] - nr[i];
+          return std::exp(s / double(idx.size()));
+        },
+        bo);
+    row.ppl_ratio_lo = ci.lo.value_or(NAN), row.ppl_ratio_hi = ci.hi.value_or(NAN);
+    row.kl_mean = mean(kl);
+    row.top1_agreement = double(same) / double(nr.size());
+    double sq = 0;
+    for (double x : dp) sq += x * x;
+    row.dp_mean = mean(dp), row.dp_rms = std::sqrt(sq / double(dp.size()));
+    std::sort(dp.begin(), dp.end());
+    row.dp_min = dp.front(), row.dp_max = dp.back();
+    row.dp_p01 = percentile(dp, 0.01), row.dp_p10 = percentile(dp, 0.10);
+    row.dp_p50 = percentile(dp, 0.50), row.dp_p90 = percentile(dp, 0.90);
+    row.dp_p99 = percentile(dp, 0.99);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::vector<loss_row> run_loss(const weights& w, const loss_params& p) {
+  validate(p, w);
+  return summarize(p, w.id, compute_units(w, p, all_units(p)));
+}
+
+nlohmann::json to_json(const loss_row& r) {
+  return {{"condition", r.condition}, {"kernel", r.kernel}, {"n_labels", r.n_labels},
+          {"ce_ref", r.ce_ref}, {"ce_variant", r.ce_variant}, {"ppl_ratio", r.ppl_ratio},
+          {"ppl_ratio_lo", r.ppl_ratio_lo}, {"ppl_ratio_hi", r.ppl_ratio_hi},
+          {"kl_mean", r.kl_mean}, {"top1_agreement", r.top1_agreement}, {"dp_mean", r.dp_mean},
+          {"dp_rms", r.dp_rms}, {"dp_min", r.dp_min}, {"dp_p01", r.dp_p01},
+          {"dp_p10", r.dp_p10}, {"dp_p50", r.dp_p50}, {"dp_p90", r.dp_p90},
+          {"dp_p99", r.dp_p99}, {"dp_max", r.dp_max}, {"model", r.model},
+          {"reference", r.reference}, {"linear_precision", r.linear},
+          {"tool_version", std::string(tool_version())}};
+}
+
+nlohmann::json to_json(const unit_result& r) {
+  return {{"source", r.unit.source}, {"window", r.unit.window}, {"condition", r.unit.condition},
+          {"nll_ref", r.nll_ref},    {"nll_var", r.nll_var},    {"kl", r.kl},
+          {"dp", r.dp},              {"top1_same", r.top1_same}};
+}
+
+unit_result unit_result_from_json(const nlohmann::json& j) {
+  try {
+    unit_result r;
+    r.unit = {j.at("source").get<int>(), j.at("window").get<int>(), j.at("condition").get<int>()};
+    j.at("nll_ref").get_to(r.nll_ref);
+    j.at("nll_var").get_to(r.nll_var);
+    j.at("kl").get_to(r.kl);
+    j.at("dp").get_to(r.dp);
+    j.at("top1_same").get_to(r.top1_same);
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    fail("loss unit result: {}", e.what());
+  }
+}
+
+void write_loss_files(const std::string& dir, const std::vector<loss_row>& rows) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json arr = nlohmann::json::array();
+  for (const loss_row& r : rows) arr.push_back(to_json(r));
+  write_atomic(dir + "/loss.json", arr.dump(2) + "\n");
+  std::string csv;
+  if (!arr.empty()) {
+    bool first = true;
+    for (auto it = arr[0].begin(); it != arr[0].end(); ++it) csv += (first ? "" : ",") + it.key(), first = false;
+    csv += "\n";
+    for (const auto& o : arr) {
+      first = true;
+      for (auto it = o.begin(); it != o.end(); ++it) {
+        csv += first ? "" : ",";
+        first = false;
+        csv += it->is_string() ? it->get<std::string>() : it->dump();
+      }
+      csv += "\n";
+    }
+  }
+  write_atomic(dir + "/loss.csv", csv);
+}
+
+}  // namespace attnum::model

@@ -1,0 +1,107 @@
+#pragma once
+// The loss study: teacher-forced cross-entropy of a model whose every attention layer runs an
+// emulated kernel under a condition, against a reference attention, over held-out labels.
+//
+// Windows: for window w of a token stream, inputs are ids[wN .. wN+N-1] and labels
+// ids[wN+1 .. wN+N] (each window starts a fresh context at position 0).
+//
+// Scale-out (issue 9): the work is a list of units (source, window, condition). Each unit's
+// per-label results are computed independently (compute_window runs the reference once per
+// window and any subset of its conditions), and summarize() merges any collection of unit
+// results in a canonical order (condition, source, window), so a sharded or MPI run that
+// gathers every unit gives bit-identical rows to a single run.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "attnum/model/transformer.h"
+#include "attnum/model/weights.h"
+
+namespace attnum::model {
+
+/// What to measure.
+struct loss_params {
+  std::vector<std::vector<int>> sources;  ///< token id streams (one per text / id file)
+  std::vector<std::string> source_names;  ///< for metadata
+  int n_tokens = 1024;                    ///< N, labels per window
+  int windows = 1;                        ///< K windows per source
+  std::string kernel = "fa3";             ///< kernel preset of the variant
+  std::vector<std::string> conditions = {"plain"};
+  std::string reference = "bf16";         ///< "bf16" (emulated native BF16 attention) or "fp64"
+  linear_precision linear = linear_precision::bf16;
+  int bootstrap_samples = 1000;
+  uint64_t bootstrap_seed = 0x105505EEDULL;
+};
+
+/// One work unit.
+struct loss_unit {
+  int source = 0, window = 0, condition = 0;  ///< condition: index into loss_params::conditions
+};
+
+/// Per-label results of one unit (labels in window order).
+struct unit_result {
+  loss_unit unit;
+  std::vector<double> nll_ref, nll_var;  ///< -log p(label) under reference / variant
+  std::vector<double> kl;                ///< KL(p_ref || p_var) over the vocabulary
+  std::vector<double> dp;                ///< p_var(label) - p_ref(label)
+  std::vector<uint8_t> top1_same;        ///< argmax agrees
+};
+
+/// One output row per condition (docs/results.md, `attnum loss`).
+struct loss_row {
+  std::string condition, kernel, model, reference, linear;
+  int64_t n_labels = 0;
+  double ce_ref = 0, ce_variant = 0, ppl_ratio = 0, ppl_ratio_lo = 0, ppl_ratio_hi = 0;
+  double kl_mean = 0, top1_agreement = 0;
+  double dp_mean = 0, dp_rms = 0, dp_min = 0, dp_p01 = 0, dp_p10 = 0, dp_p50 = 0, dp_p90 = 0,
+         dp_p99 = 0, dp_max = 0;
+};
+
+/// Throws attnum::error unless every source holds windows*N+1 ids and N fits the context.
+void validate(const loss_params& p, const weights& w);
+
+/// Returns all units in canonical order (condition-major, then source, then window).
+std::vector<loss_unit> all_units(const loss_params& p);
+
+/// Returns the units of shard `shard` of `n_shards` (round-robin over windows, so every shard
+/// runs whole windows and computes each reference once): deterministic.
+std::vector<loss_unit> shard_units(const loss_params& p, int shard, int n_shards);
+
+/// Computes the given units of one window (all share source and window): the reference forward
+/// once, then one forward per unit's condition. `w` must already be bf16-rounded when
+/// p.linear is bf16 (see round_to_bf16).
+std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
+                                        const std::vector<loss_unit>& units);
+
+/// Computes a list of units (any order), grouping them by window.
+std::vector<unit_result> compute_units(const weights& w, const loss_params& p,
+                                       const std::vector<loss_unit>& units);
+
+/// Merges unit results (any order, any split) into one row per condition.
+/// Throws attnum::error when a unit is missing or duplicated.
+std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id,
+                                std::vector<unit_result> results);
+
+/// Runs the whole study in this process: validate, compute_units(all_units), summarize.
+std::vector<loss_row> run_loss(const weights& w, const loss_params& p);
+
+/// Returns a row as a JSON object (fields of docs/results.md plus tool_version).
+nlohmann::json to_json(const loss_row& r);
+/// Unit results as JSON (round-trip exact: shards write these, the merge reads them).
+nlohmann::json to_json(const unit_result& r);
+unit_result unit_result_from_json(const nlohmann::json& j);
+
+/// Writes DIR/loss.json and DIR/loss.csv atomically (temp file + rename).
+void write_loss_files(const std::string& dir, const std::vector<loss_row>& rows);
+
+/// Per-label statistics of one position: logits of the reference and the variant ([vocab]).
+/// Exposed for tests. Returns {nll_ref, nll_var, kl, dp, top1_same}.
+struct label_stat {
+  double nll_ref, nll_var, kl, dp;
+  bool top1_same;
+};
+label_stat compare_logits(const float* ref, const float* var, int vocab, int label);
+
+}  // namespace attnum::model

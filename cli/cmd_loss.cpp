@@ -1,0 +1,87 @@
+// attnum loss: teacher-forced loss of a model whose attention runs an emulated kernel, against
+// a reference attention (docs/model.md). Parses options, calls attnum::model, prints.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "attnum/core/error.h"
+#include "attnum/model/loader.h"
+#include "attnum/model/loss.h"
+#include "cli/command.h"
+
+namespace {
+struct loss_options {
+  std::string model, tokenizer, kernel = "fa3", conditions = "plain,rotate,center,center+rotate";
+  std::string reference = "bf16", linear = "bf16", out;
+  std::vector<std::string> texts, token_ids;
+  int tokens = 1024, windows = 1;
+  bool json = false;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+void run(const loss_options& o) {
+  using namespace attnum::model;
+  if (o.texts.empty() == o.token_ids.empty() && !o.token_ids.empty())
+    attnum::fail("loss: give --text or --token-ids, not both");
+  weights w = load_model(o.model);
+  loss_params p;
+  p.n_tokens = o.tokens, p.windows = o.windows, p.kernel = o.kernel;
+  p.conditions = split_list(o.conditions);
+  p.reference = o.reference;
+  if (p.reference != "bf16" && p.reference != "fp64")
+    attnum::fail("--reference: expected bf16 or fp64, got '{}'", p.reference);
+  p.linear = parse_linear_precision(o.linear);
+  if (!o.token_ids.empty()) {
+    for (const auto& f : o.token_ids) p.sources.push_back(read_token_ids(f)), p.source_names.push_back(f);
+  } else {
+    auto tok = load_tokenizer(o.model, w, o.tokenizer);
+    for (const auto& f : o.texts.empty() ? default_texts() : o.texts)
+      p.sources.push_back(tokenize_file(f, *tok, w)), p.source_names.push_back(f);
+  }
+  validate(p, w);
+  if (p.linear == linear_precision::bf16) round_to_bf16(w);
+  const std::vector<loss_row> rows = run_loss(w, p);
+  if (!o.out.empty()) write_loss_files(o.out, rows);
+  if (o.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& r : rows) arr.push_back(to_json(r));
+    fmt::print("{}\n", arr.dump(2));
+    return;
+  }
+  fmt::print("model {}  kernel {}  reference {}  linear {}  labels per condition {}\n", w.id,
+             p.kernel, p.reference, o.linear, rows.empty() ? 0 : rows[0].n_labels);
+  fmt::print("{:<14} {:>9} {:>9} {:>9} {:>19} {:>10} {:>7} {:>10} {:>10}\n", "condition", "ce_ref",
+             "ce_var", "ppl_ratio", "95% interval", "kl_mean", "top1", "dp_p01", "dp_p99");
+  for (const auto& r : rows)
+    fmt::print("{:<14} {:>9.5f} {:>9.5f} {:>9.5f} [{:>8.5f},{:>8.5f}] {:>10.3e} {:>7.4f} {:>10.3e} {:>10.3e}\n",
+               r.condition, r.ce_ref, r.ce_variant, r.ppl_ratio, r.ppl_ratio_lo, r.ppl_ratio_hi,
+               r.kl_mean, r.top1_agreement, r.dp_p01, r.dp_p99);
+}
+
+void setup(CLI::App& app) {
+  auto o = std::make_shared<loss_options>();
+  app.add_option("--model", o->model, "llama2.c checkpoint (.bin) or Hugging Face folder")->required();
+  app.add_option("--text", o->texts, "Text files (tokenized, BOS first where the model has one)");
+  app.add_option("--token-ids", o->token_ids, "Files of whitespace-separated token ids (used as given)");
+  app.add_option("--tokenizer", o->tokenizer, "Tokenizer file (default: beside the model)");
+  app.add_option("--tokens", o->tokens, "N: labels per window")->capture_default_str();
+  app.add_option("--windows", o->windows, "K: windows per file")->capture_default_str();
+  app.add_option("--kernel", o->kernel, "Kernel preset of the variant")->capture_default_str();
+  app.add_option("--conditions", o->conditions, "Comma-separated conditions")->capture_default_str();
+  app.add_option("--reference", o->reference, "Reference attention: bf16 or fp64")->capture_default_str();
+  app.add_option("--linear-precision", o->linear, "Outside attention: bf16 or fp32")->capture_default_str();
+  app.add_option("--out", o->out, "Write DIR/loss.json and DIR/loss.csv");
+  app.add_flag("--json", o->json, "Print a JSON array, one object per condition");
+  app.callback([o] { run(*o); });
+}
+}  // namespace
+ATTNUM_COMMAND("loss", "Teacher-forced loss with every attention layer swapped for a kernel", setup);
