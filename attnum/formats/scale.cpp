@@ -1,0 +1,130 @@
+// Scaled casts: group amax, fp32 scale rule, cast in the scaled domain (see scale.h).
+#include "attnum/formats/scale.h"
+
+#include <cmath>
+
+#include "attnum/core/error.h"
+
+namespace attnum::formats {
+namespace {
+
+float format_max(const scale_spec& spec) {
+  return static_cast<float>(spec.fmt_max > 0 ? spec.fmt_max : info(spec.fmt).max_finite);
+}
+
+int groups_per_segment(const scale_spec& s) {
+  return (s.group_modulus + s.group_divisor - 1) / s.group_divisor;
+}
+
+void check_spec(const scale_spec& s) {
+  if (s.gran == scale_granularity::block && s.block_rows <= 0)
+    fail("scale spec: block_rows must be positive, got {}", s.block_rows);
+  if (s.gran == scale_granularity::row_group &&
+      (s.group_segment <= 0 || s.group_modulus <= 0 || s.group_divisor <= 0))
+    fail("scale spec: row_group needs positive segment, modulus and divisor, got {}, {}, {}",
+         s.group_segment, s.group_modulus, s.group_divisor);
+  if (s.fmt == format::fp32) fail("scale spec: fp32 is not a scaled cast format");
+}
+
+}  // namespace
+
+scale_granularity parse_granularity(std::string_view text) {
+  if (text == "tensor") return scale_granularity::tensor;
+  if (text == "block") return scale_granularity::block;
+  if (text == "row_group" || text == "thread") return scale_granularity::row_group;
+  if (text == "token") return scale_granularity::token;
+  if (text == "channel") return scale_granularity::channel;
+  fail("unknown scale granularity '{}': expected tensor, block, row_group, token or channel", text);
+}
+
+std::string_view granularity_name(scale_granularity g) {
+  switch (g) {
+    case scale_granularity::tensor: return "tensor";
+    case scale_granularity::block: return "block";
+    case scale_granularity::row_group: return "row_group";
+    case scale_granularity::token: return "token";
+    case scale_granularity::channel: return "channel";
+  }
+  return "?";
+}
+
+float compute_scale(float amax, const scale_spec& spec) {
+  return amax / format_max(spec) + spec.eps;
+}
+
+int64_t group_count(int rows, int cols, const scale_spec& s) {
+  switch (s.gran) {
+    case scale_granularity::tensor: return 1;
+    case scale_granularity::block: return (rows + s.block_rows - 1) / s.block_rows;
+    case scale_granularity::row_group:
+      return static_cast<int64_t>((rows + s.group_segment - 1) / s.group_segment) *
+             groups_per_segment(s);
+    case scale_granularity::token: return rows;
+    case scale_granularity::channel: return cols;
+  }
+  return 1;
+}
+
+int64_t group_of(int r, int c, int rows, int cols, const scale_spec& s) {
+  switch (s.gran) {
+    case scale_granularity::tensor: return 0;
+    case scale_granularity::block: return r / s.block_rows;
+    case scale_granularity::row_group: {
+      const int in_segment = ((r % s.group_segment) % s.group_modulus) / s.group_divisor;
+      return static_cast<int64_t>(r / s.group_segment) * groups_per_segment(s) + in_segment;
+    }
+    case scale_granularity::token: return r;
+    case scale_granularity::channel: return c;
+  }
+  return 0;
+}
+
+std::vector<float> scaled_tensor::dequantized() const {
+  std::vector<float> out(grid.size());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) out[static_cast<size_t>(r) * cols + c] = dequant(r, c);
+  return out;
+}
+
+scaled_tensor scaled_cast(const float* x, int rows, int cols, const scale_spec& spec) {
+  check_spec(spec);
+  if (rows < 0 || cols < 0) fail("scaled_cast: negative shape [{}, {}]", rows, cols);
+  scaled_tensor t;
+  t.rows = rows;
+  t.cols = cols;
+  t.spec = spec;
+  const auto n_groups = static_cast<size_t>(group_count(rows, cols, spec));
+  t.amax.assign(n_groups, 0.0f);
+  t.scales.assign(n_groups, 0.0f);
+  t.grid.assign(static_cast<size_t>(rows) * cols, 0.0f);
+  // Pass 1: amax per group (max is exact, so the order does not matter).
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const float v = x[static_cast<size_t>(r) * cols + c];
+      if (std::isnan(v)) t.has_nan = true;
+      float& m = t.amax[static_cast<size_t>(group_of(r, c, rows, cols, spec))];
+      m = std::fabs(v) > m ? std::fabs(v) : m;
+    }
+  // Pass 2: scales and the per-group multiplier.
+  const float fmax = format_max(spec);
+  std::vector<float> recip(n_groups);
+  for (size_t g = 0; g < n_groups; ++g) {
+    t.scales[g] = compute_scale(t.amax[g], spec);
+    // With eps the kernel's reciprocal form is 1/scale; without it fmt_max/amax (Sage's V).
+    recip[g] = spec.eps != 0.0f ? 1.0f / t.scales[g] : fmax / t.amax[g];
+  }
+  // Pass 3: cast in the scaled domain.
+  const double limit = info(spec.fmt).max_finite;
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r) * cols + c;
+      const auto g = static_cast<size_t>(group_of(r, c, rows, cols, spec));
+      const float y = spec.multiply_by_reciprocal ? x[i] * recip[g] : x[i] / t.scales[g];
+      if (std::isnan(y)) t.has_nan = true;
+      if (std::fabs(y) > limit) ++t.saturated;
+      t.grid[i] = quantize(spec.fmt, y, spec.rnd, spec.saturate);
+    }
+  return t;
+}
+
+}  // namespace attnum::formats

@@ -1,0 +1,88 @@
+#pragma once
+// Scaled casts: x -> cast(x / scale) with one scale per group of elements, as the low-precision
+// attention kernels quantize Q, K and V (kernels.md sections 1-6).
+//
+// Scale rule (every kernel in kernels.md): scale = amax / fmt_max (+ eps), in fp32 as the kernel
+// computes it, where amax = max |x| over the group. The cast operand is x / scale (fp32 divide),
+// or x * (fmt_max / amax) when multiply_by_reciprocal (SageAttention's V: fused.cu MeanScaleKernel;
+// its int8 per_warp mode: x * (127 / amax)). The grid value decode(encode(...)) is what the tensor
+// core multiplies; the kernel multiplies the product by the scales afterwards.
+//
+// A zero group (amax == 0): with eps > 0 the scale is eps and every value casts to 0. Without eps
+// the scale is 0 and x / 0 (or 0 * Inf) is NaN, exactly as the kernel computes it (Sage's V has no
+// epsilon, kernels.md 2a.5); the NaN stays in `grid` and `has_nan` is set: callers must check it,
+// it is never silent. A NaN input also sets has_nan.
+#include <cstdint>
+#include <vector>
+
+#include "attnum/formats/format.h"
+
+namespace attnum::formats {
+
+/// Which elements share one scale, for a row-major [rows, cols] matrix (rows = tokens,
+/// cols = channels). Per head / per kv head: call scaled_cast once per head's matrix (tensor).
+enum class scale_granularity : uint8_t {
+  tensor,     ///< one scale for the whole matrix
+  block,      ///< one per block of block_rows consecutive rows (Sage v1 per_block, hpc-ops)
+  row_group,  ///< SageAttention per-thread groups (see scale_spec)
+  token,      ///< one per row
+  channel,    ///< one per column (Sage V per_channel)
+};
+
+/// Parses "tensor", "block", "row_group" (or "thread"), "token", "channel"; throws otherwise.
+scale_granularity parse_granularity(std::string_view text);
+std::string_view granularity_name(scale_granularity g);
+
+struct scale_spec {
+  format fmt = format::e4m3fn;
+  scale_granularity gran = scale_granularity::tensor;
+  int block_rows = 128;  ///< block: rows per block
+  /// row_group: rows are cut into segments of group_segment rows; row r of a segment belongs to
+  /// group ((r % group_segment) % group_modulus) / group_divisor of that segment, so a segment
+  /// holds group_modulus / group_divisor groups. Sage sm89 Q: 32, 8, 1 (8 groups per 32 rows,
+  /// rows {r, r+8, r+16, r+24}); sm89 K: 64, 8, 2 (4 groups per 64 rows, r mod 8 in {2t, 2t+1});
+  /// sm90 Q: 16, 8, 1; sm90 K: 128, 8, 2.
+  int group_segment = 32;
+  int group_modulus = 8;
+  int group_divisor = 1;
+  double fmt_max = 0;    ///< the value amax maps to; 0 = the format's max (Sage 2++ V: 2.25)
+  float eps = 0;         ///< added to the scale (Sage int8: amax/127 + 1e-7)
+  rounding rnd = rounding::nearest_even;
+  bool saturate = true;  ///< satfinite (int8 always saturates)
+  bool multiply_by_reciprocal = false;  ///< x * (fmt_max/amax) instead of x / scale
+};
+
+/// Returns the scale for a group with max |x| = amax: float(amax) / float(fmt_max) + eps, in fp32.
+float compute_scale(float amax, const scale_spec& spec);
+
+/// Returns the number of scale groups of a [rows, cols] matrix under `spec`.
+int64_t group_count(int rows, int cols, const scale_spec& spec);
+/// Returns the group (index into scaled_tensor::scales) of element (r, c).
+int64_t group_of(int r, int c, int rows, int cols, const scale_spec& spec);
+
+/// A matrix cast with scales: element (r, c) stands for grid[r*cols + c] * scale_at(r, c).
+struct scaled_tensor {
+  int rows = 0;
+  int cols = 0;
+  scale_spec spec;
+  std::vector<float> grid;    ///< [rows, cols] values on the format's grid (scaled domain)
+  std::vector<float> scales;  ///< one per group, see group_of
+  std::vector<float> amax;    ///< one per group: max |x| of the group
+  bool has_nan = false;       ///< a NaN input or a zero group without eps (see file comment)
+  int64_t saturated = 0;      ///< elements whose scaled magnitude exceeded the format's max
+
+  int64_t group(int r, int c) const { return group_of(r, c, rows, cols, spec); }
+  float scale_at(int r, int c) const { return scales[static_cast<size_t>(group(r, c))]; }
+  /// grid * scale in fp32 (what the kernel's epilogue multiplies).
+  float dequant(int r, int c) const {
+    return grid[static_cast<size_t>(r) * cols + c] * scale_at(r, c);
+  }
+  /// All of dequant as a [rows, cols] matrix.
+  std::vector<float> dequantized() const;
+};
+
+/// Casts the row-major [rows, cols] matrix x with the scales of `spec`. Single-threaded and
+/// deterministic; callers parallelise over heads.
+scaled_tensor scaled_cast(const float* x, int rows, int cols, const scale_spec& spec);
+
+}  // namespace attnum::formats
