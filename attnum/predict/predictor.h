@@ -1,0 +1,75 @@
+#pragma once
+// The rounding-noise predictor (design.md "The predictor"; docs/predictor.md derives it).
+//
+// Every quantized element is modelled as its exact value plus an independent zero-mean error of
+// variance u^2/12, u = the grid spacing of the scaled cast at that value (element_variance).
+// Propagated to first order through scores and softmax, with s_ij = q_i.k_j / sqrt(d):
+//   d o_i = sum_j P_ij d s_ij (v_j - o_i) + sum_j P_ij e(v_j) + sum_j e(P_ij) (v_j [- o_i])
+// plus the output cast. E||d o_i||^2 splits into independent terms (K, Q, V, P, O); the Q term
+// is shared over j and is estimated without bias with seeded Rademacher probes.
+// predicted rel_err = sqrt(sum_i E||d o_i||^2) / ||O||_F. No fitted parameters.
+#include <cstdint>
+#include <string_view>
+
+#include "attnum/formats/format.h"
+
+namespace attnum::predict {
+
+/// The predictor's version, recorded in every result file. Bump on any change of the model.
+inline constexpr std::string_view kPredictorVersion = "rn1-first-order-2026.11";
+
+/// Returns the grid spacing of format f at |x| (unscaled grid; subnormal spacing below the
+/// normal range; int8: 1; fp32: float spacing).
+double grid_spacing(formats::format f, double x);
+
+/// Returns the variance of the rounding error of a scaled cast of x (dequantisation scale
+/// `scale`): (scale * spacing(x / scale))^2 / 12, except that a value below half the smallest
+/// spacing rounds to 0 deterministically, so its error variance is x^2.
+double element_variance(formats::format f, double x, double scale);
+
+/// How the P matrix is cast (from the kernel_spec).
+struct p_cast_model {
+  bool enabled = true;
+  formats::format fmt = formats::format::e4m3fn;
+  double scale = 256;             ///< S: the cast sees S * exp(s_ij - m_i) (2^offset or multiply)
+  bool rowsum_from_cast = false;  ///< l from the cast P (error then has the (v_j - o_i) form)
+};
+
+/// Inputs for one query head. Shapes: p [n_q, n_kv] (ideal normalized softmax, causal zeros),
+/// o [n_q, d] (ideal output), row_sum [n_q] (sum_j exp(s_ij - max_j s_ij)), q [n_q, d] and
+/// k [n_kv, d] as the kernel casts them (after the transform), v [n_kv, d], and the per-element
+/// error variances var_q, var_k, var_v (same shapes; nullptr = that operand is not cast).
+struct head_inputs {
+  int n_q = 0, n_kv = 0, d = 0;
+  const double* p = nullptr;
+  const double* o = nullptr;
+  const double* row_sum = nullptr;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const double* var_q = nullptr;
+  const double* var_k = nullptr;
+  const double* var_v = nullptr;
+  p_cast_model p_cast;
+  bool o_cast = true;
+  formats::format out_fmt = formats::format::bf16;
+};
+
+/// Options of the predictor.
+struct options {
+  int n_probes = 4;               ///< Rademacher probes for the Q term
+  uint64_t probe_seed = 0x9b0beULL;
+};
+
+/// Expected squared output errors (summed over the head's rows) per term, and the result.
+struct prediction {
+  double k = 0, q = 0, v = 0, p = 0, o = 0;
+  double total = 0;    ///< sum of the terms: E ||O_kernel - O||_F^2
+  double o_norm2 = 0;  ///< ||O||_F^2
+  double rel_err = 0;  ///< sqrt(total / o_norm2)
+};
+
+/// Returns the predicted error of one head. Deterministic (seeded probes, fixed order).
+prediction predict_head(const head_inputs& in, const options& opt = {});
+
+}  // namespace attnum::predict

@@ -1,0 +1,60 @@
+#pragma once
+// The study's bridge to the kernels: for one kv group (query heads sharing a kv head) and one
+// condition, returns each head's kernel output and what the predictor needs about the casts
+// (the transformed pre-cast operands and every element's rounding variance). Also the fp64
+// reference with its full P matrix, computed once per head and text and shared by all
+// conditions and kernels.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnum/predict/predictor.h"
+
+namespace attnum::study {
+
+/// The conditions of design.md, in their canonical order.
+inline constexpr const char* kConditionNames[] = {"plain", "rotate", "center", "center+rotate"};
+/// Returns the index of a condition name ("tile" is the legacy name of "plain"); throws
+/// attnum::error naming the text otherwise.
+int parse_condition_index(std::string_view text);
+
+/// fp64 causal reference of one head: q [n, d], k and v [n, d] (float operands, untransformed).
+struct reference {
+  int n = 0, d = 0;
+  std::vector<double> p;        ///< [n, n] normalized softmax (zeros above the diagonal)
+  std::vector<double> o;        ///< [n, d]
+  std::vector<double> row_sum;  ///< sum_j exp(s_ij - max_j s_ij)
+};
+/// Returns the fp64 causal reference (softmax scale 1/sqrt(d)).
+reference reference_causal(const float* q, const float* k, const float* v, int n, int d);
+
+/// One head's run under a kernel and condition.
+struct head_run {
+  std::vector<float> o;              ///< [n, d] kernel output (values of its output format)
+  std::vector<float> q, k;           ///< [n, d] transformed operands before the cast
+  std::vector<double> var_q, var_k, var_v;  ///< per-element rounding variances (empty: no cast)
+  predict::p_cast_model p_cast;
+  bool o_cast = true;
+  formats::format out_fmt = formats::format::bf16;
+};
+
+/// Kernels the study can run (the engine's presets once it is available; otherwise the study's
+/// own fallback "fa3").
+std::vector<std::string> study_kernel_names();
+/// Returns the name of the backend that runs kernels ("engine" or "fallback").
+std::string_view kernel_backend();
+
+/// Runs kernel `kernel` under condition `cond` (index into kConditionNames) on one kv group:
+/// q [g, n, d], k and v [n, d]. Returns g head runs. Throws attnum::error for an unknown kernel.
+std::vector<head_run> run_group(std::string_view kernel, int cond, const float* q,
+                                const float* k, const float* v, int g, int n, int d,
+                                uint64_t rotation_seed = 0x5eedULL);
+
+/// Returns the transform of one operand matrix x [n, d] (rows are tokens): rotation is the
+/// randomized Hadamard H diag(signs) / sqrt(d); centering subtracts the mean row.
+/// Precondition: d is a power of two when rotating.
+std::vector<float> transform_rows(const float* x, int n, int d, bool center, bool rotate,
+                                  uint64_t rotation_seed);
+
+}  // namespace attnum::study

@@ -1,0 +1,114 @@
+#pragma once
+// The head study (design.md "Conditions and metrics"; docs/results.md for the files; docs/study.md).
+//
+// Work is divided into units, one per (model, layer, text) of the source: a unit computes every
+// head of the layer under every kernel and condition. A layer is the smallest independent unit
+// because scales can span its heads (per tensor, per kv group) and the fp64 reference of a head
+// is shared by all conditions and kernels. Units are enumerated in a fixed order, computed
+// independently (each by one thread, fixed reduction order), checkpointed one file per unit, and
+// assembled into the result files from the checkpoints alone: the files are identical whatever
+// process, thread count, shard or resumed run computed the units.
+//
+// API for scale-out (MPI ranks, job-array shards):
+//   plan p = make_plan(opt);                      // deterministic unit list + config
+//   for (unit u : p.units) if (mine(u)) write_unit(dir, compute_unit(p, u.index));
+//   if (all_units_present(p, dir)) assemble(p, dir);
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnum/predict/predictor.h"
+#include "attnum/study/zoo.h"
+
+namespace attnum::study {
+
+/// What the study runs on and how.
+struct study_options {
+  bool zoo = true;
+  zoo_options zoo_opt;
+  int n_texts = 3;                      ///< zoo: independent draws of each head's tokens
+  std::vector<std::string> captures;    ///< capture files (not zoo)
+  std::vector<std::string> kernels{"fa3"};
+  std::vector<std::string> conditions{"plain", "rotate", "center", "center+rotate"};
+  uint64_t rotation_seed = 0x5eedULL;
+  predict::options predictor;
+  int bootstrap_resamples = 1000;
+  uint64_t bootstrap_seed = 0xb0075ULL;
+  std::string command;                  ///< the command line, recorded in meta.json
+};
+
+/// One work unit: (model, layer, text).
+struct unit {
+  int index = 0;
+  int model = 0, layer = 0, text = 0;
+};
+
+/// The study's deterministic plan.
+struct plan {
+  study_options opt;
+  std::vector<unit> units;
+  std::vector<std::string> model_names;
+};
+
+/// Returns the plan of a study. Throws attnum::error on bad options (unknown kernel or
+/// condition, no plain condition, no source).
+plan make_plan(const study_options& opt);
+
+/// One row of rows.csv: (model, layer, head, text, kernel, condition).
+struct row {
+  std::string model;
+  int layer = 0, head = 0, kv_head = 0, text = 0;
+  std::string kernel, condition;
+  double rel_err = 0, log_err = 0, predicted_rel_err = 0, max_row_err = 0, cosine = 0;
+};
+
+/// Returns the rows of unit i (heads in order, then kernels, then conditions).
+std::vector<row> compute_unit(const plan& p, int i);
+
+/// Checkpoint file of unit i in dir (dir/checkpoints/unit-NNNNNN.jsonl).
+std::filesystem::path unit_path(const std::filesystem::path& dir, int i);
+/// Writes a unit's rows atomically (temp file + rename).
+void write_unit(const std::filesystem::path& dir, int i, const std::vector<row>& rows);
+/// Reads a unit's rows; std::nullopt if absent or incomplete (a killed write leaves only temps).
+std::optional<std::vector<row>> read_unit(const std::filesystem::path& dir, int i);
+/// Writes dir/checkpoints/study.json (the plan's config); throws attnum::error if one exists
+/// with a different config (naming the field).
+void write_plan(const std::filesystem::path& dir, const plan& p);
+/// Reads a plan back from dir/checkpoints/study.json (for merge).
+plan read_plan(const std::filesystem::path& dir);
+
+/// Progress and partial-run controls of run_study.
+struct run_controls {
+  int shard_index = 0, shard_count = 1;  ///< compute units with index % count == shard_index
+  int stop_after = -1;                   ///< test hook: stop after computing this many units
+  bool progress = true;                  ///< progress bar on stderr
+};
+
+/// Runs (or resumes) the study into dir: computes the missing units of this shard in parallel,
+/// checkpoints each, and assembles the result files when every unit is present. Returns true
+/// when the result files were written.
+bool run_study(const plan& p, const std::filesystem::path& dir, const run_controls& ctl = {});
+
+/// The per-head summary (heads.csv) and per-(kernel, transform) summary (summary.json).
+struct assembled {
+  std::vector<row> rows;
+  nlohmann::json heads = nlohmann::json::array();
+  nlohmann::json summary = nlohmann::json::array();
+};
+/// Returns the assembled tables from all unit checkpoints; throws attnum::error naming the
+/// first missing unit.
+assembled assemble_tables(const plan& p, const std::filesystem::path& dir);
+/// Writes meta.json, rows.*, heads.*, summary.json into dir (atomically); returns the summary.
+nlohmann::json assemble(const plan& p, const std::filesystem::path& dir);
+
+/// Summary rows from per-head rows (heads.jsonl objects), clustered by model for intervals.
+nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t seed);
+
+/// Writes text to path atomically (temp file in the same folder, then rename).
+void write_atomic(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace attnum::study

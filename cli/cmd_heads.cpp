@@ -1,0 +1,122 @@
+// attnum heads: the head study (which heads does a transform harm, and does the predictor know?).
+#include <fmt/core.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "attnum/core/error.h"
+#include "attnum/study/head_study.h"
+#include "cli/command.h"
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string fmt_opt(const nlohmann::json& v, const char* spec = "{:.3f}") {
+  return v.is_null() ? std::string("-") : fmt::format(fmt::runtime(spec), v.get<double>());
+}
+
+struct heads_args {
+  std::vector<std::string> captures;
+  bool zoo = false;
+  std::string kernels = "fa3";
+  std::string conditions = "plain,rotate,center,center+rotate";
+  std::string out;
+  std::string shard;
+  bool json = false, quiet = false;
+  int n_tok = 1024, layers = 0, texts = 3;
+};
+
+void print_summary(const nlohmann::json& summary) {
+  fmt::print("{:<10} {:<14} {:>6} {:>7}  {:<21} {:<21} {:<21} {:<21}\n", "kernel", "transform",
+             "heads", "harmed", "AUC [95% CI]", "precision", "recall", "Spearman");
+  for (const auto& s : summary) {
+    auto cell = [&](const char* k) {
+      return fmt::format("{} [{}, {}]", fmt_opt(s[k]), fmt_opt(s[std::string(k) + "_lo"]),
+                         fmt_opt(s[std::string(k) + "_hi"]));
+    };
+    fmt::print("{:<10} {:<14} {:>6} {:>7}  {:<21} {:<21} {:<21} {:<21}\n",
+               s["kernel"].get<std::string>(), s["transform"].get<std::string>(),
+               s["n_heads"].get<int>(), s["n_harmed"].get<int>(), cell("auc"),
+               cell("precision"), cell("recall"), cell("spearman"));
+  }
+  fmt::print("intervals: 95% bootstrap, resampling whole models\n");
+}
+
+void setup(CLI::App& app) {
+  auto a = std::make_shared<heads_args>();
+  app.add_option("--captures", a->captures, "Capture files (safetensors), one per (model, text)");
+  app.add_flag("--zoo", a->zoo, "Use the embedded synthetic head zoo (672 heads)");
+  app.add_option("--kernel", a->kernels, "Kernels, comma-separated")->capture_default_str();
+  app.add_option("--conditions", a->conditions, "Conditions: plain,rotate,center,center+rotate")
+      ->capture_default_str();
+  app.add_option("--out", a->out, "Result folder (resumes from its checkpoints)");
+  app.add_option("--shard", a->shard, "I/N: compute only units with index % N == I (job arrays)");
+  app.add_option("--n-tok", a->n_tok, "Zoo: tokens per head")->capture_default_str();
+  app.add_option("--layers", a->layers, "Zoo: keep the first N layers of each model (0 = all)")
+      ->capture_default_str();
+  app.add_option("--texts", a->texts, "Zoo: texts (independent token draws) per head")
+      ->capture_default_str();
+  app.add_flag("--json", a->json, "Print the summary as a JSON array");
+  app.add_flag("--quiet", a->quiet, "No progress bar");
+  app.callback([a, &app] {
+    using namespace attnum;
+    if (a->zoo == !a->captures.empty()) fail("heads: give exactly one of --zoo or --captures");
+    study::study_options o;
+    o.zoo = a->zoo;
+    o.captures = a->captures;
+    o.zoo_opt.n_tok = a->n_tok;
+    o.zoo_opt.n_layer_cap = a->layers;
+    o.n_texts = a->texts;
+    o.kernels = split_list(a->kernels);
+    o.conditions = split_list(a->conditions);
+    o.command = "attnum heads";
+    for (const auto& arg : {a->kernels, a->conditions}) o.command += " " + arg;
+    const study::plan p = study::make_plan(o);
+    study::run_controls ctl;
+    ctl.progress = !a->quiet;
+    if (!a->shard.empty()) {
+      if (std::sscanf(a->shard.c_str(), "%d/%d", &ctl.shard_index, &ctl.shard_count) != 2)
+        fail("--shard: expected I/N (e.g. 0/3), got '{}'", a->shard);
+      if (a->out.empty()) fail("--shard needs --out (shards are merged with attnum merge)");
+    }
+    std::filesystem::path dir = a->out;
+    std::filesystem::path tmp;
+    if (dir.empty()) {
+      tmp = std::filesystem::temp_directory_path() /
+            fmt::format("attnum-heads-{}", static_cast<long>(::getpid()));
+      dir = tmp;
+    }
+    const bool complete = study::run_study(p, dir, ctl);
+    if (!complete) {
+      fmt::print(stderr, "heads: shard {}/{} done; merge the shard folders with attnum merge\n",
+                 ctl.shard_index, ctl.shard_count);
+      return;
+    }
+    std::ifstream in(dir / "summary.json");
+    const nlohmann::json summary = nlohmann::json::parse(in);
+    if (!tmp.empty()) std::filesystem::remove_all(tmp);
+    if (a->json) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& s : summary) arr.push_back(s);
+      fmt::print("{}\n", arr.dump());
+    } else {
+      print_summary(summary);
+    }
+  });
+}
+
+}  // namespace
+ATTNUM_COMMAND("heads", "Head study: which heads a transform harms, and the predictor's call", setup);
