@@ -1,61 +1,60 @@
-// Fallback hooks used until the attention engine lands: fp64 plain loops and a private native-BF16
-// flash-style attention (P rounded to bf16 before P.V). Kernel presets need the engine.
+// Attention hooks backed by the attention engine: prepare the layer once for (spec, condition),
+// then run its heads in parallel (each head is one work unit with its own fixed order, so the
+// output does not depend on the thread count).
 #include "attnum/model/hooks.h"
 
-#include <cmath>
-#include <vector>
+#include <string>
 
+#include "attnum/attention/engine.h"
+#include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
-#include "attnum/formats/format.h"
 
 namespace attnum::model {
 namespace {
-attention_fn bf16_fallback() {
+
+attention::layer_view view_of(const qkv_view& x) {
+  return {x.q, x.k, x.v, x.n_head, x.n_head_kv, x.n_tok, x.n_tok, x.d_head};
+}
+
+// fp64 reference of the engine (attention::reference_head), rounded to float.
+attention_fn engine_reference() {
   return [](int, const qkv_view& x, float* o) {
-    const int group = x.n_head / x.n_head_kv, n = x.n_tok, d = x.d_head;
-    const size_t hs = size_t(n) * d;
+    const attention::layer_view lv = view_of(x);
+    const size_t hs = size_t(x.n_tok) * x.d_head;
 #pragma omp parallel for schedule(dynamic)
     for (int h = 0; h < x.n_head; ++h) {
-      const float *q = x.q + h * hs, *k = x.k + (h / group) * hs, *v = x.v + (h / group) * hs;
-      std::vector<float> s(n), acc(d);
-      const float scale = 1.0f / std::sqrt(float(d));
-      for (int i = 0; i < n; ++i) {
-        float mx = -INFINITY;
-        for (int j = 0; j <= i; ++j) {
-          float a = 0;
-          for (int c = 0; c < d; ++c)
-            a += formats::quantize_bf16(q[i * d + c]) * formats::quantize_bf16(k[j * d + c]);
-          s[j] = a * scale;
-          mx = std::max(mx, s[j]);
-        }
-        float sum = 0;
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int j = 0; j <= i; ++j) {
-          float p = std::exp(s[j] - mx);
-          sum += p;
-          p = formats::quantize_bf16(p);
-          for (int c = 0; c < d; ++c) acc[c] += p * formats::quantize_bf16(v[j * d + c]);
-        }
-        for (int c = 0; c < d; ++c) o[h * hs + i * d + c] = formats::quantize_bf16(acc[c] / sum);
-      }
+      const attention::reference_result r = attention::reference_head(lv, h, true);
+      for (size_t i = 0; i < hs; ++i) o[h * hs + i] = static_cast<float>(r.o[i]);
     }
   };
 }
+
+attention_fn engine_kernel(const attention::kernel_spec& spec, attention::condition cond) {
+  return [spec, cond](int, const qkv_view& x, float* o) {
+    const auto prepared = attention::prepare_layer(spec, view_of(x), cond);
+    const size_t hs = size_t(x.n_tok) * x.d_head;
+#pragma omp parallel for schedule(dynamic)
+    for (int h = 0; h < x.n_head; ++h) attention::run_head(*prepared, h, true, o + h * hs);
+  };
+}
+
 }  // namespace
 
 attention_fn reference_attention(std::string_view reference) {
-  if (reference == "fp64") return fp64_attention();
-  if (reference == "bf16") return bf16_fallback();
+  if (reference == "fp64") return engine_reference();
+  if (reference == "bf16")
+    return engine_kernel(attention::preset("bf16"), attention::condition::plain);
   fail("--reference: expected bf16 or fp64, got '{}'", reference);
 }
 
 attention_fn kernel_attention(std::string_view kernel, std::string_view condition) {
-  if (condition != "plain" && condition != "tile")
-    fail("condition '{}' needs the attention engine, which this build lacks", condition);
-  if (kernel == "fp64") return fp64_attention();
-  if (kernel == "fp32") return fp32_attention();
-  if (kernel == "bf16") return bf16_fallback();
-  fail("kernel preset '{}' needs the attention engine, which this build lacks", kernel);
+  const attention::condition cond = attention::parse_condition(condition);
+  if (kernel == "fp64") {
+    if (cond != attention::condition::plain)
+      fail("kernel fp64 is the exact reference: only condition plain applies, got '{}'", condition);
+    return engine_reference();
+  }
+  return engine_kernel(attention::preset(kernel), cond);
 }
 
 }  // namespace attnum::model

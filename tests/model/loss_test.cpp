@@ -1,0 +1,145 @@
+// The loss study: identities (variant == reference gives exactly 1), layer locality of the
+// attention hook, sharded merge == single run, per-label statistics against closed forms.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "attnum/core/error.h"
+#include "attnum/model/hooks.h"
+#include "attnum/model/loss.h"
+#include "attnum/model/transformer.h"
+#include "tiny_model.h"
+
+namespace {
+using namespace attnum::model;
+
+loss_params tiny_params() {
+  loss_params p;
+  std::mt19937_64 rng(7);
+  for (int s = 0; s < 2; ++s) {
+    std::vector<int> ids;
+    for (int i = 0; i < 2 * 24 + 1; ++i) ids.push_back(int(rng() % 48));
+    p.sources.push_back(ids);
+    p.source_names.push_back("s" + std::to_string(s));
+  }
+  p.n_tokens = 24, p.windows = 2, p.kernel = "fa3", p.conditions = {"plain", "rotate"};
+  p.bootstrap_samples = 200;
+  return p;
+}
+
+TEST(loss_test, ppl_ratio_is_exactly_one_when_variant_equals_reference) {
+  weights w = attnum::test::tiny_model(1);
+  round_to_bf16(w);
+  loss_params p = tiny_params();
+  p.kernel = "bf16", p.conditions = {"plain"};  // the reference is the bf16 preset, plain
+  const auto rows = run_loss(w, p);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].n_labels, 2 * 2 * 24);
+  EXPECT_EQ(rows[0].ppl_ratio, 1.0);
+  EXPECT_EQ(rows[0].ppl_ratio_lo, 1.0);
+  EXPECT_EQ(rows[0].ppl_ratio_hi, 1.0);
+  EXPECT_EQ(rows[0].kl_mean, 0.0);
+  EXPECT_EQ(rows[0].top1_agreement, 1.0);
+  EXPECT_EQ(rows[0].ce_ref, rows[0].ce_variant);
+  // The fp64 reference against the fp64 "kernel" too, in fp32 linear precision.
+  weights w32 = attnum::test::tiny_model(1);
+  p.reference = "fp64", p.kernel = "fp64", p.linear = linear_precision::fp32;
+  EXPECT_EQ(run_loss(w32, p)[0].ppl_ratio, 1.0);
+}
+
+TEST(loss_test, a_kernel_that_differs_moves_the_loss) {
+  weights w = attnum::test::tiny_model(2);
+  round_to_bf16(w);
+  loss_params p = tiny_params();
+  const auto rows = run_loss(w, p);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_NE(rows[0].ce_variant, rows[0].ce_ref);
+  EXPECT_GT(rows[0].kl_mean, 0.0);
+  EXPECT_LE(rows[0].ppl_ratio_lo, rows[0].ppl_ratio);
+  EXPECT_GE(rows[0].ppl_ratio_hi, rows[0].ppl_ratio);
+  EXPECT_EQ(rows[0].ce_ref, rows[1].ce_ref);  // same reference for every condition
+}
+
+TEST(loss_test, swapping_one_layer_keeps_earlier_layers_bit_identical) {
+  const weights w = attnum::test::tiny_model(3);
+  std::mt19937_64 rng(3);
+  std::vector<int> ids(40);
+  for (int& id : ids) id = int(rng() % 48);
+  const int n_layers = w.cfg.n_layers, D = w.cfg.dim;
+  auto residuals = [&](const attention_fn& att) {
+    std::vector<std::vector<float>> r(n_layers + 1);
+    forward_options opt;
+    opt.attention = att;
+    opt.on_residual = [&](int l, const float* x) { r[l].assign(x, x + ids.size() * D); };
+    forward(w, ids, opt);
+    return r;
+  };
+  const attention_fn base = reference_attention("bf16"), other = kernel_attention("fa3", "rotate");
+  const auto a = residuals(base);
+  for (int swap = 0; swap < n_layers; ++swap) {
+    const auto b = residuals([&](int l, const qkv_view& x, float* o) { (l == swap ? other : base)(l, x, o); });
+    for (int l = 0; l <= swap; ++l) EXPECT_EQ(a[l], b[l]) << "layer " << l << " swap " << swap;
+    EXPECT_NE(a[swap + 1], b[swap + 1]) << "swap " << swap << " changed nothing";
+  }
+}
+
+TEST(loss_test, shards_merged_equal_the_single_run_bit_for_bit) {
+  weights w = attnum::test::tiny_model(4);
+  round_to_bf16(w);
+  const loss_params p = tiny_params();
+  const auto single = run_loss(w, p);
+  std::vector<unit_result> all;
+  for (int shard = 0; shard < 3; ++shard)
+    for (const unit_result& r : compute_units(w, p, shard_units(p, shard, 3)))
+      all.push_back(unit_result_from_json(nlohmann::json::parse(to_json(r).dump())));  // via files
+  const auto merged = summarize(p, w.id, all);
+  ASSERT_EQ(merged.size(), single.size());
+  for (size_t i = 0; i < single.size(); ++i) EXPECT_EQ(to_json(merged[i]).dump(), to_json(single[i]).dump());
+  all.pop_back();
+  EXPECT_THROW(summarize(p, w.id, all), attnum::error);
+}
+
+TEST(loss_test, forward_is_bit_identical_at_any_thread_count) {
+  weights w = attnum::test::tiny_model(5);
+  std::vector<int> ids(33);
+  for (int i = 0; i < 33; ++i) ids[i] = (i * 7) % 48;
+  forward_options opt;
+  opt.attention = kernel_attention("fa3", "center+rotate");
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = forward(w, ids, opt);
+  omp_set_num_threads(2);
+  const auto two = forward(w, ids, opt);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one, two);
+}
+
+TEST(loss_test, compare_logits_matches_closed_forms) {
+  // Two tokens: p_ref = softmax(0, log 3) = (1/4, 3/4); p_var = softmax(0, 0) = (1/2, 1/2).
+  const float ref[2] = {0.0f, float(std::log(3.0))}, var[2] = {0.0f, 0.0f};
+  const label_stat s = compare_logits(ref, var, 2, 0);
+  EXPECT_NEAR(s.nll_ref, std::log(4.0), 1e-7);
+  EXPECT_NEAR(s.nll_var, std::log(2.0), 1e-12);
+  EXPECT_NEAR(s.dp, 0.5 - 0.25, 1e-7);
+  EXPECT_NEAR(s.kl, 0.25 * std::log(0.25 / 0.5) + 0.75 * std::log(0.75 / 0.5), 1e-7);
+  EXPECT_FALSE(s.top1_same);  // argmax 1 vs 0 (first of a tie)
+}
+
+TEST(loss_test, bad_parameters_are_errors) {
+  const weights w = attnum::test::tiny_model(6);
+  loss_params p = tiny_params();
+  p.n_tokens = 65;  // context 64
+  EXPECT_THROW(validate(p, w), attnum::error);
+  p = tiny_params();
+  p.windows = 3;  // sources hold 2 windows
+  EXPECT_THROW(validate(p, w), attnum::error);
+  p = tiny_params();
+  p.sources[0][5] = 48;  // outside the vocabulary
+  EXPECT_THROW(validate(p, w), attnum::error);
+  EXPECT_THROW(kernel_attention("no-such-kernel", "plain"), attnum::error);
+  EXPECT_THROW(kernel_attention("fa3", "sideways"), attnum::error);
+  EXPECT_THROW(parse_linear_precision("fp8"), attnum::error);
+}
+}  // namespace
