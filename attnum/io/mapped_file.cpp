@@ -1,0 +1,74 @@
+// mmap-backed read-only files and atomic writes (temp file + rename).
+#include "attnum/io/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "attnum/core/error.h"
+
+namespace attnum::io {
+
+mapped_file::mapped_file(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("{}: not a regular file", path);
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      fail("{}: cannot map {} bytes: {}", path, size_, std::strerror(err));
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);  // the mapping stays valid
+}
+
+void mapped_file::release() noexcept {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+mapped_file::~mapped_file() { release(); }
+
+mapped_file::mapped_file(mapped_file&& o) noexcept
+    : path_(std::move(o.path_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+
+mapped_file& mapped_file::operator=(mapped_file&& o) noexcept {
+  if (this != &o) {
+    release();
+    path_ = std::move(o.path_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+void write_file_atomic(const std::string& path, const void* bytes, size_t n) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("{}: cannot write (temp file {}): {}", path, tmp, std::strerror(errno));
+  const bool ok = (n == 0 || std::fwrite(bytes, 1, n, f) == n) && std::fflush(f) == 0 &&
+                  ::fsync(::fileno(f)) == 0;
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    fail("{}: write failed: {}", path, std::strerror(err));
+  }
+}
+
+}  // namespace attnum::io

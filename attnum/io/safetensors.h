@@ -1,0 +1,82 @@
+#pragma once
+// safetensors files (https://github.com/huggingface/safetensors): 8-byte little-endian header
+// length N, N bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]},
+// "__metadata__": {str: str}}, then the data buffer; offsets are relative to the buffer.
+//
+// Reading memory-maps the file and validates every entry before any tensor is used: dtype one of
+// F32 F16 BF16 F64 I32 I64 U8 I8; shape non-negative; end - begin == product(shape) * dtype size;
+// offsets inside the file; tensors contiguous and non-overlapping, covering the buffer exactly.
+// Errors name the file, the tensor and what was expected.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnum/io/mapped_file.h"
+
+namespace attnum::io {
+
+enum class st_dtype : uint8_t { F32, F16, BF16, F64, I32, I64, U8, I8 };
+
+std::string_view dtype_name(st_dtype d);  ///< "F32", ...
+size_t dtype_size(st_dtype d);            ///< bytes per element
+/// Parses a dtype name; throws attnum::error listing the accepted names.
+st_dtype parse_dtype(std::string_view name);
+
+/// A tensor inside a mapped file (valid while its safetensors_file lives).
+struct tensor_view {
+  std::string name;
+  st_dtype dtype = st_dtype::F32;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;  ///< little-endian raw bytes (may be unaligned)
+  size_t nbytes = 0;
+
+  int64_t numel() const;
+  /// Converts to float32: F32/F16/BF16/U8/I8 exactly, F64/I32/I64 rounded to nearest.
+  std::vector<float> to_float() const;
+  /// Same into `out` (numel() floats).
+  void to_float(float* out) const;
+  /// Converts to float64 (exact for every dtype but I64 beyond 2^53).
+  std::vector<double> to_double() const;
+};
+
+/// A validated, memory-mapped safetensors file.
+class safetensors_file {
+ public:
+  /// Maps and validates `path`; throws attnum::error naming the file, tensor and field.
+  explicit safetensors_file(const std::string& path);
+  safetensors_file(safetensors_file&&) noexcept = default;
+  safetensors_file& operator=(safetensors_file&&) noexcept = default;
+
+  const std::string& path() const { return file_.path(); }
+  /// All tensors, by name.
+  const std::map<std::string, tensor_view, std::less<>>& tensors() const { return tensors_; }
+  /// Returns the tensor or nullptr.
+  const tensor_view* find(std::string_view name) const;
+  /// Returns the tensor; throws attnum::error naming the file and the tensor if absent.
+  const tensor_view& at(std::string_view name) const;
+  /// The "__metadata__" string map (empty if absent).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  mapped_file file_;
+  std::map<std::string, tensor_view, std::less<>> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+/// A float tensor to write, stored as `dtype` (F32; BF16 and F16 with RNE; F64 exact).
+struct tensor_out {
+  std::string name;
+  std::vector<int64_t> shape;
+  const float* data = nullptr;  ///< product(shape) values, C order (not owned)
+  st_dtype dtype = st_dtype::F32;
+};
+
+/// Writes a safetensors file atomically (temp file + rename). Tensors are laid out in the order
+/// given; names must be unique and non-empty. Throws attnum::error naming the file and tensor.
+void write_safetensors(const std::string& path, const std::vector<tensor_out>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace attnum::io
