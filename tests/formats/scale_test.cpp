@@ -1,0 +1,153 @@
+// Scaled casts: each granularity against a plain-loop computation written out in the test.
+#include "attnum/formats/scale.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "attnum/core/error.h"
+
+namespace {
+using namespace attnum::formats;
+
+std::vector<float> matrix(int rows, int cols, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  std::vector<float> x(static_cast<size_t>(rows) * cols);
+  for (float& v : x) v = d(rng);
+  x[5] = 40.0f;  // an outlier
+  return x;
+}
+
+// Checks t against scale = amax(members)/fmt_max + eps and grid = cast(x / scale) for the groups
+// given as explicit element lists.
+void check_groups(const std::vector<float>& x, int cols, const scale_spec& spec, const scaled_tensor& t,
+                  const std::vector<std::vector<std::pair<int, int>>>& groups) {
+  ASSERT_EQ(t.scales.size(), groups.size());
+  const float fmax = static_cast<float>(spec.fmt_max > 0 ? spec.fmt_max : info(spec.fmt).max_finite);
+  std::set<std::pair<int, int>> seen;
+  for (const auto& g : groups) {
+    float amax = 0;
+    for (auto [r, c] : g) amax = std::max(amax, std::fabs(x[r * cols + c]));
+    const float scale = amax / fmax + spec.eps;
+    for (auto [r, c] : g) {
+      ASSERT_TRUE(seen.insert({r, c}).second);
+      ASSERT_EQ(t.scale_at(r, c), scale) << r << "," << c;
+      const float y = x[r * cols + c] / scale;
+      float want;
+      if (spec.fmt == format::int8) {
+        want = spec.rnd == rounding::half_away ? std::trunc(y + (y >= 0 ? 0.5f : -0.5f)) : std::nearbyint(y);
+        want = std::clamp(want, -128.0f, 127.0f);
+      } else {
+        want = static_cast<float>(decode(spec.fmt, encode(spec.fmt, y, spec.rnd, spec.saturate)));
+      }
+      ASSERT_EQ(t.grid[r * cols + c], want) << r << "," << c;
+      ASSERT_EQ(t.dequant(r, c), want * scale);
+    }
+  }
+  ASSERT_EQ(seen.size(), x.size());
+  EXPECT_FALSE(t.has_nan);
+}
+
+TEST(Scale, TensorBlockTokenChannel) {
+  const int rows = 70, cols = 12;
+  const auto x = matrix(rows, cols, 1);
+  for (auto gran : {scale_granularity::tensor, scale_granularity::block, scale_granularity::token,
+                    scale_granularity::channel}) {
+    scale_spec s;
+    s.gran = gran;
+    s.block_rows = 32;
+    const auto t = scaled_cast(x.data(), rows, cols, s);
+    std::vector<std::vector<std::pair<int, int>>> groups;
+    if (gran == scale_granularity::tensor) groups.resize(1);
+    if (gran == scale_granularity::block) groups.resize(3);  // rows 0-31, 32-63, 64-69
+    if (gran == scale_granularity::token) groups.resize(rows);
+    if (gran == scale_granularity::channel) groups.resize(cols);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        const int g = gran == scale_granularity::tensor ? 0
+                      : gran == scale_granularity::block ? r / 32
+                      : gran == scale_granularity::token ? r
+                                                         : c;
+        groups[g].push_back({r, c});
+      }
+    check_groups(x, cols, s, t, groups);
+    EXPECT_EQ(t.dequantized().size(), x.size());
+  }
+}
+
+TEST(Scale, SageRowGroupsInt8) {
+  const int rows = 96, cols = 8;
+  const auto x = matrix(rows, cols, 2);
+  // sm89 Q: in each 32-row segment, rows {r, r+8, r+16, r+24}, r = 0..7.
+  scale_spec q{format::int8, scale_granularity::row_group, 128, 32, 8, 1, 0, 1e-7f, rounding::half_away};
+  std::vector<std::vector<std::pair<int, int>>> gq;
+  for (int seg = 0; seg < rows / 32; ++seg)
+    for (int r = 0; r < 8; ++r) {
+      gq.emplace_back();
+      for (int k = 0; k < 4; ++k)
+        for (int c = 0; c < cols; ++c) gq.back().push_back({seg * 32 + r + 8 * k, c});
+    }
+  check_groups(x, cols, q, scaled_cast(x.data(), rows, cols, q), gq);
+  // sm89 K: in each 64-row segment, 4 groups: rows with r mod 8 in {2t, 2t+1}.
+  scale_spec k = q;
+  k.group_segment = 64;
+  k.group_divisor = 2;
+  std::vector<std::vector<std::pair<int, int>>> gk;
+  for (int seg = 0; seg < 2; ++seg)
+    for (int t = 0; t < 4; ++t) {
+      gk.emplace_back();
+      for (int r = seg * 64; r < std::min(rows, seg * 64 + 64); ++r)
+        if (r % 8 / 2 == t)
+          for (int c = 0; c < cols; ++c) gk.back().push_back({r, c});
+    }
+  check_groups(x, cols, k, scaled_cast(x.data(), rows, cols, k), gk);
+}
+
+TEST(Scale, SageVPerChannelReciprocalAndZeroChannel) {
+  const int rows = 10, cols = 3;
+  auto x = matrix(rows, cols, 3);
+  for (int r = 0; r < rows; ++r) x[r * cols + 2] = 0.0f;  // an all-zero channel
+  scale_spec v;
+  v.gran = scale_granularity::channel;
+  v.fmt_max = 2.25;
+  v.multiply_by_reciprocal = true;
+  const auto t = scaled_cast(x.data(), rows, cols, v);
+  for (int c = 0; c < 2; ++c) {
+    float amax = 0;
+    for (int r = 0; r < rows; ++r) amax = std::max(amax, std::fabs(x[r * cols + c]));
+    const float recip = 2.25f / amax;
+    EXPECT_EQ(t.scales[c], amax / 2.25f);
+    for (int r = 0; r < rows; ++r)
+      EXPECT_EQ(t.grid[r * cols + c], quantize_e4m3_sat(x[r * cols + c] * recip));
+  }
+  EXPECT_TRUE(t.has_nan);  // 0 * (2.25 / 0) is NaN, as in the kernel
+  EXPECT_TRUE(std::isnan(t.grid[2]));
+  // With an epsilon the zero channel is guarded: scale eps, values 0.
+  v.eps = 1e-7f;
+  const auto g = scaled_cast(x.data(), rows, cols, v);
+  EXPECT_FALSE(g.has_nan);
+  EXPECT_EQ(g.scales[2], 1e-7f);
+  EXPECT_EQ(g.grid[2], 0.0f);
+}
+
+TEST(Scale, SaturationCountAndErrors) {
+  std::vector<float> x = {1.0f, -1.0f, 0.5f, 0.25f};
+  scale_spec s;
+  s.fmt_max = 1000;  // scaled values 1000, -1000, 500 exceed 448; 250 does not
+  const auto t = scaled_cast(x.data(), 1, 4, s);
+  EXPECT_EQ(t.saturated, 3);
+  EXPECT_EQ(t.grid[0], 448.0f);
+  EXPECT_EQ(compute_scale(448.0f, scale_spec{}), 1.0f);
+  scale_spec bad;
+  bad.gran = scale_granularity::block;
+  bad.block_rows = 0;
+  EXPECT_THROW(scaled_cast(x.data(), 1, 4, bad), attnum::error);
+  EXPECT_EQ(parse_granularity("channel"), scale_granularity::channel);
+  EXPECT_THROW(parse_granularity("head"), attnum::error);
+}
+
+}  // namespace
