@@ -211,8 +211,8 @@ void pv_block(const head_ctx<T>& c, int j0, int j1, row_buf<T>& b) {
     for (int k = 0; k < d; ++k) b.o[k] += acc[k];
 }
 
-template <typename T>
-void run_row(const head_ctx<T>& c, int i, float* out, row_buf<T>& b, run_stats& st) {
+template <typename T, typename OutT>
+void run_row(const head_ctx<T>& c, int i, OutT* out, row_buf<T>& b, run_stats& st) {
   const int d = c.d;
   const kernel_spec& s = c.s;
   const int last = c.causal ? i + c.n_kv - c.n_q : c.n_kv - 1;  // last visible key
@@ -301,14 +301,15 @@ void run_row(const head_ctx<T>& c, int i, float* out, row_buf<T>& b, run_stats& 
       case epilogue_mode::div_first: o *= bad ? T(0) : vs / lt; break;
       case epilogue_mode::divide: o = bad ? T(0) : o / lt, o *= vs; break;
     }
-    const float of = static_cast<float>(o);
-    out[static_cast<size_t>(i) * d + k] =
-        s.out_fmt == formats::format::fp32 ? of : quantize_value(s.out_fmt, of, formats::rounding::nearest_even);
+    if (s.out_fmt == formats::format::fp32)
+      out[static_cast<size_t>(i) * d + k] = std::is_same_v<OutT, double> ? static_cast<OutT>(o) : static_cast<OutT>(static_cast<float>(o));
+    else
+      out[static_cast<size_t>(i) * d + k] = quantize_value(s.out_fmt, static_cast<float>(o), formats::rounding::nearest_even);
   }
 }
 
-template <typename T>
-void run_head_t(const prepared_layer& L, int h, bool causal, float* o, run_stats* stats) {
+template <typename T, typename OutT>
+void run_head_t(const prepared_layer& L, int h, bool causal, OutT* o, run_stats* stats) {
   const head_ctx<T> c = make_ctx<T>(L, h, causal);
   run_stats total;
   total.nan_flagged = c.v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
@@ -329,9 +330,8 @@ void run_head_t(const prepared_layer& L, int h, bool causal, float* o, run_stats
   if (stats) *stats = total;
 }
 
-}  // namespace
-
-void run_head(const prepared_layer& L, int h, bool causal, float* o, run_stats* stats) {
+template <typename OutT>
+void run_head_any(const prepared_layer& L, int h, bool causal, OutT* o, run_stats* stats) {
   if (h < 0 || h >= L.n_head) fail("run_head: head {} out of range [0, {})", h, L.n_head);
   if (L.spec.arith_fp64)
     run_head_t<double>(L, h, causal, o, stats);
@@ -339,13 +339,32 @@ void run_head(const prepared_layer& L, int h, bool causal, float* o, run_stats* 
     run_head_t<float>(L, h, causal, o, stats);
 }
 
+template <typename OutT>
+std::vector<OutT> run_layer_any(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal,
+                                const transform_options& opts) {
+  const auto p = prepare_layer(spec, layer, cond, opts);
+  std::vector<OutT> o(static_cast<size_t>(layer.n_head) * layer.n_q * layer.d_head);
+  for (int h = 0; h < layer.n_head; ++h)
+    run_head_any(*p, h, causal, o.data() + static_cast<size_t>(h) * layer.n_q * layer.d_head, nullptr);
+  return o;
+}
+
+}  // namespace
+
+void run_head(const prepared_layer& L, int h, bool causal, float* o, run_stats* stats) {
+  run_head_any(L, h, causal, o, stats);
+}
+void run_head(const prepared_layer& L, int h, bool causal, double* o, run_stats* stats) {
+  run_head_any(L, h, causal, o, stats);
+}
+
 std::vector<float> run_layer(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal,
                              const transform_options& opts) {
-  const auto p = prepare_layer(spec, layer, cond, opts);
-  std::vector<float> o(static_cast<size_t>(layer.n_head) * layer.n_q * layer.d_head);
-  for (int h = 0; h < layer.n_head; ++h)
-    run_head(*p, h, causal, o.data() + static_cast<size_t>(h) * layer.n_q * layer.d_head);
-  return o;
+  return run_layer_any<float>(spec, layer, cond, causal, opts);
+}
+std::vector<double> run_layer_f64(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal,
+                                  const transform_options& opts) {
+  return run_layer_any<double>(spec, layer, cond, causal, opts);
 }
 
 }  // namespace attnum::attention

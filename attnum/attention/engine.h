@@ -53,7 +53,7 @@ reference_result reference_head(const layer_view& layer, int h, bool causal = tr
 /// values[(h*n_tok + t)*d_head + c] * scale(h, t, c). An unscaled operand has all scales 1.
 struct operand_cast {
   int n_heads = 0, n_tok = 0, d_head = 0;
-  int n_col_blocks = 1, col_block = 1;  ///< channel scales per token block (causal scope)
+  int n_col_blocks = 1, col_block = 1;  ///< channel scales per token block (causal scope); col_block >= n_tok when 1 block
   std::vector<float> values;            ///< [n_heads, n_tok, d_head]
   std::vector<float> row_scale;         ///< [n_heads, n_tok]
   std::vector<float> col_scale;         ///< [n_heads, n_col_blocks, d_head]
@@ -63,7 +63,7 @@ struct operand_cast {
     return row_scale[static_cast<size_t>(h) * n_tok + t] *
            col_scale[(static_cast<size_t>(h) * n_col_blocks + t / col_block) * d_head + c];
   }
-  /// Whether the column scales vary over tokens or the row scales over tokens of a head.
+  /// Returns true when the scale of every head is constant over tokens (only channels vary).
   bool col_scale_trivial() const;
 };
 
@@ -98,8 +98,14 @@ struct run_stats {
 /// Runs the kernel on query head h of a prepared layer: o is [n_q, d_head] (fp32 values of the
 /// kernel's output format). Deterministic; thread-safe (run heads in parallel freely).
 void run_head(const prepared_layer& layer, int h, bool causal, float* o, run_stats* stats = nullptr);
+/// Same with a double output: with spec.arith_fp64 the fp64 result is not rounded to float
+/// (exact_spec() then matches reference_head to ~1e-15).
+void run_head(const prepared_layer& layer, int h, bool causal, double* o, run_stats* stats = nullptr);
 
 /// Convenience: prepares and runs every head; returns o [n_head, n_q, d_head].
+/// Same as run_layer with double outputs (see run_head).
+std::vector<double> run_layer_f64(const kernel_spec& spec, const layer_view& layer, condition cond,
+                                  bool causal = true, const transform_options& opts = {});
 std::vector<float> run_layer(const kernel_spec& spec, const layer_view& layer, condition cond,
                              bool causal = true, const transform_options& opts = {});
 

@@ -159,6 +159,7 @@ operand_cast cast_operand(const cast_request& r) {
   out.n_heads = r.n_heads;
   out.n_tok = r.n_tok;
   out.d_head = r.d;
+  out.col_block = std::max(1, r.n_tok);
   out.row_scale.assign(static_cast<size_t>(r.n_heads) * r.n_tok, 1.0f);
   out.col_scale.assign(static_cast<size_t>(r.n_heads) * r.d, 1.0f);
   const size_t n = static_cast<size_t>(r.n_heads) * r.n_tok * r.d;

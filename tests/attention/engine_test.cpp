@@ -1,0 +1,246 @@
+// Engine tests against independent oracles: the fp64 reference (exact path), closed-form probes
+// (one-hot and uniform attention), the P-collapse mechanism, zero-channel guards and flags.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+#include <cstring>
+
+#include "attention/test_util.h"
+#include "attnum/attention/engine.h"
+#include "attnum/attention/kernel_spec.h"
+#include "attnum/attention/metrics.h"
+#include "attnum/core/error.h"
+#include "attnum/core/parallel.h"
+#include "attnum/formats/format.h"
+
+namespace attnum::attention {
+namespace {
+using test::random_layer;
+
+template <typename OutT>
+double max_rel_vs_ref(const std::vector<OutT>& o, const layer_view& L, bool causal) {
+  double worst = 0;
+  for (int h = 0; h < L.n_head; ++h) {
+    const auto ref = reference_head(L, h, causal);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.o.size(); ++i) {
+      const double e = o[static_cast<size_t>(h) * ref.o.size() + i] - ref.o[i];
+      num += e * e, den += ref.o[i] * ref.o[i];
+    }
+    worst = std::max(worst, std::sqrt(num / den));
+  }
+  return worst;
+}
+
+// The engine in fp64 with every quantization point off: exact attention, any block and order.
+TEST(engine_test, exact_path_equals_reference) {
+  set_threads(1);
+  for (int n : {1, 7, 130}) {
+    for (int d : {64, 128}) {
+      auto L = random_layer(2, 1, n, n, d, 1000 + n + d, 2.0f);
+      for (int bn : {16, 224}) {
+        for (bool reverse : {false, true}) {
+          for (bool causal : {true, false}) {
+            kernel_spec s = exact_spec();
+            s.block_n = bn, s.block_m = 64, s.reverse = reverse;
+            // Exact path with an fp8 preset's layout knobs (scaled space, sage row sum) too.
+            for (bool sage_like : {false, bn == 16}) {
+              if (sage_like) s.max = max_space::scaled, s.rowsum = rowsum_order::sage_mma, s.pv = pv_mode::fresh_per_block;
+              const auto o = run_layer_f64(s, L.view, condition::plain, causal);
+              EXPECT_LT(max_rel_vs_ref(o, L.view, causal), 1e-12)
+                  << "n " << n << " d " << d << " bn " << bn << " reverse " << reverse << " causal " << causal;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// n_q < n_kv: bottom-right causal alignment in both engine and reference.
+TEST(engine_test, exact_path_bottom_right_causal) {
+  auto L = random_layer(2, 1, 5, 40, 64, 77);
+  kernel_spec s = exact_spec();
+  s.block_n = 16;
+  EXPECT_LT(max_rel_vs_ref(run_layer_f64(s, L.view, condition::plain, true), L.view, true), 1e-12);
+  // Query row 0 sees keys 0..35: changing key 36 must not change it.
+  auto ref0 = reference_head(L.view, 0, true);
+  L.k[36 * 64] += 100.0f;
+  auto ref1 = reference_head(L.view, 0, true);
+  EXPECT_EQ(ref0.o[0], ref1.o[0]);
+  EXPECT_NE(ref0.o[4 * 64], ref1.o[4 * 64]);
+}
+
+// Reference against a direct O(n^2 d) double loop (independent of Eigen and the blocking).
+TEST(engine_test, reference_matches_plain_loop) {
+  auto L = random_layer(1, 1, 9, 9, 64, 5);
+  const auto r = reference_head(L.view, 0, true);
+  for (int i = 0; i < 9; ++i) {
+    std::vector<double> s(i + 1);
+    double m = -1e300, l = 0;
+    for (int j = 0; j <= i; ++j) {
+      double dot = 0;
+      for (int c = 0; c < 64; ++c) dot += double(L.q[i * 64 + c]) * L.k[j * 64 + c];
+      s[j] = dot / 8.0;
+      m = std::max(m, s[j]);
+    }
+    for (int j = 0; j <= i; ++j) l += std::exp(s[j] - m);
+    EXPECT_NEAR(r.lse[i], m + std::log(l), 1e-12);
+    for (int c = 0; c < 64; ++c) {
+      double o = 0;
+      for (int j = 0; j <= i; ++j) o += std::exp(s[j] - m) / l * L.v[j * 64 + c];
+      EXPECT_NEAR(r.o[i * 64 + c], o, 1e-12);
+    }
+  }
+}
+
+// One-hot attention (FA3): the output is the cast V row, dequantised, rounded to bf16.
+TEST(engine_test, one_hot_returns_cast_v_row) {
+  const int n = 37, d = 64, hot = 19;
+  auto L = random_layer(1, 1, 1, n, d, 9);
+  std::fill(L.q.begin(), L.q.end(), 0.0f);
+  std::fill(L.k.begin(), L.k.end(), 0.0f);
+  L.q[0] = 30.0f;
+  for (int j = 0; j < n; ++j) L.k[j * d] = j == hot ? 30.0f : -30.0f;  // score gap 2*900/8 = 225
+  const auto o = run_layer(preset("fa3"), L.view, condition::plain, false);
+  double amax = 0;
+  for (float x : L.v) amax = std::max(amax, double(std::fabs(x)));
+  const float scale = float(amax) / 448.0f;
+  for (int c = 0; c < d; ++c) {
+    const float v8 = formats::quantize_e4m3_sat(L.v[hot * d + c] / scale);
+    EXPECT_EQ(o[c], formats::quantize_bf16(v8 * scale)) << "channel " << c;
+  }
+}
+
+// Uniform attention (identical keys): the output is the mean of the cast V rows.
+TEST(engine_test, uniform_returns_cast_mean) {
+  const int n = 16, d = 64;
+  auto L = random_layer(1, 1, 1, n, d, 11);
+  for (int j = 1; j < n; ++j)
+    for (int c = 0; c < d; ++c) L.k[j * d + c] = L.k[c];
+  const auto o = run_layer(preset("fa3"), L.view, condition::plain, false);
+  double amax = 0;
+  for (float x : L.v) amax = std::max(amax, double(std::fabs(x)));
+  const float scale = float(amax) / 448.0f;
+  for (int c = 0; c < d; ++c) {
+    double sum = 0;
+    for (int j = 0; j < n; ++j) sum += formats::quantize_e4m3_sat(L.v[j * d + c] / scale);
+    EXPECT_EQ(o[c], formats::quantize_bf16(float(sum / n) * scale)) << "channel " << c;
+  }
+}
+
+// P collapse (kernels.md 6): a strong sink at key 0; forward order with S=1 flushes the non-sink
+// P values to zero, reverse order with S=256 does not.
+TEST(engine_test, p_collapse_forward_s1_not_reverse_s256) {
+  const int n = 1024, d = 64;
+  auto L = random_layer(1, 1, 1, n, d, 13, 0.1f);
+  L.q[0] = 16.0f;
+  L.k[0] = 16.0f;  // sink: score 256/8 = 32 above the others (e^-32 << 2^-10)
+  kernel_spec fwd = apply_knobs(preset("fa3"), {"reverse=false", "p_mode=none", "p_scale=1"});
+  kernel_spec rev = apply_knobs(preset("fa3"), {"reverse=true", "p_mode=multiply", "p_scale=256"});
+  run_stats a, b;
+  std::vector<float> o(d);
+  run_head(*prepare_layer(fwd, L.view, condition::plain), 0, false, o.data(), &a);
+  run_head(*prepare_layer(rev, L.view, condition::plain), 0, false, o.data(), &b);
+  EXPECT_EQ(a.p_count, n);
+  EXPECT_GT(a.p_underflow, n - 2) << "forward, S=1";
+  // Reverse: only the sink's own block (processed last, kBlockN 160 at d 64) underflows.
+  EXPECT_LE(b.p_underflow, 159) << "reverse, S=256";
+  EXPECT_GT(b.p_underflow, 100) << "reverse, S=256";
+}
+
+// Zero channels: Sage's per-channel V scale has no eps -> NaN, flagged; FA3 guarded.
+TEST(engine_test, zero_channel_flagged_or_guarded) {
+  const int n = 64, d = 64;
+  auto L = random_layer(1, 1, n, n, d, 17);
+  for (int t = 0; t < n; ++t) L.v[t * d + 5] = 0.0f;
+  run_stats st;
+  std::vector<float> o(n * d);
+  run_head(*prepare_layer(preset("sage2pp-sm89"), L.view, condition::plain), 0, true, o.data(), &st);
+  EXPECT_TRUE(st.nan_flagged);
+  EXPECT_TRUE(std::isnan(o[5]));
+  EXPECT_FALSE(std::isnan(o[4]));
+  run_head(*prepare_layer(preset("fa3"), L.view, condition::plain), 0, true, o.data(), &st);
+  EXPECT_FALSE(st.nan_flagged);
+  for (float x : o) ASSERT_FALSE(std::isnan(x));
+  for (int t = 0; t < n; ++t) L.v[t * d + 5] = 1.0f;
+  // All-zero Q and K rows: Sage's eps (1e-7) guards the INT8 scales; FA3 uses scale 1.
+  std::fill(L.q.begin(), L.q.end(), 0.0f);
+  std::fill(L.k.begin(), L.k.end(), 0.0f);
+  for (auto name : {"sage2-sm90", "fa3", "xqa-sm90", "hpcops"}) {
+    run_head(*prepare_layer(preset(name), L.view, condition::plain), 0, true, o.data(), &st);
+    EXPECT_FALSE(st.nan_flagged) << name;
+    for (float x : o) ASSERT_FALSE(std::isnan(x)) << name;
+  }
+}
+
+// FA3's q_descale is per kv head: query heads of one GQA group share it.
+TEST(engine_test, fa3_q_scale_shared_across_gqa_group) {
+  auto L = random_layer(4, 2, 8, 8, 64, 19);
+  for (int c = 0; c < 8 * 64; ++c) L.q[c] *= 10.0f;  // head 0 larger
+  const auto p = prepare_layer(preset("fa3"), L.view, condition::plain);
+  EXPECT_EQ(p->q8.row_scale[0], p->q8.row_scale[8]);   // heads 0, 1: group 0
+  EXPECT_NE(p->q8.row_scale[0], p->q8.row_scale[16]);  // head 2: group 1
+}
+
+// Causal scope: early tokens' scales ignore a later outlier; sequence scope sees it.
+TEST(engine_test, causal_scale_scope_ignores_future) {
+  auto L = random_layer(1, 1, 256, 256, 64, 23);
+  L.v[255 * 64] = 1000.0f;
+  kernel_spec s = preset("fa3");
+  const auto seq = prepare_layer(s, L.view, condition::plain);
+  s.scope = scale_scope::causal;
+  const auto cau = prepare_layer(s, L.view, condition::plain);
+  EXPECT_FLOAT_EQ(seq->v8.scale(0, 0, 0), 1000.0f / 448.0f);
+  EXPECT_LT(cau->v8.scale(0, 0, 0), 10.0f / 448.0f);
+  EXPECT_FLOAT_EQ(cau->v8.scale(0, 255, 0), 1000.0f / 448.0f);
+}
+
+// Same result at any thread count (bit for bit).
+TEST(engine_test, deterministic_across_threads) {
+  auto L = random_layer(2, 1, 300, 300, 64, 29);
+  const auto p = prepare_layer(preset("sage2pp-sm89"), L.view, condition::rotate);
+  std::vector<float> a(300 * 64), b(300 * 64);
+  set_threads(1);
+  run_head(*p, 1, true, a.data());
+  set_threads(2);
+  run_head(*p, 1, true, b.data());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+}
+
+TEST(engine_test, bad_input_throws) {
+  auto L = random_layer(3, 2, 4, 4, 64, 31);
+  EXPECT_THROW(prepare_layer(preset("fa3"), L.view, condition::plain), error);  // 3 % 2
+  auto M = random_layer(1, 1, 4, 4, 64, 31);
+  M.q[3] = NAN;
+  EXPECT_THROW(prepare_layer(preset("fa3"), M.view, condition::plain), error);
+  EXPECT_THROW(preset("nope"), error);
+  EXPECT_THROW(apply_knobs(preset("generic"), {"nope=1"}), error);
+  EXPECT_THROW(apply_knobs(preset("generic"), {"p_mode=bogus"}), error);
+  auto N = random_layer(1, 1, 4, 4, 80, 31);
+  EXPECT_THROW(prepare_layer(preset("fa3"), N.view, condition::rotate), error);
+  EXPECT_THROW(prepare_layer(preset("fa3"), random_layer(1, 1, 4, 4, 512, 1).view, condition::plain), error);
+}
+
+TEST(engine_test, stage_attribution_reports_each_stage) {
+  auto L = random_layer(1, 1, 64, 64, 64, 37);
+  const auto st = stage_attribution(preset("fa3"), L.view, 0);
+  ASSERT_EQ(st.size(), 7u);
+  for (const auto& s : st) EXPECT_GT(s.rel_err, 0.0) << s.stage;
+  EXPECT_GT(st.back().rel_err, st[0].rel_err * 0.5);
+  EXPECT_LT(st[1].rel_err, 1e-5);  // fp32 QK accumulation alone
+}
+
+TEST(engine_test, presets_listed_and_described) {
+  const auto names = preset_names();
+  for (auto n : {"fa3", "fa3-acc13", "sage2pp-sm89", "sage2-sm90", "sage2-sm90-acc13", "sage1", "flashinfer-sm90",
+                 "xqa-sm90", "hpcops", "hpcops-s1", "bf16", "fp32", "generic"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  EXPECT_EQ(to_json(preset("fa3"))["reverse"], true);
+  EXPECT_EQ(preset("fa3").tile_for(128).second, 224);
+}
+
+}  // namespace
+}  // namespace attnum::attention

@@ -1,0 +1,32 @@
+#pragma once
+// Shared helpers of the attention tests: seeded random layers.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "attnum/attention/engine.h"
+
+namespace attnum::attention::test {
+
+struct layer_data {
+  std::vector<float> q, k, v;
+  layer_view view;
+};
+
+/// Returns a random layer (normal entries times `scale`, seeded).
+inline layer_data random_layer(int n_head, int n_head_kv, int n_q, int n_kv, int d, uint64_t seed, float scale = 1.0f) {
+  layer_data L;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  L.q.resize(static_cast<size_t>(n_head) * n_q * d);
+  L.k.resize(static_cast<size_t>(n_head_kv) * n_kv * d);
+  L.v.resize(L.k.size());
+  for (auto* vec : {&L.q, &L.k, &L.v})
+    for (auto& x : *vec) x = nd(rng);
+  L.view = {L.q.data(), L.k.data(), L.v.data(), n_head, n_head_kv, n_q, n_kv, d};
+  return L;
+}
+
+inline void refresh(layer_data& L) { L.view.q = L.q.data(), L.view.k = L.k.data(), L.view.v = L.v.data(); }
+
+}  // namespace attnum::attention::test
