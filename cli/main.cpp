@@ -8,6 +8,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/core/version.h"
+#include "attnum/scaleout/world.h"
 #include "cli/command.h"
 
 namespace attnum::cli {
@@ -48,8 +49,26 @@ CLI::App* subcommand_for(CLI::App& root, const std::string& path, const std::str
 }  // namespace
 }  // namespace attnum::cli
 
+namespace {
+// Under MPI every rank parses the same command; only rank 0 writes to stdout (rows, JSON).
+int finish(int code) {
+  attnum::scaleout::finalize();
+  return code;
+}
+int fatal(const char* what) {
+  std::fflush(stdout);
+  fmt::print(stderr, "error: {}\n", what);
+  // One rank's failure must not leave the others waiting for it.
+  if (attnum::scaleout::here().mpi && attnum::scaleout::here().size > 1)
+    attnum::scaleout::abort_all(2);
+  return finish(2);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace attnum;
+  scaleout::init(&argc, &argv);
+  if (!scaleout::here().root()) (void)std::freopen("/dev/null", "w", stdout);
   CLI::App app{
       "attnum: how far low-precision attention kernels are from FP64 attention, head by head"};
   app.set_version_flag("--version", std::string("attnum ") + std::string(tool_version()));
@@ -67,18 +86,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
-    return app.exit(e);
+    return finish(app.exit(e));
   } catch (const CLI::ParseError& e) {
     app.exit(e);
-    return 2;
-  } catch (const attnum::error& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 2;
+    return finish(2);
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 2;
+    return fatal(e.what());
   }
-  return 0;
+  return finish(0);
 }
