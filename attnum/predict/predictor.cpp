@@ -10,8 +10,9 @@
 namespace attnum::predict {
 
 namespace {
-using mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using cmap = Eigen::Map<const mat>;
+using matf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using cmapf = Eigen::Map<const matf>;
+using cmapd = Eigen::Map<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>;
 
 // Fraction bits and smallest normal exponent of the floating formats (OCP OFP8, IEEE 754).
 struct grid {
@@ -53,84 +54,139 @@ double element_variance(formats::format f, double x, double scale) {
   return scale * scale * u * u / 12.0;
 }
 
-prediction predict_head(const head_inputs& in, const options& opt) {
+// The ideal attention of one head in float (the predictor estimates variances: float is ample).
+struct head_context {
+  int nq = 0, nk = 0, d = 0;
+  bool lower = false;  ///< P is lower triangular (causal, n_q == n_kv): triangular products
+  matf P, O, V;
+  matf D;              ///< ||v_j - o_i||^2
+  Eigen::VectorXf v2;  ///< ||v_j||^2
+  const double* p = nullptr;
+  const double* row_sum = nullptr;
+  const double* o = nullptr;
+};
+
+void head_context_deleter::operator()(head_context* c) const { delete c; }
+
+context_ptr make_context(const head_inputs& in) {
   const int nq = in.n_q, nk = in.n_kv, d = in.d;
-  ATTNUM_ASSERT(nq > 0 && nk > 0 && d > 0 && in.p && in.o && in.v, "predict_head: bad inputs");
-  const cmap P(in.p, nq, nk), O(in.o, nq, d);
-  const mat V = Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(in.v, nk, d)
-                    .cast<double>();
-  prediction r;
-  r.o_norm2 = O.squaredNorm();
-  const mat P2 = P.cwiseProduct(P);
-  // ||v_j - o_i||^2 = ||v_j||^2 - 2 o_i.v_j + ||o_i||^2 (needed by the K and Q terms and by the
-  // P term when l comes from the cast P).
-  const Eigen::VectorXd v2 = V.rowwise().squaredNorm(), o2 = O.rowwise().squaredNorm();
-  const mat OV = O * V.transpose();
-  auto dist2 = [&](int i, int j) { return std::max(0.0, v2[j] - 2 * OV(i, j) + o2[i]); };
-  const double inv_d = 1.0 / d;
-  // 1. K term (independent over j): (1/d) sum_ij P_ij^2 (sum_c q_ic^2 var_k_jc) ||v_j - o_i||^2.
-  if (in.var_k && in.q) {
-    const mat Q = Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(in.q, nq, d)
-                      .cast<double>();
-    const mat A = Q.cwiseProduct(Q) * cmap(in.var_k, nk, d).transpose();
-    double s = 0;
-    for (int i = 0; i < nq; ++i)
-      for (int j = 0; j < nk; ++j)
-        if (P2(i, j) != 0) s += P2(i, j) * A(i, j) * dist2(i, j);
-    r.k = s * inv_d;
-  }
-  // 2. Q term (shared over j): (1/d) sum_i sum_c var_q_ic ||A_ic||^2 with
-  // A_ic = sum_j P_ij k_jc (v_j - o_i). For a Rademacher z, E[(A_i z)_c^2] = ||A_ic||^2 and
-  // (A_i z)_c = [P diag(Vz) K]_ic - (o_i.z) [P K]_ic: one GEMM per probe.
-  if (in.var_q && in.k) {
-    const mat K = Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(in.k, nk, d)
-                      .cast<double>();
-    const int R = std::max(1, opt.n_probes);
-    mat B(nk, static_cast<Eigen::Index>(d) * (R + 1));
-    B.leftCols(d) = K;
-    stats::splitmix64 rng(opt.probe_seed);
-    mat Z(d, R);
-    for (int t = 0; t < R; ++t)
-      for (int e = 0; e < d; ++e) Z(e, t) = (rng.next() >> 63) ? 1.0 : -1.0;
-    const mat VZ = V * Z, OZ = O * Z;
-    for (int t = 0; t < R; ++t) B.middleCols((t + 1) * d, d) = VZ.col(t).asDiagonal() * K;
-    const mat PB = P * B;
-    const cmap Sq(in.var_q, nq, d);
-    double s = 0;
-    for (int t = 0; t < R; ++t)
-      for (int i = 0; i < nq; ++i)
-        for (int c = 0; c < d; ++c) {
-          const double a = PB(i, (t + 1) * d + c) - OZ(i, t) * PB(i, c);
-          s += Sq(i, c) * a * a;
-        }
-    r.q = s * inv_d / R;
-  }
-  // 3. V term: sum_ij P_ij^2 sum_e var_v_je.
-  if (in.var_v) r.v = (P2 * cmap(in.var_v, nk, d).rowwise().sum()).sum();
-  // 4. P term: the cast sees x = S * P_ij * l_i (l_i = sum_j exp(s_ij - m_i)); its error,
-  // divided by S l_i, moves P_ij, times v_j (fp32 row sum) or (v_j - o_i) (row sum from cast).
-  if (in.p_cast.enabled && in.row_sum) {
-    double s = 0;
-    for (int i = 0; i < nq; ++i) {
-      const double sl = in.p_cast.scale * in.row_sum[i];
-      for (int j = 0; j < nk; ++j) {
-        if (P(i, j) == 0) continue;
-        const double var = element_variance(in.p_cast.fmt, sl * P(i, j), 1.0) / (sl * sl);
-        s += var * (in.p_cast.rowsum_from_cast ? dist2(i, j) : v2[j]);
-      }
+  ATTNUM_ASSERT(nq > 0 && nk > 0 && d > 0 && in.p && in.o && in.v && in.row_sum,
+                "predict: bad inputs");
+  context_ptr c(new head_context);
+  c->nq = nq, c->nk = nk, c->d = d;
+  c->P = cmapd(in.p, nq, nk).cast<float>();
+  c->O = cmapd(in.o, nq, d).cast<float>();
+  c->V = cmapf(in.v, nk, d);
+  c->p = in.p, c->row_sum = in.row_sum, c->o = in.o;
+  c->lower = nq == nk && c->P.triangularView<Eigen::StrictlyUpper>().toDenseMatrix().isZero(0);
+  c->v2 = c->V.rowwise().squaredNorm();
+  const Eigen::VectorXf o2 = c->O.rowwise().squaredNorm();
+  c->D = -2.0f * (c->O * c->V.transpose());
+  c->D.colwise() += o2;
+  c->D.rowwise() += c->v2.transpose();
+  c->D = c->D.cwiseMax(0.0f);
+  return c;
+}
+
+namespace {
+
+// (1/d) sum_ij P_ij^2 (sum_c q_ic^2 var_k_jc) ||v_j - o_i||^2: independent over j.
+double k_term(const head_context& c, const head_inputs& in) {
+  const matf Q = cmapf(in.q, c.nq, c.d);
+  const matf SK = cmapd(in.var_k, c.nk, c.d).cast<float>();
+  const matf A = Q.cwiseProduct(Q) * SK.transpose();
+  double s = 0;
+  for (int i = 0; i < c.nq; ++i) {
+    const int jend = c.lower ? i + 1 : c.nk;
+    double si = 0;
+    for (int j = 0; j < jend; ++j) {
+      const double pij = c.P(i, j);
+      si += pij * pij * static_cast<double>(A(i, j)) * c.D(i, j);
     }
-    r.p = s;
+    s += si;
   }
-  // 5. Output cast.
-  if (in.o_cast && in.out_fmt != formats::format::fp32) {
-    double s = 0;
-    for (int i = 0; i < nq; ++i)
-      for (int e = 0; e < d; ++e) s += element_variance(in.out_fmt, O(i, e), 1.0);
-    r.o = s;
+  return s / c.d;
+}
+
+// (1/d) sum_i sum_c var_q_ic ||A_ic||^2, A_ic = sum_j P_ij k_jc (v_j - o_i) in R^d. For a
+// Rademacher z, E[(A_i z)_c^2] = ||A_ic||^2 and (A_i z)_c = [P diag(Vz) K]_ic - (o_i.z)[P K]_ic:
+// R probes cost one GEMM P [K, diag(Vz_1) K, ...].
+double q_term(const head_context& c, const head_inputs& in, const options& opt) {
+  const int d = c.d, R = std::max(1, opt.n_probes);
+  const matf K = cmapf(in.k, c.nk, d);
+  stats::splitmix64 rng(opt.probe_seed);
+  matf Z(d, R);
+  for (int t = 0; t < R; ++t)
+    for (int e = 0; e < d; ++e) Z(e, t) = (rng.next() >> 63) ? 1.0f : -1.0f;
+  const matf VZ = c.V * Z, OZ = c.O * Z;
+  matf B(c.nk, static_cast<Eigen::Index>(d) * (R + 1));
+  B.leftCols(d) = K;
+  for (int t = 0; t < R; ++t) B.middleCols((t + 1) * d, d) = VZ.col(t).asDiagonal() * K;
+  matf PB;
+  if (c.lower) PB = c.P.triangularView<Eigen::Lower>() * B;
+  else PB = c.P * B;
+  const cmapd Sq(in.var_q, c.nq, d);
+  double s = 0;
+  for (int t = 0; t < R; ++t)
+    for (int i = 0; i < c.nq; ++i)
+      for (int e = 0; e < d; ++e) {
+        const double a = static_cast<double>(PB(i, (t + 1) * d + e)) -
+                         static_cast<double>(OZ(i, t)) * PB(i, e);
+        s += Sq(i, e) * a * a;
+      }
+  return s / d / R;
+}
+
+// sum_ij P_ij^2 sum_e var_v_je.
+double v_term(const head_context& c, const head_inputs& in) {
+  const Eigen::VectorXd sv = cmapd(in.var_v, c.nk, c.d).rowwise().sum();
+  double s = 0;
+  for (int i = 0; i < c.nq; ++i)
+    for (int j = 0; j < (c.lower ? i + 1 : c.nk); ++j) s += c.p[i * c.nk + j] * c.p[i * c.nk + j] * sv[j];
+  return s;
+}
+
+// The cast sees x = S * P_ij * l_i (l_i = sum_j exp(s_ij - m_i)); its error divided by S l_i
+// moves P_ij, times v_j (fp32 row sum) or (v_j - o_i) (row sum from the cast P).
+double p_term(const head_context& c, const head_inputs& in) {
+  double s = 0;
+  for (int i = 0; i < c.nq; ++i) {
+    const double sl = in.p_cast.scale * c.row_sum[i];
+    for (int j = 0; j < (c.lower ? i + 1 : c.nk); ++j) {
+      const double pij = c.p[i * c.nk + j];
+      if (pij == 0) continue;
+      const double var = element_variance(in.p_cast.fmt, sl * pij, 1.0) / (sl * sl);
+      s += var * (in.p_cast.rowsum_from_cast ? static_cast<double>(c.D(i, j)) : c.v2[j]);
+    }
   }
+  return s;
+}
+
+double o_term(const head_context& c, const head_inputs& in) {
+  double s = 0;
+  for (int i = 0; i < c.nq * c.d; ++i) s += element_variance(in.out_fmt, c.o[i], 1.0);
+  return s;
+}
+
+}  // namespace
+
+prediction predict_terms(const head_context& c, const head_inputs& in, const options& opt,
+                         term_mask mask) {
+  prediction r;
+  r.o_norm2 = cmapd(c.o, c.nq, c.d).squaredNorm();
+  if (mask.k && in.var_k && in.q) r.k = k_term(c, in);
+  if (mask.q && in.var_q && in.k) r.q = q_term(c, in, opt);
+  if (mask.v && in.var_v) r.v = v_term(c, in);
+  if (mask.p && in.p_cast.enabled) r.p = p_term(c, in);
+  if (mask.o && in.o_cast && in.out_fmt != formats::format::fp32) r.o = o_term(c, in);
   r.total = r.k + r.q + r.v + r.p + r.o;
   r.rel_err = r.o_norm2 > 0 ? std::sqrt(r.total / r.o_norm2) : 0.0;
   return r;
+}
+
+prediction predict_head(const head_inputs& in, const options& opt) {
+  const context_ptr c = make_context(in);
+  return predict_terms(*c, in, opt);
 }
 
 }  // namespace attnum::predict

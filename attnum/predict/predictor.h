@@ -9,6 +9,7 @@
 // is shared over j and is estimated without bias with seeded Rademacher probes.
 // predicted rel_err = sqrt(sum_i E||d o_i||^2) / ||O||_F. No fitted parameters.
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "attnum/formats/format.h"
@@ -71,5 +72,24 @@ struct prediction {
 
 /// Returns the predicted error of one head. Deterministic (seeded probes, fixed order).
 prediction predict_head(const head_inputs& in, const options& opt = {});
+
+/// What depends only on the ideal attention of a head (P, O, V), shared by every condition and
+/// kernel: built once per head and text, then passed to predict_terms for each run.
+struct head_context;
+struct head_context_deleter {
+  void operator()(head_context* c) const;
+};
+using context_ptr = std::unique_ptr<head_context, head_context_deleter>;
+/// Returns the context of in.p, in.o, in.row_sum, in.v (other fields unused).
+context_ptr make_context(const head_inputs& in);
+
+/// Which terms predict_terms computes (the others are left 0).
+struct term_mask {
+  bool k = true, q = true, v = true, p = true, o = true;
+};
+/// Returns the selected terms for `in` (whose p, o, row_sum, v must be the context's);
+/// total and rel_err cover the selected terms only.
+prediction predict_terms(const head_context& ctx, const head_inputs& in, const options& opt = {},
+                         term_mask mask = {});
 
 }  // namespace attnum::predict
