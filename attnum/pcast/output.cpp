@@ -69,6 +69,16 @@ nlohmann::ordered_json overflow_json(const std::vector<sim_row>& rows) {
   return a;
 }
 
+nlohmann::ordered_json to_json(const std::vector<claim_row>& rows) {
+  auto a = nlohmann::ordered_json::array();
+  for (const auto& r : rows)
+    a.push_back({{"claim", r.claim}, {"n_tok", r.n_tok}, {"delta", r.delta},
+                 {"numerator", r.numerator}, {"denominator", r.denominator}, {"ratio", r.ratio},
+                 {"ratio_lo", r.ratio_lo}, {"ratio_hi", r.ratio_hi}, {"mse_num", r.mse_num},
+                 {"mse_den", r.mse_den}, {"seeds", r.seeds}, {"tool_version", version()}});
+  return a;
+}
+
 nlohmann::ordered_json to_json(const std::vector<reverse_bound_row>& rows) {
   auto a = nlohmann::ordered_json::array();
   for (const auto& r : rows)

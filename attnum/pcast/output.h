@@ -17,6 +17,8 @@ nlohmann::ordered_json to_json(const std::vector<dp_row>& rows);
 nlohmann::ordered_json to_json(const std::vector<sim_row>& rows);
 /// The overflow view of simulation rows (offset = log2 S, the exponent offset).
 nlohmann::ordered_json overflow_json(const std::vector<sim_row>& rows);
+/// The paper-claim rows (paired MSE ratios).
+nlohmann::ordered_json to_json(const std::vector<claim_row>& rows);
 /// The reverse-order bound rows.
 nlohmann::ordered_json to_json(const std::vector<reverse_bound_row>& rows);
 

@@ -6,6 +6,10 @@
 #include <limits>
 #include <numbers>
 
+#include <fmt/format.h>
+
+#include "attnum/attention/engine.h"
+#include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/formats/format.h"
@@ -167,6 +171,43 @@ void check_config(const sim_config& c) {
 }
 
 
+// The static P scale of a preset: S for multiply, 2^offset for an exponent offset, else 1.
+double preset_scale(const attention::kernel_spec& k) {
+  if (k.p_mode == attention::p_scale_mode::multiply) return k.p_scale;
+  if (k.p_mode == attention::p_scale_mode::exponent_offset) return std::exp2(double(k.p_offset));
+  return 1.0;
+}
+
+// Runs a preset through the engine on one (unit, delta): every query row at once (one head,
+// non-causal), adding counts and squared error against the fp64 reference into pt.
+void run_preset(const sim_config& c, const attention::kernel_spec& spec, const unit_data& u,
+                double delta, partial& pt) {
+  const int n = u.n_tok, d = u.d, k = std::min(c.k_sink, n);
+  std::vector<float> kmat = u.k0;
+  for (int j = 0; j < k; ++j)
+    for (int i = 0; i < d; ++i)
+      kmat[static_cast<size_t>(j) * d + i] += static_cast<float>(delta / kBeta) * u.u[i];
+  attention::layer_view view{u.q.data(), kmat.data(), u.v.data(), 1, 1, u.rows, n, d};
+  const auto prep = attention::prepare_layer(spec, view, attention::condition::plain);
+  std::vector<float> o(static_cast<size_t>(u.rows) * d);
+  attention::run_stats st;
+  attention::run_head(*prep, 0, false, o.data(), &st);
+  pt.counts.cast_count += st.p_count;
+  pt.counts.non_sink += st.p_count - static_cast<int64_t>(k) * u.rows;
+  pt.counts.underflow += st.p_underflow;  // sinks sit at the running max: they never flush
+  pt.counts.saturated += st.p_saturated;
+  std::vector<float> zf, ks;
+  std::vector<double> zd;
+  for (int row = 0; row < u.rows; ++row) {
+    row_scores(c, u, row, delta, zf, zd, ks);
+    const auto ref = reference_row(zd.data(), u.v.data(), n, d);
+    for (int i = 0; i < d; ++i) {
+      const double e = o[static_cast<size_t>(row) * d + i] - ref[i];
+      pt.sumsq += e * e;
+    }
+  }
+}
+
 // Pools the per-seed partials of each (n_tok, delta, variant) into one row.
 std::vector<sim_row> combine_rows(const sim_config& c, const std::vector<variant>& vars,
                                   const std::vector<partial>& parts) {
@@ -225,6 +266,7 @@ std::vector<sim_row> combine_rows(const sim_config& c, const std::vector<variant
         for (double x : mse) m += x;
         r.mse = m / static_cast<double>(mse.size());
         r.mse_sd = sample_sd(mse);
+        r.mse_per_seed = mse;
         r.seeds = c.seeds;
         r.n_tok = n_tok;
         r.d_head = c.d_head;
@@ -318,8 +360,18 @@ bool can_saturate(double scale, double threshold) {
   return std::log(scale) + threshold * std::numbers::ln2 > kLn448;
 }
 
-std::vector<sim_row> simulate(const sim_config& c, const progress_fn& progress) {
-  check_config(c);
+std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progress) {
+  check_config(config);
+  sim_config c = config;
+  const attention::kernel_spec* spec = nullptr;
+  if (!c.kernel.empty()) {
+    spec = &attention::preset(c.kernel);
+    c.source = score_source::qk;
+    c.scales = {preset_scale(*spec)};
+    c.orders = {spec->reverse ? block_order::reverse : block_order::forward};
+    c.thresholds = {0};
+    c.block = spec->tile_for(c.d_head).second;
+  }
   std::vector<variant> vars;
   for (double s : c.scales)
     for (auto o : c.orders)
@@ -338,7 +390,8 @@ std::vector<sim_row> simulate(const sim_config& c, const progress_fn& progress) 
     std::vector<float> zf, ksink, o(c.d_head);
     std::vector<double> zd;
     for (int di = 0; di < nd; ++di) {
-      for (int row = 0; row < c.q_rows; ++row) {
+      if (spec) run_preset(c, *spec, data, c.deltas[di], parts[(static_cast<size_t>(unit) * nd + di) * nv]);
+      for (int row = 0; row < c.q_rows && !spec; ++row) {
         row_scores(c, data, row, c.deltas[di], zf, zd, ksink);
         const auto ref = reference_row(zd.data(), data.v.data(), n_tok, c.d_head);
         for (int vi = 0; vi < nv; ++vi) {
@@ -355,7 +408,10 @@ std::vector<sim_row> simulate(const sim_config& c, const progress_fn& progress) 
       }
     }
   }
-  return combine_rows(c, vars, parts);
+  auto rows = combine_rows(c, vars, parts);
+  if (spec)
+    for (auto& r : rows) r.kernel = c.kernel;
+  return rows;
 }
 
 sim_config paper_config(bool quick) {
@@ -378,6 +434,66 @@ sim_config overflow_config(bool quick) {
     c.q_rows = 8;
   }
   return c;
+}
+
+namespace {
+std::string variant_name(const sim_row& r) {
+  return fmt::format("{} S={}", order_name(r.order), r.scale);
+}
+}  // namespace
+
+claim_row paired_ratio(const sim_row& num, const sim_row& den) {
+  ATTNUM_ASSERT(num.mse_per_seed.size() == den.mse_per_seed.size() && !num.mse_per_seed.empty(),
+                "paired_ratio: rows from different sweeps");
+  std::vector<double> logs;
+  for (size_t i = 0; i < num.mse_per_seed.size(); ++i)
+    logs.push_back(std::log(num.mse_per_seed[i] / den.mse_per_seed[i]));
+  double m = 0;
+  for (double x : logs) m += x / static_cast<double>(logs.size());
+  const double se = sample_sd(logs) / std::sqrt(static_cast<double>(logs.size()));
+  claim_row c;
+  c.n_tok = num.n_tok;
+  c.delta = num.delta;
+  c.numerator = variant_name(num);
+  c.denominator = variant_name(den);
+  c.ratio = std::exp(m);
+  c.ratio_lo = std::exp(m - 1.96 * se);
+  c.ratio_hi = std::exp(m + 1.96 * se);
+  c.mse_num = num.mse;
+  c.mse_den = den.mse;
+  c.seeds = static_cast<int>(logs.size());
+  return c;
+}
+
+std::vector<claim_row> paper_claims(const sim_config& base, const progress_fn& progress) {
+  sim_config c = base;
+  c.deltas = parse_range("0:12:1", "delta");
+  c.scales = {1, 256, 448};
+  c.orders = {block_order::forward, block_order::reverse};
+  c.thresholds = {0};
+  c.n_toks = {1024, 4096, 16384};
+  c.kernel.clear();
+  const auto rows = simulate(c, progress);
+  auto find = [&](int n, double delta, double s, block_order o) -> const sim_row& {
+    for (const auto& r : rows)
+      if (r.n_tok == n && r.delta == delta && r.scale == s && r.order == o) return r;
+    ATTNUM_ASSERT(false, "paper_claims: missing row");
+  };
+  const auto fwd = block_order::forward, rev = block_order::reverse;
+  std::vector<claim_row> out;
+  auto add = [&](const char* name, int n, double d, double s1, block_order o1, double s2,
+                 block_order o2) {
+    claim_row r = paired_ratio(find(n, d, s1, o1), find(n, d, s2, o2));
+    r.claim = name;
+    out.push_back(r);
+  };
+  for (double d : c.deltas) add("reverse_fix", 4096, d, 1, fwd, 256, rev);
+  for (double d : c.deltas) add("both_fixes", 4096, d, 256, fwd, 256, rev);
+  for (int n : c.n_toks)
+    for (double d : c.deltas) add("s256_vs_s448", n, d, 448, fwd, 256, fwd);
+  for (int n : c.n_toks)
+    for (double d : {4.0, 5.0, 6.0, 7.0, 8.0}) add("gain_vs_n", n, d, 1, fwd, 256, rev);
+  return out;
 }
 
 }  // namespace attnum::pcast

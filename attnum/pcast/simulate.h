@@ -63,12 +63,17 @@ struct sim_config {
   int d_head = 128;
   int k_sink = 4;
   int block = 128;
-  int q_rows = 32;     ///< query rows per seed (each with its own scores)
-  int seeds = 8;       ///< independent data sets; spread is reported across them
+  int q_rows = 64;     ///< query rows per seed (each with its own scores)
+  int seeds = 16;      ///< independent data sets; spread is reported across them
   uint64_t seed = 1;   ///< base seed
   double sigma = 1.0;  ///< std of the scores' N(0,1) part (the theory assumes 1)
   score_source source = score_source::inject;
   bool cast = true;    ///< false disables the P cast (a check: the kernel then equals fp64)
+  /// A kernel preset (attention::preset) run through the engine instead of the idealized kernel;
+  /// empty for the idealized kernel. With a preset the scores come from fp32 Q and K (source qk),
+  /// Q, K, V are cast as the preset says, and S, the order and the block size are the preset's
+  /// (scales, orders, thresholds and block are then ignored).
+  std::string kernel;
 };
 
 /// One row of `attnum pcast simulate` (and of `pcast overflow`).
@@ -86,6 +91,7 @@ struct sim_row {
   double saturated_fraction = 0;    ///< pooled fraction of all P with S*P > 448
   double sink_saturated_fraction = 0;
   double mse = 0, mse_sd = 0;       ///< mean over seeds of the per-seed output MSE vs fp64, sd
+  std::vector<double> mse_per_seed; ///< per-seed MSE (same data across rows: paired comparisons)
   int seeds = 0, n_tok = 0, d_head = 0, block = 0, k_sink = 0;
   double sigma = 1;
 };
@@ -108,5 +114,24 @@ sim_config overflow_config(bool quick);
 /// Returns whether a P value can saturate with scale S and lazy threshold tau: S * 2^tau > 448,
 /// i.e. log2 S + tau > log2 448 = 8.807. A value saturates iff s - m_stale > ln(448 / S).
 bool can_saturate(double scale, double threshold);
+
+/// One checked claim of the paper: MSE(numerator) / MSE(denominator), paired over seeds.
+struct claim_row {
+  std::string claim;       ///< "reverse_fix", "both_fixes", "s256_vs_s448", "gain_vs_n"
+  int n_tok = 0;
+  double delta = 0;
+  std::string numerator, denominator;  ///< "forward S=1" etc.
+  double ratio = 0;        ///< geometric mean over seeds of the per-seed MSE ratio
+  double ratio_lo = 0, ratio_hi = 0;  ///< exp(mean log ratio -/+ 1.96 se) over seeds
+  double mse_num = 0, mse_den = 0;
+  int seeds = 0;
+};
+
+/// Returns the paired MSE ratio of two rows of the same sweep (same data per seed).
+claim_row paired_ratio(const sim_row& num, const sim_row& den);
+
+/// Runs the sweeps behind the paper's MSE claims (N 1024/4096/16384, Delta 0..12) and returns
+/// the paired ratios. `base` gives seeds, rows, d_head, block, k_sink and the seed.
+std::vector<claim_row> paper_claims(const sim_config& base, const progress_fn& progress = {});
 
 }  // namespace attnum::pcast
