@@ -15,6 +15,9 @@ using row_mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 // Output features per GEMM work unit: fixed, so the blocking (and rounding) never depends on the
 // number of threads.
 constexpr int kOutBlock = 256;
+// Below this many elements a loop runs on one thread: waking a team costs more than the work.
+// (Results do not depend on it: every element is computed the same way on any thread.)
+constexpr size_t kParallelMin = 1 << 14;
 
 inline float bf16(float x) { return formats::quantize_bf16(x); }
 
@@ -27,7 +30,7 @@ void round_all(std::vector<float>& v, linear_precision p) {
 // x: [n, dim]
 void rmsnorm(const float* x, const std::vector<float>& weight, int n, int dim, float eps,
              linear_precision p, float* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(n) * dim > kParallelMin)
   for (int i = 0; i < n; ++i) {
     const float* xi = x + size_t(i) * dim;
     float ss = 0.0f;
@@ -46,7 +49,7 @@ void rmsnorm(const float* x, const std::vector<float>& weight, int n, int dim, f
 // Rotates each head of x [n, n_heads * d_head] in place; row i is position i.
 void rope(float* x, int n, int n_heads, const config& c, linear_precision p) {
   const int d = c.d_head;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(n) * n_heads * d > kParallelMin / 8)
   for (int i = 0; i < n; ++i) {
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + (size_t(i) * n_heads + h) * d;
@@ -84,7 +87,7 @@ std::vector<float> project(const std::vector<float>& x, int n, int in, const std
   std::vector<float> y(size_t(n) * out);
   linear(x.data(), n, in, w.data(), out, y.data());
   if (!bias.empty()) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(n) * out > kParallelMin)
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < out; ++j) y[size_t(i) * out + j] += bias[j];
   }
@@ -153,7 +156,7 @@ void linear(const float* x, int n, int in, const float* w, int out, float* y) {
   Eigen::Map<const row_mat> xm(x, n, in);
   Eigen::Map<row_mat> ym(y, n, out);
   const int blocks = (out + kOutBlock - 1) / kOutBlock;
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (size_t(n) * in * out > 64 * kParallelMin)
   for (int b = 0; b < blocks; ++b) {
     const int o0 = b * kOutBlock, m = std::min(kOutBlock, out - o0);
     Eigen::Map<const row_mat> wb(w + size_t(o0) * in, m, in);
