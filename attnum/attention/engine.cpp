@@ -109,8 +109,11 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     for (int t = 0; t < c.n_kv; ++t)
       for (int k = 0; k < c.d; ++k) c.v[static_cast<size_t>(t) * c.d + k] *= v8.scale(c.g, t, k);
   }
+  // 1/S: FlashInfer scale_pv = v_scale / 448 (3.1); XQA (1/448) * kvCacheScale (4.4) and
+  // hpc-ops vscale * (1/256) (5.1) multiply by the reciprocal.
   if (c.s.p_mode == p_scale_mode::multiply && !c.s.rowsum_from_cast)
-    for (auto& x : c.vs) x = static_cast<T>(x / c.p_scale);
+    for (auto& x : c.vs)
+      x = c.s.epilogue == epilogue_mode::div_first ? static_cast<T>(x / c.p_scale) : static_cast<T>((T(1) / c.p_scale) * x);
   c.v_nan = v8.nan_flagged;
   // Raw-space max needs one eff per row: with K scales varying over keys, dequantise S first.
   if (c.s.max == max_space::raw && c.s.scaling == score_scaling::fold)

@@ -1,0 +1,100 @@
+// Each preset, bit for bit, against the independent plain-loop implementation in preset_oracle.h
+// (written from ../shared/docs/kernels.md), on fresh random inputs: n_tok {1, 7, 128},
+// d_head {64, 128}, GQA on and off, causal and not. n_tok 1000 is in preset_oracle_slow_test.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "attention/preset_oracle.h"
+#include "attnum/attention/engine.h"
+#include "attnum/core/parallel.h"
+
+namespace attnum::attention {
+namespace {
+
+std::vector<float> oracle_run(const std::string& name, const test::layer_data& L, int h, bool causal) {
+  bool nan = false;
+  if (name == "fa3") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::fa3});
+  if (name == "fa3-acc13") return oracle::run_fa3_like(L, h, causal, {true, oracle::fa3_like::fa3});
+  if (name == "flashinfer-sm90") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::flashinfer});
+  if (name == "bf16") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::bf16});
+  if (name == "sage2pp-sm89") return oracle::run_sage2(L, h, causal, {32, 64, 128, 64, 2.25f, true, false}, &nan);
+  if (name == "sage2-sm90") return oracle::run_sage2(L, h, causal, {16, 128, 64, 128, 448.0f, false, false}, &nan);
+  if (name == "sage2-sm90-acc13") return oracle::run_sage2(L, h, causal, {16, 128, 64, 128, 448.0f, false, true}, &nan);
+  if (name == "xqa-sm90") return oracle::run_xqa(L, h, causal);
+  if (name == "hpcops") return oracle::run_hpcops(L, h, causal, false);
+  if (name == "hpcops-s1") return oracle::run_hpcops(L, h, causal, true);
+  ADD_FAILURE() << "no oracle for " << name;
+  return {};
+}
+
+void check_preset(const std::string& name, int n, int d, bool gqa, bool causal, uint64_t seed, bool out_fp32 = false) {
+  const int n_head = gqa ? 4 : 2, n_kv_head = gqa ? 2 : 2;
+  auto L = test::random_layer(n_head, n_kv_head, n, n, d, seed, 1.5f);
+  kernel_spec spec = preset(name);
+  spec.enabled.o_cast = !out_fp32;
+  oracle::g_out_fp32 = out_fp32;
+  const auto p = prepare_layer(spec, L.view, condition::plain);
+  std::vector<float> o(size_t(n) * d);
+  for (int h = 0; h < n_head; ++h) {
+    run_head(*p, h, causal, o.data());
+    const auto want = oracle_run(name, L, h, causal);
+    ASSERT_EQ(want.size(), o.size());
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < o.size(); ++i)
+      if (std::memcmp(&o[i], &want[i], 4) != 0 && !bad++) first = i;
+    EXPECT_EQ(bad, 0u) << name << " n " << n << " d " << d << " gqa " << gqa << " causal " << causal << " fp32 out " << out_fp32 << " head " << h
+                       << ": first mismatch at " << first << " (row " << first / d << "): engine " << o[first]
+                       << " oracle " << want[first];
+  }
+}
+
+// The comparison can fail: a preset with one knob changed differs from its oracle.
+TEST(preset_oracle_sensitivity, changed_knob_is_detected) {
+  set_threads(1);
+  const std::pair<const char*, const char*> cases[] = {
+      {"fa3", "reverse=false"}, {"fa3", "rowsum=sequential"}, {"sage2pp-sm89", "p_offset=8"},
+      {"sage2pp-sm89", "masked_tail_blocks=0"}, {"xqa-sm90", "p_scale=256"}, {"hpcops", "pv=into_o"},
+      {"flashinfer-sm90", "epilogue=combined"}, {"fa3-acc13", "pv_acc.mant_bits=14"}};
+  for (const auto& [name, knob] : cases) {
+    auto L = test::random_layer(2, 1, 200, 200, 64, 4242, 1.5f);
+    oracle::g_out_fp32 = true;
+    const auto p = prepare_layer(apply_knobs(preset(name), {knob, "enabled.o_cast=false"}), L.view, condition::plain);
+    std::vector<float> o(200 * 64);
+    size_t bad = 0;
+    for (int h = 0; h < 2; ++h) {
+      run_head(*p, h, true, o.data());
+      const auto want = oracle_run(name, L, h, true);
+      for (size_t i = 0; i < o.size(); ++i) bad += std::memcmp(&o[i], &want[i], 4) != 0;
+    }
+    EXPECT_GT(bad, 0u) << name << " with " << knob << " still matches its oracle";
+    oracle::g_out_fp32 = false;
+  }
+}
+
+class preset_oracle_test : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(preset_oracle_test, bit_identical_small) {
+  set_threads(1);
+  uint64_t seed = 100;
+  for (int n : {1, 7, 128})
+    for (int d : {64, 128})
+      for (bool gqa : {false, true})
+        for (bool causal : {true, false}) {
+          check_preset(GetParam(), n, d, gqa, causal, ++seed);
+          check_preset(GetParam(), n, d, gqa, causal, seed, true);
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(presets, preset_oracle_test,
+                         ::testing::Values("fa3", "fa3-acc13", "flashinfer-sm90", "bf16", "sage2pp-sm89", "sage2-sm90",
+                                           "sage2-sm90-acc13", "xqa-sm90", "hpcops", "hpcops-s1"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace attnum::attention
