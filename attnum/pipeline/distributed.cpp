@@ -1,0 +1,246 @@
+#include "attnum/pipeline/distributed.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "attnum/core/error.h"
+#include "attnum/core/parallel.h"
+#include "attnum/scaleout/world.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace attnum::pipeline {
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) fail("cannot read '{}'", p.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += std::to_string(x) + " ";
+  return s;
+}
+
+std::vector<int> split_ints(const std::string& s) {
+  std::vector<int> v;
+  std::istringstream in(s);
+  int x;
+  while (in >> x) v.push_back(x);
+  return v;
+}
+
+// A progress line on stderr (rank 0 only).
+void progress_line(const char* what, int done, int total) {
+  const int width = 40, filled = total ? done * width / total : width;
+  fmt::print(stderr, "\r{} [{:<{}}] {}/{}", what, std::string(filled, '#'), width, done, total);
+  if (done == total) fmt::print(stderr, "\n");
+}
+
+// A scratch folder private to this process (non-root ranks write unit files there first).
+fs::path scratch_dir() {
+  fs::path d = fs::temp_directory_path() / fmt::format("attnum-rank{}-{}",
+                                                       scaleout::here().rank, ::getpid());
+  fs::create_directories(d);
+  return d;
+}
+
+}  // namespace
+
+bool run_heads(const study::plan& p, const fs::path& dir, int shard_index, int shard_count,
+               bool progress) {
+  const auto& world = scaleout::here();
+  if (!world.mpi || world.size == 1) {
+    study::run_controls ctl;
+    ctl.shard_index = shard_index, ctl.shard_count = shard_count, ctl.progress = progress;
+    return study::run_study(p, dir, ctl);
+  }
+  if (shard_count != 1) fail("--shard and mpirun do not combine: use one or the other");
+  // Rank 0 owns the folder: it checks the plan against an earlier run and lists missing units.
+  std::string todo_text;
+  if (world.root()) {
+    study::write_plan(dir, p);
+    std::vector<int> todo;
+    for (const auto& u : p.units)
+      if (!study::read_unit(dir, u.index)) todo.push_back(u.index);
+    todo_text = join_ints(todo);
+  }
+  const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
+  const fs::path scratch = world.root() ? fs::path() : scratch_dir();
+  scaleout::distribute(
+      todo,
+      [&](int i) -> std::string {
+        const auto rows = study::compute_unit(p, i);
+        if (world.root()) {
+          study::write_unit(dir, i, rows);
+          return {};
+        }
+        study::write_unit(scratch, i, rows);
+        const fs::path f = study::unit_path(scratch, i);
+        std::string bytes = read_file(f);
+        fs::remove(f);
+        return bytes;
+      },
+      [&](int i, const std::string& bytes) {
+        if (bytes.empty()) return;  // rank 0 wrote its own unit already
+        const fs::path f = study::unit_path(dir, i);
+        fs::create_directories(f.parent_path());
+        study::write_atomic(f, bytes);
+      },
+      attnum::threads(),
+      progress ? std::function<void(int, int)>([](int d, int t) { progress_line("heads", d, t); })
+               : std::function<void(int, int)>());
+  if (!scratch.empty()) fs::remove_all(scratch);
+  if (!world.root()) return false;
+  study::assemble(p, dir);
+  return true;
+}
+
+fs::path loss_window_path(const fs::path& dir, int source, int window) {
+  return dir / "checkpoints" / fmt::format("window-{:03d}-{:05d}.json", source, window);
+}
+
+namespace {
+
+json params_json(const model::loss_params& p, const std::string& model_id) {
+  return {{"model", model_id},
+          {"kernel", p.kernel},
+          {"conditions", p.conditions},
+          {"n_tokens", p.n_tokens},
+          {"windows", p.windows},
+          {"reference", p.reference},
+          {"linear_precision", std::string(model::name(p.linear))},
+          {"bootstrap_samples", p.bootstrap_samples},
+          {"bootstrap_seed", p.bootstrap_seed},
+          {"source_names", p.source_names},
+          {"n_sources", p.sources.size()}};
+}
+
+// Checks (or writes) dir/checkpoints/loss-params.json so that a resumed run is the same study.
+void check_params(const fs::path& dir, const json& want) {
+  const fs::path f = dir / "checkpoints" / "loss-params.json";
+  if (fs::exists(f)) {
+    const json have = json::parse(read_file(f));
+    for (auto it = want.begin(); it != want.end(); ++it)
+      if (!have.contains(it.key()) || have[it.key()] != it.value())
+        fail("'{}': field '{}' is {} in the earlier run, {} now: use another --out folder",
+             f.string(), it.key(), have.value(it.key(), json()).dump(), it.value().dump());
+    return;
+  }
+  fs::create_directories(f.parent_path());
+  study::write_atomic(f, want.dump(2) + "\n");
+}
+
+std::vector<model::unit_result> read_window(const fs::path& f) {
+  std::vector<model::unit_result> out;
+  for (const auto& j : json::parse(read_file(f))) out.push_back(model::unit_result_from_json(j));
+  return out;
+}
+
+}  // namespace
+
+std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss_params& p,
+                                      const std::string& model_id, const fs::path& dir,
+                                      int shard_index, int shard_count, bool progress) {
+  const auto& world = scaleout::here();
+  if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count)
+    fail("--shard {}/{}: expected 0 <= I < N", shard_index, shard_count);
+  if (world.mpi && world.size > 1 && shard_count != 1)
+    fail("--shard and mpirun do not combine: use one or the other");
+  const int n_windows = static_cast<int>(p.sources.size()) * p.windows;
+  const bool keep = !dir.empty();
+  std::string todo_text;
+  if (world.root()) {
+    std::vector<int> todo;
+    if (keep) check_params(dir, params_json(p, model_id));
+    for (int k = 0; k < n_windows; ++k)
+      if (k % shard_count == shard_index &&
+          !(keep && fs::exists(loss_window_path(dir, k / p.windows, k % p.windows))))
+        todo.push_back(k);
+    todo_text = join_ints(todo);
+  }
+  const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
+  std::map<int, std::vector<model::unit_result>> got;  // rank 0 without a folder keeps them here
+  // Windows run one at a time per rank: a window's forward passes are parallel inside.
+  scaleout::distribute(
+      todo,
+      [&](int k) -> std::string {
+        std::vector<model::loss_unit> units;
+        for (int c = 0; c < static_cast<int>(p.conditions.size()); ++c)
+          units.push_back({k / p.windows, k % p.windows, c});
+        json arr = json::array();
+        for (const auto& r : model::compute_window(w, p, units)) arr.push_back(model::to_json(r));
+        return arr.dump();
+      },
+      [&](int k, const std::string& bytes) {
+        if (keep) {
+          const fs::path f = loss_window_path(dir, k / p.windows, k % p.windows);
+          fs::create_directories(f.parent_path());
+          study::write_atomic(f, bytes);
+        } else {
+          std::vector<model::unit_result> rs;
+          for (const auto& j : json::parse(bytes)) rs.push_back(model::unit_result_from_json(j));
+          got[k] = std::move(rs);
+        }
+      },
+      1,
+      progress ? std::function<void(int, int)>([](int d, int t) { progress_line("loss", d, t); })
+               : std::function<void(int, int)>());
+  if (!world.root() || shard_count != 1) return {};
+  std::vector<model::unit_result> all;
+  for (int k = 0; k < n_windows; ++k) {
+    std::vector<model::unit_result> rs =
+        keep ? read_window(loss_window_path(dir, k / p.windows, k % p.windows)) : got.at(k);
+    all.insert(all.end(), rs.begin(), rs.end());
+  }
+  return model::summarize(p, model_id, std::move(all));
+}
+
+std::vector<model::loss_row> merge_loss(const std::vector<fs::path>& dirs, const fs::path& out) {
+  if (dirs.empty()) fail("merge: no loss folders given");
+  const fs::path pf = dirs[0] / "checkpoints" / "loss-params.json";
+  if (!fs::exists(pf)) fail("merge: '{}' not found (not a loss folder written with --out)", pf.string());
+  const json params = json::parse(read_file(pf));
+  model::loss_params p;
+  p.kernel = params.at("kernel").get<std::string>();
+  p.conditions = params.at("conditions").get<std::vector<std::string>>();
+  p.n_tokens = params.at("n_tokens").get<int>();
+  p.windows = params.at("windows").get<int>();
+  p.reference = params.at("reference").get<std::string>();
+  p.linear = model::parse_linear_precision(params.at("linear_precision").get<std::string>());
+  p.bootstrap_samples = params.at("bootstrap_samples").get<int>();
+  p.bootstrap_seed = params.at("bootstrap_seed").get<uint64_t>();
+  p.source_names = params.at("source_names").get<std::vector<std::string>>();
+  p.sources.resize(params.at("n_sources").get<size_t>());
+  for (const auto& d : dirs) check_params(d, params);
+  std::vector<model::unit_result> all;
+  for (int s = 0; s < static_cast<int>(p.sources.size()); ++s)
+    for (int win = 0; win < p.windows; ++win) {
+      fs::path found;
+      for (const auto& d : dirs)
+        if (fs::exists(loss_window_path(d, s, win))) found = loss_window_path(d, s, win);
+      if (found.empty())
+        fail("merge: loss window (source {}, window {}) is in none of the folders", s, win);
+      auto rs = read_window(found);
+      all.insert(all.end(), rs.begin(), rs.end());
+    }
+  auto rows = model::summarize(p, params.at("model").get<std::string>(), std::move(all));
+  if (!out.empty()) {
+    model::write_loss_files(out.string(), rows);
+    fs::create_directories(out / "checkpoints");
+    study::write_atomic(out / "checkpoints" / "loss-params.json", params.dump(2) + "\n");
+  }
+  return rows;
+}
+
+}  // namespace attnum::pipeline

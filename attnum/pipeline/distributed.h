@@ -1,0 +1,39 @@
+#pragma once
+// The head study and the loss study across MPI ranks (attnum/scaleout/world.h): every rank
+// computes its round-robin share of the missing units with its own threads; rank 0 stores each
+// unit's checkpoint as it arrives and writes exactly the files a single-process run writes.
+// Without MPI (or with one rank) these are the single-process runs.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "attnum/model/loss.h"
+#include "attnum/model/weights.h"
+#include "attnum/study/head_study.h"
+
+namespace attnum::pipeline {
+
+/// Runs or resumes the head study into dir across all ranks (or this shard of a job array when
+/// shard_count > 1, in which case `attnum merge` assembles); returns true on rank 0 when the
+/// result files were written.
+bool run_heads(const study::plan& p, const std::filesystem::path& dir, int shard_index = 0,
+               int shard_count = 1, bool progress = true);
+
+/// Runs or resumes the loss study across all ranks, one work item per (source, window) with all
+/// its conditions, checkpointed in dir/checkpoints/ when dir is given; returns the rows (on
+/// every rank; only rank 0's are complete when some ranks fail). With shard_count > 1 it
+/// computes only this shard's windows and returns no rows (`attnum merge` summarises).
+std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss_params& p,
+                                      const std::string& model_id,
+                                      const std::filesystem::path& dir, int shard_index = 0,
+                                      int shard_count = 1, bool progress = true);
+
+/// Loss checkpoint folder layout: dir/checkpoints/loss-params.json and window-S-W.json.
+std::filesystem::path loss_window_path(const std::filesystem::path& dir, int source, int window);
+
+/// Summarises every loss window checkpoint found in the folders (shards of one study) and writes
+/// loss.json / loss.csv into out; throws attnum::error naming a missing window.
+std::vector<model::loss_row> merge_loss(const std::vector<std::filesystem::path>& dirs,
+                                        const std::filesystem::path& out);
+
+}  // namespace attnum::pipeline

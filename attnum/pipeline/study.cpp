@@ -1,0 +1,246 @@
+#include "attnum/pipeline/study.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "attnum/core/error.h"
+#include "attnum/core/version.h"
+#include "attnum/model/capture.h"
+#include "attnum/model/loader.h"
+#include "attnum/model/loss.h"
+#include "attnum/pcast/output.h"
+#include "attnum/pcast/simulate.h"
+#include "attnum/pcast/theory.h"
+#include "attnum/pipeline/distributed.h"
+#include "attnum/report/page.h"
+#include "attnum/scaleout/world.h"
+#include "attnum/study/head_study.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace attnum::pipeline {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+json read_json_file(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) fail("cannot read '{}'", p.string());
+  return json::parse(in);
+}
+
+void say(const study_config& c, const std::string& line) {
+  if (c.progress && scaleout::here().root()) fmt::print(stderr, "study: {}\n", line);
+}
+
+// Step 4: P-cast theory, dp(S), a short sink simulation and the stale-max side (rank 0; cheap).
+void run_pcast(const study_config& c, const fs::path& dir) {
+  if (fs::exists(dir / "pcast_simulate.csv") && fs::exists(dir / "pcast_overflow.csv")) return;
+  const pcast::row_shape shape;  // the paper's N 4096, B 128, k_sink 4
+  const auto theory = pcast::to_json(
+      pcast::theory_table(pcast::parse_range("0:12:0.5", "delta"), {1, 256, 448}, shape), shape);
+  const auto dp = pcast::to_json(pcast::dp_table(pcast::parse_range("1:512:0.25", "scale")));
+  const auto sim = pcast::to_json(pcast::simulate(pcast::paper_config(c.quick_pcast)));
+  const auto over =
+      pcast::overflow_json(pcast::simulate(pcast::overflow_config(c.quick_pcast)));
+  pcast::write_results(dir.string(), theory, dp, sim, over);
+}
+
+// Step 1 with a model: tokenized texts, captures of their first n tokens (rank 0 writes them).
+struct model_inputs {
+  std::vector<std::vector<int>> ids;
+  std::vector<std::string> names;
+  std::vector<std::string> captures;
+  int n = 0;
+};
+
+model_inputs capture_model(const study_config& c, const model::weights& w,
+                           const model::tokenizer& tok, const fs::path& dir) {
+  model_inputs in;
+  const std::vector<std::string> texts = c.texts.empty() ? model::default_texts() : c.texts;
+  in.n = c.tokens;
+  if (w.cfg.seq_len > 0 && in.n > w.cfg.seq_len) {
+    say(c, fmt::format("{} tokens exceed {}'s context of {}: using windows of {}", in.n, w.id,
+                       w.cfg.seq_len, w.cfg.seq_len));
+    in.n = w.cfg.seq_len;
+  }
+  const auto lin = model::parse_linear_precision(c.linear);
+  if (scaleout::here().root()) fs::create_directories(dir);
+  for (const auto& t : texts) {
+    std::vector<int> ids = model::tokenize_file(t, tok, w);
+    if (static_cast<int>(ids.size()) < in.n + 1)
+      fail("study: text '{}' has {} tokens under {}'s tokenizer, {} needed (--tokens {} plus the "
+           "last label)", t, ids.size(), w.id, in.n + 1, in.n);
+    ids.resize(in.n + 1);
+    const std::string stem = fs::path(t).stem().string();
+    const fs::path cap = dir / model::capture_file_name(w.id, stem);
+    if (scaleout::here().root() && !fs::exists(cap)) {
+      model::capture_source src;
+      src.text_id = stem;
+      std::ifstream f(t, std::ios::binary);
+      std::ostringstream ss;
+      ss << f.rdbuf();
+      const std::string bytes = ss.str();
+      uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
+      for (unsigned char ch : bytes) h = (h ^ ch) * 1099511628211ULL;
+      src.text_hash = fmt::format("{:016x}", h);
+      src.tokenizer = c.tokenizer.empty() ? "beside the model" : c.tokenizer;
+      model::write_capture(w, std::span<const int>(ids.data(), in.n), src, lin, cap.string());
+    }
+    in.captures.push_back(cap.string());
+    in.names.push_back(t);
+    in.ids.push_back(std::move(ids));
+  }
+  scaleout::barrier();
+  return in;
+}
+
+}  // namespace
+
+json run_study(const study_config& c) {
+  const auto t_all = clock_type::now();
+  const bool root = scaleout::here().root();
+  if (c.kernels.empty()) fail("study: --kernels is empty");
+  if (root) fs::create_directories(c.out);
+  json timings = json::object();
+
+  study::study_options so;
+  so.kernels = c.kernels;
+  so.conditions = c.conditions;
+  so.command = c.command;
+  std::optional<model::weights> w;
+  std::unique_ptr<model::tokenizer> tok;
+  model_inputs inputs;
+  if (!c.model.empty()) {
+    auto t0 = clock_type::now();
+    say(c, fmt::format("loading {}", c.model));
+    w = model::load_model(c.model);
+    tok = model::load_tokenizer(c.model, *w, c.tokenizer);
+    if (model::parse_linear_precision(c.linear) == model::linear_precision::bf16)
+      model::round_to_bf16(*w);
+    say(c, "capturing Q, K, V");
+    inputs = capture_model(c, *w, *tok, c.out / "captures");
+    so.zoo = false;
+    so.captures = inputs.captures;
+    timings["capture_s"] = seconds_since(t0);
+  } else {
+    so.zoo = true;
+    so.zoo_opt.n_tok = c.zoo_tokens;
+    so.zoo_opt.n_layer_cap = c.zoo_layer_cap;
+  }
+
+  // Step 2: the head study.
+  auto t0 = clock_type::now();
+  say(c, fmt::format("head study: {} x {} on {}", fmt::join(c.kernels, ","),
+                     fmt::join(c.conditions, ","), so.zoo ? "the synthetic zoo" : c.model));
+  run_heads(study::make_plan(so), c.out / "heads", 0, 1, c.progress);
+  timings["heads_s"] = seconds_since(t0);
+
+  // Step 3: the downstream loss.
+  json loss_rows = json::array();
+  if (w) {
+    t0 = clock_type::now();
+    std::vector<model::loss_row> rows;
+    for (const auto& k : c.kernels) {
+      model::loss_params p;
+      p.sources = inputs.ids;
+      p.source_names = inputs.names;
+      p.n_tokens = inputs.n;
+      p.kernel = k;
+      p.conditions = c.conditions;
+      p.linear = model::parse_linear_precision(c.linear);
+      model::validate(p, *w);
+      say(c, fmt::format("loss: {} on {} texts x {} labels", k, p.sources.size(), p.n_tokens));
+      auto r = run_loss(*w, p, w->id, c.out / "loss" / k, 0, 1, c.progress);
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+    if (root) model::write_loss_files((c.out / "loss").string(), rows);
+    for (const auto& r : rows) loss_rows.push_back(model::to_json(r));
+    timings["loss_s"] = seconds_since(t0);
+  }
+  if (!root) return json::object();
+
+  // Step 4: P-cast.
+  t0 = clock_type::now();
+  say(c, "P-cast theory and a short sink simulation");
+  run_pcast(c, c.out / "pcast");
+  timings["pcast_s"] = seconds_since(t0);
+
+  // Step 5: the report and the summary.
+  json summary;
+  summary["tool_version"] = std::string(tool_version());
+  summary["source"] = c.model.empty() ? json("zoo") : json(c.model);
+  summary["kernels"] = c.kernels;
+  summary["conditions"] = c.conditions;
+  summary["heads"] = read_json_file(c.out / "heads" / "summary.json");
+  summary["loss"] = loss_rows;
+  summary["report"] = nullptr;
+  if (c.report) {
+    t0 = clock_type::now();
+    std::vector<fs::path> dirs{c.out / "heads", c.out / "pcast"};
+    if (w) dirs.push_back(c.out / "loss");
+    const fs::path html = c.out / "report.html";
+    report::write_report(dirs, html, c.assets);
+    summary["report"] = fs::absolute(html).lexically_normal().string();
+    timings["report_s"] = seconds_since(t0);
+  }
+  timings["total_s"] = seconds_since(t_all);
+  summary["timings"] = timings;
+  study::write_atomic(c.out / "summary.json", summary.dump(2) + "\n");
+  return summary;
+}
+
+namespace {
+std::string num(const json& j, const char* key, const char* f = "{:.3f}") {
+  if (!j.contains(key) || j[key].is_null()) return "-";
+  if (j[key].is_number_integer()) return std::to_string(j[key].get<long long>());
+  return fmt::format(fmt::runtime(f), j[key].get<double>());
+}
+std::string interval(const json& j, const char* lo, const char* hi) {
+  if (!j.contains(lo) || j[lo].is_null() || j[hi].is_null()) return "";
+  return fmt::format("[{:.3f},{:.3f}]", j[lo].get<double>(), j[hi].get<double>());
+}
+}  // namespace
+
+std::string summary_table(const json& s) {
+  std::string out;
+  out += fmt::format("Head study ({}): a head is harmed when its mean log1p(rel_err) under the "
+                     "transform exceeds plain's\n",
+                     s.value("source", json("")).dump());
+  out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n", "kernel",
+                     "transform", "heads", "harmed", "AUC", "95% CI", "prec", "recall",
+                     "spearman", "95% CI");
+  for (const auto& r : s.at("heads"))
+    out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n",
+                       r.value("kernel", ""), r.value("transform", ""), num(r, "n_heads"),
+                       num(r, "n_harmed"), num(r, "auc"), interval(r, "auc_lo", "auc_hi"),
+                       num(r, "precision", "{:.2f}"), num(r, "recall", "{:.2f}"),
+                       num(r, "spearman"), interval(r, "spearman_lo", "spearman_hi"));
+  if (!s.at("loss").empty()) {
+    out += "\nDownstream loss: exp(CE_variant - CE_ref) against emulated native BF16 attention\n";
+    out += fmt::format("{:<14} {:<14} {:>8} {:>10} {:>21} {:>10} {:>7}\n", "kernel", "condition",
+                       "labels", "ppl_ratio", "95% CI", "kl_mean", "top1");
+    for (const auto& r : s.at("loss"))
+      out += fmt::format("{:<14} {:<14} {:>8} {:>10} {:>21} {:>10} {:>7}\n",
+                         r.value("kernel", ""), r.value("condition", ""), num(r, "n_labels"),
+                         num(r, "ppl_ratio", "{:.4f}"),
+                         r["ppl_ratio_lo"].is_null()
+                             ? std::string()
+                             : fmt::format("[{:.4f},{:.4f}]", r["ppl_ratio_lo"].get<double>(),
+                                           r["ppl_ratio_hi"].get<double>()),
+                         num(r, "kl_mean", "{:.2e}"), num(r, "top1_agreement", "{:.4f}"));
+  }
+  if (s.contains("report") && !s["report"].is_null())
+    out += fmt::format("\nReport: {}\n", s["report"].get<std::string>());
+  return out;
+}
+
+}  // namespace attnum::pipeline

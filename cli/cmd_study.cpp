@@ -1,0 +1,68 @@
+// attnum study: the whole study of the seeds end to end (attnum/pipeline/study.h).
+#include <fmt/core.h>
+
+#include <sstream>
+
+#include "attnum/pipeline/study.h"
+#include "attnum/scaleout/world.h"
+#include "cli/command.h"
+
+namespace {
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+struct study_flags {
+  attnum::pipeline::study_config c;
+  std::string kernels = "fa3,sage2pp-sm89", conditions = "plain,rotate,center,center+rotate";
+  std::string out = "results/study", assets;
+  bool full_pcast = false, no_report = false, quiet = false, json = false;
+};
+
+void setup(CLI::App& app) {
+  auto f = std::make_shared<study_flags>();
+  app.add_option("--model", f->c.model,
+                 "llama2.c checkpoint (.bin) or Hugging Face folder (default: the synthetic zoo)");
+  app.add_option("--text", f->c.texts,
+                 "Text files (default: Sherlock Holmes, Tom Sawyer, Opticks from Debian packages)");
+  app.add_option("--tokenizer", f->c.tokenizer, "Tokenizer file (default: beside the model)");
+  app.add_option("--tokens", f->c.tokens, "Tokens per text (capped by the model's context)")
+      ->capture_default_str();
+  app.add_option("--kernels", f->kernels, "Kernel presets")->capture_default_str();
+  app.add_option("--conditions", f->conditions, "Conditions")->capture_default_str();
+  app.add_option("--linear-precision", f->c.linear, "Model runner outside attention: bf16|fp32")
+      ->capture_default_str();
+  app.add_option("--out", f->out, "Output folder (resumes what is there)")->capture_default_str();
+  app.add_option("--assets", f->assets, "node_modules folder with Vega (report)");
+  app.add_option("--zoo-layers", f->c.zoo_layer_cap, "Keep only the first N layers of each zoo model");
+  app.add_option("--zoo-tokens", f->c.zoo_tokens, "Tokens per zoo head")->capture_default_str();
+  app.add_flag("--full-pcast", f->full_pcast, "Full P-cast simulation (16 seeds, 64 rows)");
+  app.add_flag("--no-report", f->no_report, "Skip the HTML report");
+  app.add_flag("--quiet", f->quiet, "No progress on stderr");
+  app.add_flag("--json", f->json, "Print summary.json instead of the table");
+  app.callback([f] {
+    auto& c = f->c;
+    c.kernels = split_list(f->kernels);
+    c.conditions = split_list(f->conditions);
+    c.out = f->out;
+    if (!f->assets.empty()) c.assets = f->assets;
+    c.quick_pcast = !f->full_pcast;
+    c.report = !f->no_report;
+    c.progress = !f->quiet;
+    c.command = "attnum study";
+    const nlohmann::json s = attnum::pipeline::run_study(c);
+    if (!attnum::scaleout::here().root()) return;
+    if (f->json)
+      fmt::print("{}\n", s.dump(2));
+    else
+      fmt::print("{}", attnum::pipeline::summary_table(s));
+  });
+}
+}  // namespace
+ATTNUM_COMMAND("study", "The whole study end to end: heads, predictor, loss, P-cast, report",
+               setup);
