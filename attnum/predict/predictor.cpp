@@ -3,6 +3,7 @@
 #include <Eigen/Dense>
 
 #include <cmath>
+#include <vector>
 
 #include "attnum/core/error.h"
 #include "attnum/stats/stats.h"
@@ -66,6 +67,18 @@ struct head_context {
   const double* o = nullptr;
 };
 
+namespace {
+Eigen::VectorXf row_norms2(const matf& m) {
+  Eigen::VectorXf r(m.rows());
+  for (Eigen::Index i = 0; i < m.rows(); ++i) {
+    float s = 0;
+    for (Eigen::Index c = 0; c < m.cols(); ++c) s += m(i, c) * m(i, c);
+    r[i] = s;
+  }
+  return r;
+}
+}  // namespace
+
 void head_context_deleter::operator()(head_context* c) const { delete c; }
 
 context_ptr make_context(const head_inputs& in) {
@@ -79,8 +92,10 @@ context_ptr make_context(const head_inputs& in) {
   c->V = cmapf(in.v, nk, d);
   c->p = in.p, c->row_sum = in.row_sum, c->o = in.o;
   c->lower = nq == nk && c->P.triangularView<Eigen::StrictlyUpper>().toDenseMatrix().isZero(0);
-  c->v2 = c->V.rowwise().squaredNorm();
-  const Eigen::VectorXf o2 = c->O.rowwise().squaredNorm();
+  // Reductions as plain loops: Eigen's vectorized reductions peel to the data's alignment, so
+  // their summation order (and last bits) would depend on where malloc put the buffer.
+  c->v2 = row_norms2(c->V);
+  const Eigen::VectorXf o2 = row_norms2(c->O);
   c->D = -2.0f * (c->O * c->V.transpose());
   c->D.colwise() += o2;
   c->D.rowwise() += c->v2.transpose();
@@ -139,7 +154,9 @@ double q_term(const head_context& c, const head_inputs& in, const options& opt) 
 
 // sum_ij P_ij^2 sum_e var_v_je.
 double v_term(const head_context& c, const head_inputs& in) {
-  const Eigen::VectorXd sv = cmapd(in.var_v, c.nk, c.d).rowwise().sum();
+  std::vector<double> sv(c.nk, 0.0);
+  for (int j = 0; j < c.nk; ++j)
+    for (int e = 0; e < c.d; ++e) sv[j] += in.var_v[static_cast<size_t>(j) * c.d + e];
   double s = 0;
   for (int i = 0; i < c.nq; ++i)
     for (int j = 0; j < (c.lower ? i + 1 : c.nk); ++j) s += c.p[i * c.nk + j] * c.p[i * c.nk + j] * sv[j];
@@ -173,7 +190,7 @@ double o_term(const head_context& c, const head_inputs& in) {
 prediction predict_terms(const head_context& c, const head_inputs& in, const options& opt,
                          term_mask mask) {
   prediction r;
-  r.o_norm2 = cmapd(c.o, c.nq, c.d).squaredNorm();
+  for (int i = 0; i < c.nq * c.d; ++i) r.o_norm2 += c.o[i] * c.o[i];
   if (mask.k && in.var_k && in.q) r.k = k_term(c, in);
   if (mask.q && in.var_q && in.k) r.q = q_term(c, in, opt);
   if (mask.v && in.var_v) r.v = v_term(c, in);
