@@ -25,12 +25,12 @@ double log_normal_cdf(double x) {
   return std::log(0.5 * std::erfc(-x / std::numbers::sqrt2));
 }
 
-// Integrates f over [a, b] as a sum of fixed 31-point Gauss-Kronrod rules on pieces of width <=
+// Integrates f over [a, b] as a sum of fixed 15-point Gauss-Kronrod rules on pieces of width <=
 // 0.5: the integrands here are smooth bumps of width >= ~0.3 (the max of 1e6 normals has sd 0.3),
 // so no adaptive search can miss them.
 template <typename F>
 double integrate(F f, double a, double b) {
-  using gk = boost::math::quadrature::gauss_kronrod<double, 31>;
+  using gk = boost::math::quadrature::gauss_kronrod<double, 15>;
   const int pieces = std::max(1, static_cast<int>(std::ceil((b - a) / 0.5)));
   const double h = (b - a) / pieces;
   double sum = 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/pcast/simulate.h"
 
@@ -87,11 +88,11 @@ TEST(simulate_test, measured_underflow_matches_direct_count_and_exact) {
   c.deltas = {0, 3, 5, 6.5, 8, 10, 12};
   c.n_toks = {2048};
   c.d_head = 32;
-  c.q_rows = 16;
-  c.seeds = 8;
+  c.q_rows = 12;
+  c.seeds = 6;
   const auto rows = simulate(c);
   std::mt19937_64 gen(99);
-  const int n = 2048, b = 128, k = 4, direct_rows = 128;
+  const int n = 2048, b = 128, k = 4, direct_rows = 96;
   for (const auto& r : rows) {
     std::vector<double> frac;
     for (int row = 0; row < direct_rows; ++row) {
@@ -178,6 +179,51 @@ TEST(simulate_test, stale_max_saturation_condition) {
   c.orders = {block_order::reverse};
   const auto rows = simulate(c);
   EXPECT_GT(rows[0].sink_saturated_fraction, 0.3);
+}
+
+}  // namespace
+}  // namespace attnum::pcast
+
+namespace attnum::pcast {
+namespace {
+
+// A preset through the engine: fp32 (no casts) reproduces the fp64 reference; fa3 (reverse,
+// S = 2^8 as an exponent offset, FP8 Q/K/V) flushes non-sinks only in the sink block.
+TEST(simulate_test, kernel_presets_through_the_engine) {
+  sim_config c;
+  c.deltas = {0, 10};
+  c.n_toks = {1024};
+  c.d_head = 64;
+  c.q_rows = 8;
+  c.seeds = 2;
+  c.kernel = "fp32";
+  for (const auto& r : simulate(c)) {
+    EXPECT_EQ(r.kernel, "fp32");
+    EXPECT_LT(r.mse, 1e-12) << "delta " << r.delta;
+    EXPECT_EQ(r.underflow_measured, 0.0);
+  }
+  c.kernel = "fa3";
+  const auto rows = simulate(c);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].order, block_order::reverse);
+  EXPECT_EQ(rows[0].scale, 256.0);
+  EXPECT_EQ(rows[0].underflow_measured, 0.0);
+  EXPECT_GT(rows[1].underflow_measured, 0.0);  // the sink block's own non-sinks
+  EXPECT_LT(rows[1].underflow_measured, 0.06);
+  EXPECT_GT(rows[0].mse, 1e-7);  // FP8 Q, K, V: not exact
+}
+
+TEST(simulate_test, bad_config_throws) {
+  sim_config c;
+  c.deltas = {1};
+  c.block = 0;
+  EXPECT_THROW(simulate(c), attnum::error);
+  c.block = 128;
+  c.scales = {-1};
+  EXPECT_THROW(simulate(c), attnum::error);
+  c.scales = {1};
+  c.kernel = "no-such-kernel";
+  EXPECT_THROW(simulate(c), attnum::error);
 }
 
 }  // namespace
