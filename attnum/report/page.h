@@ -1,0 +1,51 @@
+#pragma once
+// The self-contained HTML report: result tables, the synthetic illustration (precomputed by
+// illustrate.h for every slider position) and the Vega / Vega-Lite / Vega-Embed runtime are
+// inlined into one file, so the page works offline and makes no network request.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnum/report/results.h"
+
+namespace attnum::report {
+
+/// The inlined browser runtime: the three minified scripts, read from a node_modules folder.
+struct page_assets {
+  std::filesystem::path node_modules;
+  std::string vega, vega_lite, vega_embed;
+};
+
+/// Returns the node_modules folder holding vega/build/vega.min.js, vega-lite/build/
+/// vega-lite.min.js and vega-embed/build/vega-embed.min.js: `override` when given (a
+/// node_modules folder or a folder containing one), else $ATTNUM_ASSETS, else the first match
+/// walking up from the executable, then from the working directory, then <exe>/../share/attnum.
+/// Throws attnum::error naming every place tried (run `npm ci` in the source tree) otherwise.
+std::filesystem::path find_assets(const std::optional<std::filesystem::path>& override);
+
+/// Returns the three scripts read from `node_modules`.
+page_assets load_assets(const std::filesystem::path& node_modules);
+
+/// Returns the JSON embedded in the page: tables, per-head details, the illustration.
+nlohmann::json page_data(const result_set& rs);
+
+/// Returns the whole HTML page.
+std::string build_page(const result_set& rs, const page_assets& assets);
+
+/// Reads the result folders, builds the page and writes it atomically to `out`.
+void write_report(const std::vector<std::filesystem::path>& results,
+                  const std::filesystem::path& out,
+                  const std::optional<std::filesystem::path>& assets);
+
+/// Writes `text` to `path` atomically (temp file in the same folder, then rename).
+void write_file_atomic(const std::filesystem::path& path, const std::string& text);
+
+/// Template parts (page_template.cpp).
+const char* page_css();
+const char* page_body();
+const char* page_js();
+
+}  // namespace attnum::report

@@ -1,0 +1,618 @@
+// The page template: CSS, body markup and script of the HTML report, as raw string literals so
+// the installed tool is self-contained (the Vega runtime is inlined at run time by page.cpp).
+// The script only displays and filters: every number it shows comes from the embedded JSON.
+#include "attnum/report/page.h"
+
+namespace attnum::report {
+
+const char* page_css() {
+  return R"CSS(:root { --ink: #1d1d1f; --muted: #5f6368; --line: #d9d9de; --harm: #c0392b; --help: #2f6fb0;
+        --exact: #333; --fp8: #2f6fb0; --rot: #c0392b; --sel: #fff3c4; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+       color: var(--ink); background: #fff; }
+header, main { max-width: 1100px; margin: 0 auto; padding: 0 20px; }
+header { padding-top: 28px; }
+h1 { font-size: 26px; margin: 0 0 6px; }
+h2 { font-size: 20px; margin: 36px 0 8px; border-top: 1px solid var(--line); padding-top: 20px; }
+h2 .num { color: var(--muted); font-weight: 400; margin-right: 8px; }
+h3 { font-size: 16px; margin: 18px 0 6px; }
+p { max-width: 820px; margin: 6px 0 10px; }
+.note { color: var(--muted); font-size: 14px; }
+.absent { background: #f6f6f8; border-left: 3px solid #aaa; padding: 8px 12px; font-size: 14px; }
+.controls { display: flex; flex-wrap: wrap; gap: 18px; align-items: center; margin: 10px 0; }
+.controls label { font-size: 14px; }
+.row { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
+.chart { min-height: 40px; }
+table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
+th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: right; white-space: nowrap; }
+th { background: #f6f6f8; position: sticky; top: 0; z-index: 1; }
+td.l, th.l { text-align: left; }
+.exports { margin: 6px 0 14px; display: flex; gap: 6px; flex-wrap: wrap; align-items: center; }
+.exports span { font-size: 13px; color: var(--muted); margin-right: 2px; }
+button { font: inherit; font-size: 13px; padding: 2px 10px; border: 1px solid #bbb; border-radius: 4px;
+         background: #fafafa; cursor: pointer; }
+button:hover { background: #eee; }
+select { font: inherit; font-size: 14px; }
+#inspector-wrap { max-height: 420px; overflow: auto; border: 1px solid var(--line); outline: none; }
+#inspector-wrap:focus { box-shadow: 0 0 0 2px #7aa7e0; }
+#inspector tbody tr { cursor: pointer; }
+#inspector tbody tr.sel { background: var(--sel); }
+#inspector tbody tr.harmed td.obs { color: var(--harm); }
+#head-detail { margin-top: 12px; }
+dl.tv { display: grid; grid-template-columns: auto auto; gap: 2px 14px; margin: 8px 0; font-size: 14px; }
+dl.tv dt { color: var(--muted); } dl.tv dd { margin: 0; font-variant-numeric: tabular-nums; }
+.vec { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; text-align: left; }
+details summary { cursor: pointer; font-weight: 600; margin: 10px 0; }
+footer { max-width: 1100px; margin: 40px auto 30px; padding: 0 20px; color: var(--muted); font-size: 13px; }
+)CSS";
+}
+
+const char* page_body() {
+  return R"HTML(<header>
+<h1>attention-numerics report</h1>
+<p>Rotation preserves dot products; rounding does not. This page shows what happens when the two
+meet in low-precision attention: first a synthetic illustration of the mechanism, then the
+measured heads, the P-cast analysis and the downstream loss, as far as the result folders below
+hold them. Where those folders come from the emulator, they are CPU FP8 emulation results, not
+measurements of a GPU kernel; each folder's meta.json says what produced it.</p>
+<div id="provenance"></div>
+</header>
+<main>
+<section id="s-illustration">
+<h2><span class="num">01</span>Synthetic illustration: a shared key component should disappear</h2>
+<p>Four keys share the same first coordinate. It adds the same constant to every attention score,
+so exact softmax cancels it: move the slider and the exact weights stay fixed. After a
+random-sign Hadamard rotation spreads that common component across all eight channels, coarse
+E4M3 rounding can erase the small differences that softmax needs.</p>
+<div class="controls">
+<label for="ill-common">Shared first coordinate of the keys:
+<input type="range" id="ill-common" min="0" max="0" step="1" value="0"></label>
+<output id="ill-common-value"></output>
+<label><input type="checkbox" id="ill-center"> Subtract the mean key before rotation</label>
+</div>
+<div class="row">
+<div id="ill-chart" class="chart"></div>
+<div>
+<h3>Attention weights</h3>
+<table id="ill-weights"></table>
+<h3>Weight error</h3>
+<p class="note">Total variation distance to the exact weights: the fraction of attention mass moved.</p>
+<dl class="tv"><dt>FP8 without rotation</dt><dd id="ill-tv-fp8">—</dd>
+<dt>FP8 with rotation</dt><dd id="ill-tv-rot">—</dd></dl>
+<div class="exports" id="ill-weights-exports"></div>
+</div>
+</div>
+<p class="note">Bars: attention weight of each key (vertical axis, 0 to 1) for exact arithmetic,
+FP8 without rotation and FP8 with rotation. The numbers were computed by attnum's C++ core for
+every slider position and embedded in this page (<code>attnum illustrate --common X [--center]</code>
+prints the same numbers); nothing is recomputed here.</p>
+<details><summary>The vectors and the arithmetic</summary>
+<p>One query, four keys, eight channels. Q and K each use one maximum-based E4M3 scale (amax/448,
+in float32). A fixed random-sign Hadamard (signs <span id="ill-signs"></span>, normalised by
+1/&radic;8) is applied to both before rounding; it is orthogonal. E4M3FN rounds to nearest,
+ties to even, and saturates at &plusmn;448. Dot products and softmax are in double precision.</p>
+<p>This panel stops at attention weights: it does not round probabilities or values, model causal
+tiles or per-block scales, or reproduce the measured output errors below. Mean subtraction
+happens before rotation and before both casts; it leaves exact attention unchanged, and the
+exact weights are always computed from the uncentered vectors. The FP8 rotated coordinates are
+the rounded vectors in the rotated basis.</p>
+<table id="ill-vectors"></table>
+<div class="exports" id="ill-vectors-exports"></div>
+</details>
+</section>
+
+<section id="s-heads">
+<h2><span class="num">02</span>Measured heads: could the predictor tell which heads a transform harms?</h2>
+<div id="heads-absent"></div>
+<div id="heads-present">
+<p>Each point is one query head under one kernel and one transform. Horizontal axis: the
+predicted score; vertical axis: the observed score. Both compare the transform with the plain
+(unrotated) condition: the mean over texts of log(1 + relative Frobenius output error) with the
+transform minus the same mean without it. Positive means the transform hurts the head; negative
+means it helps. The dashed lines are the zero threshold, which is fixed, not tuned.</p>
+<div class="controls">
+<label>Model <select id="f-model"></select></label>
+<label>Kernel <select id="f-kernel"></select></label>
+<label>Transform <select id="f-transform"></select></label>
+<label>Harmed <select id="f-harmed"><option value="">all</option><option value="true">harmed</option><option value="false">not harmed</option></select></label>
+</div>
+<div class="row">
+<div id="heads-chart" class="chart"></div>
+<div>
+<h3>Counts in the selection</h3>
+<p id="heads-counts"></p>
+<h3>AUC and counts (summary.json)</h3>
+<div id="summary-wrap"></div>
+<div class="exports" id="summary-exports"></div>
+</div>
+</div>
+<p class="note">These are differences of log-transformed errors, not error ratios or perplexity
+changes. The predictor needs the ideal attention output: it is a diagnostic, not a runtime
+switch. AUC measures ranking, not calibration; it is undefined where a selection has no harmed or
+no unharmed head. The AUC rows come from summary.json for each kernel and transform over all
+models (intervals: 95% bootstrap clustered by model); the model filter does not change them.
+Heads share layers and models, so they are not independent experiments.</p>
+
+<h3>Inspector</h3>
+<p>Rows are ordered by observed harm, largest first; the filters above apply. Click a row or
+focus the table and use the arrow keys (Home, End, Page Up, Page Down also work); Enter opens a
+head: its per-text errors for each condition and exp(mean log error) &minus; 1.</p>
+<div id="inspector-wrap" tabindex="0" role="grid" aria-label="Heads ordered by observed harm">
+<table id="inspector"><thead><tr><th>#</th><th class="l">Model</th><th>Layer</th><th>Head</th>
+<th class="l">Kernel</th><th class="l">Transform</th><th>Predicted score</th><th>Observed score</th>
+<th class="l">Harmed</th></tr></thead><tbody></tbody></table>
+</div>
+<div class="exports" id="heads-exports"></div>
+<div id="head-detail"></div>
+</div>
+</section>
+
+<section id="s-pcast">
+<h2><span class="num">03</span>P cast: probabilities cast to E4M3 with a static scale S</h2>
+<div id="pcast-absent"></div>
+<div id="pcast-present">
+<h3>Underflow against sink strength</h3>
+<div id="pcast-underflow" class="chart"></div>
+<p class="note">Horizontal axis: &Delta;, the sink strength (logit gap between the sink and the
+other tokens). Vertical axis: the fraction of non-sink probabilities that the cast sets to zero.
+Lines: closed-form theory; points: simulation (shape = KV block order). Colour: the static scale
+S.</p>
+<h3>Output error against sink strength</h3>
+<div id="pcast-mse" class="chart"></div>
+<p class="note">Mean squared error of the attention output against the unquantized P, per scale S
+(colour) and KV block order (dash), on a log axis; rows with zero MSE are not drawn on the log
+axis but are in the export.</p>
+<h3>dp(S)</h3>
+<div id="pcast-dp" class="chart"></div>
+<p class="note">dp(S): the worst-case quantization step for any P in [0, 1] after P&middot;S is cast
+to E4M3, divided by S. It is a sawtooth with its lower envelope 2<sup>&minus;4</sup> at powers of two.</p>
+<div class="exports" id="pcast-exports"></div>
+</div>
+</section>
+
+<section id="s-loss">
+<h2><span class="num">04</span>Downstream loss</h2>
+<div id="loss-absent"></div>
+<div id="loss-present">
+<p>Teacher-forced cross-entropy over held-out next-token labels, with every layer's attention
+replaced by the kernel. The ratio is exp(CE<sub>variant</sub> &minus; CE<sub>reference</sub>) with a
+paired bootstrap 95% interval: a ratio of perplexities, not of cross-entropies. KL is the mean
+divergence from the reference distribution; top-1 is the agreement of the argmax token; &Delta;p
+are percentiles of the change in the probability of the correct token.</p>
+<div id="loss-wrap"></div>
+<div class="exports" id="loss-exports"></div>
+</div>
+</section>
+</main>
+<footer id="footer"></footer>
+)HTML";
+}
+
+const char* page_js() {
+  return R"JS('use strict';
+(function () {
+  const DATA = JSON.parse(document.getElementById('attnum-data').textContent);
+  const $ = (id) => document.getElementById(id);
+  const EMBED = { actions: false, renderer: 'canvas' };
+  const COND_ORDER = ['plain', 'rotate', 'center', 'center+rotate'];
+  window.attnumReport = { data: DATA, ready: false, views: {} };
+
+  function esc(s) {
+    return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+  }
+  function num(x, d) {
+    if (x === null || x === undefined || x === '') return '—';
+    if (typeof x !== 'number') return esc(x);
+    if (d === undefined) d = 4;
+    if (x !== 0 && (Math.abs(x) < 1e-3 || Math.abs(x) >= 1e5)) return x.toExponential(d - 1);
+    return x.toFixed(d);
+  }
+  function cell(x, d, cls) {
+    const v = typeof x === 'number' ? ' data-value="' + String(x) + '"' : '';
+    return '<td' + (cls ? ' class="' + cls + '"' : '') + v + '>' + num(x, d) + '</td>';
+  }
+  function interval(v, lo, hi, d, suffix) {
+    if (v === null || v === undefined) return '—';
+    let s = num(v, d) + (suffix || '');
+    if (typeof lo === 'number' && typeof hi === 'number') s += ' [' + num(lo, d) + ', ' + num(hi, d) + ']';
+    return s;
+  }
+
+  // ---- export -------------------------------------------------------------------------------
+  function toCSV(t) {
+    const q = (v) => {
+      if (v === null || v === undefined) return '';
+      const s = typeof v === 'object' ? JSON.stringify(v) : String(v);
+      return /[",\n\r]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+    };
+    const lines = [t.columns.map(q).join(',')];
+    for (const r of t.rows) lines.push(t.columns.map((c) => q(r[c])).join(','));
+    return lines.join('\n') + '\n';
+  }
+  function toJSON(t) {
+    return JSON.stringify(t.rows.map((r) => {
+      const o = {};
+      for (const c of t.columns) o[c] = r[c] === undefined ? null : r[c];
+      return o;
+    }), null, 1) + '\n';
+  }
+  function download(name, text, type) {
+    const a = document.createElement('a');
+    a.href = URL.createObjectURL(new Blob([text], { type: type }));
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+  }
+  // Adds "CSV" and "JSON" buttons for a table produced on demand by get().
+  function addExports(containerId, name, label, get) {
+    const box = $(containerId);
+    if (!box) return;
+    const span = document.createElement('span');
+    span.textContent = label + ':';
+    box.appendChild(span);
+    for (const kind of ['csv', 'json']) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.id = 'export-' + name + '-' + kind;
+      b.textContent = kind.toUpperCase();
+      b.addEventListener('click', () => {
+        const t = get();
+        if (kind === 'csv') download(name + '.csv', toCSV(t), 'text/csv');
+        else download(name + '.json', toJSON(t), 'application/json');
+      });
+      box.appendChild(b);
+    }
+  }
+  function replaceData(view, name, rows) {
+    return view.change(name, vega.changeset().remove(() => true).insert(rows)).runAsync();
+  }
+
+  // ---- header -------------------------------------------------------------------------------
+  function renderProvenance() {
+    let h = '<p class="note">Report written by attnum ' + esc(DATA.tool_version) + ' from: ' +
+      DATA.dirs.map((d) => '<code>' + esc(d) + '</code>').join(', ') + '.</p>';
+    for (const m of DATA.meta) {
+      const meta = m.meta || {};
+      const bits = [];
+      for (const k of ['command', 'source', 'tool_version', 'predictor_version']) {
+        if (meta[k] !== undefined) bits.push(k + ': ' + esc(typeof meta[k] === 'object' ? JSON.stringify(meta[k]) : meta[k]));
+      }
+      h += '<p class="note"><code>' + esc(m.dir) + '</code> — ' + bits.join('; ') + '</p>';
+    }
+    if (DATA.absent.length) {
+      h += '<div class="absent"><strong>Not in these results:</strong><ul>' +
+        DATA.absent.map((a) => '<li>' + esc(a) + '.</li>').join('') + '</ul></div>';
+    }
+    $('provenance').innerHTML = h;
+    $('footer').textContent = 'attention-numerics ' + DATA.tool_version +
+      '. This page is self-contained: the data and the Vega runtime are inlined; it makes no network request.';
+  }
+
+  // ---- 01 illustration ----------------------------------------------------------------------
+  const ILL = DATA.illustration;
+  const KINDS = ['Exact', 'FP8 without rotation', 'FP8 with rotation'];
+  function illCurrent() {
+    const i = Number($('ill-common').value);
+    return ILL[$('ill-center').checked ? 'center' : 'plain'][i];
+  }
+  function illBars(p) {
+    const rows = [];
+    for (let j = 0; j < 4; ++j) {
+      rows.push({ key: 'k' + (j + 1), kind: KINDS[0], weight: p.w_exact[j] });
+      rows.push({ key: 'k' + (j + 1), kind: KINDS[1], weight: p.w_fp8[j] });
+      rows.push({ key: 'k' + (j + 1), kind: KINDS[2], weight: p.w_fp8_rot[j] });
+    }
+    return rows;
+  }
+  function illWeightsTable(p) {
+    const rows = [];
+    for (let j = 0; j < 4; ++j) {
+      rows.push({ key: 'k' + (j + 1), common: p.common, center: p.center, w_exact: p.w_exact[j],
+        w_fp8: p.w_fp8[j], w_fp8_rot: p.w_fp8_rot[j], tv_fp8: p.tv_fp8, tv_fp8_rot: p.tv_fp8_rot });
+    }
+    return { columns: ['key', 'common', 'center', 'w_exact', 'w_fp8', 'w_fp8_rot', 'tv_fp8', 'tv_fp8_rot'], rows: rows };
+  }
+  function illVectorsTable(p) {
+    const rows = [{ vector: 'q', original: p.q[0], fp8: p.q[1], rotated_fp8: p.q[2] }];
+    p.k.forEach((k, j) => rows.push({ vector: 'k' + (j + 1), original: k[0], fp8: k[1], rotated_fp8: k[2] }));
+    for (const r of rows) { r.common = p.common; r.center = p.center; }
+    return { columns: ['vector', 'common', 'center', 'original', 'fp8', 'rotated_fp8'], rows: rows };
+  }
+  const vec = (v) => '[' + v.map((x) => (x >= 0 ? '\u2007' : '') + x.toFixed(3)).join(', ') + ']';
+  function renderIllustration() {
+    const p = illCurrent();
+    $('ill-common-value').textContent = String(p.common) + (p.center ? ' (mean key subtracted)' : '');
+    let h = '<thead><tr><th class="l">Key</th><th>Exact</th><th>FP8 without rotation</th><th>FP8 with rotation</th></tr></thead><tbody>';
+    for (let j = 0; j < 4; ++j) {
+      h += '<tr data-key="k' + (j + 1) + '"><td class="l">k' + (j + 1) + '</td>' + cell(p.w_exact[j], 4, 'w-exact') +
+        cell(p.w_fp8[j], 4, 'w-fp8') + cell(p.w_fp8_rot[j], 4, 'w-fp8-rot') + '</tr>';
+    }
+    $('ill-weights').innerHTML = h + '</tbody>';
+    for (const [id, v] of [['ill-tv-fp8', p.tv_fp8], ['ill-tv-rot', p.tv_fp8_rot]]) {
+      $(id).textContent = num(v, 4);
+      $(id).dataset.value = String(v);
+    }
+    const t = illVectorsTable(p);
+    let v = '<thead><tr><th class="l">Vector</th><th class="l">' + (p.center ? 'Original, mean key subtracted' : 'Original') +
+      '</th><th class="l">FP8, no rotation</th><th class="l">FP8, rotated coordinates</th></tr></thead><tbody>';
+    for (const r of t.rows) {
+      v += '<tr><td class="l">' + r.vector + '</td><td class="vec">' + vec(r.original) + '</td><td class="vec">' +
+        vec(r.fp8) + '</td><td class="vec">' + vec(r.rotated_fp8) + '</td></tr>';
+    }
+    $('ill-vectors').innerHTML = v + '</tbody>';
+    const view = window.attnumReport.views.illustration;
+    if (view) return replaceData(view, 'w', illBars(p));
+    return Promise.resolve();
+  }
+  async function setupIllustration() {
+    const slider = $('ill-common');
+    slider.max = String(ILL.commons.length - 1);
+    const start = ILL.commons.indexOf(100);
+    slider.value = String(start >= 0 ? start : 0);
+    $('ill-signs').textContent = '(' + ILL.signs.map((s) => (s > 0 ? '+' : '\u2212')).join(' ') + ')';
+    const spec = {
+      width: 300, height: 220, datasets: { w: illBars(illCurrent()) }, data: { name: 'w' },
+      mark: 'bar',
+      encoding: {
+        x: { field: 'key', type: 'nominal', title: 'Key', axis: { labelAngle: 0 } },
+        xOffset: { field: 'kind', sort: KINDS },
+        y: { field: 'weight', type: 'quantitative', title: 'Attention weight', scale: { domain: [0, 1] } },
+        color: { field: 'kind', type: 'nominal', sort: KINDS, title: null,
+          scale: { domain: KINDS, range: ['#333333', '#2f6fb0', '#c0392b'] }, legend: { orient: 'bottom', direction: 'vertical' } },
+        tooltip: [{ field: 'key' }, { field: 'kind' }, { field: 'weight', format: '.4f' }]
+      }
+    };
+    window.attnumReport.views.illustration = (await vegaEmbed('#ill-chart', spec, EMBED)).view;
+    slider.addEventListener('input', renderIllustration);
+    $('ill-center').addEventListener('change', renderIllustration);
+    addExports('ill-weights-exports', 'illustration-weights', 'Weights', () => illWeightsTable(illCurrent()));
+    addExports('ill-vectors-exports', 'illustration-vectors', 'Vectors', () => illVectorsTable(illCurrent()));
+    await renderIllustration();
+  }
+
+  // ---- 02 heads -----------------------------------------------------------------------------
+  const HEADS = DATA.heads;
+  let filtered = [];
+  let selected = -1;
+  const headKey = (r) => String(r.model) + '|' + String(r.layer) + '|' + String(r.head) + '|' + String(r.kernel);
+  function fillSelect(id, field) {
+    const values = [...new Set(HEADS.rows.map((r) => r[field]))].filter((v) => v !== null && v !== undefined);
+    $(id).innerHTML = '<option value="">all</option>' + values.map((v) => '<option>' + esc(v) + '</option>').join('');
+  }
+  function applyFilters() {
+    const m = $('f-model').value, k = $('f-kernel').value, t = $('f-transform').value, h = $('f-harmed').value;
+    filtered = HEADS.rows.filter((r) => (!m || String(r.model) === m) && (!k || String(r.kernel) === k) &&
+      (!t || String(r.transform) === t) && (!h || String(r.harmed) === h));
+    renderInspector();
+    renderCounts();
+    renderSummary();
+    const view = window.attnumReport.views.heads;
+    return view ? replaceData(view, 'pts', scatterRows()) : Promise.resolve();
+  }
+  function scatterRows() {
+    return filtered.filter((r) => typeof r.predicted_score === 'number' && typeof r.observed_score === 'number')
+      .map((r) => ({ model: r.model, layer: r.layer, head: r.head, kernel: r.kernel, transform: r.transform,
+        predicted_score: r.predicted_score, observed_score: r.observed_score,
+        harm: r.harmed === true ? 'harmed' : 'not harmed' }));
+  }
+  function renderCounts() {
+    let harmed = 0, pred = 0, tp = 0;
+    for (const r of filtered) {
+      const ph = typeof r.predicted_score === 'number' && r.predicted_score > 0;
+      harmed += r.harmed === true; pred += ph; tp += ph && r.harmed === true;
+    }
+    $('heads-counts').textContent = filtered.length + ' of ' + HEADS.rows.length + ' head rows shown; ' + harmed +
+      ' harmed (observed score > 0), ' + pred + ' predicted harmed (predicted score > 0), ' + tp + ' both.';
+  }
+  function summaryRows() {
+    if (!DATA.summary) return [];
+    const k = $('f-kernel').value, t = $('f-transform').value;
+    return DATA.summary.rows.filter((r) => (!k || String(r.kernel) === k) && (!t || String(r.transform) === t));
+  }
+  function renderSummary() {
+    if (!DATA.summary) { $('summary-wrap').innerHTML = '<p class="note">No summary.json in these results.</p>'; return; }
+    let h = '<table id="summary"><thead><tr><th class="l">Kernel</th><th class="l">Transform</th><th>Heads</th><th>Harmed</th>' +
+      '<th>AUC [95%]</th><th>Precision</th><th>Recall</th><th>Spearman</th><th>TP / FP / FN / TN</th></tr></thead><tbody>';
+    for (const r of summaryRows()) {
+      h += '<tr><td class="l">' + esc(r.kernel) + '</td><td class="l">' + esc(r.transform) + '</td><td>' + num(r.n_heads, 0) +
+        '</td><td>' + num(r.n_harmed, 0) + '</td><td>' + interval(r.auc, r.auc_lo, r.auc_hi, 3) + '</td><td>' +
+        interval(r.precision, r.precision_lo, r.precision_hi, 2) + '</td><td>' + interval(r.recall, r.recall_lo, r.recall_hi, 2) +
+        '</td><td>' + interval(r.spearman, r.spearman_lo, r.spearman_hi, 3) + '</td><td>' +
+        [r.tp, r.fp, r.fn, r.tn].map((x) => num(x, 0)).join(' / ') + '</td></tr>';
+    }
+    $('summary-wrap').innerHTML = h + '</tbody></table>';
+  }
+  function renderInspector() {
+    const body = document.querySelector('#inspector tbody');
+    const parts = new Array(filtered.length);
+    for (let i = 0; i < filtered.length; ++i) {
+      const r = filtered[i];
+      parts[i] = '<tr id="head-row-' + i + '" data-i="' + i + '" data-key="' + esc(headKey(r)) + '" role="row"' +
+        (r.harmed === true ? ' class="harmed"' : '') + '><td>' + (i + 1) + '</td><td class="l">' + esc(r.model) + '</td><td>' +
+        esc(r.layer) + '</td><td>' + esc(r.head) + '</td><td class="l">' + esc(r.kernel) + '</td><td class="l">' +
+        esc(r.transform) + '</td>' + cell(r.predicted_score, 4) + cell(r.observed_score, 4, 'obs') + '<td class="l">' +
+        (r.harmed === true ? 'yes' : r.harmed === false ? 'no' : '—') + '</td></tr>';
+    }
+    body.innerHTML = parts.join('');
+    selected = -1;
+    select(filtered.length ? 0 : -1, false);
+    $('head-detail').innerHTML = '';
+  }
+  function select(i, scroll) {
+    const body = document.querySelector('#inspector tbody');
+    const old = body.querySelector('tr.sel');
+    if (old) { old.classList.remove('sel'); old.removeAttribute('aria-selected'); }
+    selected = i;
+    if (i < 0) return;
+    const tr = body.children[i];
+    tr.classList.add('sel');
+    tr.setAttribute('aria-selected', 'true');
+    $('inspector-wrap').setAttribute('aria-activedescendant', tr.id);
+    if (scroll !== false) tr.scrollIntoView({ block: 'nearest' });
+  }
+  function detailTable(r) {
+    const d = DATA.details && DATA.details[headKey(r)];
+    const rows = [];
+    if (!d) return { columns: ['text', 'condition', 'rel_err', 'predicted_rel_err'], rows: rows };
+    for (const c of d.conditions) {
+      d.texts.forEach((t, i) => rows.push({ text: t, condition: c.condition, rel_err: c.rel_err[i], predicted_rel_err: c.predicted_rel_err[i] }));
+      rows.push({ text: 'exp(mean log error) - 1', condition: c.condition, rel_err: c.geo, predicted_rel_err: c.pred_geo });
+    }
+    return { columns: ['text', 'condition', 'rel_err', 'predicted_rel_err'], rows: rows };
+  }
+  function openHead(i) {
+    if (i < 0 || i >= filtered.length) return;
+    const r = filtered[i];
+    const d = DATA.details && DATA.details[headKey(r)];
+    let h = '<h3 id="detail-title">' + esc(r.model) + ', layer ' + esc(r.layer) + ', head ' + esc(r.head) + ', kernel ' +
+      esc(r.kernel) + ' (row ' + (i + 1) + ', transform ' + esc(r.transform) + ')</h3><p>Observed score ' + num(r.observed_score) +
+      ', predicted score ' + num(r.predicted_score) + (r.n_texts !== undefined ? ', over ' + num(r.n_texts, 0) + ' texts' : '') + '. ';
+    if (typeof r.mean_log_err_plain === 'number' && typeof r.mean_log_err_transform === 'number') {
+      h += 'exp(mean log error) &minus; 1: plain ' + num(Math.expm1(r.mean_log_err_plain)) + ', ' + esc(r.transform) + ' ' +
+        num(Math.expm1(r.mean_log_err_transform)) + '.';
+    }
+    h += '</p>';
+    if (!d) {
+      h += '<p class="note">No per-text rows for this head (rows.csv is absent or does not cover it).</p>';
+    } else {
+      h += '<table id="detail-table"><thead><tr><th class="l">Text</th>' + d.conditions.map((c) =>
+        '<th>' + esc(c.condition) + ' rel. error</th><th>' + esc(c.condition) + ' predicted</th>').join('') + '</tr></thead><tbody>';
+      d.texts.forEach((t, ti) => {
+        h += '<tr><td class="l">' + esc(t) + '</td>' + d.conditions.map((c) => cell(c.rel_err[ti], 4) + cell(c.predicted_rel_err[ti], 4)).join('') + '</tr>';
+      });
+      h += '<tr class="geo"><td class="l">exp(mean log error) &minus; 1</td>' + d.conditions.map((c) => cell(c.geo, 4) + cell(c.pred_geo, 4)).join('') +
+        '</tr></tbody></table><p class="note">Relative error is ||O &minus; O<sub>ref</sub>||<sub>F</sub> / ||O<sub>ref</sub>||<sub>F</sub> against fp64 ' +
+        'attention of the same operands, per text. The last row turns the mean of log(1 + error) over texts back into an error.</p>';
+    }
+    h += '<div class="exports" id="detail-exports"></div>';
+    $('head-detail').innerHTML = h;
+    addExports('detail-exports', 'head-detail', 'This head', () => detailTable(r));
+  }
+  async function setupHeads() {
+    if (!HEADS) {
+      $('heads-present').style.display = 'none';
+      $('heads-absent').innerHTML = '<p class="absent">No heads.csv in these result folders: run <code>attnum heads --out DIR</code> and pass DIR to <code>--results</code>.</p>';
+      return;
+    }
+    fillSelect('f-model', 'model'); fillSelect('f-kernel', 'kernel'); fillSelect('f-transform', 'transform');
+    for (const id of ['f-model', 'f-kernel', 'f-transform', 'f-harmed']) $(id).addEventListener('change', applyFilters);
+    const wrap = $('inspector-wrap');
+    wrap.addEventListener('keydown', (e) => {
+      const n = filtered.length;
+      if (!n) return;
+      let i = selected;
+      if (e.key === 'ArrowDown') i = Math.min(n - 1, i + 1);
+      else if (e.key === 'ArrowUp') i = Math.max(0, i - 1);
+      else if (e.key === 'PageDown') i = Math.min(n - 1, i + 15);
+      else if (e.key === 'PageUp') i = Math.max(0, i - 15);
+      else if (e.key === 'Home') i = 0;
+      else if (e.key === 'End') i = n - 1;
+      else if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); openHead(selected); return; }
+      else return;
+      e.preventDefault();
+      select(i);
+    });
+    document.querySelector('#inspector tbody').addEventListener('click', (e) => {
+      const tr = e.target.closest('tr');
+      if (!tr) return;
+      select(Number(tr.dataset.i), false);
+      openHead(selected);
+      wrap.focus();
+    });
+    addExports('heads-exports', 'heads', 'Heads shown', () => ({ columns: HEADS.columns, rows: filtered }));
+    if (DATA.summary) addExports('summary-exports', 'summary', 'Summary', () => ({ columns: DATA.summary.columns, rows: DATA.summary.rows }));
+    filtered = HEADS.rows.slice();
+    const spec = {
+      width: 460, height: 360, datasets: { pts: scatterRows() },
+      layer: [
+        { data: { name: 'pts' }, mark: { type: 'point', filled: true, opacity: 0.65, size: 28 },
+          encoding: {
+            x: { field: 'predicted_score', type: 'quantitative', title: 'Predicted score (transform minus plain)', scale: { zero: false } },
+            y: { field: 'observed_score', type: 'quantitative', title: 'Observed score (transform minus plain)', scale: { zero: false } },
+            color: { field: 'harm', type: 'nominal', title: null, scale: { domain: ['harmed', 'not harmed'], range: ['#c0392b', '#2f6fb0'] },
+              legend: { orient: 'bottom', labelExpr: "datum.label == 'harmed' ? 'Transform hurts (observed > 0)' : 'Transform helps or ties'" } },
+            tooltip: [{ field: 'model' }, { field: 'layer' }, { field: 'head' }, { field: 'kernel' }, { field: 'transform' },
+              { field: 'predicted_score', format: '.4f' }, { field: 'observed_score', format: '.4f' }]
+          } },
+        { data: { values: [{ z: 0 }] }, mark: { type: 'rule', color: '#777', strokeDash: [4, 3] }, encoding: { x: { field: 'z', type: 'quantitative' } } },
+        { data: { values: [{ z: 0 }] }, mark: { type: 'rule', color: '#777', strokeDash: [4, 3] }, encoding: { y: { field: 'z', type: 'quantitative' } } }
+      ]
+    };
+    window.attnumReport.views.heads = (await vegaEmbed('#heads-chart', spec, EMBED)).view;
+    await applyFilters();
+  }
+
+  // ---- 03 P cast ----------------------------------------------------------------------------
+  async function setupPcast() {
+    const th = DATA.pcast_theory, sim = DATA.pcast_simulate, dp = DATA.pcast_dp, ov = DATA.pcast_overflow;
+    if (!th && !sim && !dp && !ov) {
+      $('pcast-present').style.display = 'none';
+      $('pcast-absent').innerHTML = '<p class="absent">No pcast_*.csv in these result folders: run <code>attnum pcast ... --out DIR</code> and pass DIR to <code>--results</code>.</p>';
+      return;
+    }
+    const S = (r) => 'S = ' + r.scale;
+    const layers = [];
+    if (th) layers.push({ data: { values: th.rows.map((r) => ({ delta: r.delta, y: r.underflow_fraction, S: S(r), src: 'theory' })) },
+      mark: { type: 'line' }, encoding: { x: { field: 'delta', type: 'quantitative', title: 'Δ (sink strength)' },
+        y: { field: 'y', type: 'quantitative', title: 'Underflow fraction' }, color: { field: 'S', type: 'nominal', title: 'Scale' } } });
+    if (sim) layers.push({ data: { values: sim.rows.filter((r) => typeof r.underflow_measured === 'number').map((r) => ({ delta: r.delta, y: r.underflow_measured, S: S(r), order: String(r.order) })) },
+      mark: { type: 'point', filled: true, size: 40 }, encoding: { x: { field: 'delta', type: 'quantitative', title: 'Δ (sink strength)' },
+        y: { field: 'y', type: 'quantitative', title: 'Underflow fraction' }, color: { field: 'S', type: 'nominal', title: 'Scale' },
+        shape: { field: 'order', type: 'nominal', title: 'KV order (simulation)' } } });
+    if (layers.length) await vegaEmbed('#pcast-underflow', { width: 520, height: 260, layer: layers }, EMBED);
+    else $('pcast-underflow').innerHTML = '<p class="absent">No theory or simulation rows.</p>';
+    const mse = sim ? sim.rows.filter((r) => typeof r.mse === 'number' && r.mse > 0) : [];
+    if (mse.length) {
+      await vegaEmbed('#pcast-mse', { width: 520, height: 260, data: { values: mse.map((r) => ({ delta: r.delta, mse: r.mse, S: S(r), order: String(r.order), series: S(r) + ', ' + r.order })) },
+        mark: { type: 'line', point: true }, encoding: { x: { field: 'delta', type: 'quantitative', title: 'Δ (sink strength)' },
+          y: { field: 'mse', type: 'quantitative', title: 'Output MSE', scale: { type: 'log' } }, color: { field: 'S', type: 'nominal', title: 'Scale' },
+          strokeDash: { field: 'order', type: 'nominal', title: 'KV order' }, detail: { field: 'series' } } }, EMBED);
+    } else $('pcast-mse').innerHTML = '<p class="absent">No simulation rows with a positive MSE.</p>';
+    if (dp) {
+      await vegaEmbed('#pcast-dp', { width: 520, height: 220, data: { values: dp.rows },
+        mark: { type: 'line', point: { size: 12 } }, encoding: { x: { field: 'scale', type: 'quantitative', title: 'Static scale S', scale: { type: 'log', base: 2 } },
+          y: { field: 'dp', type: 'quantitative', title: 'dp(S)', scale: { type: 'log', base: 2 } } } }, EMBED);
+    } else $('pcast-dp').innerHTML = '<p class="absent">No pcast_dp.csv.</p>';
+    for (const [t, name, label] of [[th, 'pcast_theory', 'Theory'], [sim, 'pcast_simulate', 'Simulation'], [dp, 'pcast_dp', 'dp(S)'], [ov, 'pcast_overflow', 'Overflow']]) {
+      if (t) addExports('pcast-exports', name, label, () => ({ columns: t.columns, rows: t.rows }));
+    }
+  }
+
+  // ---- 04 loss ------------------------------------------------------------------------------
+  function setupLoss() {
+    const L = DATA.loss;
+    if (!L) {
+      $('loss-present').style.display = 'none';
+      $('loss-absent').innerHTML = '<p class="absent">No loss.json in these result folders: run <code>attnum loss ... --out DIR</code> and pass DIR to <code>--results</code>.</p>';
+      return;
+    }
+    let h = '<table id="loss-table"><thead><tr><th class="l">Model</th><th class="l">Kernel</th><th class="l">Condition</th><th class="l">Reference</th>' +
+      '<th>Labels</th><th>exp(CE<sub>v</sub> &minus; CE<sub>ref</sub>) [95%]</th><th>CE ref</th><th>CE variant</th><th>KL</th><th>Top-1</th>' +
+      '<th>&Delta;p p50</th><th>&Delta;p p90</th><th>&Delta;p p99</th></tr></thead><tbody>';
+    for (const r of L.rows) {
+      h += '<tr><td class="l">' + esc(r.model ?? '—') + '</td><td class="l">' + esc(r.kernel) + '</td><td class="l">' + esc(r.condition) +
+        '</td><td class="l">' + esc(r.reference ?? '—') + '</td>' + cell(r.n_labels, 0) + '<td>' + interval(r.ppl_ratio, r.ppl_ratio_lo, r.ppl_ratio_hi, 3, '×') +
+        '</td>' + cell(r.ce_ref, 4) + cell(r.ce_variant, 4) + cell(r.kl_mean, 4) + cell(r.top1_agreement, 3) + cell(r.dp_p50, 4) +
+        cell(r.dp_p90, 4) + cell(r.dp_p99, 4) + '</tr>';
+    }
+    $('loss-wrap').innerHTML = h + '</tbody></table>';
+    addExports('loss-exports', 'loss', 'Loss', () => ({ columns: L.columns, rows: L.rows }));
+  }
+
+  async function main() {
+    renderProvenance();
+    await setupIllustration();
+    await setupHeads();
+    await setupPcast();
+    setupLoss();
+    window.attnumReport.ready = true;
+    document.body.dataset.ready = 'true';
+  }
+  main().catch((e) => { console.error('report failed: ' + (e && e.stack ? e.stack : e)); });
+})();
+)JS";
+}
+
+}  // namespace attnum::report

@@ -1,0 +1,225 @@
+// Drives the report in headless Chromium (Debian's /usr/bin/chromium via playwright-core; never
+// downloads a browser). Usage:
+//   node browser_check.mjs --page FULL.html --subset SUBSET.html --fixture DIR --binary ATTNUM --out ARTDIR
+// Checks: no console error, no network request; the slider changes the weights and they equal
+// `attnum illustrate --json`; one inspector row per heads.csv row; keyboard navigation; filters
+// reach the plot; exported files match the result files. Prints "browser_check: all passed".
+import { chromium } from 'playwright-core';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const args = {};
+for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
+for (const k of ['page', 'subset', 'fixture', 'binary', 'out']) if (!args[k]) { console.error('missing --' + k); process.exit(2); }
+fs.mkdirSync(args.out, { recursive: true });
+
+let failures = 0;
+function check(ok, what) {
+  console.log((ok ? 'ok   ' : 'FAIL ') + what);
+  if (!ok) failures++;
+}
+
+// Minimal RFC 4180 parser (independent of the page's and the tool's code).
+function parseCSV(text) {
+  const rows = []; let row = [], cell = '', q = false;
+  for (let i = 0; i < text.length; ++i) {
+    const c = text[i];
+    if (q) { if (c === '"' && text[i + 1] === '"') { cell += '"'; ++i; } else if (c === '"') q = false; else cell += c; }
+    else if (c === '"') q = true;
+    else if (c === ',') { row.push(cell); cell = ''; }
+    else if (c === '\n' || c === '\r') { if (c === '\r' && text[i + 1] === '\n') ++i; row.push(cell); rows.push(row); row = []; cell = ''; }
+    else cell += c;
+  }
+  if (cell !== '' || row.length) { row.push(cell); rows.push(row); }
+  const [head, ...body] = rows;
+  return { columns: head, rows: body.map((r) => Object.fromEntries(head.map((h, i) => [h, r[i]]))) };
+}
+// Canonical form of a cell so "0.10", 0.1 and "1"/"true" compare equal where they mean the same.
+function canon(v) {
+  if (v === null || v === undefined || v === '' || v === 'nan' || v === 'NaN') return '';
+  if (v === true || v === 'true' || v === 'True') return 'true';
+  if (v === false || v === 'false' || v === 'False') return 'false';
+  const n = Number(v);
+  if (typeof v !== 'boolean' && String(v).trim() !== '' && Number.isFinite(n)) return 'n:' + n;
+  return 's:' + String(v);
+}
+function sameRows(a, b, columns, label) {
+  const key = (r) => columns.map((c) => canon(r[c])).join('\u0001');
+  const ka = a.map(key).sort(), kb = b.map(key).sort();
+  const same = ka.length === kb.length && ka.every((x, i) => x === kb[i]);
+  check(same, `${label}: ${a.length} exported rows equal the ${b.length} rows of the result file`);
+}
+
+const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnum-chromium-'));
+// A fresh profile each run (playwright passes it as --user-data-dir).
+const context = await chromium.launchPersistentContext(userDir, {
+  executablePath: process.env.ATTNUM_CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  acceptDownloads: true,
+  viewport: { width: 1200, height: 900 },
+});
+try {
+  async function open(file) {
+    const page = await context.newPage();
+    const errors = [], requests = [];
+    const url = pathToFileURL(path.resolve(file)).href;
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('request', (r) => { const u = r.url(); if (u !== url && !u.startsWith('data:') && !u.startsWith('blob:')) requests.push(u); });
+    await page.goto(url);
+    try {
+      await page.waitForSelector('body[data-ready="true"]', { state: 'attached', timeout: 60000 });
+    } catch (e) {
+      console.log('FAIL page did not finish loading: ' + errors.join(' | '));
+      throw e;
+    }
+    return { page, errors, requests };
+  }
+
+  // ---------------- the full page ----------------
+  const { page, errors, requests } = await open(args.page);
+  await page.screenshot({ path: path.join(args.out, 'report-full.png'), fullPage: true });
+
+  // Illustration: weights at several slider positions equal `attnum illustrate`.
+  const commons = await page.evaluate(() => window.attnumReport.data.illustration.commons);
+  const readWeights = () => page.evaluate(() => {
+    const get = (sel) => [...document.querySelectorAll(sel)].map((e) => Number(e.dataset.value));
+    return { exact: get('#ill-weights td.w-exact'), fp8: get('#ill-weights td.w-fp8'), rot: get('#ill-weights td.w-fp8-rot'),
+      tv: Number(document.getElementById('ill-tv-fp8').dataset.value), tvr: Number(document.getElementById('ill-tv-rot').dataset.value),
+      label: document.getElementById('ill-common-value').textContent };
+  });
+  const setSlider = (i, center) => page.evaluate(([i, center]) => {
+    const s = document.getElementById('ill-common'), c = document.getElementById('ill-center');
+    if (c.checked !== center) { c.checked = center; c.dispatchEvent(new Event('change')); }
+    s.value = String(i); s.dispatchEvent(new Event('input'));
+  }, [i, center]);
+  let allMatch = true, tested = 0;
+  const seen = [];
+  for (const center of [false, true]) {
+    for (const i of [0, 5, 25, 50, commons.length - 1]) {
+      await setSlider(i, center);
+      const w = await readWeights();
+      const cli = JSON.parse(execFileSync(args.binary, ['illustrate', '--common', String(commons[i]), '--json', ...(center ? ['--center'] : [])]).toString());
+      const keys = cli.filter((r) => r.vector !== 'q');
+      const ok = keys.length === 4 && keys.every((r, j) => r.w_exact === w.exact[j] && r.w_fp8 === w.fp8[j] && r.w_fp8_rot === w.rot[j]) &&
+        keys[0].tv_fp8 === w.tv && keys[0].tv_fp8_rot === w.tvr;
+      if (!ok) { allMatch = false; console.log('mismatch at', commons[i], center, JSON.stringify(w), JSON.stringify(keys.map((r) => [r.w_exact, r.w_fp8, r.w_fp8_rot]))); }
+      seen.push({ center, i, w });
+      tested++;
+    }
+  }
+  check(allMatch, `illustration weights equal \`attnum illustrate --json\` at ${tested} slider positions (bit-exact)`);
+  const p0 = seen[0].w, pBig = seen[4].w;
+  check(p0.rot.some((x, j) => x !== pBig.rot[j]), 'moving the slider changes the FP8-with-rotation weights');
+  check(p0.exact.every((x, j) => Math.abs(x - pBig.exact[j]) < 1e-12), 'exact weights stay fixed along the slider');
+  // Keyboard on the slider itself.
+  await setSlider(0, false);
+  await page.focus('#ill-common');
+  for (let k = 0; k < 10; ++k) await page.keyboard.press('ArrowRight');
+  const kb = await readWeights();
+  const cli10 = JSON.parse(execFileSync(args.binary, ['illustrate', '--common', String(commons[10]), '--json']).toString()).filter((r) => r.vector !== 'q');
+  check(kb.rot.every((x, j) => x === cli10[j].w_fp8_rot), `arrow keys on the slider reach position 10 (common ${commons[10]}) with matching weights`);
+  await setSlider(commons.indexOf(200), false);
+  await page.locator('#s-illustration').screenshot({ path: path.join(args.out, 'illustration-200.png') });
+  await page.evaluate(() => { document.querySelector('#s-illustration details').open = true; });
+  await setSlider(commons.indexOf(200), true);
+  await page.locator('#s-illustration').screenshot({ path: path.join(args.out, 'illustration-200-center.png') });
+
+  // Inspector: one row per heads.csv row, ordered by observed score.
+  const heads = parseCSV(fs.readFileSync(path.join(args.fixture, 'heads.csv'), 'utf8'));
+  const rowsCsv = parseCSV(fs.readFileSync(path.join(args.fixture, 'rows.csv'), 'utf8'));
+  const nRows = await page.locator('#inspector tbody tr').count();
+  check(nRows === heads.rows.length, `inspector has ${nRows} rows, heads.csv has ${heads.rows.length}`);
+  const obs = await page.$$eval('#inspector tbody td.obs', (tds) => tds.map((t) => Number(t.dataset.value)));
+  check(obs.every((x, i) => i === 0 || obs[i - 1] >= x), 'inspector rows are ordered by observed score, largest first');
+  const plotN = await page.evaluate(() => window.attnumReport.views.heads.data('pts').length);
+  check(plotN === heads.rows.length, `plot shows ${plotN} points with no filter`);
+
+  // Keyboard: focus, down x3, up x1, Enter.
+  await page.focus('#inspector-wrap');
+  for (let k = 0; k < 3; ++k) await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('ArrowUp');
+  const selId = await page.$eval('#inspector tbody tr.sel', (tr) => tr.id);
+  check(selId === 'head-row-2', `arrow keys move the selection (selected ${selId}, expected head-row-2)`);
+  await page.keyboard.press('Enter');
+  const title = await page.textContent('#detail-title').catch(() => '');
+  const selKey = await page.$eval('#inspector tbody tr.sel', (tr) => tr.dataset.key);
+  const [model, layer, head, kernel] = selKey.split('|');
+  check(title.includes(model) && title.includes('layer ' + layer) && title.includes('head ' + head), `Enter opens the selected head (${title})`);
+  // Its per-text errors and exp(mean log1p) - 1, recomputed here from rows.csv.
+  const mine = rowsCsv.rows.filter((r) => r.model === model && r.layer === layer && r.head === head && r.kernel === kernel);
+  const detail = await page.$$eval('#detail-table tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.dataset.value ?? td.textContent)));
+  const conds = ['plain', 'rotate', 'center', 'center+rotate'];
+  let detailOk = detail.length === 4; // three texts + the summary row
+  for (const [ci, c] of conds.entries()) {
+    const rs = mine.filter((r) => r.condition === c);
+    const geo = Math.expm1(rs.reduce((s, r) => s + Math.log1p(Number(r.rel_err)), 0) / rs.length);
+    detailOk = detailOk && Math.abs(Number(detail[3][1 + 2 * ci]) - geo) <= 1e-12 * geo;
+    for (const [ti, r] of rs.entries()) detailOk = detailOk && Number(detail[ti][1 + 2 * ci]) === Number(r.rel_err);
+  }
+  check(detailOk, 'head detail shows the per-text errors of rows.csv and exp(mean log error) - 1');
+  await page.locator('#head-detail').screenshot({ path: path.join(args.out, 'head-detail.png') });
+  await page.keyboard.press('End');
+  const last = await page.$eval('#inspector tbody tr.sel', (tr) => tr.id);
+  check(last === `head-row-${nRows - 1}`, 'End moves to the last row');
+
+  // Filters reach table and plot.
+  await page.selectOption('#f-model', 'toy-b');
+  await page.selectOption('#f-transform', 'rotate');
+  await page.waitForFunction(() => window.attnumReport.views.heads.data('pts').length > 0);
+  const want = heads.rows.filter((r) => r.model === 'toy-b' && r.transform === 'rotate').length;
+  const gotRows = await page.locator('#inspector tbody tr').count();
+  const gotPts = await page.evaluate(() => window.attnumReport.views.heads.data('pts').length);
+  check(gotRows === want && gotPts === want, `filters model=toy-b transform=rotate: ${gotRows} rows, ${gotPts} points, expected ${want}`);
+  await page.locator('#s-heads').screenshot({ path: path.join(args.out, 'heads-filtered.png') });
+  await page.selectOption('#f-model', '');
+  await page.selectOption('#f-transform', '');
+
+  // Exports.
+  async function exported(id) {
+    const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#' + id)]);
+    const file = path.join(args.out, 'export-' + dl.suggestedFilename());
+    await dl.saveAs(file);
+    return fs.readFileSync(file, 'utf8');
+  }
+  const hcsv = parseCSV(await exported('export-heads-csv'));
+  check(hcsv.columns.join(',') === heads.columns.join(','), 'heads CSV export keeps the columns of heads.csv');
+  sameRows(hcsv.rows, heads.rows, heads.columns, 'heads CSV export');
+  const hjson = JSON.parse(await exported('export-heads-json'));
+  sameRows(hjson, heads.rows, heads.columns, 'heads JSON export');
+  for (const [id, file] of [['export-pcast_theory-csv', 'pcast_theory.csv'], ['export-pcast_simulate-csv', 'pcast_simulate.csv'],
+    ['export-pcast_dp-csv', 'pcast_dp.csv'], ['export-loss-csv', 'loss.csv']]) {
+    const ref = parseCSV(fs.readFileSync(path.join(args.fixture, file), 'utf8'));
+    sameRows(parseCSV(await exported(id)).rows, ref.rows, ref.columns, id);
+  }
+  const sum = JSON.parse(fs.readFileSync(path.join(args.fixture, 'summary.json'), 'utf8'));
+  sameRows(JSON.parse(await exported('export-summary-json')), sum, Object.keys(sum[0]), 'summary JSON export');
+  const ill = parseCSV(await exported('export-illustration-weights-csv'));
+  check(ill.rows.length === 4, 'illustration weights export has one row per key');
+  await page.focus('#inspector-wrap');
+  await page.keyboard.press('Home');
+  await page.keyboard.press('Enter');
+  const det = parseCSV(await exported('export-head-detail-csv'));
+  check(det.rows.length === 16, `head detail export has ${det.rows.length} rows (3 texts + summary, 4 conditions)`);
+
+  check(errors.length === 0, 'no console error on the full page' + (errors.length ? ': ' + errors.join(' | ') : ''));
+  check(requests.length === 0, 'no network request from the full page' + (requests.length ? ': ' + requests.join(' ') : ''));
+
+  // ---------------- a page from a P-cast folder only ----------------
+  const sub = await open(args.subset);
+  await sub.page.screenshot({ path: path.join(args.out, 'report-pcast-only.png'), fullPage: true });
+  const absent = await sub.page.textContent('#heads-absent');
+  check(absent.includes('No heads.csv'), 'a P-cast-only page says that heads are absent');
+  check(sub.errors.length === 0, 'no console error on the P-cast-only page' + (sub.errors.length ? ': ' + sub.errors.join(' | ') : ''));
+  check(sub.requests.length === 0, 'no network request from the P-cast-only page');
+} finally {
+  await context.close();
+  fs.rmSync(userDir, { recursive: true, force: true });
+}
+console.log(failures ? `browser_check: ${failures} check(s) failed` : 'browser_check: all passed');
+process.exit(failures ? 1 : 0);
