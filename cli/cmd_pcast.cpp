@@ -26,6 +26,10 @@ void print_rows(const json& rows, bool as_json, const std::vector<std::string>& 
   }
   std::vector<size_t> width;
   for (const auto& c : columns) width.push_back(std::max<size_t>(12, c.size() + 2));
+  for (const auto& r : rows)  // strings ("forward S=256") can be wider than their header
+    for (size_t i = 0; i < columns.size(); ++i)
+      if (r.at(columns[i]).is_string())
+        width[i] = std::max(width[i], r.at(columns[i]).get<std::string>().size() + 2);
   for (size_t i = 0; i < columns.size(); ++i) fmt::print("{:>{}}", columns[i], width[i]);
   fmt::print("\n");
   for (const auto& r : rows) {
