@@ -52,12 +52,9 @@ void check_preset(const std::string& name, int n, int d, bool gqa, bool causal, 
 class preset_oracle_slow_test : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(preset_oracle_slow_test, bit_identical_1000) {
-  set_threads(1);
-  uint64_t seed = 100;
-  for (int n : {1000})
-    for (int d : {64, 128})
-      for (bool gqa : {false, true})
-        for (bool out_fp32 : {false, true}) check_preset(GetParam(), n, d, gqa, true, ++seed, out_fp32);
+  // n_tok 1000: d 64 with GQA and bf16 output, d 128 without GQA and fp32 output.
+  check_preset(GetParam(), 1000, 64, true, true, 9001, false);
+  check_preset(GetParam(), 1000, 128, false, true, 9002, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(presets, preset_oracle_slow_test,

@@ -1,0 +1,38 @@
+// attnum bench attention: GFLOP/s of the emulation and the fp64 reference vs Eigen GEMMs.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "attnum/attention/bench.h"
+#include "cli/command.h"
+
+namespace {
+struct opts {
+  std::string kernel = "fa3";
+  int tokens = 1024, d_head = 128;
+  bool json = false;
+};
+void setup(CLI::App& app) {
+  auto o = std::make_shared<opts>();
+  app.add_option("--kernel", o->kernel, "Kernel preset")->capture_default_str();
+  app.add_option("--tokens", o->tokens, "Tokens (n_q = n_kv)")->capture_default_str();
+  app.add_option("--d-head", o->d_head, "Head dimension")->capture_default_str();
+  app.add_flag("--json", o->json, "Print JSON");
+  app.callback([o] {
+    const auto r = attnum::attention::bench_attention(o->kernel, o->tokens, o->d_head);
+    if (o->json) {
+      nlohmann::json row = {{"kernel", r.kernel},         {"tokens", r.tokens},   {"d_head", r.d_head},
+                            {"heads", r.heads},           {"threads", r.threads}, {"gflops", r.gflops},
+                            {"gemm_gflops", r.gemm_gflops}, {"ratio", r.ratio},   {"ref_gflops", r.ref_gflops},
+                            {"dgemm_gflops", r.dgemm_gflops}, {"ref_ratio", r.ref_ratio}};
+      fmt::print("{}\n", nlohmann::json::array({row}).dump());
+      return;
+    }
+    fmt::print("kernel {} tokens {} d_head {} heads {} threads {}\n", r.kernel, r.tokens, r.d_head, r.heads, r.threads);
+    fmt::print("emulation  {:8.2f} GFLOP/s  fp32 GEMM {:8.2f} GFLOP/s  ratio {:.3f}\n", r.gflops, r.gemm_gflops, r.ratio);
+    fmt::print("reference  {:8.2f} GFLOP/s  fp64 GEMM {:8.2f} GFLOP/s  ratio {:.3f}\n", r.ref_gflops, r.dgemm_gflops,
+               r.ref_ratio);
+  });
+}
+}  // namespace
+ATTNUM_COMMAND("bench attention", "Throughput of the attention emulation and the fp64 reference vs Eigen GEMMs", setup);
