@@ -91,15 +91,22 @@ context_ptr make_context(const head_inputs& in) {
   c->O = cmapd(in.o, nq, d).cast<float>();
   c->V = cmapf(in.v, nk, d);
   c->p = in.p, c->row_sum = in.row_sum, c->o = in.o;
-  c->lower = nq == nk && c->P.triangularView<Eigen::StrictlyUpper>().toDenseMatrix().isZero(0);
+  c->lower = nq == nk;
+  for (int i = 0; i < nq && c->lower; ++i)
+    for (int j = i + 1; j < nk; ++j)
+      if (in.p[static_cast<size_t>(i) * nk + j] != 0) {
+        c->lower = false;
+        break;
+      }
   // Reductions as plain loops: Eigen's vectorized reductions peel to the data's alignment, so
   // their summation order (and last bits) would depend on where malloc put the buffer.
   c->v2 = row_norms2(c->V);
   const Eigen::VectorXf o2 = row_norms2(c->O);
-  c->D = -2.0f * (c->O * c->V.transpose());
-  c->D.colwise() += o2;
-  c->D.rowwise() += c->v2.transpose();
-  c->D = c->D.cwiseMax(0.0f);
+  // D_ij = ||v_j - o_i||^2 = ||o_i||^2 + ||v_j||^2 - 2 o_i.v_j (only the causal triangle is read).
+  c->D = c->O * c->V.transpose();
+  for (int i = 0; i < nq; ++i)
+    for (int j = 0; j < (c->lower ? i + 1 : nk); ++j)
+      c->D(i, j) = std::max(0.0f, o2[i] + c->v2[j] - 2.0f * c->D(i, j));
   return c;
 }
 

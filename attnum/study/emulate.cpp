@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "attnum/attention/engine.h"
 #include "attnum/core/error.h"
 #include "attnum/stats/stats.h"
 
@@ -153,15 +154,76 @@ std::vector<head_run> run_fallback_fa3(int cond, const float* q, const float* k,
 
 }  // namespace
 
-std::vector<std::string> study_kernel_names() { return {"fa3"}; }
-std::string_view kernel_backend() { return "fallback"; }
+namespace {
+
+// Rounding variances of one cast operand head h: [n, d] from the engine's pre-cast values and
+// per-element dequantisation scales. Empty when the cast is off or the format is fp32.
+std::vector<double> cast_variances(const attention::operand_cast& c, const std::vector<float>& x,
+                                   formats::format fmt, bool enabled, int h) {
+  if (!enabled || fmt == formats::format::fp32) return {};
+  const int n = c.n_tok, d = c.d_head;
+  std::vector<double> var(static_cast<size_t>(n) * d);
+  const float* xh = x.data() + static_cast<size_t>(h) * n * d;
+  for (int t = 0; t < n; ++t)
+    for (int e = 0; e < d; ++e)
+      var[static_cast<size_t>(t) * d + e] =
+          predict::element_variance(fmt, xh[static_cast<size_t>(t) * d + e], c.scale(h, t, e));
+  return var;
+}
+
+// The engine path: any preset. One kv group is one layer of g query heads and one kv head, so
+// tensor-granularity scales span the group only (the zoo's layers are groups of independent kv
+// heads; for captures the whole layer would be prepared).
+std::vector<head_run> run_engine(const attention::kernel_spec& spec, int cond, const float* q,
+                                 const float* k, const float* v, int g, int n, int d,
+                                 uint64_t seed) {
+  attention::layer_view view{q, k, v, g, 1, n, n, d};
+  attention::transform_options topt;
+  topt.rotation_seed = seed;
+  const auto L = attention::prepare_layer(spec, view, static_cast<attention::condition>(cond), topt);
+  std::vector<head_run> runs(g);
+  const auto& en = spec.enabled;
+  std::vector<double> var_k = cast_variances(L->k8, L->k, spec.k.fmt, en.k_cast, 0);
+  std::vector<double> var_v = cast_variances(L->v8, L->v, spec.v.fmt, en.v_cast, 0);
+  for (int h = 0; h < g; ++h) {
+    head_run& r = runs[h];
+    r.o.resize(static_cast<size_t>(n) * d);
+    attention::run_head(*L, h, true, r.o.data());
+    r.q.assign(L->q.begin() + static_cast<size_t>(h) * n * d, L->q.begin() + static_cast<size_t>(h + 1) * n * d);
+    r.k.assign(L->k.begin(), L->k.begin() + static_cast<size_t>(n) * d);
+    r.var_q = cast_variances(L->q8, L->q, spec.q.fmt, en.q_cast, h);
+    r.var_k = var_k;
+    r.var_v = var_v;
+    r.p_cast.enabled = en.p_cast && spec.p_fmt != formats::format::fp32;
+    r.p_cast.fmt = spec.p_fmt;
+    r.p_cast.scale = spec.p_mode == attention::p_scale_mode::exponent_offset ? std::exp2(static_cast<double>(spec.p_offset))
+                     : spec.p_mode == attention::p_scale_mode::multiply ? static_cast<double>(spec.p_scale)
+                                                                        : 1.0;
+    r.p_cast.rowsum_from_cast = spec.rowsum_from_cast;
+    r.o_cast = en.o_cast;
+    r.out_fmt = spec.out_fmt;
+  }
+  return runs;
+}
+
+}  // namespace
+
+std::vector<std::string> study_kernel_names() {
+  std::vector<std::string> names = attention::preset_names();
+  names.push_back("fa3-fast");
+  return names;
+}
+std::string_view kernel_backend() { return "engine"; }
 
 std::vector<head_run> run_group(std::string_view kernel, int cond, const float* q,
                                 const float* k, const float* v, int g, int n, int d,
                                 uint64_t rotation_seed) {
   if (cond < 0 || cond > 3) fail("bad condition index {}", cond);
-  if (kernel == "fa3") return run_fallback_fa3(cond, q, k, v, g, n, d, rotation_seed);
-  fail("kernel '{}' is not available to the head study (known: fa3)", kernel);
+  // "fa3-fast": the study's own one-pass FA3 model (exact row max, fp32 accumulation): a quick
+  // stand-in, not a preset.
+  if (kernel == "fa3-fast") return run_fallback_fa3(cond, q, k, v, g, n, d, rotation_seed);
+  const attention::kernel_spec& spec = attention::preset(kernel);
+  return run_engine(spec, cond, q, k, v, g, n, d, rotation_seed);
 }
 
 }  // namespace attnum::study
