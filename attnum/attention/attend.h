@@ -1,0 +1,25 @@
+#pragma once
+// One layer through a kernel, with each head's errors against the fp64 reference of the
+// untransformed operands (what `attnum attend` prints).
+#include <vector>
+
+#include "attnum/attention/engine.h"
+
+namespace attnum::attention {
+
+struct head_report {
+  int head = 0, kv_head = 0;
+  double rel_err = 0, log_err = 0, cosine = 0, max_row_err = 0;
+  run_stats stats;
+};
+
+struct attend_result {
+  std::vector<float> o;  ///< [n_head, n_q, d_head]
+  std::vector<head_report> heads;
+};
+
+/// Runs every head (in parallel over heads; deterministic) and measures it.
+attend_result attend(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal = true,
+                     const transform_options& opts = {});
+
+}  // namespace attnum::attention

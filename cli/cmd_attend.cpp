@@ -1,0 +1,120 @@
+// attnum attend: one layer's Q/K/V (.npy or .safetensors; [n_tok, d_head] or [n_head, n_tok, d_head])
+// through a kernel; prints rel_err per head against the fp64 reference and writes O (--out) in
+// the input's layout, by the file's extension.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "attnum/attention/attend.h"
+#include "attnum/core/error.h"
+#include "attnum/io/npy.h"
+#include "attnum/io/safetensors.h"
+#include "cli/command.h"
+
+namespace {
+
+using attnum::fail;
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+struct loaded {
+  size_t rank = 0;  // of the file's array (2 or 3)
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+// .npy: the array; .safetensors: the only tensor, or the one named `name` (q, k, v).
+loaded load(const std::string& path, const std::string& name) {
+  loaded l;
+  if (ends_with(path, ".npy")) {
+    auto a = attnum::io::read_npy(path);
+    l.shape = a.shape, l.data = std::move(a.data);
+  } else if (ends_with(path, ".safetensors")) {
+    attnum::io::safetensors_file f(path);
+    const attnum::io::tensor_view* t = f.find(name);
+    if (!t && f.tensors().size() == 1) t = &f.tensors().begin()->second;
+    if (!t) fail("{}: expected a single tensor or one named '{}'", path, name);
+    l.shape = t->shape, l.data = t->to_float();
+  } else {
+    fail("{}: expected a .npy or .safetensors file", path);
+  }
+  l.rank = l.shape.size();
+  if (l.shape.size() == 2) l.shape.insert(l.shape.begin(), 1);
+  if (l.shape.size() != 3) fail("{}: expected shape [n_tok, d_head] or [n_head, n_tok, d_head], got {} dims", path, l.shape.size());
+  return l;
+}
+
+struct opts {
+  std::string q, k, v, kernel, condition = "plain", out;
+  std::vector<std::string> knobs;
+  bool no_causal = false, json = false;
+  uint64_t seed = 0x5eedULL;
+  bool causal_center = false;
+};
+
+void run(const opts& o) {
+  using namespace attnum::attention;
+  if (o.kernel.empty() && o.knobs.empty()) fail("attend: give --kernel PRESET or --knob NAME=VALUE flags");
+  const kernel_spec spec = apply_knobs(preset(o.kernel.empty() ? "generic" : o.kernel), o.knobs);
+  const condition cond = parse_condition(o.condition);
+  const auto q = load(o.q, "q"), k = load(o.k, "k"), v = load(o.v, "v");
+  if (k.shape != v.shape) fail("attend: --k {} and --v {} shapes differ", o.k, o.v);
+  if (q.shape[2] != k.shape[2]) fail("attend: d_head of --q ({}) and --k ({}) differ", q.shape[2], k.shape[2]);
+  if (q.shape[0] % k.shape[0] != 0)
+    fail("attend: --q has {} heads, not a multiple of --k's {} (GQA)", q.shape[0], k.shape[0]);
+  const layer_view lv{q.data.data(), k.data.data(), v.data.data(), int(q.shape[0]), int(k.shape[0]),
+                      int(q.shape[1]), int(k.shape[1]), int(q.shape[2])};
+  const auto r = attend(spec, lv, cond, !o.no_causal, {o.seed, o.causal_center});
+  bool nan = false;
+  for (const auto& h : r.heads) nan |= h.stats.nan_flagged;
+  if (!o.out.empty()) {
+    std::vector<int64_t> shape = {q.shape[0], q.shape[1], q.shape[2]};
+    if (q.rank == 2) shape.erase(shape.begin());  // same layout as the input
+    if (ends_with(o.out, ".npy"))
+      attnum::io::write_npy(o.out, r.o.data(), shape);
+    else if (ends_with(o.out, ".safetensors"))
+      attnum::io::write_safetensors(o.out, {{"o", shape, r.o.data(), attnum::io::st_dtype::F32}},
+                                    {{"kernel", spec.name}, {"condition", std::string(condition_name(cond))}});
+    else
+      fail("--out {}: expected a .npy or .safetensors file name", o.out);
+  }
+  if (nan)
+    fmt::print(stderr, "warning: NaN in the output where the real kernel produces it (nan_flagged; e.g. an all-zero V channel without eps)\n");
+  if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+    for (const auto& h : r.heads)
+      rows.push_back({{"head", h.head}, {"kv_head", h.kv_head}, {"kernel", spec.name},
+                      {"condition", std::string(condition_name(cond))}, {"rel_err", num(h.rel_err)},
+                      {"log_err", num(h.log_err)}, {"cosine", num(h.cosine)}, {"max_row_err", num(h.max_row_err)},
+                      {"p_count", h.stats.p_count}, {"p_underflow", h.stats.p_underflow},
+                      {"p_saturated", h.stats.p_saturated}, {"nan_flagged", h.stats.nan_flagged}});
+    fmt::print("{}\n", rows.dump());
+    return;
+  }
+  fmt::print("kernel {} condition {} {}\n", spec.name, condition_name(cond), o.no_causal ? "non-causal" : "causal");
+  fmt::print("{:>5} {:>7} {:>12} {:>12} {:>10} {:>12}\n", "head", "kv_head", "rel_err", "log_err", "cosine", "p_underflow");
+  for (const auto& h : r.heads)
+    fmt::print("{:>5} {:>7} {:>12.4e} {:>12.4e} {:>10.6f} {:>12}{}\n", h.head, h.kv_head, h.rel_err, h.log_err, h.cosine,
+               h.stats.p_underflow, h.stats.nan_flagged ? "  NaN flagged" : "");
+}
+
+void setup(CLI::App& app) {
+  auto o = std::make_shared<opts>();
+  app.add_option("--q", o->q, "Q (.npy or .safetensors)")->required();
+  app.add_option("--k", o->k, "K (.npy or .safetensors)")->required();
+  app.add_option("--v", o->v, "V (.npy or .safetensors)")->required();
+  app.add_option("--kernel", o->kernel, "Kernel preset (attnum kernels)");
+  app.add_option("--knob", o->knobs, "Knob NAME=VALUE on top of the preset (generic if no --kernel); repeatable");
+  app.add_option("--condition", o->condition, "plain, rotate, center, center+rotate")->capture_default_str();
+  app.add_option("--seed", o->seed, "Rotation seed");
+  app.add_flag("--causal-center", o->causal_center, "Center keys by the causal prefix mean");
+  app.add_flag("--no-causal", o->no_causal, "Non-causal attention");
+  app.add_option("--out", o->out, "Write O (.npy or .safetensors)");
+  app.add_flag("--json", o->json, "Print JSON rows");
+  app.callback([o] { run(*o); });
+}
+}  // namespace
+ATTNUM_COMMAND("attend", "Run one layer's Q/K/V through a kernel; rel_err per head vs fp64", setup);

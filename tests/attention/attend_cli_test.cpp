@@ -1,0 +1,91 @@
+// attnum attend / kernels / bench attention through the built tool: outputs equal the library's,
+// bad input exits 2 with a message.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "attention/test_util.h"
+#include "attnum/attention/engine.h"
+#include "attnum/io/npy.h"
+
+namespace attnum::attention {
+namespace {
+
+struct result {
+  int status;
+  std::string out;
+};
+
+result run_tool(const std::string& args) {
+  const std::string cmd = std::string(ATTNUM_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+class attend_cli_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("attnum_attend_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& n) const { return (dir_ / n).string(); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(attend_cli_test, output_equals_library_and_rel_err_printed) {
+  auto L = test::random_layer(4, 2, 48, 48, 64, 5);
+  io::write_npy(path("q.npy"), L.q.data(), {4, 48, 64});
+  io::write_npy(path("k.npy"), L.k.data(), {2, 48, 64});
+  io::write_npy(path("v.npy"), L.v.data(), {2, 48, 64});
+  const auto r = run_tool("attend --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
+                          " --kernel sage2pp-sm89 --condition rotate --out " + path("o.npy") + " --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_GT(rows[0]["rel_err"].get<double>(), 0.0);
+  EXPECT_EQ(rows[3]["kv_head"], 1);
+  const auto o = io::read_npy(path("o.npy"));
+  EXPECT_EQ(o.shape, (std::vector<int64_t>{4, 48, 64}));
+  const auto want = run_layer(preset("sage2pp-sm89"), L.view, condition::rotate, true);
+  EXPECT_EQ(o.data, want);
+}
+
+TEST_F(attend_cli_test, bad_input_exits_2) {
+  auto L = test::random_layer(1, 1, 8, 8, 64, 6);
+  io::write_npy(path("q.npy"), L.q.data(), {8, 64});
+  io::write_npy(path("k.npy"), L.k.data(), {8, 64});
+  io::write_npy(path("v7.npy"), L.v.data(), {7, 64});
+  L.v[3] = NAN;
+  io::write_npy(path("vnan.npy"), L.v.data(), {8, 64});
+  const std::string qk = " --q " + path("q.npy") + " --k " + path("k.npy");
+  for (const auto& [args, what] : std::vector<std::pair<std::string, std::string>>{
+           {"attend" + qk + " --v " + path("v7.npy") + " --kernel fa3", "shapes differ"},
+           {"attend" + qk + " --v " + path("vnan.npy") + " --kernel fa3", "not finite"},
+           {"attend" + qk + " --v " + path("k.npy") + " --kernel nope", "unknown kernel preset"},
+           {"attend" + qk + " --v " + path("k.npy") + " --knob bogus=1", "unknown knob"},
+           {"attend" + qk + " --v " + path("k.npy") + " --kernel fa3 --condition tilt", "unknown condition"}}) {
+    const auto r = run_tool(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(what), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(attend_cli_test, kernels_json_lists_presets) {
+  const auto r = run_tool("kernels --json");
+  ASSERT_EQ(r.status, 0);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GE(j.size(), 13u);
+  EXPECT_EQ(j[0]["name"], "fa3");
+}
+
+}  // namespace
+}  // namespace attnum::attention
