@@ -128,6 +128,7 @@ void setup_dp(CLI::App& app) {
 // Options shared by simulate and overflow; defaults come from the library's configs.
 struct sim_opts {
   std::string delta, scale, order, threshold, n_tok, source = "inject", kernel, out;
+  std::vector<std::string> knobs;
   int d_head = 128, k_sink = 4, block = 128, rows = 0, seeds = 0;
   uint64_t seed = 1;
   double sigma = 1.0;
@@ -152,6 +153,7 @@ void add_sim_options(CLI::App& app, sim_opts& o) {
   app.add_option("--kernel", o.kernel,
                  "Run a kernel preset (fa3, xqa-sm90, hpcops, ...) through the engine instead of the "
                  "idealized kernel; S, order and block are the preset's");
+  app.add_option("--knob", o.knobs, "With --kernel: knob=value applied to the preset (repeatable)");
   app.add_flag("--quick", o.quick, "A short run (fewer seeds and rows)");
   app.add_flag("--no-cast", o.no_cast, "Disable the P cast (the kernel then matches fp64)");
   app.add_option("--out", o.out, "Write the CSV into DIR");
@@ -179,6 +181,7 @@ attnum::pcast::sim_config make_config(const sim_opts& o, attnum::pcast::sim_conf
     attnum::fail("pcast: --source '{}': expected inject or qk", o.source);
   c.cast = !o.no_cast;
   c.kernel = o.kernel;
+  c.knobs = o.knobs;
   return c;
 }
 

@@ -255,7 +255,7 @@ std::vector<sim_row> combine_rows(const sim_config& c, const std::vector<variant
               0.5 * std::erfc(-(rb.max_mean - flush_threshold(va.scale)) / std::numbers::sqrt2);
         }
         // The exact expectation assumes unit-variance scores and an exact running max.
-        if (c.sigma == 1.0 && va.threshold == 0) {
+        if (c.sigma == 1.0 && va.threshold == 0 && c.exact_applies) {
           r.underflow_exact = underflow_exact(r.delta, va.scale, shape, va.order);
           r.underflow_outside_exact =
               underflow_exact_outside_sink_block(r.delta, va.scale, shape, va.order);
@@ -364,13 +364,17 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
   check_config(config);
   sim_config c = config;
   const attention::kernel_spec* spec = nullptr;
+  attention::kernel_spec spec_value;
   if (!c.kernel.empty()) {
-    spec = &attention::preset(c.kernel);
+    spec_value = attention::apply_knobs(attention::preset(c.kernel), c.knobs);
+    spec = &spec_value;
     c.source = score_source::qk;
     c.scales = {preset_scale(*spec)};
     c.orders = {spec->reverse ? block_order::reverse : block_order::forward};
     c.thresholds = {0};
     c.block = spec->tile_for(c.d_head).second;
+    // The flush threshold 2^-10 is E4M3's: other P formats have no closed form here.
+    c.exact_applies = spec->p_fmt == formats::format::e4m3fn && spec->enabled.p_cast;
   }
   std::vector<variant> vars;
   for (double s : c.scales)

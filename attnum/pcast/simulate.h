@@ -74,6 +74,10 @@ struct sim_config {
   /// Q, K, V are cast as the preset says, and S, the order and the block size are the preset's
   /// (scales, orders, thresholds and block are then ignored).
   std::string kernel;
+  /// Knob assignments "knob=value" applied to the preset (attention::apply_knobs), e.g.
+  /// "enabled.q_cast=false" to isolate the P cast inside a preset.
+  std::vector<std::string> knobs;
+  bool exact_applies = true;  ///< set by simulate(): whether underflow_exact models this P cast
 };
 
 /// One row of `attnum pcast simulate` (and of `pcast overflow`).

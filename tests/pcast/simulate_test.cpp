@@ -228,3 +228,36 @@ TEST(simulate_test, bad_config_throws) {
 
 }  // namespace
 }  // namespace attnum::pcast
+
+namespace attnum::pcast {
+namespace {
+
+// The engine and the idealized kernel agree on the same fp32 Q and K: hpcops-s1 (forward,
+// S = 1 multiply, l from fp32 P) with its Q/K casts off flushes the same non-sink P.
+TEST(simulate_test, engine_and_ideal_kernel_flush_the_same_values) {
+  sim_config c;
+  c.deltas = {4, 6, 8};
+  c.n_toks = {2048};
+  c.d_head = 64;
+  c.q_rows = 8;
+  c.seeds = 2;
+  c.source = score_source::qk;
+  c.scales = {1};
+  c.orders = {block_order::forward};
+  const auto ideal = simulate(c);
+  c.kernel = "hpcops-s1";
+  c.knobs = {"enabled.q_cast=false", "enabled.k_cast=false"};
+  const auto engine = simulate(c);
+  ASSERT_EQ(ideal.size(), engine.size());
+  for (size_t i = 0; i < ideal.size(); ++i) {
+    EXPECT_EQ(engine[i].order, block_order::forward);
+    EXPECT_EQ(engine[i].scale, 1.0);
+    EXPECT_GT(ideal[i].underflow_measured, 0.0);
+    EXPECT_NEAR(engine[i].underflow_measured, ideal[i].underflow_measured,
+                1e-3 * ideal[i].underflow_measured)
+        << "delta " << ideal[i].delta;
+  }
+}
+
+}  // namespace
+}  // namespace attnum::pcast
