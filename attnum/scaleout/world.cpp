@@ -85,6 +85,12 @@ void compute_share(const std::vector<int>& units, int first, int stride, int bat
                    const std::function<void()>& between) {
   std::vector<int> mine;
   for (size_t k = first; k < units.size(); k += stride) mine.push_back(units[k]);
+  // Test hook: ATTNUM_TEST_DIE_RANK=r and ATTNUM_TEST_DIE_AFTER=k make rank r exit abruptly
+  // (as a crashed node would) after delivering k units, to test that a rerun resumes.
+  int die_after = -1;
+  if (const char* r = std::getenv("ATTNUM_TEST_DIE_RANK"); r && std::atoi(r) == g_world.rank)
+    if (const char* k = std::getenv("ATTNUM_TEST_DIE_AFTER")) die_after = std::atoi(k);
+  int delivered = 0;
   batch = batch < 1 ? 1 : batch;
   for (size_t b = 0; b < mine.size(); b += batch) {
     const size_t e = std::min(mine.size(), b + batch);
@@ -100,7 +106,10 @@ void compute_share(const std::vector<int>& units, int first, int stride, int bat
     }
     for (size_t k = b; k < e; ++k)
       if (!errors[k - b].empty()) throw error(errors[k - b]);
-    for (size_t k = b; k < e; ++k) deliver(mine[k], out[k - b]);
+    for (size_t k = b; k < e; ++k) {
+      if (delivered++ == die_after) std::_Exit(9);
+      deliver(mine[k], out[k - b]);
+    }
     if (between) between();
   }
 }
