@@ -104,6 +104,23 @@ TEST_P(FloatFormat, DenseFloatsMatchNearestValueReference) {
   }
 }
 
+TEST_P(FloatFormat, DenseFloatsOtherRoundingsMatchReference) {
+  const format f = GetParam();
+  oracle::nearest_reference ref(f);
+  const uint32_t max_code = static_cast<uint32_t>(ref.values.size() - 1);
+  for (float x : sample()) {
+    if (std::isnan(x) || std::isinf(x)) continue;
+    const uint32_t sign = std::signbit(x) ? sign_bit(f) : 0;
+    // Double and float overloads agree (float -> double is exact; one rounding either way).
+    ASSERT_EQ(encode(f, x), encode(f, static_cast<double>(x))) << x;
+    const auto away = ref.magnitude_code(std::fabs(x), 1);
+    ASSERT_EQ(encode(f, x, rounding::half_away, true), sign | (away ? *away : max_code)) << x;
+    const auto rz = ref.magnitude_code(std::fabs(x), 2);
+    ASSERT_TRUE(rz.has_value());
+    ASSERT_EQ(encode(f, x, rounding::toward_zero, false), sign | *rz) << x;
+  }
+}
+
 TEST_P(FloatFormat, DenseFloatsMatchCudaHostConversions) {
   if constexpr (!oracle::kHaveCuda) GTEST_SKIP() << "no /usr/local/cuda/include/cuda_fp8.h";
   const format f = GetParam();

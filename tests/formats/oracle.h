@@ -75,21 +75,30 @@ struct nearest_reference {
     beyond = top + (top - below);
   }
   /// Returns the magnitude code for |x| (finite), or nullopt on overflow (non-saturating).
-  std::optional<uint32_t> magnitude_code(double a) const {
+  /// mode: 0 nearest-even, 1 half-away-from-zero, 2 toward zero.
+  std::optional<uint32_t> magnitude_code(double a, int mode = 0) const {
     auto it = std::lower_bound(values.begin(), values.end(), a);
-    if (it == values.end()) {  // above the max
-      const double mid = (values.back() + beyond) / 2;
-      const bool max_is_even = ((values.size() - 1) & 1u) == 0;
-      if (a < mid || (a == mid && max_is_even)) return static_cast<uint32_t>(values.size() - 1);
-      return std::nullopt;
+    const auto max_code = static_cast<uint32_t>(values.size() - 1);
+    uint32_t lo, hi;
+    double hi_value;
+    if (it == values.end()) {  // above the max: the next step up is overflow
+      lo = max_code;
+      hi = max_code + 1;
+      hi_value = beyond;
+    } else {
+      hi = static_cast<uint32_t>(it - values.begin());
+      if (*it == a || hi == 0) return hi;
+      lo = hi - 1;
+      hi_value = values[hi];
     }
-    const auto hi = static_cast<uint32_t>(it - values.begin());
-    if (*it == a || hi == 0) return hi;
-    const uint32_t lo = hi - 1;
-    const double mid = (values[lo] + values[hi]) / 2;  // exact: few significant bits
-    if (a < mid) return lo;
-    if (a > mid) return hi;
-    return (lo & 1u) ? hi : lo;
+    const double mid = (values[lo] + hi_value) / 2;  // exact: few significant bits
+    uint32_t pick;
+    if (mode == 2) pick = lo;
+    else if (a < mid) pick = lo;
+    else if (a > mid) pick = hi;
+    else pick = mode == 1 ? hi : ((lo & 1u) ? hi : lo);
+    if (pick > max_code) return std::nullopt;
+    return pick;
   }
 };
 
