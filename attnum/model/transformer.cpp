@@ -2,6 +2,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "attnum/core/error.h"
@@ -83,7 +84,9 @@ void to_token_major(const float* x, int n, int heads, int d, float* out) {
 
 // y = x W^T (+ bias), rounded to bf16 in bf16 mode (fp32 accumulation inside the GEMM).
 std::vector<float> project(const std::vector<float>& x, int n, int in, const std::vector<float>& w,
-                           const std::vector<float>& bias, int out, linear_precision p) {
+                           const std::vector<float>& bias, int out, linear_precision p,
+                           forward_stats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> y(size_t(n) * out);
   linear(x.data(), n, in, w.data(), out, y.data());
   if (!bias.empty()) {
@@ -92,6 +95,10 @@ std::vector<float> project(const std::vector<float>& x, int n, int in, const std
       for (int j = 0; j < out; ++j) y[size_t(i) * out + j] += bias[j];
   }
   round_all(y, p);
+  if (stats) {
+    stats->linear_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stats->linear_flops += 2.0 * n * in * double(out);
+  }
   return y;
 }
 
@@ -189,9 +196,9 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
     if (opt.on_residual) opt.on_residual(l, x.data());
     // 1. attention block: norm, projections, RoPE, the hook, output projection
     rmsnorm(x.data(), L.attn_norm, n, D, c.norm_eps, p, xb.data());
-    std::vector<float> q = project(xb, n, D, L.wq, L.bq, hd, p);
-    std::vector<float> k = project(xb, n, D, L.wk, L.bk, kvd, p);
-    std::vector<float> v = project(xb, n, D, L.wv, L.bv, kvd, p);
+    std::vector<float> q = project(xb, n, D, L.wq, L.bq, hd, p, opt.stats);
+    std::vector<float> k = project(xb, n, D, L.wk, L.bk, kvd, p, opt.stats);
+    std::vector<float> v = project(xb, n, D, L.wv, L.bv, kvd, p, opt.stats);
     rope(q.data(), n, c.n_head, c, p);
     rope(k.data(), n, c.n_head_kv, c, p);
     to_head_major(q.data(), n, c.n_head, d, qh.data());
@@ -202,22 +209,22 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
     attention(l, view, oh.data());
     to_token_major(oh.data(), n, c.n_head, d, o.data());
     round_all(o, p);
-    add_residual(x, project(o, n, hd, L.wo, {}, D, p), p);
+    add_residual(x, project(o, n, hd, L.wo, {}, D, p, opt.stats), p);
     // 2. MLP block: norm, SwiGLU (silu(x W1) * x W3) W2
     rmsnorm(x.data(), L.ffn_norm, n, D, c.norm_eps, p, xb.data());
-    std::vector<float> h1 = project(xb, n, D, L.w1, {}, c.hidden_dim, p);
-    std::vector<float> h3 = project(xb, n, D, L.w3, {}, c.hidden_dim, p);
+    std::vector<float> h1 = project(xb, n, D, L.w1, {}, c.hidden_dim, p, opt.stats);
+    std::vector<float> h3 = project(xb, n, D, L.w3, {}, c.hidden_dim, p, opt.stats);
     for (size_t i = 0; i < h1.size(); ++i) {
       float s = h1[i] * (1.0f / (1.0f + std::exp(-h1[i])));
       if (p == linear_precision::bf16) s = bf16(s);
       h1[i] = s * h3[i];
     }
     round_all(h1, p);
-    add_residual(x, project(h1, n, c.hidden_dim, L.w2, {}, D, p), p);
+    add_residual(x, project(h1, n, c.hidden_dim, L.w2, {}, D, p, opt.stats), p);
   }
   if (opt.on_residual) opt.on_residual(c.n_layers, x.data());
   rmsnorm(x.data(), w.final_norm, n, D, c.norm_eps, p, xb.data());
-  return project(xb, n, D, w.output_matrix(), {}, c.vocab_size, p);
+  return project(xb, n, D, w.output_matrix(), {}, c.vocab_size, p, opt.stats);
 }
 
 std::vector<int> greedy(const weights& w, std::vector<int> prompt, int steps,

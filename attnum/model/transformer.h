@@ -41,6 +41,12 @@ attention_fn fp32_attention();
 /// Returns fp64 causal attention (every operation in double; output rounded to float).
 attention_fn fp64_attention();
 
+/// Time spent in the linear layers (projections, MLP, classifier: GEMM plus bias and rounding).
+struct forward_stats {
+  double linear_seconds = 0;
+  double linear_flops = 0;  ///< 2 * n * in * out per projection
+};
+
 /// Options of one forward pass.
 struct forward_options {
   linear_precision linear = linear_precision::fp32;
@@ -50,6 +56,7 @@ struct forward_options {
   /// Called with the residual stream [n_tok, dim] entering layer l; l = n_layers is the stream
   /// after the last layer (before the final norm).
   std::function<void(int layer, const float* x)> on_residual;
+  forward_stats* stats = nullptr;  ///< accumulates linear-layer time when set
 };
 
 /// Returns the logits [n_tok, vocab] of the teacher-forced forward of `tokens` (positions
