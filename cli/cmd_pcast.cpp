@@ -224,6 +224,20 @@ void setup_claims(CLI::App& app) {
   });
 }
 
+void setup_all(CLI::App& app) {
+  struct opts {
+    std::string out;
+    bool quick = false;
+  };
+  auto o = std::make_shared<opts>();
+  app.add_option("--out", o->out, "Folder for pcast_theory/dp/simulate/overflow.csv")->required();
+  app.add_flag("--quick", o->quick, "Short simulation and overflow sweeps");
+  app.callback([o] {
+    attnum::pcast::write_all(o->out, o->quick, progress_bar("pcast all"));
+    fmt::print("wrote {}/pcast_theory.csv, pcast_dp.csv, pcast_simulate.csv, pcast_overflow.csv\n", o->out);
+  });
+}
+
 void setup_bound(CLI::App& app) {
   struct opts {
     std::string n_tok = "1024,4096,16384,65536,262144,1000000", scale = "1,256,448";
@@ -256,4 +270,6 @@ ATTNUM_COMMAND("pcast overflow", "Stale running max (lazy rescale): S*P saturati
                setup_overflow);
 ATTNUM_COMMAND("pcast claims", "The paper's MSE claims as paired ratios over seeds (N 1024/4096/16384)",
                setup_claims);
+ATTNUM_COMMAND("pcast all", "Write all four pcast result files (theory, dp, simulate, overflow)",
+               setup_all);
 ATTNUM_COMMAND("pcast bound", "Reverse-order underflow bound for N up to 1e6", setup_bound);

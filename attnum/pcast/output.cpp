@@ -157,4 +157,14 @@ void write_results(const std::string& dir, const nlohmann::ordered_json& theory,
   if (!overflow.empty()) write_atomic((d / "pcast_overflow.csv").string(), to_csv(overflow));
 }
 
+void write_all(const std::string& dir, bool quick, const progress_fn& progress) {
+  const row_shape shape{};
+  const auto theory =
+      to_json(theory_table(parse_range("0:12:0.5", "delta"), {1, 256, 448}, shape), shape);
+  const auto dps = to_json(dp_table(parse_range("1:512:1", "scale")));
+  const auto sim = to_json(simulate(paper_config(quick), progress));
+  const auto over = overflow_json(simulate(overflow_config(quick), progress));
+  write_results(dir, theory, dps, sim, over);
+}
+
 }  // namespace attnum::pcast

@@ -36,4 +36,9 @@ void write_results(const std::string& dir, const nlohmann::ordered_json& theory,
                    const nlohmann::ordered_json& dp, const nlohmann::ordered_json& simulate,
                    const nlohmann::ordered_json& overflow);
 
+/// Runs the default theory table (Delta 0..12 step 0.5, S 1/256/448, k 4), dp(S) for S = 1..512,
+/// the paper's simulation and the overflow sweep (paper_config / overflow_config with `quick`)
+/// and writes all four CSV files into dir. What `attnum study` calls.
+void write_all(const std::string& dir, bool quick, const progress_fn& progress = {});
+
 }  // namespace attnum::pcast
