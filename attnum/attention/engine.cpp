@@ -21,10 +21,13 @@
 // exp2: with every quantization point off it is exact attention up to fp64 rounding.
 #include <omp.h>
 
+#include <Eigen/Dense>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numbers>
+#include <numeric>
 
 #include "attnum/attention/engine.h"
 #include "attnum/attention/engine_detail.h"
@@ -53,6 +56,12 @@ struct head_ctx {
   std::vector<float> v;   // [n_kv, d] V fed to PV (dequantised when its scale varies over tokens)
   std::vector<T> vs;      // [d] V scale applied in the epilogue (with 1/S in multiply mode)
   bool v_nan = false;
+  // Exact-GEMM fast paths: where every product and every chunk sum is exact in double (E4M3 x
+  // E4M3: 8-bit products in [2^-18, 2^17.6], 32 of them need < 42 bits; INT8 x INT8), any
+  // summation order gives the same chunk sums, so Eigen's blocked GEMM is bit-identical to the
+  // plain ascending loop.
+  bool gemm_qk = false, gemm_pv = false;
+  std::vector<double> qd, kd, vd;  // [n_q, d], [n_kv, d], [n_kv, d] the cast values as double
 };
 
 // Resolves the quantization points into the spec the loop runs.
@@ -115,6 +124,18 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     for (auto& x : c.vs)
       x = c.s.epilogue == epilogue_mode::div_first ? static_cast<T>(x / c.p_scale) : static_cast<T>((T(1) / c.p_scale) * x);
   c.v_nan = v8.nan_flagged;
+  using formats::format;
+  const auto& e = L.spec.enabled;
+  const bool q_e4 = e.q_cast && L.spec.q.fmt == format::e4m3fn, k_e4 = e.k_cast && L.spec.k.fmt == format::e4m3fn;
+  const bool q_i8 = e.q_cast && L.spec.q.fmt == format::int8, k_i8 = e.k_cast && L.spec.k.fmt == format::int8;
+  c.gemm_qk = ((q_e4 && k_e4 && c.s.qk_acc.k_step <= 32) || (q_i8 && k_i8)) && L.spec.scaling != score_scaling::dequant_unit;
+  c.gemm_pv = e.v_cast && L.spec.v.fmt == format::e4m3fn && uniform && c.s.p_fmt == format::e4m3fn &&
+              c.s.pv_acc.k_step <= 32;
+  if (c.gemm_qk) {
+    c.qd.assign(c.q8, c.q8 + static_cast<size_t>(c.n_q) * c.d);
+    c.kd.assign(L.k8.values.begin() + koff * c.d, L.k8.values.begin() + (koff + c.n_kv) * c.d);
+  }
+  if (c.gemm_pv) c.vd.assign(c.v.begin(), c.v.end());
   // Raw-space max needs one eff per row: with K scales varying over keys, dequantise S first.
   if (c.s.max == max_space::raw && c.s.scaling == score_scaling::fold)
     for (int t = 1; t < c.n_kv; ++t)
@@ -156,25 +177,33 @@ T final_rowsum(const head_ctx<T>& c, const T* l) {
   return l[0];
 }
 
-// Scratch of one row.
+using dmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using dmap = Eigen::Map<const dmat>;
+constexpr int kTileRows = 32;  // divides every preset's block_m (64, 128, 192)
+
+// Scratch of one tile of rows: per row r, bn scores and d outputs.
 template <typename T>
-struct row_buf {
-  std::vector<double> sacc;  // [bn] QK accumulators
-  std::vector<T> x, eff, p, p8;
-  std::vector<double> cs;     // [bn] QK chunk sums
-  std::vector<double> chunk;  // [d] PV chunk sums
-  std::vector<T> o, acc;      // [d]
-  explicit row_buf(int bn, int d) : sacc(bn), x(bn), eff(bn), p(bn), p8(bn), cs(bn), chunk(d), o(d), acc(d) {}
+struct tile_buf {
+  int bn, d;
+  std::vector<double> sacc;   // [rows, bn] QK accumulators
+  std::vector<T> x, eff, p, p8;  // [rows, bn]
+  std::vector<double> cs;     // [bn] QK chunk sums (scalar path)
+  std::vector<double> chunk;  // [d] PV chunk sums (scalar path)
+  std::vector<T> o, acc;      // [rows, d]
+  std::vector<T> m, l;        // [rows], [rows, 4]
+  dmat c, pm;                 // GEMM results, P8 of a tile as double
+  tile_buf(int bn_, int d_)
+      : bn(bn_), d(d_), sacc(kTileRows * bn_), x(kTileRows * bn_), eff(kTileRows * bn_), p(kTileRows * bn_),
+        p8(kTileRows * bn_), cs(bn_), chunk(d_), o(kTileRows * d_), acc(kTileRows * d_), m(kTileRows),
+        l(kTileRows * 4) {}
 };
 
-// Step 1: S for keys [j0, j1) of row i (raw, cast operands). sacc holds the model's value.
+// Step 1, scalar: S for keys [j0, j1) of row i, chunk sums in ascending k.
 template <typename T>
-void qk_block(const head_ctx<T>& c, int i, int j0, int j1, row_buf<T>& b) {
+void qk_row(const head_ctx<T>& c, int i, int j0, int j1, double* acc, double* cs) {
   const int n = j1 - j0, d = c.d, ks = c.s.qk_acc.k_step;
   const float* q = c.q8 + static_cast<size_t>(i) * d;
-  double* acc = b.sacc.data();
   std::fill(acc, acc + n, 0.0);
-  double* cs = b.cs.data();
   for (int k0 = 0; k0 < d; k0 += ks) {
     std::fill(cs, cs + n, 0.0);
     const int k1 = std::min(d, k0 + ks);
@@ -185,118 +214,167 @@ void qk_block(const head_ctx<T>& c, int i, int j0, int j1, row_buf<T>& b) {
     }
     for (int j = 0; j < n; ++j) acc[j] = round_acc(c.s.qk_acc, acc[j] + cs[j]);
   }
-  if (c.s.qk_acc.kind == acc_kind::int32 && std::is_same_v<T, float>)  // __int2float_rz (2a.7)
-    for (int j = 0; j < n; ++j) acc[j] = static_cast<float>(truncate_bits(acc[j], 23));
 }
 
-// Step 5: O (or a fresh accumulator) += P8 V for keys [j0, j1), chunked by k_step from j0.
+// Step 1 for rows [r0, r1): sacc[r][jj].
 template <typename T>
-void pv_block(const head_ctx<T>& c, int j0, int j1, row_buf<T>& b) {
-  const int d = c.d, ks = c.s.pv_acc.k_step;
-  const bool fresh = c.s.pv == pv_mode::fresh_per_block;
-  T* acc = fresh ? b.acc.data() : b.o.data();
-  if (fresh) std::fill(acc, acc + d, T(0));
-  for (int c0 = j0; c0 < j1; c0 += ks) {
-    const int c1 = std::min(j1, c0 + ks);
-    std::fill(b.chunk.begin(), b.chunk.end(), 0.0);
-    bool any = false;
-    for (int j = c0; j < c1; ++j) {
-      const double pj = static_cast<double>(b.p8[j - j0]);
-      if (pj == 0) continue;  // exact zero products (masked or underflowed P)
-      any = true;
-      const float* vr = c.v.data() + static_cast<size_t>(j) * d;
-      for (int k = 0; k < d; ++k) b.chunk[k] += pj * static_cast<double>(vr[k]);
+void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, tile_buf<T>& b) {
+  const int n = j1 - j0, rows = r1 - r0, d = c.d;
+  if (!c.gemm_qk) {
+    for (int r = 0; r < rows; ++r) qk_row(c, r0 + r, j0, j1, b.sacc.data() + static_cast<size_t>(r) * b.bn, b.cs.data());
+  } else {
+    const dmap Q(c.qd.data() + static_cast<size_t>(r0) * d, rows, d), K(c.kd.data() + static_cast<size_t>(j0) * d, n, d);
+    // INT8: every partial sum is an integer below 2^53: one GEMM over all of d is exact.
+    const int ks = c.s.qk_acc.kind == acc_kind::int32 ? d : c.s.qk_acc.k_step;
+    for (int k0 = 0; k0 < d; k0 += ks) {
+      const int kn = std::min(d, k0 + ks) - k0;
+      b.c.noalias() = Q.middleCols(k0, kn) * K.middleCols(k0, kn).transpose();
+      for (int r = 0; r < rows; ++r) {
+        double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
+        if (k0 == 0) std::fill(acc, acc + n, 0.0);
+        for (int j = 0; j < n; ++j) acc[j] = round_acc(c.s.qk_acc, acc[j] + b.c(r, j));
+      }
     }
-    if (!any && c.s.pv_acc.kind == acc_kind::fp32) continue;  // acc + 0 rounds to acc
-    for (int k = 0; k < d; ++k) acc[k] = static_cast<T>(round_acc(c.s.pv_acc, static_cast<double>(acc[k]) + b.chunk[k]));
+  }
+  if (c.s.qk_acc.kind == acc_kind::int32 && std::is_same_v<T, float>)  // __int2float_rz (2a.7)
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < n; ++j) {
+        double& a = b.sacc[static_cast<size_t>(r) * b.bn + j];
+        a = static_cast<float>(truncate_bits(a, 23));
+      }
+}
+
+// Step 5 for rows [r0, r1): O (or a fresh accumulator) += P8 V for keys [j0, j1), chunks of
+// k_step from j0.
+template <typename T>
+void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<char>& live, tile_buf<T>& b) {
+  const int d = c.d, ks = c.s.pv_acc.k_step, n = j1 - j0;
+  const bool fresh = c.s.pv == pv_mode::fresh_per_block;
+  std::vector<T>& acc = fresh ? b.acc : b.o;
+  if (fresh) std::fill(b.acc.begin(), b.acc.begin() + static_cast<size_t>(rows) * d, T(0));
+  if (c.gemm_pv) {
+    b.pm.resize(rows, n);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < n; ++j) b.pm(r, j) = static_cast<double>(b.p8[static_cast<size_t>(r) * b.bn + j]);
+    const dmap V(c.vd.data() + static_cast<size_t>(j0) * d, n, d);
+    for (int c0 = 0; c0 < n; c0 += ks) {
+      const int cn = std::min(n, c0 + ks) - c0;
+      b.c.noalias() = b.pm.middleCols(c0, cn) * V.middleRows(c0, cn);
+      for (int r = 0; r < rows; ++r) {
+        if (!live[r]) continue;
+        T* a = acc.data() + static_cast<size_t>(r) * d;
+        for (int k = 0; k < d; ++k) a[k] = static_cast<T>(round_acc(c.s.pv_acc, static_cast<double>(a[k]) + b.c(r, k)));
+      }
+    }
+  } else {
+    for (int r = 0; r < rows; ++r) {
+      if (!live[r]) continue;
+      T* a = acc.data() + static_cast<size_t>(r) * d;
+      const T* p8 = b.p8.data() + static_cast<size_t>(r) * b.bn;
+      for (int c0 = j0; c0 < j1; c0 += ks) {
+        const int c1 = std::min(j1, c0 + ks);
+        std::fill(b.chunk.begin(), b.chunk.end(), 0.0);
+        for (int j = c0; j < c1; ++j) {
+          const double pj = static_cast<double>(p8[j - j0]);
+          if (pj == 0) continue;  // exact zero products (masked or underflowed P)
+          const float* vr = c.v.data() + static_cast<size_t>(j) * d;
+          for (int k = 0; k < d; ++k) b.chunk[k] += pj * static_cast<double>(vr[k]);
+        }
+        for (int k = 0; k < d; ++k) a[k] = static_cast<T>(round_acc(c.s.pv_acc, static_cast<double>(a[k]) + b.chunk[k]));
+      }
+    }
   }
   if (fresh)
-    for (int k = 0; k < d; ++k) b.o[k] += acc[k];
+    for (int r = 0; r < rows; ++r)
+      if (live[r])
+        for (int k = 0; k < d; ++k) b.o[static_cast<size_t>(r) * d + k] += b.acc[static_cast<size_t>(r) * d + k];
 }
 
-template <typename T, typename OutT>
-void run_row(const head_ctx<T>& c, int i, OutT* out, row_buf<T>& b, run_stats& st) {
-  const int d = c.d;
+// Steps 2-4 and the O rescale for row i (tile row r) on block [j0, j1).
+template <typename T>
+void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0, int j1, tile_buf<T>& b,
+                 run_stats& st) {
   const kernel_spec& s = c.s;
-  const int last = c.causal ? i + c.n_kv - c.n_q : c.n_kv - 1;  // last visible key
-  const int nbt = (c.n_kv + c.bn - 1) / c.bn;
-  int nbmax = nbt;
-  if (c.causal) {  // FA3 block.h:23-33 / Sage N = ceil(min(kv, (bx+1)*CTA_Q)/CTA_K)
-    const long lim = static_cast<long>(i / c.bm + 1) * c.bm + c.n_kv - c.n_q;
-    nbmax = static_cast<int>(std::clamp<long>((lim + c.bn - 1) / c.bn, 0, nbt));
-  }
-  std::fill(b.o.begin(), b.o.end(), T(0));
-  T l[4] = {0, 0, 0, 0};
-  const bool finite_mask = std::isfinite(s.mask_value);
-  T m = (s.max == max_space::scaled && finite_mask) ? static_cast<T>(s.mask_value) : -INFINITY;
+  const int n = j1 - j0, last = c.causal ? i + c.n_kv - c.n_q : c.n_kv - 1;
   const int n_tail = s.masked_tail_blocks > 0 ? (c.causal ? s.masked_tail_blocks : 1) : 0;
-  const double fmax = formats_max(s.p_fmt);
-  for (int step = 0; step < nbmax && last >= 0; ++step) {
-    const int blk = s.reverse ? nbmax - 1 - step : step;
-    const int j0 = blk * c.bn, j1 = std::min(c.n_kv, j0 + c.bn), n = j1 - j0;
-    qk_block(c, i, j0, j1, b);
-    // 2. scaling (Sage's masked tail blocks dequantise first, kernels.md 2a.8)
-    const score_scaling sc = (blk >= nbmax - n_tail && s.scaling == score_scaling::fold) ? score_scaling::dequant : s.scaling;
-    const T qs = static_cast<T>(c.qs[i]);
-    T bmax = -INFINITY;
-    for (int jj = 0; jj < n; ++jj) {
-      const int j = j0 + jj;
-      const bool masked = j > last;
-      const T dq = qs * static_cast<T>(c.ks[j]);
-      T S = static_cast<T>(b.sacc[jj]);
-      if (masked && !s.mask_on_x) S = static_cast<T>(s.mask_value);
-      T x, eff;
-      switch (sc) {
-        case score_scaling::fold: x = S, eff = c.sl2 * dq; break;
-        case score_scaling::dequant: x = S * dq, eff = c.sl2; break;
-        case score_scaling::dequant_sm: x = S * (dq * c.sm), eff = static_cast<T>(1.44269504f); break;
-        default: x = S * dq, eff = T(1); break;
-      }
-      if (std::is_same_v<T, double> && sc == score_scaling::dequant_sm) eff = static_cast<T>(std::numbers::log2e);
-      if (masked && s.mask_on_x) x = static_cast<T>(s.mask_value);
-      b.x[jj] = x, b.eff[jj] = eff;
-      bmax = std::max(bmax, s.max == max_space::raw ? x : fma_t(x, eff, -c.offset));
+  const size_t base = static_cast<size_t>(r) * b.bn;
+  T* x = b.x.data() + base;
+  T* effv = b.eff.data() + base;
+  T* p = b.p.data() + base;
+  T* p8v = b.p8.data() + base;
+  const double* sacc = b.sacc.data() + base;
+  // 2. scaling (Sage's masked tail blocks dequantise first, kernels.md 2a.8)
+  const score_scaling sc = (blk >= nbmax - n_tail && s.scaling == score_scaling::fold) ? score_scaling::dequant : s.scaling;
+  const T qs = static_cast<T>(c.qs[i]);
+  const T log2e = std::is_same_v<T, double> ? static_cast<T>(std::numbers::log2e) : static_cast<T>(1.44269504f);
+  T bmax = -INFINITY;
+  for (int jj = 0; jj < n; ++jj) {
+    const int j = j0 + jj;
+    const bool masked = j > last;
+    const T dq = qs * static_cast<T>(c.ks[j]);
+    T S = static_cast<T>(sacc[jj]);
+    if (masked && !s.mask_on_x) S = static_cast<T>(s.mask_value);
+    T xv, eff;
+    switch (sc) {
+      case score_scaling::fold: xv = S, eff = c.sl2 * dq; break;
+      case score_scaling::dequant: xv = S * dq, eff = c.sl2; break;
+      case score_scaling::dequant_sm: xv = S * (dq * c.sm), eff = log2e; break;
+      default: xv = S * dq, eff = T(1); break;
     }
-    // 3. max, alpha, P
-    const T m_new = std::max(m, bmax);
-    T alpha;
-    if (s.max == max_space::raw) {  // FA3 softmax.h:67-120 with Check_inf
-      const T eff = b.eff[0];
-      const T m_cur = m_new == -INFINITY ? T(0) : m_new;
-      const T max_scaled = m_new == -INFINITY ? T(0) : fma_t(m_new, eff, -c.offset);
-      alpha = exp2_t((m - m_cur) * eff);
-      for (int jj = 0; jj < n; ++jj) b.p[jj] = exp2_t(fma_t(b.x[jj], eff, -max_scaled));
-    } else {  // Sage update_mdo / hpc-ops online_softmax
-      const T m_sub = m_new == -INFINITY ? T(0) : m_new;
-      alpha = m_new == -INFINITY ? T(1) : exp2_t(m - m_new);
-      for (int jj = 0; jj < n; ++jj) b.p[jj] = exp2_t(fma_t(b.x[jj], b.eff[jj], -m_sub));
-    }
-    m = m_new;
-    // 5a. P cast
-    for (int jj = 0; jj < n; ++jj) {
-      const T ps = b.p[jj] * c.p_scale;
-      const T p8 = s.p_fmt == formats::format::fp32 ? ps
-                                                     : static_cast<T>(quantize_value(s.p_fmt, static_cast<float>(ps), formats::rounding::nearest_even));
-      b.p8[jj] = p8;
-      if (j0 + jj <= last) {
-        ++st.p_count;
-        st.p_underflow += (b.p[jj] > 0 && p8 == 0);
-        st.p_saturated += (static_cast<double>(ps) > fmax);
-      }
-    }
-    // 4. row sum
-    for (T& x : l) x *= alpha;
-    add_rowsum(c, l, s.rowsum_from_cast ? b.p8.data() : b.p.data(), n);
-    // 5b. O
-    for (int k = 0; k < d; ++k) b.o[k] *= alpha;
-    pv_block(c, j0, j1, b);
+    if (masked && s.mask_on_x) xv = static_cast<T>(s.mask_value);
+    x[jj] = xv, effv[jj] = eff;
+    bmax = std::max(bmax, s.max == max_space::raw ? xv : fma_t(xv, eff, -c.offset));
   }
-  // epilogue (kernels.md 1.14, 2a.13, 3.7, 4.4, 5.6)
-  const T lt = final_rowsum(c, l);
+  // 3. max, alpha, P
+  T& m = b.m[r];
+  const T m_new = std::max(m, bmax);
+  T alpha;
+  if (s.max == max_space::raw) {  // FA3 softmax.h:67-120 with Check_inf
+    const T eff = effv[0];
+    const T m_cur = m_new == -INFINITY ? T(0) : m_new;
+    const T max_scaled = m_new == -INFINITY ? T(0) : fma_t(m_new, eff, -c.offset);
+    alpha = exp2_t((m - m_cur) * eff);
+    for (int jj = 0; jj < n; ++jj) p[jj] = exp2_t(fma_t(x[jj], eff, -max_scaled));
+  } else {  // Sage update_mdo / hpc-ops online_softmax
+    const T m_sub = m_new == -INFINITY ? T(0) : m_new;
+    alpha = m_new == -INFINITY ? T(1) : exp2_t(m - m_new);
+    for (int jj = 0; jj < n; ++jj) p[jj] = exp2_t(fma_t(x[jj], effv[jj], -m_sub));
+  }
+  m = m_new;
+  // 5a. P cast
+  const double fmax = formats_max(s.p_fmt);
+  for (int jj = 0; jj < n; ++jj) {
+    const T ps = p[jj] * c.p_scale;
+    const T v8 = s.p_fmt == formats::format::fp32
+                     ? ps
+                     : static_cast<T>(quantize_value(s.p_fmt, static_cast<float>(ps), formats::rounding::nearest_even));
+    p8v[jj] = v8;
+    if (j0 + jj <= last) {
+      ++st.p_count;
+      st.p_underflow += (p[jj] > 0 && v8 == 0);
+      st.p_saturated += (static_cast<double>(ps) > fmax);
+    }
+  }
+  // 4. row sum
+  T* l = b.l.data() + static_cast<size_t>(r) * 4;
+  for (int t = 0; t < 4; ++t) l[t] *= alpha;
+  add_rowsum(c, l, s.rowsum_from_cast ? p8v : p, n);
+  // 5b. O rescale (the PV add follows in pv_tile)
+  T* o = b.o.data() + static_cast<size_t>(r) * c.d;
+  for (int k = 0; k < c.d; ++k) o[k] *= alpha;
+}
+
+// Epilogue of row i (tile row r) (kernels.md 1.14, 2a.13, 3.7, 4.4, 5.6).
+template <typename T, typename OutT>
+void epilogue_row(const head_ctx<T>& c, int i, int r, bool live, tile_buf<T>& b, OutT* out) {
+  const kernel_spec& s = c.s;
+  const int d = c.d;
+  const T lt = live ? final_rowsum(c, b.l.data() + static_cast<size_t>(r) * 4) : T(0);
   const bool bad = !(lt > 0);
   const T inv = bad ? T(0) : T(1) / lt;
+  const T* ob = b.o.data() + static_cast<size_t>(r) * d;
   for (int k = 0; k < d; ++k) {
-    T o = b.o[k];
+    T o = ob[k];
     const T vs = c.vs[k];
     switch (s.epilogue) {
       case epilogue_mode::combined: o *= inv * vs; break;
@@ -305,24 +383,55 @@ void run_row(const head_ctx<T>& c, int i, OutT* out, row_buf<T>& b, run_stats& s
       case epilogue_mode::divide: o = bad ? T(0) : o / lt, o *= vs; break;
     }
     if (s.out_fmt == formats::format::fp32)
-      out[static_cast<size_t>(i) * d + k] = std::is_same_v<OutT, double> ? static_cast<OutT>(o) : static_cast<OutT>(static_cast<float>(o));
+      out[static_cast<size_t>(i) * d + k] =
+          std::is_same_v<OutT, double> ? static_cast<OutT>(o) : static_cast<OutT>(static_cast<float>(o));
     else
       out[static_cast<size_t>(i) * d + k] = quantize_value(s.out_fmt, static_cast<float>(o), formats::rounding::nearest_even);
   }
 }
 
+// Rows [r0, r1) lie in one CTA (kTileRows divides block_m), so they visit the same blocks.
+template <typename T, typename OutT>
+void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, run_stats& st) {
+  const kernel_spec& s = c.s;
+  const int rows = r1 - r0;
+  const int nbt = (c.n_kv + c.bn - 1) / c.bn;
+  int nbmax = nbt;
+  if (c.causal) {  // FA3 block.h:23-33 / Sage N = ceil(min(kv, (bx+1)*CTA_Q)/CTA_K)
+    const long lim = static_cast<long>(r0 / c.bm + 1) * c.bm + c.n_kv - c.n_q;
+    nbmax = static_cast<int>(std::clamp<long>((lim + c.bn - 1) / c.bn, 0, nbt));
+  }
+  std::vector<char> live(rows);
+  for (int r = 0; r < rows; ++r) live[r] = (c.causal ? r0 + r + c.n_kv - c.n_q : c.n_kv - 1) >= 0;
+  std::fill(b.o.begin(), b.o.begin() + static_cast<size_t>(rows) * c.d, T(0));
+  std::fill(b.l.begin(), b.l.end(), T(0));
+  const bool finite_mask = std::isfinite(s.mask_value);
+  std::fill(b.m.begin(), b.m.end(), (s.max == max_space::scaled && finite_mask) ? static_cast<T>(s.mask_value) : T(-INFINITY));
+  for (int step = 0; step < nbmax; ++step) {
+    const int blk = s.reverse ? nbmax - 1 - step : step;
+    const int j0 = blk * c.bn, j1 = std::min(c.n_kv, j0 + c.bn);
+    qk_tile(c, r0, r1, j0, j1, b);
+    for (int r = 0; r < rows; ++r)
+      if (live[r]) softmax_row(c, r0 + r, r, blk, nbmax, j0, j1, b, st);
+    pv_tile(c, rows, j0, j1, live, b);
+  }
+  for (int r = 0; r < rows; ++r) epilogue_row(c, r0 + r, r, live[r], b, out);
+}
+
 template <typename T, typename OutT>
 void run_head_t(const prepared_layer& L, int h, bool causal, OutT* o, run_stats* stats) {
   const head_ctx<T> c = make_ctx<T>(L, h, causal);
+  const int tile = std::gcd(c.bm, kTileRows);  // tiles never straddle a CTA
   run_stats total;
   total.nan_flagged = c.v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
+  const int n_tiles = (c.n_q + tile - 1) / tile;
   const int n_threads = omp_in_parallel() ? 1 : threads();
 #pragma omp parallel num_threads(n_threads)
   {
-    row_buf<T> b(c.bn, c.d);
+    tile_buf<T> b(c.bn, c.d);
     run_stats st;
-#pragma omp for schedule(dynamic, 16)
-    for (int i = 0; i < c.n_q; ++i) run_row(c, i, o, b, st);
+#pragma omp for schedule(dynamic, 1)
+    for (int t = 0; t < n_tiles; ++t) run_tile(c, t * tile, std::min(c.n_q, (t + 1) * tile), o, b, st);
 #pragma omp critical
     {  // integer counts: the sum does not depend on the order
       total.p_count += st.p_count;
