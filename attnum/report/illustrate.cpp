@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "attnum/attention/engine.h"
 #include "attnum/core/error.h"
 #include "attnum/formats/format.h"
+#include "attnum/transforms/hadamard.h"
 
 namespace attnum::report {
 namespace {
@@ -25,27 +27,14 @@ constexpr ikeys kKeyRest = {{{0, 0.9, -0.6, 1.3, 0.4, -1.1, 0.2, -0.7},
                              {0, 1.4, 0.3, 0.5, -0.8, -0.2, 1.1, -1.3},
                              {0, -1.0, -1.2, 0.9, 0.1, 0.7, 0.5, 0.6}}};
 
-// Seed of the illustration's sign diagonal. The study's rotation uses its own seeded signs; the
-// illustration only needs one fixed random-sign Hadamard, shown on the page.
-constexpr uint64_t kSignSeed = 20240707;
+// The rotation is the study's: the same seeded random-sign Hadamard (transforms/hadamard.h) with
+// the engine's default seed, so the illustration shows the rotation the measured heads used.
+const uint64_t kSignSeed = attention::transform_options{}.rotation_seed;
 
-uint64_t splitmix64(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Returns R x with R = H8 diag(signs) / sqrt(8); H8 is the Sylvester Hadamard matrix,
-// H[i][j] = (-1)^popcount(i & j). Orthogonal, so dot products are preserved in exact arithmetic.
-ivec rotate(const ivec& x, const ivec& signs) {
-  ivec y{};
-  const double norm = 1.0 / std::sqrt(double(kD));
-  for (int i = 0; i < kD; ++i) {
-    double acc = 0;
-    for (int j = 0; j < kD; ++j) acc += ((std::popcount(unsigned(i & j)) & 1) ? -1.0 : 1.0) * signs[j] * x[j];
-    y[i] = acc * norm;
-  }
+// Returns x (s) H8 / sqrt(8), computed in double by transforms::rotate_rows.
+ivec rotate(const ivec& x) {
+  ivec y = x;
+  transforms::rotate_rows(y.data(), 1, kD, kSignSeed);
   return y;
 }
 
@@ -90,10 +79,10 @@ double total_variation(const iweights& a, const iweights& b) {
 }  // namespace
 
 ivec illustration_signs() {
-  uint64_t state = kSignSeed;
-  ivec s{};
-  for (double& x : s) x = (splitmix64(state) >> 63) ? -1.0 : 1.0;
-  return s;
+  const std::vector<double> s = transforms::random_signs(kD, kSignSeed);
+  ivec out{};
+  std::copy(s.begin(), s.end(), out.begin());
+  return out;
 }
 
 std::vector<double> illustration_commons() {
@@ -130,9 +119,8 @@ illustration illustrate(double common, bool center) {
   for (int j = 0; j < kN; ++j) r.k_fp8[j] = cast_e4m3(r.k[j], float(r.scale_k));
   r.w_fp8 = weights(r.q_fp8, r.k_fp8);
   // 3. FP8 after the same rotation of Q and K; scales from the rotated tensors.
-  const ivec signs = illustration_signs();
-  r.q_rot = rotate(r.q, signs);
-  for (int j = 0; j < kN; ++j) r.k_rot[j] = rotate(r.k[j], signs);
+  r.q_rot = rotate(r.q);
+  for (int j = 0; j < kN; ++j) r.k_rot[j] = rotate(r.k[j]);
   r.scale_q_rot = e4m3_scale(&r.q_rot, 1);
   r.scale_k_rot = e4m3_scale(r.k_rot.data(), kN);
   r.q_rot_fp8 = cast_e4m3(r.q_rot, float(r.scale_q_rot));

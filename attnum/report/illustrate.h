@@ -7,10 +7,13 @@
 //
 // Arithmetic (stated on the page): Q and K each get one max-based E4M3 scale (amax/448, in
 // float32); x/scale (float32 division) is cast with cvt.rn.satfinite (RNE, saturating at +-448)
-// and multiplied back by the scale (exact in fp64); dot products and softmax are in fp64. The rotation is R = H8 * diag(signs)/sqrt(8),
-// orthogonal, applied to Q and K (never V; there is no V here). With `center`, the mean key is
-// subtracted before rotation and before the casts of both FP8 conditions; exact weights are
-// computed from the uncentered operands and are unchanged by centering in exact arithmetic.
+// and multiplied back by the scale (exact in fp64); dot products and softmax are in fp64. The
+// rotation is x -> (x * signs) H8 / sqrt(8), the study's seeded random-sign Hadamard
+// (transforms/hadamard.h with the engine's default seed; for eight channels that seed happens to
+// draw eight +1 signs, so it is the plain normalised H8). It is orthogonal and applied to Q and
+// K (there is no V here). With `center`, the mean key is subtracted before rotation and before
+// the casts of both FP8 conditions; exact weights are computed from the uncentered operands and
+// are unchanged by centering in exact arithmetic.
 // This stops at attention weights: no P cast, no V, no tiles.
 #include <nlohmann/json_fwd.hpp>
 
@@ -52,7 +55,7 @@ illustration illustrate(double common, bool center);
 /// Returns the slider positions embedded in the report: 0, 2, 4, ..., 240.
 std::vector<double> illustration_commons();
 
-/// Returns the fixed random signs of the illustration's Hadamard rotation.
+/// Returns the signs of the illustration's Hadamard rotation (transforms::random_signs(8, seed)).
 ivec illustration_signs();
 
 /// Returns the rows printed by `attnum illustrate --json`: one for the query, one per key.

@@ -1,6 +1,7 @@
 // The page template: CSS, body markup and script of the HTML report, as raw string literals so
 // the installed tool is self-contained (the Vega runtime is inlined at run time by page.cpp).
-// The script only displays and filters: every number it shows comes from the embedded JSON.
+// The script only displays, filters and exports: every number it shows comes from the embedded
+// JSON (the illustration's numbers from illustrate.cpp, the rest from the result files).
 #include "attnum/report/page.h"
 
 namespace attnum::report {
@@ -45,6 +46,10 @@ dl.tv dt { color: var(--muted); } dl.tv dd { margin: 0; font-variant-numeric: ta
 .vec { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; text-align: left; }
 details summary { cursor: pointer; font-weight: 600; margin: 10px 0; }
 footer { max-width: 1100px; margin: 40px auto 30px; padding: 0 20px; color: var(--muted); font-size: 13px; }
+#ill-vectors td.l { font-size: 12px; }
+#ill-vectors tr.first td { border-top: 1px solid #aaa; }
+#detail-table th.grp { text-align: center; border-bottom: 1px solid #bbb; }
+.scroll { overflow-x: auto; max-width: 100%; }
 )CSS";
 }
 
@@ -91,13 +96,13 @@ prints the same numbers); nothing is recomputed here.</p>
 <p>One query, four keys, eight channels. Q and K each use one maximum-based E4M3 scale (amax/448,
 in float32). A fixed random-sign Hadamard (signs <span id="ill-signs"></span>, normalised by
 1/&radic;8) is applied to both before rounding; it is orthogonal. E4M3FN rounds to nearest,
-ties to even, and saturates at &plusmn;448. Dot products and softmax are in double precision.</p>
+ties to even, and saturates at &plusmn;448. Dot products and softmax are in double precision.<span id="ill-signs-note"></span></p>
 <p>This panel stops at attention weights: it does not round probabilities or values, model causal
 tiles or per-block scales, or reproduce the measured output errors below. Mean subtraction
 happens before rotation and before both casts; it leaves exact attention unchanged, and the
 exact weights are always computed from the uncentered vectors. The FP8 rotated coordinates are
 the rounded vectors in the rotated basis.</p>
-<table id="ill-vectors"></table>
+<div class="scroll"><table id="ill-vectors"></table></div>
 <div class="exports" id="ill-vectors-exports"></div>
 </details>
 </section>
@@ -165,7 +170,7 @@ S.</p>
 axis but are in the export.</p>
 <h3>dp(S)</h3>
 <div id="pcast-dp" class="chart"></div>
-<p class="note">dp(S): the worst-case quantization step for any P in [0, 1] after P&middot;S is cast
+<p class="note">Horizontal axis: the static scale S (log scale). dp(S): the worst-case quantization step for any P in [0, 1] after P&middot;S is cast
 to E4M3, divided by S. It is a sawtooth with its lower envelope 2<sup>&minus;4</sup> at powers of two.</p>
 <div class="exports" id="pcast-exports"></div>
 </div>
@@ -320,7 +325,6 @@ const char* page_js() {
     for (const r of rows) { r.common = p.common; r.center = p.center; }
     return { columns: ['vector', 'common', 'center', 'original', 'fp8', 'rotated_fp8'], rows: rows };
   }
-  const vec = (v) => '[' + v.map((x) => (x >= 0 ? '\u2007' : '') + x.toFixed(3)).join(', ') + ']';
   function renderIllustration() {
     const p = illCurrent();
     $('ill-common-value').textContent = String(p.common) + (p.center ? ' (mean key subtracted)' : '');
@@ -335,11 +339,13 @@ const char* page_js() {
       $(id).dataset.value = String(v);
     }
     const t = illVectorsTable(p);
-    let v = '<thead><tr><th class="l">Vector</th><th class="l">' + (p.center ? 'Original, mean key subtracted' : 'Original') +
-      '</th><th class="l">FP8, no rotation</th><th class="l">FP8, rotated coordinates</th></tr></thead><tbody>';
+    const forms = [['original', p.center ? 'original, mean key subtracted' : 'original'], ['fp8', 'FP8, no rotation'], ['rotated_fp8', 'FP8, rotated coordinates']];
+    let v = '<thead><tr><th class="l">Vector</th><th class="l">Form</th>' + [1, 2, 3, 4, 5, 6, 7, 8].map((c) => '<th>c' + c + '</th>').join('') + '</tr></thead><tbody>';
     for (const r of t.rows) {
-      v += '<tr><td class="l">' + r.vector + '</td><td class="vec">' + vec(r.original) + '</td><td class="vec">' +
-        vec(r.fp8) + '</td><td class="vec">' + vec(r.rotated_fp8) + '</td></tr>';
+      forms.forEach(([f, label], fi) => {
+        v += '<tr' + (fi === 0 ? ' class="first"' : '') + '><td class="l">' + (fi === 0 ? r.vector : '') + '</td><td class="l">' + (r.vector === 'q' && fi === 0 ? 'original' : label) + '</td>' +
+          r[f].map((x) => cell(x, 3)).join('') + '</tr>';
+      });
     }
     $('ill-vectors').innerHTML = v + '</tbody>';
     const view = window.attnumReport.views.illustration;
@@ -352,6 +358,9 @@ const char* page_js() {
     const start = ILL.commons.indexOf(100);
     slider.value = String(start >= 0 ? start : 0);
     $('ill-signs').textContent = '(' + ILL.signs.map((s) => (s > 0 ? '+' : '\u2212')).join(' ') + ')';
+    if (ILL.signs.every((s) => s > 0)) {
+      $('ill-signs-note').textContent = ' The signs come from the study\'s rotation seed; for eight channels it happens to draw eight +1 signs, so here the rotation is the plain normalised Hadamard matrix. Heads with 64 or 128 channels get mixed signs from the same seed.';
+    }
     const spec = {
       width: 300, height: 220, datasets: { w: illBars(illCurrent()) }, data: { name: 'w' },
       mark: 'bar',
@@ -477,8 +486,9 @@ const char* page_js() {
     if (!d) {
       h += '<p class="note">No per-text rows for this head (rows.csv is absent or does not cover it).</p>';
     } else {
-      h += '<table id="detail-table"><thead><tr><th class="l">Text</th>' + d.conditions.map((c) =>
-        '<th>' + esc(c.condition) + ' rel. error</th><th>' + esc(c.condition) + ' predicted</th>').join('') + '</tr></thead><tbody>';
+      h += '<table id="detail-table"><thead><tr><th class="l" rowspan="2">Text</th>' + d.conditions.map((c) =>
+        '<th colspan="2" class="grp">' + esc(c.condition) + '</th>').join('') + '</tr><tr>' +
+        d.conditions.map(() => '<th>measured</th><th>predicted</th>').join('') + '</tr></thead><tbody>';
       d.texts.forEach((t, ti) => {
         h += '<tr><td class="l">' + esc(t) + '</td>' + d.conditions.map((c) => cell(c.rel_err[ti], 4) + cell(c.predicted_rel_err[ti], 4)).join('') + '</tr>';
       });
@@ -567,13 +577,13 @@ const char* page_js() {
     if (mse.length) {
       await vegaEmbed('#pcast-mse', { width: 520, height: 260, data: { values: mse.map((r) => ({ delta: r.delta, mse: r.mse, S: S(r), order: String(r.order), series: S(r) + ', ' + r.order })) },
         mark: { type: 'line', point: true }, encoding: { x: { field: 'delta', type: 'quantitative', title: 'Δ (sink strength)' },
-          y: { field: 'mse', type: 'quantitative', title: 'Output MSE', scale: { type: 'log' } }, color: { field: 'S', type: 'nominal', title: 'Scale' },
+          y: { field: 'mse', type: 'quantitative', title: 'Output MSE', scale: { type: 'log' }, axis: { format: '.0e' } }, color: { field: 'S', type: 'nominal', title: 'Scale' },
           strokeDash: { field: 'order', type: 'nominal', title: 'KV order' }, detail: { field: 'series' } } }, EMBED);
     } else $('pcast-mse').innerHTML = '<p class="absent">No simulation rows with a positive MSE.</p>';
     if (dp) {
       await vegaEmbed('#pcast-dp', { width: 520, height: 220, data: { values: dp.rows },
         mark: { type: 'line', point: { size: 12 } }, encoding: { x: { field: 'scale', type: 'quantitative', title: 'Static scale S', scale: { type: 'log', base: 2 } },
-          y: { field: 'dp', type: 'quantitative', title: 'dp(S)', scale: { type: 'log', base: 2 } } } }, EMBED);
+          y: { field: 'dp', type: 'quantitative', title: 'dp(S)', scale: { zero: true } } } }, EMBED);
     } else $('pcast-dp').innerHTML = '<p class="absent">No pcast_dp.csv.</p>';
     for (const [t, name, label] of [[th, 'pcast_theory', 'Theory'], [sim, 'pcast_simulate', 'Simulation'], [dp, 'pcast_dp', 'dp(S)'], [ov, 'pcast_overflow', 'Overflow']]) {
       if (t) addExports('pcast-exports', name, label, () => ({ columns: t.columns, rows: t.rows }));

@@ -1,7 +1,7 @@
 // `attnum report` end to end: writes fixture result folders, runs the tool, then drives the page
 // in headless Chromium with tests/report/browser_check.mjs (playwright-core from node_modules,
 // Debian's /usr/bin/chromium). Screenshots and exported files are left under
-// <build>/tests/report_browser_artifacts/ for a person to look at.
+// <build>/tests/report_browser_artifacts/browser/ for a person to look at.
 // Without chromium, node or node_modules the browser test skips, except under CI=true where it
 // fails: CI must run it.
 #include <gtest/gtest.h>
@@ -46,8 +46,9 @@ bool under_ci() {
   return ci && std::string(ci) == "true";
 }
 
-fs::path artifacts() {
-  fs::path d = fs::current_path() / "report_browser_artifacts";
+// Each test's own folder, so one test never deletes another's screenshots.
+fs::path artifacts(const std::string& test) {
+  fs::path d = fs::current_path() / "report_browser_artifacts" / test;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -66,7 +67,7 @@ TEST(report_browser_test, page_works_in_headless_chromium) {
     if (under_ci()) FAIL() << "CI=true but missing:" << missing << " (run scripts/setup: npm ci)";
     GTEST_SKIP() << "browser test skipped, missing:" << missing << " (run `npm ci`; CI=true makes this a failure)";
   }
-  const fs::path art = artifacts(), full = art / "results-full", pcast = art / "results-pcast";
+  const fs::path art = artifacts("browser"), full = art / "results-full", pcast = art / "results-pcast";
   attnum::test::write_heads_fixture(full);
   attnum::test::write_pcast_fixture(full);
   attnum::test::write_loss_fixture(full);
@@ -86,7 +87,7 @@ TEST(report_browser_test, page_works_in_headless_chromium) {
 
 TEST(report_browser_test, page_is_self_contained) {
   // No URL the browser would fetch: no src= or href= to http(s), no <link> stylesheets.
-  const fs::path art = artifacts(), dir = art / "results";
+  const fs::path art = artifacts("self_contained"), dir = art / "results";
   attnum::test::write_loss_fixture(dir);
   const fs::path out = art / "loss-only.html";
   auto r = run(q(ATTNUM_BINARY) + " report --results " + q(dir) + " --out " + q(out));
@@ -102,7 +103,7 @@ TEST(report_browser_test, page_is_self_contained) {
 }
 
 TEST(report_browser_test, bad_input_exits_2_without_writing) {
-  const fs::path art = artifacts();
+  const fs::path art = artifacts("bad_input");
   const fs::path out = art / "never.html";
   auto r = run(q(ATTNUM_BINARY) + " report --results " + q(art / "missing") + " --out " + q(out));
   EXPECT_EQ(r.status, 2) << r.output;
