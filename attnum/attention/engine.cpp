@@ -179,7 +179,7 @@ T final_rowsum(const head_ctx<T>& c, const T* l) {
 
 using dmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using dmap = Eigen::Map<const dmat>;
-constexpr int kTileRows = 32;  // divides every preset's block_m (64, 128, 192)
+constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
 
 // Scratch of one tile of rows: per row r, bn scores and d outputs.
 template <typename T>
