@@ -5,6 +5,7 @@
 // reference with its full P matrix, computed once per head and text and shared by all
 // conditions and kernels.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,13 +40,29 @@ struct head_run {
   formats::format out_fmt = formats::format::bf16;
 };
 
-/// Kernels the study can run (the engine's presets once it is available; otherwise the study's
-/// own fallback "fa3").
+/// Kernels the study can run: the engine's presets.
 std::vector<std::string> study_kernel_names();
-/// Returns the name of the backend that runs kernels ("engine" or "fallback").
+/// Returns the name of the backend that runs kernels ("engine").
 std::string_view kernel_backend();
 
-/// Runs kernel `kernel` under condition `cond` (index into kConditionNames) on one kv group:
+/// One layer prepared for one kernel and condition (opaque; scales span the layer's heads as the
+/// kernel's granularity says).
+struct prepared_run;
+/// Layer operands: q [n_head, n, d], k and v [n_head_kv, n, d].
+struct layer_operands {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int n_head = 0, n_head_kv = 0, n = 0, d = 0;
+};
+/// Prepares (transforms and casts) a layer for kernel `kernel` under condition `cond`.
+std::shared_ptr<const prepared_run> prepare_run(std::string_view kernel, int cond,
+                                                const layer_operands& layer,
+                                                uint64_t rotation_seed = 0x5eedULL);
+/// Runs query head h of a prepared layer (causal).
+head_run run_prepared(const prepared_run& run, int h);
+
+/// Convenience: runs kernel `kernel` under condition `cond` (index into kConditionNames) on one kv group:
 /// q [g, n, d], k and v [n, d]. Returns g head runs. Throws attnum::error for an unknown kernel.
 std::vector<head_run> run_group(std::string_view kernel, int cond, const float* q,
                                 const float* k, const float* v, int g, int n, int d,

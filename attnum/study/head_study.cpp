@@ -15,6 +15,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/core/version.h"
+#include "attnum/io/safetensors.h"
 #include "attnum/stats/stats.h"
 #include "attnum/study/emulate.h"
 
@@ -36,6 +37,72 @@ void write_atomic(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
+namespace {
+
+std::string fnv1a_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open", path);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    for (std::streamsize i = 0; i < in.gcount(); ++i)
+      h = (h ^ static_cast<uint8_t>(buf[i])) * 0x100000001b3ULL;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+// Groups capture files by their model id (metadata "model", else the file stem before "__").
+std::vector<capture_model> capture_models(const std::vector<std::string>& files) {
+  std::vector<capture_model> out;
+  for (const auto& f : files) {
+    const io::safetensors_file st(f);
+    std::string model;
+    if (auto it = st.metadata().find("model"); it != st.metadata().end()) model = it->second;
+    if (model.empty()) {
+      const std::string stem = fs::path(f).stem().string();
+      model = stem.substr(0, stem.find("__"));
+    }
+    int n_layer = 0;
+    while (st.find(fmt::format("layers.{}.q", n_layer))) ++n_layer;
+    if (n_layer == 0) fail("{}: no tensor layers.0.q (not a capture file?)", f);
+    auto it = std::find_if(out.begin(), out.end(), [&](const capture_model& m) { return m.name == model; });
+    if (it == out.end()) {
+      out.push_back({model, n_layer, {}, {}});
+      it = out.end() - 1;
+    }
+    if (it->n_layer != n_layer)
+      fail("{}: {} layers, but another capture of model '{}' has {}", f, n_layer, model, it->n_layer);
+    it->files.push_back(f);
+    it->hashes.push_back(fnv1a_file(f));
+  }
+  return out;
+}
+
+}  // namespace
+
+layer_data load_capture_layer(const std::string& file, int l) {
+  const io::safetensors_file st(file);
+  layer_data L;
+  if (auto it = st.metadata().find("model"); it != st.metadata().end()) L.model = it->second;
+  const auto& q = st.at(fmt::format("layers.{}.q", l));
+  const auto& k = st.at(fmt::format("layers.{}.k", l));
+  const auto& v = st.at(fmt::format("layers.{}.v", l));
+  for (const auto* t : {&q, &k, &v})
+    if (t->shape.size() != 3) fail("{}: tensor {} has {} dims, expected [heads, n_tok, d_head]", file, t->name, t->shape.size());
+  L.n_head = static_cast<int>(q.shape[0]), L.n = static_cast<int>(q.shape[1]), L.d = static_cast<int>(q.shape[2]);
+  L.n_head_kv = static_cast<int>(k.shape[0]);
+  if (k.shape != v.shape || k.shape[1] != L.n || k.shape[2] != L.d || L.n_head_kv == 0 ||
+      L.n_head % L.n_head_kv != 0)
+    fail("{}: layer {}: q {}x{}x{}, k/v must be [n_head_kv, {}, {}] with n_head a multiple of n_head_kv",
+         file, l, L.n_head, L.n, L.d, L.n, L.d);
+  L.q = q.to_float(), L.k = k.to_float(), L.v = v.to_float();
+  for (const auto* x : {&L.q, &L.k, &L.v})
+    for (float y : *x)
+      if (!std::isfinite(y)) fail("{}: layer {}: non-finite value in q, k or v", file, l);
+  return L;
+}
+
 plan make_plan(const study_options& opt) {
   plan p;
   p.opt = opt;
@@ -47,13 +114,23 @@ plan make_plan(const study_options& opt) {
   bool plain = false;
   for (const auto& c : opt.conditions) plain |= parse_condition_index(c) == 0;
   if (!plain) fail("heads: --conditions must include plain (scores are relative to it)");
-  if (!opt.zoo) fail("heads: capture files are not supported by this build yet; use --zoo");
-  if (opt.n_texts < 1) fail("heads: need at least one text");
-  const auto models = zoo_models(opt.zoo_opt);
-  for (size_t m = 0; m < models.size(); ++m) {
-    p.model_names.push_back(models[m].name);
-    for (int l = 0; l < models[m].n_layer; ++l)
-      for (int t = 0; t < opt.n_texts; ++t)
+  if (opt.zoo) {
+    if (opt.n_texts < 1) fail("heads: need at least one text");
+    const auto models = zoo_models(opt.zoo_opt);
+    for (size_t m = 0; m < models.size(); ++m) {
+      p.model_names.push_back(models[m].name);
+      for (int l = 0; l < models[m].n_layer; ++l)
+        for (int t = 0; t < opt.n_texts; ++t)
+          p.units.push_back({static_cast<int>(p.units.size()), static_cast<int>(m), l, t});
+    }
+    return p;
+  }
+  if (opt.captures.empty()) fail("heads: no capture files");
+  p.sources = capture_models(opt.captures);
+  for (size_t m = 0; m < p.sources.size(); ++m) {
+    p.model_names.push_back(p.sources[m].name);
+    for (int l = 0; l < p.sources[m].n_layer; ++l)
+      for (int t = 0; t < static_cast<int>(p.sources[m].files.size()); ++t)
         p.units.push_back({static_cast<int>(p.units.size()), static_cast<int>(m), l, t});
   }
   return p;
@@ -82,67 +159,84 @@ err_metrics errors(const std::vector<float>& o, const std::vector<double>& ref, 
 
 }  // namespace
 
-std::vector<row> compute_unit(const plan& p, int i) {
+layer_data load_layer(const plan& p, int i) {
   ATTNUM_ASSERT(i >= 0 && i < static_cast<int>(p.units.size()), "unit {} out of range", i);
   const unit& u = p.units[i];
+  layer_data L;
+  L.model = p.model_names[u.model];
+  if (!p.opt.zoo) {
+    L = load_capture_layer(p.sources[u.model].files[u.text], u.layer);
+    L.model = p.model_names[u.model];
+    return L;
+  }
+  const zoo_model zm = zoo_models(p.opt.zoo_opt)[u.model];
+  L.n_head = zm.n_head, L.n_head_kv = zm.n_head_kv, L.n = p.opt.zoo_opt.n_tok, L.d = zm.d_head;
+  const size_t hd = static_cast<size_t>(L.n) * L.d;
+  L.q.resize(hd * L.n_head), L.k.resize(hd * L.n_head_kv), L.v.resize(hd * L.n_head_kv);
+  for (int kvh = 0; kvh < zm.n_head_kv; ++kvh) {
+    const zoo_group z = zoo_generate(p.opt.zoo_opt, u.model, u.layer, kvh, u.text);
+    const int g = static_cast<int>(z.heads.size());
+    std::copy(z.q.begin(), z.q.end(), L.q.begin() + static_cast<size_t>(kvh) * g * hd);
+    std::copy(z.k.begin(), z.k.end(), L.k.begin() + kvh * hd);
+    std::copy(z.v.begin(), z.v.end(), L.v.begin() + kvh * hd);
+  }
+  return L;
+}
+
+std::vector<row> compute_unit(const plan& p, int i) {
+  const unit& u = p.units[i];
   const auto& opt = p.opt;
-  const auto models = zoo_models(opt.zoo_opt);
-  const zoo_model& zm = models[u.model];
+  const layer_data L = load_layer(p, i);
   std::vector<int> conds;
   for (const auto& c : opt.conditions) conds.push_back(parse_condition_index(c));
+  const int n = L.n, d = L.d, group = L.n_head / L.n_head_kv;
+  const size_t hd = static_cast<size_t>(n) * d;
+  // 1. Prepare the layer once per (kernel, condition): scales can span its heads.
+  std::vector<std::shared_ptr<const prepared_run>> runs;
+  for (const auto& k : opt.kernels)
+    for (int c : conds)
+      runs.push_back(prepare_run(k, c, {L.q.data(), L.k.data(), L.v.data(), L.n_head, L.n_head_kv, n, d},
+                                 opt.rotation_seed));
+  // 2. Per head: the fp64 reference and the predictor's context once, then every run.
   std::vector<row> rows;
-  for (int kvh = 0; kvh < zm.n_head_kv; ++kvh) {
-    const zoo_group z = zoo_generate(opt.zoo_opt, u.model, u.layer, kvh, u.text);
-    const int g = static_cast<int>(z.heads.size()), n = z.n_tok, d = z.d_head;
-    std::vector<reference> refs;
-    std::vector<predict::context_ptr> ctx;
-    for (int h = 0; h < g; ++h) {
-      refs.push_back(reference_causal(z.q.data() + static_cast<size_t>(h) * n * d, z.k.data(),
-                                      z.v.data(), n, d));
-      predict::head_inputs in;
-      in.n_q = n, in.n_kv = n, in.d = d;
-      in.p = refs[h].p.data(), in.o = refs[h].o.data(), in.row_sum = refs[h].row_sum.data();
-      in.v = z.v.data();
-      ctx.push_back(predict::make_context(in));
-    }
-    // rows of this group: [head][kernel][condition]
-    const size_t base = rows.size();
-    rows.resize(base + static_cast<size_t>(g) * opt.kernels.size() * conds.size());
+  for (int h = 0; h < L.n_head; ++h) {
+    const int kvh = h / group;
+    const float* qh = L.q.data() + h * hd;
+    const float* kh = L.k.data() + kvh * hd;
+    const float* vh = L.v.data() + kvh * hd;
+    const reference ref = reference_causal(qh, kh, vh, n, d);
+    predict::head_inputs base;
+    base.n_q = n, base.n_kv = n, base.d = d;
+    base.p = ref.p.data(), base.o = ref.o.data(), base.row_sum = ref.row_sum.data(), base.v = vh;
+    const predict::context_ptr ctx = predict::make_context(base);
     for (size_t ki = 0; ki < opt.kernels.size(); ++ki) {
       // The V, P and output terms do not depend on the condition (V is never transformed; P and
       // O are the ideal ones): computed with the first condition, reused for the others.
-      std::vector<predict::prediction> vpo(g);
+      predict::prediction vpo;
       for (size_t ci = 0; ci < conds.size(); ++ci) {
-        const auto runs = run_group(opt.kernels[ki], conds[ci], z.q.data(), z.k.data(),
-                                    z.v.data(), g, n, d, opt.rotation_seed);
-        for (int h = 0; h < g; ++h) {
-          const head_run& r = runs[h];
-          const reference& ref = refs[h];
-          predict::head_inputs in;
-          in.n_q = n, in.n_kv = n, in.d = d;
-          in.p = ref.p.data(), in.o = ref.o.data(), in.row_sum = ref.row_sum.data();
-          in.q = r.q.data(), in.k = r.k.data(), in.v = z.v.data();
-          in.var_q = r.var_q.empty() ? nullptr : r.var_q.data();
-          in.var_k = r.var_k.empty() ? nullptr : r.var_k.data();
-          in.var_v = r.var_v.empty() ? nullptr : r.var_v.data();
-          in.p_cast = r.p_cast;
-          in.o_cast = r.o_cast;
-          in.out_fmt = r.out_fmt;
-          if (ci == 0) vpo[h] = predict::predict_terms(*ctx[h], in, opt.predictor, {false, false, true, true, true});
-          predict::prediction pr =
-              predict::predict_terms(*ctx[h], in, opt.predictor, {true, true, false, false, false});
-          pr.total += vpo[h].total;
-          const double rel = pr.o_norm2 > 0 ? std::sqrt(pr.total / pr.o_norm2) : 0.0;
-          const err_metrics e = errors(r.o, ref.o, n, d);
-          row& w = rows[base + (static_cast<size_t>(h) * opt.kernels.size() + ki) * conds.size() + ci];
-          w.model = p.model_names[u.model];
-          w.layer = u.layer, w.head = z.heads[h].head, w.kv_head = kvh, w.text = u.text;
-          w.kernel = opt.kernels[ki];
-          w.condition = kConditionNames[conds[ci]];
-          w.rel_err = e.rel_err, w.log_err = std::log1p(e.rel_err);
-          w.predicted_rel_err = rel;
-          w.max_row_err = e.max_row_err, w.cosine = e.cosine;
-        }
+        const head_run r = run_prepared(*runs[ki * conds.size() + ci], h);
+        predict::head_inputs in = base;
+        in.q = r.q.data(), in.k = r.k.data();
+        in.var_q = r.var_q.empty() ? nullptr : r.var_q.data();
+        in.var_k = r.var_k.empty() ? nullptr : r.var_k.data();
+        in.var_v = r.var_v.empty() ? nullptr : r.var_v.data();
+        in.p_cast = r.p_cast;
+        in.o_cast = r.o_cast;
+        in.out_fmt = r.out_fmt;
+        if (ci == 0) vpo = predict::predict_terms(*ctx, in, opt.predictor, {false, false, true, true, true});
+        predict::prediction pr =
+            predict::predict_terms(*ctx, in, opt.predictor, {true, true, false, false, false});
+        pr.total += vpo.total;
+        const err_metrics e = errors(r.o, ref.o, n, d);
+        row w;
+        w.model = L.model;
+        w.layer = u.layer, w.head = h, w.kv_head = kvh, w.text = u.text;
+        w.kernel = opt.kernels[ki];
+        w.condition = kConditionNames[conds[ci]];
+        w.rel_err = e.rel_err, w.log_err = std::log1p(e.rel_err);
+        w.predicted_rel_err = pr.o_norm2 > 0 ? std::sqrt(pr.total / pr.o_norm2) : 0.0;
+        w.max_row_err = e.max_row_err, w.cosine = e.cosine;
+        rows.push_back(std::move(w));
       }
     }
   }
@@ -153,6 +247,15 @@ std::vector<row> compute_unit(const plan& p, int i) {
 // Checkpoints
 
 namespace {
+json source_json(const plan& p) {
+  if (p.opt.zoo) return "zoo";
+  json files = json::array();
+  for (const auto& m : p.sources)
+    for (size_t t = 0; t < m.files.size(); ++t)
+      files.push_back({{"model", m.name}, {"text", t}, {"file", m.files[t]}, {"fnv1a64", m.hashes[t]}});
+  return files;
+}
+
 json row_json(const row& r) {
   return json{{"model", r.model},         {"layer", r.layer},
               {"head", r.head},           {"kv_head", r.kv_head},
@@ -182,6 +285,7 @@ json config_json(const plan& p) {
               {"zoo_seed", o.zoo_opt.seed},
               {"n_texts", o.n_texts},
               {"captures", o.captures},
+              {"source_files", source_json(p)},
               {"kernels", o.kernels},
               {"conditions", o.conditions},
               {"rotation_seed", o.rotation_seed},
@@ -498,7 +602,7 @@ json assemble(const plan& p, const fs::path& dir) {
             {"command", p.opt.command},
             {"kernels", p.opt.kernels},
             {"conditions", p.opt.conditions},
-            {"source", p.opt.zoo ? json("zoo") : json(p.opt.captures)},
+            {"source", source_json(p)},
             {"kernel_backend", std::string(kernel_backend())},
             {"n_units", p.units.size()},
             {"zoo", {{"n_tok", p.opt.zoo_opt.n_tok}, {"seed", p.opt.zoo_opt.seed},

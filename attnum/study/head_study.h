@@ -47,12 +47,32 @@ struct unit {
   int model = 0, layer = 0, text = 0;
 };
 
+/// A model of the capture source: its capture files, one per text, in the order given.
+struct capture_model {
+  std::string name;
+  int n_layer = 0;
+  std::vector<std::string> files;
+  std::vector<std::string> hashes;  ///< FNV-1a 64 of each file's bytes (hex)
+};
+
 /// The study's deterministic plan.
 struct plan {
   study_options opt;
   std::vector<unit> units;
   std::vector<std::string> model_names;
+  std::vector<capture_model> sources;  ///< captures only, one per model
 };
+
+/// One layer's operands: q [n_head, n, d], k and v [n_head_kv, n, d].
+struct layer_data {
+  std::string model;
+  int n_head = 0, n_head_kv = 0, n = 0, d = 0;
+  std::vector<float> q, k, v;
+};
+/// Returns the operands of unit i's layer and text (zoo draw or capture file).
+layer_data load_layer(const plan& p, int i);
+/// Reads layer l of a capture file; throws attnum::error naming the file and tensor on a bad shape.
+layer_data load_capture_layer(const std::string& file, int l);
 
 /// Returns the plan of a study. Throws attnum::error on bad options (unknown kernel or
 /// condition, no plain condition, no source).
