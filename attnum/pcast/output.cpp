@@ -47,7 +47,7 @@ nlohmann::ordered_json to_json(const std::vector<sim_row>& rows) {
                  {"mse_sd", r.mse_sd}, {"seeds", r.seeds}, {"n_tok", r.n_tok},
                  {"d_head", r.d_head}, {"block", r.block}, {"k_sink", r.k_sink},
                  {"underflow_sd", r.underflow_sd}, {"underflow_exact", num(r.underflow_exact)},
-                 {"underflow_outside_measured", r.underflow_outside_measured},
+                 {"underflow_outside_measured", num(r.underflow_outside_measured)},
                  {"underflow_outside_exact", num(r.underflow_outside_exact)},
                  {"saturated_fraction", r.saturated_fraction}, {"threshold", r.threshold},
                  {"sigma", r.sigma}, {"tool_version", version()}});
@@ -58,9 +58,9 @@ nlohmann::ordered_json overflow_json(const std::vector<sim_row>& rows) {
   auto a = nlohmann::ordered_json::array();
   for (const auto& r : rows)
     a.push_back({{"delta", r.delta}, {"scale", r.scale}, {"offset", std::log2(r.scale)},
-                 {"threshold", r.threshold}, {"order", order_name(r.order)},
-                 {"saturated_fraction", r.saturated_fraction},
-                 {"sink_saturated_fraction", r.sink_saturated_fraction},
+                 {"saturated_fraction", r.saturated_fraction}, {"threshold", r.threshold},
+                 {"order", order_name(r.order)},
+                 {"sink_saturated_fraction", num(r.sink_saturated_fraction)},
                  {"can_saturate", can_saturate(r.scale, r.threshold)}, {"mse", r.mse},
                  {"mse_sd", r.mse_sd}, {"underflow_measured", r.underflow_measured},
                  {"seeds", r.seeds}, {"n_tok", r.n_tok}, {"d_head", r.d_head},

@@ -158,8 +158,13 @@ void check_config(const sim_config& c) {
   if (c.d_head < 1 || c.k_sink < 0 || c.block < 1 || c.q_rows < 1 || c.seeds < 1)
     fail("pcast simulate: d_head {} k_sink {} block {} q_rows {} seeds {}: expected d_head, "
          "block, q_rows, seeds >= 1 and k_sink >= 0", c.d_head, c.k_sink, c.block, c.q_rows, c.seeds);
-  for (int n : c.n_toks)
+  for (int n : c.n_toks) {
     if (n < 1 || n < c.k_sink) fail("pcast simulate: n_tok {}: expected >= max(1, k_sink)", n);
+    // One unit holds V [n_tok, d_head] and the scores of q_rows rows: keep it under ~2 GiB.
+    if (int64_t(n) * (c.d_head + 2 * c.q_rows) > (int64_t(1) << 28))
+      fail("pcast simulate: n_tok {} x (d_head {} + 2 rows {}) is too large for one unit "
+           "(expected under 2^28 values)", n, c.d_head, c.q_rows);
+  }
   for (double s : c.scales)
     if (!(s > 0) || !std::isfinite(s)) fail("pcast simulate: scale {}: expected > 0", s);
   for (double t : c.thresholds)
@@ -414,7 +419,10 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
   }
   auto rows = combine_rows(c, vars, parts);
   if (spec)
-    for (auto& r : rows) r.kernel = c.kernel;
+    for (auto& r : rows) {  // the engine reports totals only, not per-block or per-sink counts
+      r.kernel = c.kernel;
+      r.underflow_outside_measured = r.sink_saturated_fraction = std::nan("");
+    }
   return rows;
 }
 
