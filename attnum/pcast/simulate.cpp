@@ -213,6 +213,32 @@ void run_preset(const sim_config& c, const attention::kernel_spec& spec, const u
   }
 }
 
+void add_counts(kernel_counts& a, const kernel_counts& b) {
+  a.non_sink += b.non_sink;
+  a.underflow += b.underflow;
+  a.non_sink_outside += b.non_sink_outside;
+  a.underflow_outside += b.underflow_outside;
+  a.cast_count += b.cast_count;
+  a.saturated += b.saturated;
+  a.sink_saturated += b.sink_saturated;
+}
+
+// The paper's prediction (forward: F; reverse: Phi(E[pre-sink max] - c)) and our exact one.
+void fill_predictions(sim_row& r, const sim_config& c, const row_shape& shape, double max_mean) {
+  if (r.order == block_order::forward)
+    r.underflow_predicted = underflow_closed_form(r.delta, r.scale, c.k_sink);
+  else
+    r.underflow_predicted =
+        0.5 * std::erfc(-(max_mean - flush_threshold(r.scale)) / std::numbers::sqrt2);
+  // The exact expectation assumes unit-variance scores and an exact running max.
+  if (c.sigma == 1.0 && r.threshold == 0 && c.exact_applies) {
+    r.underflow_exact = underflow_exact(r.delta, r.scale, shape, r.order);
+    r.underflow_outside_exact = underflow_exact_outside_sink_block(r.delta, r.scale, shape, r.order);
+  } else {
+    r.underflow_exact = r.underflow_outside_exact = std::nan("");
+  }
+}
+
 // Pools the per-seed partials of each (n_tok, delta, variant) into one row.
 std::vector<sim_row> combine_rows(const sim_config& c, const std::vector<variant>& vars,
                                   const std::vector<partial>& parts) {
@@ -233,13 +259,7 @@ std::vector<sim_row> combine_rows(const sim_config& c, const std::vector<variant
           const partial& pt = parts[(static_cast<size_t>(unit) * nd + di) * nv + vi];
           mse.push_back(pt.sumsq / (static_cast<double>(c.q_rows) * c.d_head));
           under.push_back(pt.counts.non_sink ? double(pt.counts.underflow) / double(pt.counts.non_sink) : 0.0);
-          sum.non_sink += pt.counts.non_sink;
-          sum.underflow += pt.counts.underflow;
-          sum.non_sink_outside += pt.counts.non_sink_outside;
-          sum.underflow_outside += pt.counts.underflow_outside;
-          sum.cast_count += pt.counts.cast_count;
-          sum.saturated += pt.counts.saturated;
-          sum.sink_saturated += pt.counts.sink_saturated;
+          add_counts(sum, pt.counts);
         }
         sim_row r;
         r.delta = c.deltas[di];
@@ -253,20 +273,7 @@ std::vector<sim_row> combine_rows(const sim_config& c, const std::vector<variant
         r.saturated_fraction = frac(sum.saturated, sum.cast_count);
         r.sink_saturated_fraction =
             frac(sum.sink_saturated, static_cast<int64_t>(std::min(c.k_sink, n_tok)) * c.q_rows * c.seeds);
-        if (va.order == block_order::forward) {
-          r.underflow_predicted = underflow_closed_form(r.delta, va.scale, c.k_sink);
-        } else {
-          r.underflow_predicted =
-              0.5 * std::erfc(-(rb.max_mean - flush_threshold(va.scale)) / std::numbers::sqrt2);
-        }
-        // The exact expectation assumes unit-variance scores and an exact running max.
-        if (c.sigma == 1.0 && va.threshold == 0 && c.exact_applies) {
-          r.underflow_exact = underflow_exact(r.delta, va.scale, shape, va.order);
-          r.underflow_outside_exact =
-              underflow_exact_outside_sink_block(r.delta, va.scale, shape, va.order);
-        } else {
-          r.underflow_exact = r.underflow_outside_exact = std::nan("");
-        }
+        fill_predictions(r, c, shape, rb.max_mean);
         double m = 0;
         for (double x : mse) m += x;
         r.mse = m / static_cast<double>(mse.size());
@@ -335,15 +342,7 @@ void ideal_row(const float* z, const float* v, int n_tok, int d_head, int k_sink
   const float denom = s * l;
   for (int c = 0; c < d_head; ++c) o[c] /= denom;
   cnt.saturated += cnt.sink_saturated;
-  if (counts) {
-    counts->non_sink += cnt.non_sink;
-    counts->underflow += cnt.underflow;
-    counts->non_sink_outside += cnt.non_sink_outside;
-    counts->underflow_outside += cnt.underflow_outside;
-    counts->cast_count += cnt.cast_count;
-    counts->saturated += cnt.saturated;
-    counts->sink_saturated += cnt.sink_saturated;
-  }
+  if (counts) add_counts(*counts, cnt);
 }
 
 std::vector<double> reference_row(const double* z, const float* v, int n_tok, int d_head) {
