@@ -27,7 +27,8 @@ p { max-width: 820px; margin: 6px 0 10px; }
 .chart { min-height: 40px; }
 table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: right; white-space: nowrap; }
-th { background: #f6f6f8; position: sticky; top: 0; z-index: 1; }
+th { background: #f6f6f8; }
+#inspector-wrap th { position: sticky; top: 0; z-index: 1; }
 td.l, th.l { text-align: left; }
 .exports { margin: 6px 0 14px; display: flex; gap: 6px; flex-wrap: wrap; align-items: center; }
 .exports span { font-size: 13px; color: var(--muted); margin-right: 2px; }
@@ -567,10 +568,11 @@ const char* page_js() {
     if (th) layers.push({ data: { values: th.rows.map((r) => ({ delta: r.delta, y: r.underflow_fraction, S: S(r), src: 'theory' })) },
       mark: { type: 'line' }, encoding: { x: { field: 'delta', type: 'quantitative', title: 'Δ (sink strength)' },
         y: { field: 'y', type: 'quantitative', title: 'Underflow fraction' }, color: { field: 'S', type: 'nominal', title: 'Scale' } } });
-    if (sim) layers.push({ data: { values: sim.rows.filter((r) => typeof r.underflow_measured === 'number').map((r) => ({ delta: r.delta, y: r.underflow_measured, S: S(r), order: String(r.order) })) },
+    if (sim) layers.push({ data: { values: sim.rows.filter((r) => typeof r.underflow_measured === 'number').map((r) => ({ delta: r.delta, y: r.underflow_measured, S: S(r), order: String(r.order), kernel: String(r.kernel ?? '') })) },
       mark: { type: 'point', filled: true, size: 40 }, encoding: { x: { field: 'delta', type: 'quantitative', title: 'Δ (sink strength)' },
         y: { field: 'y', type: 'quantitative', title: 'Underflow fraction' }, color: { field: 'S', type: 'nominal', title: 'Scale' },
-        shape: { field: 'order', type: 'nominal', title: 'KV order (simulation)' } } });
+        shape: { field: 'order', type: 'nominal', title: 'KV order (simulation)' },
+        tooltip: [{ field: 'delta' }, { field: 'S' }, { field: 'order' }, { field: 'kernel' }, { field: 'y', title: 'underflow', format: '.4f' }] } });
     if (layers.length) await vegaEmbed('#pcast-underflow', { width: 520, height: 260, layer: layers }, EMBED);
     else $('pcast-underflow').innerHTML = '<p class="absent">No theory or simulation rows.</p>';
     const mse = sim ? sim.rows.filter((r) => typeof r.mse === 'number' && r.mse > 0) : [];
@@ -578,7 +580,7 @@ const char* page_js() {
       await vegaEmbed('#pcast-mse', { width: 520, height: 260, data: { values: mse.map((r) => ({ delta: r.delta, mse: r.mse, S: S(r), order: String(r.order), series: S(r) + ', ' + r.order })) },
         mark: { type: 'line', point: true }, encoding: { x: { field: 'delta', type: 'quantitative', title: 'Δ (sink strength)' },
           y: { field: 'mse', type: 'quantitative', title: 'Output MSE', scale: { type: 'log' }, axis: { format: '.0e' } }, color: { field: 'S', type: 'nominal', title: 'Scale' },
-          strokeDash: { field: 'order', type: 'nominal', title: 'KV order' }, detail: { field: 'series' } } }, EMBED);
+          strokeDash: { field: 'order', type: 'nominal', title: 'KV order', legend: { symbolType: 'stroke', symbolStrokeColor: '#555' } }, detail: { field: 'series' } } }, EMBED);
     } else $('pcast-mse').innerHTML = '<p class="absent">No simulation rows with a positive MSE.</p>';
     if (dp) {
       await vegaEmbed('#pcast-dp', { width: 520, height: 220, data: { values: dp.rows },
