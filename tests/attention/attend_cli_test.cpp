@@ -11,6 +11,7 @@
 #include "attention/test_util.h"
 #include "attnum/attention/engine.h"
 #include "attnum/io/npy.h"
+#include "attnum/io/safetensors.h"
 
 namespace attnum::attention {
 namespace {
@@ -57,6 +58,22 @@ TEST_F(attend_cli_test, output_equals_library_and_rel_err_printed) {
   EXPECT_EQ(o.shape, (std::vector<int64_t>{4, 48, 64}));
   const auto want = run_layer(preset("sage2pp-sm89"), L.view, condition::rotate, true);
   EXPECT_EQ(o.data, want);
+}
+
+// One .safetensors file holding tensors q, k, v ([n_tok, d_head]); O written as .safetensors.
+TEST_F(attend_cli_test, safetensors_in_and_out) {
+  auto L = test::random_layer(1, 1, 40, 40, 128, 8);
+  io::write_safetensors(path("qkv.safetensors"), {{"q", {40, 128}, L.q.data(), io::st_dtype::F32},
+                                                  {"k", {40, 128}, L.k.data(), io::st_dtype::F32},
+                                                  {"v", {40, 128}, L.v.data(), io::st_dtype::F32}});
+  const std::string f = path("qkv.safetensors");
+  const auto r = run_tool("attend --q " + f + " --k " + f + " --v " + f + " --kernel fa3 --no-causal --out " +
+                          path("o.safetensors"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("rel_err"), std::string::npos);
+  io::safetensors_file o(path("o.safetensors"));
+  EXPECT_EQ(o.at("o").shape, (std::vector<int64_t>{40, 128}));
+  EXPECT_EQ(o.at("o").to_float(), run_layer(preset("fa3"), L.view, condition::plain, false));
 }
 
 TEST_F(attend_cli_test, bad_input_exits_2) {
