@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/attention/attend.h"
+#include "attnum/attention/metrics.h"
 #include "attnum/core/error.h"
 #include "attnum/io/npy.h"
 #include "attnum/io/safetensors.h"
@@ -49,7 +50,7 @@ loaded load(const std::string& path, const std::string& name) {
 struct opts {
   std::string q, k, v, kernel, condition = "plain", out;
   std::vector<std::string> knobs;
-  bool no_causal = false, json = false;
+  bool no_causal = false, json = false, stages = false;
   uint64_t seed = 0x5eedULL;
   bool causal_center = false;
 };
@@ -82,6 +83,9 @@ void run(const opts& o) {
   }
   if (nan)
     fmt::print(stderr, "warning: NaN in the output where the real kernel produces it (nan_flagged; e.g. an all-zero V channel without eps)\n");
+  std::vector<std::vector<stage_error>> stages;
+  if (o.stages)
+    for (int h = 0; h < lv.n_head; ++h) stages.push_back(stage_attribution(spec, lv, h, cond, !o.no_causal, {o.seed, o.causal_center}));
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
@@ -91,6 +95,8 @@ void run(const opts& o) {
                       {"log_err", num(h.log_err)}, {"cosine", num(h.cosine)}, {"max_row_err", num(h.max_row_err)},
                       {"p_count", h.stats.p_count}, {"p_underflow", h.stats.p_underflow},
                       {"p_saturated", h.stats.p_saturated}, {"nan_flagged", h.stats.nan_flagged}});
+    for (size_t h = 0; h < stages.size(); ++h)
+      for (const auto& st : stages[h]) rows[h]["stage_rel_err"][st.stage] = num(st.rel_err);
     fmt::print("{}\n", rows.dump());
     return;
   }
@@ -99,6 +105,11 @@ void run(const opts& o) {
   for (const auto& h : r.heads)
     fmt::print("{:>5} {:>7} {:>12.4e} {:>12.4e} {:>10.6f} {:>12}{}\n", h.head, h.kv_head, h.rel_err, h.log_err, h.cosine,
                h.stats.p_underflow, h.stats.nan_flagged ? "  NaN flagged" : "");
+  for (size_t h = 0; h < stages.size(); ++h) {
+    fmt::print("head {} stage rel_err:", h);
+    for (const auto& st : stages[h]) fmt::print("  {} {:.3e}", st.stage, st.rel_err);
+    fmt::print("\n");
+  }
 }
 
 void setup(CLI::App& app) {
@@ -114,6 +125,7 @@ void setup(CLI::App& app) {
   app.add_flag("--no-causal", o->no_causal, "Non-causal attention");
   app.add_option("--out", o->out, "Write O (.npy or .safetensors)");
   app.add_flag("--json", o->json, "Print JSON rows");
+  app.add_flag("--stages", o->stages, "Also each quantization point alone (stage attribution)");
   app.callback([o] { run(*o); });
 }
 }  // namespace
