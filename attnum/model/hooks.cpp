@@ -33,6 +33,7 @@ attention_fn engine_kernel(const attention::kernel_spec& spec, attention::condit
   return [spec, cond](int, const qkv_view& x, float* o) {
     const auto prepared = attention::prepare_layer(spec, view_of(x), cond);
     const size_t hs = size_t(x.n_tok) * x.d_head;
+// Heads in parallel (run_head then runs its tiles on the calling thread).
 #pragma omp parallel for schedule(dynamic)
     for (int h = 0; h < x.n_head; ++h) attention::run_head(*prepared, h, true, o + h * hs);
   };

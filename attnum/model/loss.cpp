@@ -126,7 +126,7 @@ std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
     unit_result r;
     r.unit = u;
     r.nll_ref.resize(n), r.nll_var.resize(n), r.kl.resize(n), r.dp.resize(n), r.top1_same.resize(n);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(n) * vocab > (1u << 16))
     for (int i = 0; i < n; ++i) {
       const label_stat s = compare_logits(ref.data() + size_t(i) * vocab,
                                           var.data() + size_t(i) * vocab, vocab, labels[i]);

@@ -47,20 +47,33 @@ void rmsnorm(const float* x, const std::vector<float>& weight, int n, int dim, f
   }
 }
 
+// cos and sin of position i and pair j, [n, d_head/2] each, computed once per forward.
+struct rope_table {
+  std::vector<float> cos, sin;
+  rope_table(int n, const config& c) : cos(size_t(n) * (c.d_head / 2)), sin(cos.size()) {
+    const int half = c.d_head / 2;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < half; ++j) {
+        // frequency of pair j: theta^(-2j/d) (run.c: 1.0f / powf(10000.0f, head_dim / (float)head_size))
+        const float freq = 1.0f / std::pow(c.rope_theta, float(2 * j) / float(c.d_head));
+        const float val = float(i) * freq;
+        cos[size_t(i) * half + j] = std::cos(val);
+        sin[size_t(i) * half + j] = std::sin(val);
+      }
+  }
+};
+
 // Rotates each head of x [n, n_heads * d_head] in place; row i is position i.
-void rope(float* x, int n, int n_heads, const config& c, linear_precision p) {
-  const int d = c.d_head;
-#pragma omp parallel for schedule(static) if (size_t(n) * n_heads * d > kParallelMin / 8)
+void rope(float* x, int n, int n_heads, const config& c, const rope_table& t, linear_precision p) {
+  const int d = c.d_head, half = d / 2;
+#pragma omp parallel for schedule(static) if (size_t(n) * n_heads * d > kParallelMin)
   for (int i = 0; i < n; ++i) {
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + (size_t(i) * n_heads + h) * d;
-      for (int j = 0; j < d / 2; ++j) {
-        // frequency of pair j: theta^(-2j/d) (run.c: 1.0f / powf(10000.0f, head_dim / (float)head_size))
-        const float freq = 1.0f / std::pow(c.rope_theta, float(2 * j) / float(d));
-        const float val = float(i) * freq;
-        const float fcr = std::cos(val), fci = std::sin(val);
+      for (int j = 0; j < half; ++j) {
+        const float fcr = t.cos[size_t(i) * half + j], fci = t.sin[size_t(i) * half + j];
         const int a = c.rope == rope_style::interleaved ? 2 * j : j;
-        const int b = c.rope == rope_style::interleaved ? 2 * j + 1 : j + d / 2;
+        const int b = c.rope == rope_style::interleaved ? 2 * j + 1 : j + half;
         const float v0 = v[a], v1 = v[b];
         v[a] = v0 * fcr - v1 * fci;
         v[b] = v0 * fci + v1 * fcr;
@@ -139,7 +152,7 @@ attention_fn plain_attention() {
   return [](int, const qkv_view& x, float* o) {
     const int group = x.n_head / x.n_head_kv;
     const size_t hs = size_t(x.n_tok) * x.d_head;
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (size_t(x.n_head) * x.n_tok * x.n_tok * x.d_head > (1u << 18))
     for (int h = 0; h < x.n_head; ++h)
       attend_head<T>(x.q + h * hs, x.k + (h / group) * hs, x.v + (h / group) * hs, x.n_tok,
                      x.d_head, o + h * hs);
@@ -189,6 +202,7 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
     std::copy_n(w.tok_embeddings.data() + size_t(tokens[i]) * D, D, x.data() + size_t(i) * D);
   }
   const attention_fn attention = opt.attention ? opt.attention : fp32_attention();
+  const rope_table rope_tab(n, c);
   std::vector<float> xb(x.size()), qh(size_t(n) * hd), kh(size_t(n) * kvd), vh(size_t(n) * kvd),
       oh(size_t(n) * hd), o(size_t(n) * hd);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -199,8 +213,8 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
     std::vector<float> q = project(xb, n, D, L.wq, L.bq, hd, p, opt.stats);
     std::vector<float> k = project(xb, n, D, L.wk, L.bk, kvd, p, opt.stats);
     std::vector<float> v = project(xb, n, D, L.wv, L.bv, kvd, p, opt.stats);
-    rope(q.data(), n, c.n_head, c, p);
-    rope(k.data(), n, c.n_head_kv, c, p);
+    rope(q.data(), n, c.n_head, c, rope_tab, p);
+    rope(k.data(), n, c.n_head_kv, c, rope_tab, p);
     to_head_major(q.data(), n, c.n_head, d, qh.data());
     to_head_major(k.data(), n, c.n_head_kv, d, kh.data());
     to_head_major(v.data(), n, c.n_head_kv, d, vh.data());

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
+#include "attnum/formats/format.h"
 #include "attnum/model/hooks.h"
 #include "attnum/model/loss.h"
 #include "attnum/model/transformer.h"
@@ -141,5 +142,34 @@ TEST(loss_test, bad_parameters_are_errors) {
   EXPECT_THROW(kernel_attention("no-such-kernel", "plain"), attnum::error);
   EXPECT_THROW(kernel_attention("fa3", "sideways"), attnum::error);
   EXPECT_THROW(parse_linear_precision("fp8"), attnum::error);
+}
+}  // namespace
+
+namespace {
+TEST(loss_test, bf16_linear_precision_rounds_every_op_and_stays_close_to_fp32) {
+  const weights w32 = attnum::test::tiny_model(8);
+  weights w16 = w32;
+  round_to_bf16(w16);
+  std::vector<int> ids(30);
+  for (int i = 0; i < 30; ++i) ids[i] = (11 * i + 2) % 48;
+  forward_options o32, o16;
+  o32.attention = o16.attention = reference_attention("fp64");
+  o16.linear = linear_precision::bf16;
+  bool qkv_on_grid = true;
+  o16.on_qkv = [&](int, const qkv_view& x) {
+    for (int i = 0; i < x.n_head * x.n_tok * x.d_head; ++i)
+      qkv_on_grid &= attnum::formats::quantize_bf16(x.q[i]) == x.q[i];
+  };
+  const auto a = forward(w32, ids, o32), b = forward(w16, ids, o16);
+  EXPECT_TRUE(qkv_on_grid);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(attnum::formats::quantize_bf16(b[i]), b[i]) << "logit " << i << " not bf16";
+    num += (a[i] - b[i]) * (a[i] - b[i]), den += a[i] * a[i];
+  }
+  // bf16 carries 8 significant bits (unit roundoff 2^-9 ~ 0.2%); a few layers of rounded ops
+  // stay within a few percent but must differ from fp32.
+  EXPECT_LT(std::sqrt(num / den), 0.05);
+  EXPECT_GT(num, 0.0);
 }
 }  // namespace

@@ -1,0 +1,66 @@
+// attnum loss and capture through the CLI on stories260K (skipped without ../shared): the JSON
+// contract, --out files, and exit status 2 with a message for bad requests.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace {
+namespace fs = std::filesystem;
+const std::string kData = std::string(ATTNUM_SHARED_DIR) + "/data/";
+
+struct result {
+  int status;
+  std::string out, err;
+};
+
+result run(const std::string& args) {
+  const fs::path dir = fs::temp_directory_path() / ("attnum_loss_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cmd = std::string(ATTNUM_BINARY) + " " + args + " >" + (dir / "out").string() +
+                          " 2>" + (dir / "err").string();
+  const int rc = std::system(cmd.c_str());
+  auto slurp = [](const fs::path& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  };
+  result r{WEXITSTATUS(rc), slurp(dir / "out"), slurp(dir / "err")};
+  fs::remove_all(dir);
+  return r;
+}
+
+TEST(loss_cli_test, json_contract_out_files_and_errors) {
+  if (!fs::exists(kData + "stories260K.bin")) GTEST_SKIP() << "shared data absent: " << kData;
+  const fs::path out = fs::temp_directory_path() / ("attnum_loss_out_" + std::to_string(::getpid()));
+  const std::string model = " --model " + kData + "stories260K.bin";
+  const std::string text = " --text " + kData + "books/alice_11-0.txt";
+  result r = run("loss" + model + text + " --tokens 64 --windows 2 --kernel fa3 --conditions plain,center "
+                 "--json --out " + out.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  for (const char* f : {"condition", "kernel", "n_labels", "ce_ref", "ce_variant", "ppl_ratio",
+                        "ppl_ratio_lo", "ppl_ratio_hi", "kl_mean", "top1_agreement", "dp_p50",
+                        "dp_p90", "dp_p99", "model", "reference"})
+    EXPECT_TRUE(j[0].contains(f)) << f;
+  EXPECT_EQ(j[0]["n_labels"], 128);
+  EXPECT_EQ(j[1]["condition"], "center");
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(out / "loss.json")), j);
+  EXPECT_TRUE(fs::exists(out / "loss.csv"));
+  fs::remove_all(out);
+
+  r = run("loss" + model + text + " --tokens 1024 --kernel fa3 --conditions plain");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("error: --tokens 1024 is larger than the model's context 512"), std::string::npos) << r.err;
+  r = run("loss" + model + text + " --tokens 64 --windows 100000 --kernel fa3 --conditions plain");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("alice_11-0.txt"), std::string::npos) << r.err;
+  r = run("loss" + model + text + " --tokens 64 --kernel nope --conditions plain");
+  EXPECT_EQ(r.status, 2);
+  r = run("loss" + model + " --token-ids " + kData + "stories260K_greedy_reference.txt --tokens 8 --kernel fa3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("expected a non-negative integer id"), std::string::npos) << r.err;
+}
+}  // namespace
