@@ -53,9 +53,14 @@ std::string fnv1a_file(const std::string& path) {
 }
 
 // Groups capture files by their model id (metadata "model", else the file stem before "__").
-std::vector<capture_model> capture_models(const std::vector<std::string>& files) {
+std::vector<capture_model> capture_models(const std::vector<std::string>& files,
+                                          const std::vector<std::string>& outputs) {
+  if (!outputs.empty() && outputs.size() != files.size())
+    fail("transfer: {} --kernel-outputs files for {} --captures files (one per capture, same order)",
+         outputs.size(), files.size());
   std::vector<capture_model> out;
-  for (const auto& f : files) {
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    const std::string& f = files[fi];
     const io::safetensors_file st(f);
     std::string model;
     if (auto it = st.metadata().find("model"); it != st.metadata().end()) model = it->second;
@@ -68,13 +73,17 @@ std::vector<capture_model> capture_models(const std::vector<std::string>& files)
     if (n_layer == 0) fail("{}: no tensor layers.0.q (not a capture file?)", f);
     auto it = std::find_if(out.begin(), out.end(), [&](const capture_model& m) { return m.name == model; });
     if (it == out.end()) {
-      out.push_back({model, n_layer, {}, {}});
+      out.push_back({model, n_layer, {}, {}, {}, {}});
       it = out.end() - 1;
     }
     if (it->n_layer != n_layer)
       fail("{}: {} layers, but another capture of model '{}' has {}", f, n_layer, model, it->n_layer);
     it->files.push_back(f);
     it->hashes.push_back(fnv1a_file(f));
+    if (!outputs.empty()) {
+      it->outputs.push_back(outputs[fi]);
+      it->output_hashes.push_back(fnv1a_file(outputs[fi]));
+    }
   }
   return out;
 }
@@ -126,7 +135,7 @@ plan make_plan(const study_options& opt) {
     return p;
   }
   if (opt.captures.empty()) fail("heads: no capture files");
-  p.sources = capture_models(opt.captures);
+  p.sources = capture_models(opt.captures, opt.kernel_outputs);
   for (size_t m = 0; m < p.sources.size(); ++m) {
     p.model_names.push_back(p.sources[m].name);
     for (int l = 0; l < p.sources[m].n_layer; ++l)
@@ -197,6 +206,19 @@ std::vector<row> compute_unit(const plan& p, int i) {
     for (int c : conds)
       runs.push_back(prepare_run(k, c, {L.q.data(), L.k.data(), L.v.data(), L.n_head, L.n_head_kv, n, d},
                                  opt.rotation_seed));
+  // Transfer: the real kernel's outputs of this layer, per condition.
+  const bool transfer = !opt.kernel_outputs.empty();
+  std::vector<std::vector<float>> kernel_o(conds.size());
+  if (transfer) {
+    const std::string& file = p.sources[u.model].outputs[u.text];
+    const io::safetensors_file st(file);
+    for (size_t ci = 0; ci < conds.size(); ++ci) {
+      const auto& t = st.at(fmt::format("layers.{}.o.{}", u.layer, kConditionNames[conds[ci]]));
+      if (t.shape != std::vector<int64_t>{L.n_head, n, d})
+        fail("{}: tensor {} must be [{}, {}, {}] like the capture's q", file, t.name, L.n_head, n, d);
+      kernel_o[ci] = t.to_float();
+    }
+  }
   // 2. Per head: the fp64 reference and the predictor's context once, then every run.
   std::vector<row> rows;
   for (int h = 0; h < L.n_head; ++h) {
@@ -236,6 +258,10 @@ std::vector<row> compute_unit(const plan& p, int i) {
         w.rel_err = e.rel_err, w.log_err = std::log1p(e.rel_err);
         w.predicted_rel_err = pr.o_norm2 > 0 ? std::sqrt(pr.total / pr.o_norm2) : 0.0;
         w.max_row_err = e.max_row_err, w.cosine = e.cosine;
+        if (transfer) {
+          const std::vector<float> ko(kernel_o[ci].begin() + h * hd, kernel_o[ci].begin() + (h + 1) * hd);
+          w.kernel_rel_err = errors(ko, ref.o, n, d).rel_err;
+        }
         rows.push_back(std::move(w));
       }
     }
@@ -252,7 +278,12 @@ json source_json(const plan& p) {
   json files = json::array();
   for (const auto& m : p.sources)
     for (size_t t = 0; t < m.files.size(); ++t)
-      files.push_back({{"model", m.name}, {"text", t}, {"file", m.files[t]}, {"fnv1a64", m.hashes[t]}});
+    {
+      json f{{"model", m.name}, {"text", t}, {"file", m.files[t]}, {"fnv1a64", m.hashes[t]}};
+      if (!m.outputs.empty())
+        f["kernel_outputs"] = m.outputs[t], f["kernel_outputs_fnv1a64"] = m.output_hashes[t];
+      files.push_back(f);
+    }
   return files;
 }
 
@@ -264,6 +295,11 @@ json row_json(const row& r) {
               {"log_err", r.log_err},     {"predicted_rel_err", r.predicted_rel_err},
               {"max_row_err", r.max_row_err}, {"cosine", r.cosine}};
 }
+json row_json_full(const row& r) {
+  json j = row_json(r);
+  if (!std::isnan(r.kernel_rel_err)) j["kernel_rel_err"] = r.kernel_rel_err;
+  return j;
+}
 row row_from(const json& j) {
   row r;
   r.model = j.at("model"), r.layer = j.at("layer"), r.head = j.at("head");
@@ -271,6 +307,7 @@ row row_from(const json& j) {
   r.condition = j.at("condition"), r.rel_err = j.at("rel_err"), r.log_err = j.at("log_err");
   r.predicted_rel_err = j.at("predicted_rel_err"), r.max_row_err = j.at("max_row_err");
   r.cosine = j.at("cosine");
+  if (j.contains("kernel_rel_err")) r.kernel_rel_err = j.at("kernel_rel_err");
   return r;
 }
 // Doubles are written in shortest round-trip form: reading a checkpoint back gives the same bits.
@@ -285,6 +322,7 @@ json config_json(const plan& p) {
               {"zoo_seed", o.zoo_opt.seed},
               {"n_texts", o.n_texts},
               {"captures", o.captures},
+              {"kernel_outputs", o.kernel_outputs},
               {"source_files", source_json(p)},
               {"kernels", o.kernels},
               {"conditions", o.conditions},
@@ -303,7 +341,7 @@ fs::path unit_path(const fs::path& dir, int i) {
 
 void write_unit(const fs::path& dir, int i, const std::vector<row>& rows) {
   std::string text;
-  for (const auto& r : rows) text += row_json(r).dump() + "\n";
+  for (const auto& r : rows) text += row_json_full(r).dump() + "\n";
   text += json{{"end", i}, {"n_rows", rows.size()}}.dump() + "\n";  // completeness marker
   write_atomic(unit_path(dir, i), text);
 }
@@ -370,6 +408,7 @@ plan read_plan(const fs::path& dir) {
     o.zoo_opt.seed = j.at("zoo_seed");
     o.n_texts = j.at("n_texts");
     o.captures = j.at("captures").get<std::vector<std::string>>();
+    o.kernel_outputs = j.at("kernel_outputs").get<std::vector<std::string>>();
     o.kernels = j.at("kernels").get<std::vector<std::string>>();
     o.conditions = j.at("conditions").get<std::vector<std::string>>();
     o.rotation_seed = j.at("rotation_seed");
@@ -442,9 +481,10 @@ json js(std::optional<double> v) { return v ? json(*v) : json(nullptr); }
 // Per-head table from the rows: one entry per (model, layer, head, kernel, transform).
 json heads_table(const plan& p, const std::vector<row>& rows) {
   struct acc {
-    double log_err = 0, pred = 0;
+    double log_err = 0, pred = 0, kernel = 0;
     int n = 0;
   };
+  const bool transfer = !p.opt.kernel_outputs.empty();
   // key: model index, layer, head, kernel index, condition index -> sums over texts (in the
   // fixed order of the units, so the sums are reproducible).
   std::map<std::tuple<int, int, int, int, int>, acc> sums;
@@ -456,6 +496,7 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
     auto& a = sums[{model_index.at(r.model), r.layer, r.head, ki, parse_condition_index(r.condition)}];
     a.log_err += r.log_err;
     a.pred += std::log1p(r.predicted_rel_err);
+    a.kernel += std::log1p(r.kernel_rel_err);
     a.n += 1;
   }
   json out = json::array();
@@ -466,7 +507,7 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
     const double lt = a.log_err / a.n, lp = b.log_err / b.n;
     const double pt = a.pred / a.n, pp = b.pred / b.n;
     const double obs = lt - lp, pred = pt - pp;
-    out.push_back(json{{"model", p.model_names[m]}, {"layer", l}, {"head", h},
+    json row{{"model", p.model_names[m]}, {"layer", l}, {"head", h},
                        {"kernel", p.opt.kernels[ki]}, {"transform", kConditionNames[c]},
                        {"observed_score", obs}, {"predicted_score", pred},
                        {"harmed", obs > 0}, {"predicted_harmed", pred > 0},
@@ -474,7 +515,13 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
                        {"mean_pred_log_err_plain", pp}, {"mean_pred_log_err_transform", pt},
                        {"n_texts", a.n},
                        {"tool_version", std::string(tool_version())},
-                       {"predictor_version", std::string(predict::kPredictorVersion)}});
+                       {"predictor_version", std::string(predict::kPredictorVersion)}};
+    if (transfer) {
+      const double ks = a.kernel / a.n - b.kernel / b.n;
+      row["kernel_observed_score"] = ks;
+      row["kernel_harmed"] = ks > 0;
+    }
+    out.push_back(row);
   }
   return out;
 }
@@ -487,6 +534,15 @@ const std::vector<std::string> kHeadColumns = {
     "harmed", "predicted_harmed", "mean_log_err_plain", "mean_log_err_transform",
     "mean_pred_log_err_plain", "mean_pred_log_err_transform", "n_texts", "tool_version",
     "predictor_version"};
+const std::vector<std::string> kTransferRowColumns = {
+    "model", "layer", "head", "kv_head", "text", "kernel", "condition", "rel_err", "log_err",
+    "predicted_rel_err", "max_row_err", "cosine", "kernel_rel_err", "tool_version",
+    "predictor_version"};
+const std::vector<std::string> kTransferHeadColumns = {
+    "model", "layer", "head", "kernel", "transform", "observed_score", "predicted_score",
+    "harmed", "predicted_harmed", "mean_log_err_plain", "mean_log_err_transform",
+    "mean_pred_log_err_plain", "mean_pred_log_err_transform", "n_texts",
+    "kernel_observed_score", "kernel_harmed", "tool_version", "predictor_version"};
 
 std::string csv_cell(const json& v) {
   if (v.is_null()) return "";
@@ -520,7 +576,7 @@ std::string to_jsonl(const json& table) {
 
 }  // namespace
 
-json summarize(const json& heads, int n_resamples, uint64_t seed) {
+json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer) {
   // Group head rows by (kernel, transform) in first-appearance order.
   std::vector<std::pair<std::string, std::string>> keys;
   std::map<std::pair<std::string, std::string>, std::vector<const json*>> groups;
@@ -532,26 +588,29 @@ json summarize(const json& heads, int n_resamples, uint64_t seed) {
   json out = json::array();
   for (const auto& key : keys) {
     const auto& g = groups[key];
-    std::vector<double> pred, obs;
+    std::vector<double> pred, obs, emu;
     std::vector<uint8_t> harmed;
     std::vector<int> cluster;
     std::map<std::string, int> model_ids;
     for (const json* h : g) {
       pred.push_back(h->at("predicted_score"));
-      obs.push_back(h->at("observed_score"));
-      harmed.push_back(h->at("harmed").get<bool>());
+      // Transfer: labels from the real kernel; Spearman of emulator vs kernel effects (the
+      // "obs" slot then holds the kernel's score and "pred" stays the predictor's for AUC).
+      harmed.push_back(h->at(transfer ? "kernel_harmed" : "harmed").get<bool>());
+      obs.push_back(h->at(transfer ? "kernel_observed_score" : "observed_score"));
+      emu.push_back(h->at("observed_score"));
       const std::string m = h->at("model");
       cluster.push_back(model_ids.emplace(m, static_cast<int>(model_ids.size())).first->second);
     }
     const stats::confusion c = stats::confusion_at(pred, harmed, 0.0);
     auto sub = [&](std::span<const int> idx, int which) -> std::optional<double> {
-      std::vector<double> ps, os;
+      std::vector<double> ps, os, es;
       std::vector<uint8_t> ys;
-      for (int i : idx) ps.push_back(pred[i]), os.push_back(obs[i]), ys.push_back(harmed[i]);
+      for (int i : idx) ps.push_back(pred[i]), os.push_back(obs[i]), es.push_back(emu[i]), ys.push_back(harmed[i]);
       if (which == 0) return stats::roc_auc(ps, ys);
       if (which == 1) return stats::confusion_at(ps, ys, 0.0).precision();
       if (which == 2) return stats::confusion_at(ps, ys, 0.0).recall();
-      return stats::spearman(ps, os);
+      return transfer ? stats::spearman(es, os) : stats::spearman(ps, os);
     };
     json s{{"kernel", key.first}, {"transform", key.second},
            {"n_heads", g.size()}, {"n_harmed", c.tp + c.fn}};
@@ -568,6 +627,14 @@ json summarize(const json& heads, int n_resamples, uint64_t seed) {
     }
     s["tp"] = c.tp, s["fp"] = c.fp, s["fn"] = c.fn, s["tn"] = c.tn;
     s["n_models"] = model_ids.size();
+    if (transfer) {
+      s["emulator"] = key.first;
+      s["kernel"] = "kernel-outputs";
+      s["spearman_predicted"] = js(stats::spearman(pred, obs));
+      int64_t emu_harmed = 0;
+      for (double e : emu) emu_harmed += e > 0;
+      s["n_harmed_emulator"] = emu_harmed;
+    }
     s["tool_version"] = std::string(tool_version());
     s["predictor_version"] = std::string(predict::kPredictorVersion);
     out.push_back(s);
@@ -584,7 +651,8 @@ assembled assemble_tables(const plan& p, const fs::path& dir) {
     a.rows.insert(a.rows.end(), rows->begin(), rows->end());
   }
   a.heads = heads_table(p, a.rows);
-  a.summary = summarize(a.heads, p.opt.bootstrap_resamples, p.opt.bootstrap_seed);
+  a.summary = summarize(a.heads, p.opt.bootstrap_resamples, p.opt.bootstrap_seed,
+                        !p.opt.kernel_outputs.empty());
   return a;
 }
 
@@ -592,7 +660,7 @@ json assemble(const plan& p, const fs::path& dir) {
   const assembled a = assemble_tables(p, dir);
   json rows = json::array();
   for (const auto& r : a.rows) {
-    json j = row_json(r);
+    json j = row_json_full(r);
     j["tool_version"] = std::string(tool_version());
     j["predictor_version"] = std::string(predict::kPredictorVersion);
     rows.push_back(j);
@@ -601,6 +669,7 @@ json assemble(const plan& p, const fs::path& dir) {
             {"predictor_version", std::string(predict::kPredictorVersion)},
             {"command", p.opt.command},
             {"kernels", p.opt.kernels},
+            {"kernel_outputs", p.opt.kernel_outputs},
             {"conditions", p.opt.conditions},
             {"source", source_json(p)},
             {"kernel_backend", std::string(kernel_backend())},
@@ -608,9 +677,10 @@ json assemble(const plan& p, const fs::path& dir) {
             {"zoo", {{"n_tok", p.opt.zoo_opt.n_tok}, {"seed", p.opt.zoo_opt.seed},
                      {"n_layer_cap", p.opt.zoo_opt.n_layer_cap}, {"n_texts", p.opt.n_texts}}}};
   write_atomic(dir / "meta.json", meta.dump(2) + "\n");
-  write_atomic(dir / "rows.csv", to_csv(rows, kRowColumns));
+  const bool transfer = !p.opt.kernel_outputs.empty();
+  write_atomic(dir / "rows.csv", to_csv(rows, transfer ? kTransferRowColumns : kRowColumns));
   write_atomic(dir / "rows.jsonl", to_jsonl(rows));
-  write_atomic(dir / "heads.csv", to_csv(a.heads, kHeadColumns));
+  write_atomic(dir / "heads.csv", to_csv(a.heads, transfer ? kTransferHeadColumns : kHeadColumns));
   write_atomic(dir / "heads.jsonl", to_jsonl(a.heads));
   write_atomic(dir / "summary.json", a.summary.dump(2) + "\n");
   return a.summary;

@@ -13,6 +13,7 @@
 //   plan p = make_plan(opt);                      // deterministic unit list + config
 //   for (unit u : p.units) if (mine(u)) write_unit(dir, compute_unit(p, u.index));
 //   if (all_units_present(p, dir)) assemble(p, dir);
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -32,6 +33,9 @@ struct study_options {
   zoo_options zoo_opt;
   int n_texts = 3;                      ///< zoo: independent draws of each head's tokens
   std::vector<std::string> captures;    ///< capture files (not zoo)
+  /// Transfer: a real kernel's outputs, one file per capture file (same order), with
+  /// layers.{l}.o.{condition} [n_head, n_tok, d_head]; kernels then holds the one emulator.
+  std::vector<std::string> kernel_outputs;
   std::vector<std::string> kernels{"fa3"};
   std::vector<std::string> conditions{"plain", "rotate", "center", "center+rotate"};
   uint64_t rotation_seed = 0x5eedULL;
@@ -53,6 +57,7 @@ struct capture_model {
   int n_layer = 0;
   std::vector<std::string> files;
   std::vector<std::string> hashes;  ///< FNV-1a 64 of each file's bytes (hex)
+  std::vector<std::string> outputs, output_hashes;  ///< transfer: the kernel outputs per text
 };
 
 /// The study's deterministic plan.
@@ -84,6 +89,7 @@ struct row {
   int layer = 0, head = 0, kv_head = 0, text = 0;
   std::string kernel, condition;
   double rel_err = 0, log_err = 0, predicted_rel_err = 0, max_row_err = 0, cosine = 0;
+  double kernel_rel_err = std::nan("");  ///< transfer: the real kernel's rel_err
 };
 
 /// Returns the rows of unit i (heads in order, then kernels, then conditions).
@@ -126,7 +132,10 @@ assembled assemble_tables(const plan& p, const std::filesystem::path& dir);
 nlohmann::json assemble(const plan& p, const std::filesystem::path& dir);
 
 /// Summary rows from per-head rows (heads.jsonl objects), clustered by model for intervals.
-nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t seed);
+/// With `transfer`, labels are the real kernel's (kernel_harmed) and Spearman compares the
+/// emulator's observed scores with the kernel's.
+nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t seed,
+                         bool transfer = false);
 
 /// Writes text to path atomically (temp file in the same folder, then rename).
 void write_atomic(const std::filesystem::path& path, const std::string& text);

@@ -1,0 +1,135 @@
+// Transfer: outputs made by one of our presets stand in for the real kernel. With the same preset
+// as the emulator, the kernel's errors must equal the emulator's bit for bit, every head's
+// kernel score its emulated score, and the emulator/kernel Spearman 1.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "attnum/attention/engine.h"
+#include "attnum/core/error.h"
+#include "attnum/io/safetensors.h"
+#include "attnum/study/head_study.h"
+#include "attnum/study/zoo.h"
+
+using namespace attnum;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Writes one capture file and one kernel-output file (preset `kernel`) per text.
+void make_files(const fs::path& dir, int texts, const std::string& kernel,
+                std::vector<std::string>& caps, std::vector<std::string>& outs) {
+  study::zoo_options zo;
+  zo.n_tok = 64;
+  const int model = 2, n_layer = 2;  // zoo-c: d 64, 8 heads, 2 kv heads
+  for (int t = 0; t < texts; ++t) {
+    std::vector<std::vector<float>> keep;
+    std::vector<io::tensor_out> cap, out;
+    for (int l = 0; l < n_layer; ++l) {
+      std::vector<float> q, k, v;
+      for (int kvh = 0; kvh < 2; ++kvh) {
+        const auto z = study::zoo_generate(zo, model, l, kvh, t);
+        q.insert(q.end(), z.q.begin(), z.q.end());
+        k.insert(k.end(), z.k.begin(), z.k.end());
+        v.insert(v.end(), z.v.begin(), z.v.end());
+      }
+      const attention::layer_view view{q.data(), k.data(), v.data(), 8, 2, 64, 64, 64};
+      keep.push_back(q), keep.push_back(k), keep.push_back(v);
+      cap.push_back({fmt::format("layers.{}.q", l), {8, 64, 64}, nullptr});
+      cap.push_back({fmt::format("layers.{}.k", l), {2, 64, 64}, nullptr});
+      cap.push_back({fmt::format("layers.{}.v", l), {2, 64, 64}, nullptr});
+      for (auto c : {attention::condition::plain, attention::condition::rotate}) {
+        keep.push_back(attention::run_layer(attention::preset(kernel), view, c));
+        out.push_back({fmt::format("layers.{}.o.{}", l, attention::condition_name(c)), {8, 64, 64}, nullptr});
+      }
+    }
+    // Point the tensors at the kept buffers (keep no longer reallocates).
+    size_t ki = 0, ci = 0, oi = 0;
+    for (int l = 0; l < n_layer; ++l) {
+      for (int j = 0; j < 3; ++j) cap[ci++].data = keep[ki++].data();
+      for (int j = 0; j < 2; ++j) out[oi++].data = keep[ki++].data();
+    }
+    caps.push_back((dir / fmt::format("zoo-c__text{}.safetensors", t)).string());
+    outs.push_back((dir / fmt::format("zoo-c__text{}.{}.safetensors", t, kernel)).string());
+    io::write_safetensors(caps.back(), cap, {{"model", "zoo-c"}, {"text", fmt::format("text{}", t)}});
+    io::write_safetensors(outs.back(), out, {{"model", "zoo-c"}, {"kernel", kernel}});
+  }
+}
+
+}  // namespace
+
+TEST(transfer_test, same_preset_as_kernel_transfers_exactly) {
+  const fs::path dir = fs::temp_directory_path() / "attnum_transfer_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::string> caps, outs;
+  make_files(dir, 2, "fa3", caps, outs);
+  study::study_options o;
+  o.zoo = false;
+  o.captures = caps;
+  o.kernel_outputs = outs;
+  o.kernels = {"fa3"};
+  o.conditions = {"plain", "rotate"};
+  o.bootstrap_resamples = 50;
+  const study::plan p = study::make_plan(o);
+  ASSERT_EQ(p.units.size(), 4u);  // 1 model x 2 layers x 2 texts
+  study::run_controls ctl;
+  ctl.progress = false;
+  ASSERT_TRUE(study::run_study(p, dir / "out", ctl));
+  const auto a = study::assemble_tables(p, dir / "out");
+  ASSERT_EQ(a.rows.size(), 2u * 2 * 8 * 2);
+  for (const auto& r : a.rows) EXPECT_EQ(r.kernel_rel_err, r.rel_err) << r.layer << " " << r.head;
+  int harmed = 0;
+  for (const auto& h : a.heads) {
+    EXPECT_EQ(h["kernel_observed_score"], h["observed_score"]);
+    harmed += h["harmed"].get<bool>();
+  }
+  ASSERT_EQ(a.summary.size(), 1u);
+  const auto& s = a.summary[0];
+  EXPECT_EQ(s["n_heads"], 16);
+  EXPECT_EQ(s["n_harmed"], harmed);
+  EXPECT_EQ(s["n_harmed_emulator"], harmed);
+  EXPECT_DOUBLE_EQ(s["spearman"].get<double>(), 1.0);
+
+  // The command: same numbers through attnum transfer --json.
+  std::string cmd = std::string(ATTNUM_BINARY) + " transfer --quiet --json --emulator fa3 --captures";
+  for (const auto& c : caps) cmd += " " + c;
+  cmd += " --kernel-outputs";
+  for (const auto& c : outs) cmd += " " + c;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string text;
+  char buf[4096];
+  while (size_t k = fread(buf, 1, sizeof buf, pipe)) text.append(buf, k);
+  ASSERT_EQ(pclose(pipe), 0) << text;
+  const auto j = nlohmann::json::parse(text);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["n_harmed"], harmed);
+  EXPECT_EQ(j[0]["transform"], "rotate");
+
+  // A different kernel (sage2pp-sm89 outputs, fa3 emulator): errors differ, the files still work.
+  std::vector<std::string> caps2, outs2;
+  const fs::path dir2 = dir / "sage";
+  fs::create_directories(dir2);
+  make_files(dir2, 1, "sage2pp-sm89", caps2, outs2);
+  o.captures = caps2, o.kernel_outputs = outs2;
+  const study::plan p2 = study::make_plan(o);
+  ASSERT_TRUE(study::run_study(p2, dir2 / "out", ctl));
+  const auto b = study::assemble_tables(p2, dir2 / "out");
+  int differ = 0;
+  for (const auto& r : b.rows) differ += r.kernel_rel_err != r.rel_err;
+  EXPECT_GT(differ, 0);
+  fs::remove_all(dir);
+}
+
+TEST(transfer_test, mismatched_outputs_are_refused) {
+  study::study_options o;
+  o.zoo = false;
+  o.captures = {"a.safetensors", "b.safetensors"};
+  o.kernel_outputs = {"a.out.safetensors"};
+  EXPECT_THROW(study::make_plan(o), attnum::error);
+}
