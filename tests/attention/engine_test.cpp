@@ -198,6 +198,26 @@ TEST(engine_test, causal_scale_scope_ignores_future) {
   EXPECT_FLOAT_EQ(cau->v8.scale(0, 255, 0), 1000.0f / 448.0f);
 }
 
+// Causal scope is generation-like: an outlier in the last token changes no early row's output;
+// with the published (sequence) scope it changes every row through the scales. (Sage's smooth_k
+// mean stays over the whole sequence, which keeps it exact: Sage presets still see the future.)
+TEST(engine_test, causal_scope_output_ignores_future_tokens) {
+  const int n = 600, d = 64;
+  for (const char* name : {"fa3", "xqa-sm90", "hpcops"}) {
+    auto L = random_layer(2, 1, n, n, d, 41);
+    kernel_spec cau = preset(name);
+    cau.scope = scale_scope::causal;
+    const auto a_seq = run_layer(preset(name), L.view, condition::plain, true);
+    const auto a_cau = run_layer(cau, L.view, condition::plain, true);
+    for (int c = 0; c < d; ++c) L.k[(n - 1) * d + c] *= 50.0f, L.v[(n - 1) * d + c] *= 50.0f, L.q[(n - 1) * d + c] *= 50.0f;
+    const auto b_seq = run_layer(preset(name), L.view, condition::plain, true);
+    const auto b_cau = run_layer(cau, L.view, condition::plain, true);
+    const size_t early = 64 * d;  // rows 0..63 of head 0: their CTA never reaches token n-1
+    EXPECT_EQ(0, std::memcmp(a_cau.data(), b_cau.data(), early * 4)) << name;
+    EXPECT_NE(0, std::memcmp(a_seq.data(), b_seq.data(), early * 4)) << name;
+  }
+}
+
 // Same result at any thread count (bit for bit).
 TEST(engine_test, deterministic_across_threads) {
   auto L = random_layer(2, 1, 300, 300, 64, 29);
