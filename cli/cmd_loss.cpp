@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <sstream>
 
 #include "attnum/core/error.h"
@@ -16,6 +17,7 @@ struct loss_options {
   std::string reference = "bf16", linear = "bf16", out;
   std::vector<std::string> texts, token_ids;
   int tokens = 1024, windows = 1;
+  std::string shard;  // "I/N"
   bool json = false;
 };
 
@@ -49,6 +51,18 @@ void run(const loss_options& o) {
   }
   validate(p, w);
   if (p.linear == linear_precision::bf16) round_to_bf16(w);
+  if (!o.shard.empty()) {
+    // A job-array shard: compute this shard's units and write them for a later merge.
+    int i = -1, n = 0;
+    if (std::sscanf(o.shard.c_str(), "%d/%d", &i, &n) != 2)
+      attnum::fail("--shard: expected I/N (0 <= I < N), got '{}'", o.shard);
+    if (o.out.empty()) attnum::fail("--shard needs --out DIR");
+    const auto units = shard_units(p, i, n);
+    const nlohmann::json j = shard_to_json(p, w.id, i, n, compute_units(w, p, units));
+    write_shard_file(o.out, i, n, j);
+    fmt::print("shard {}/{}: {} units written to {}\n", i, n, units.size(), o.out);
+    return;
+  }
   const std::vector<loss_row> rows = run_loss(w, p);
   if (!o.out.empty()) write_loss_files(o.out, rows);
   if (o.json) {
@@ -80,6 +94,7 @@ void setup(CLI::App& app) {
   app.add_option("--reference", o->reference, "Reference attention: bf16 or fp64")->capture_default_str();
   app.add_option("--linear-precision", o->linear, "Outside attention: bf16 or fp32")->capture_default_str();
   app.add_option("--out", o->out, "Write DIR/loss.json and DIR/loss.csv");
+  app.add_option("--shard", o->shard, "Compute shard I of N (I/N) and write DIR/loss-shard-I-of-N.json");
   app.add_flag("--json", o->json, "Print a JSON array, one object per condition");
   app.callback([o] { run(*o); });
 }

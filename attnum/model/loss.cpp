@@ -247,6 +247,85 @@ unit_result unit_result_from_json(const nlohmann::json& j) {
   }
 }
 
+nlohmann::json shard_to_json(const loss_params& p, const std::string& model_id, int shard,
+                             int n_shards, const std::vector<unit_result>& results) {
+  nlohmann::json units = nlohmann::json::array();
+  for (const unit_result& r : results) units.push_back(to_json(r));
+  return {{"kind", "attnum-loss-shard"},
+          {"tool_version", std::string(tool_version())},
+          {"params",
+           {{"model", model_id}, {"kernel", p.kernel}, {"conditions", p.conditions},
+            {"reference", p.reference}, {"linear_precision", std::string(name(p.linear))},
+            {"n_tokens", p.n_tokens}, {"windows", p.windows}, {"sources", p.source_names},
+            {"n_sources", p.sources.size()}, {"bootstrap_samples", p.bootstrap_samples},
+            {"bootstrap_seed", p.bootstrap_seed}}},
+          {"shard", shard},
+          {"n_shards", n_shards},
+          {"units", units}};
+}
+
+std::vector<loss_row> merge_shards(const std::vector<nlohmann::json>& shards) {
+  if (shards.empty()) fail("loss merge: no shard files");
+  nlohmann::json params;
+  std::vector<unit_result> all;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const nlohmann::json& s = shards[i];
+    if (!s.is_object() || s.value("kind", "") != "attnum-loss-shard" || !s.contains("params") ||
+        !s.contains("units"))
+      fail("loss merge: shard {} is not an attnum loss shard file", i);
+    if (i == 0) params = s["params"];
+    else if (s["params"] != params)
+      fail("loss merge: shard {} was run with different parameters ({} vs {})", i, s["params"].dump(),
+           params.dump());
+    for (const auto& u : s["units"]) all.push_back(unit_result_from_json(u));
+  }
+  loss_params p;
+  try {
+    p.kernel = params.at("kernel").get<std::string>();
+    p.conditions = params.at("conditions").get<std::vector<std::string>>();
+    p.reference = params.at("reference").get<std::string>();
+    p.linear = parse_linear_precision(params.at("linear_precision").get<std::string>());
+    p.n_tokens = params.at("n_tokens").get<int>();
+    p.windows = params.at("windows").get<int>();
+    p.source_names = params.at("sources").get<std::vector<std::string>>();
+    p.sources.resize(params.at("n_sources").get<size_t>());
+    p.bootstrap_samples = params.at("bootstrap_samples").get<int>();
+    p.bootstrap_seed = params.at("bootstrap_seed").get<uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("loss merge: shard parameters: {}", e.what());
+  }
+  return summarize(p, params.at("model").get<std::string>(), std::move(all));
+}
+
+void write_shard_file(const std::string& dir, int shard, int n_shards, const nlohmann::json& j) {
+  std::filesystem::create_directories(dir);
+  write_atomic(fmt::format("{}/loss-shard-{}-of-{}.json", dir, shard, n_shards), j.dump() + "\n");
+}
+
+std::vector<loss_row> merge_shard_dirs(const std::vector<std::string>& dirs, const std::string& out) {
+  std::vector<std::string> files;
+  for (const auto& d : dirs) {
+    if (!std::filesystem::is_directory(d)) fail("{}: not a folder", d);
+    for (const auto& e : std::filesystem::directory_iterator(d)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("loss-shard-", 0) == 0 && e.path().extension() == ".json") files.push_back(e.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<nlohmann::json> shards;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    try {
+      shards.push_back(nlohmann::json::parse(in));
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: not valid JSON: {}", f, e.what());
+    }
+  }
+  const std::vector<loss_row> rows = merge_shards(shards);
+  write_loss_files(out, rows);
+  return rows;
+}
+
 void write_loss_files(const std::string& dir, const std::vector<loss_row>& rows) {
   std::filesystem::create_directories(dir);
   nlohmann::json arr = nlohmann::json::array();

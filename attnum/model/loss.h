@@ -93,6 +93,22 @@ nlohmann::json to_json(const loss_row& r);
 nlohmann::json to_json(const unit_result& r);
 unit_result unit_result_from_json(const nlohmann::json& j);
 
+/// Returns a shard file: the parameters a merge needs (model, kernel, conditions, reference,
+/// linear precision, N, K, sources, bootstrap) plus the shard's unit results.
+nlohmann::json shard_to_json(const loss_params& p, const std::string& model_id, int shard,
+                             int n_shards, const std::vector<unit_result>& results);
+
+/// Merges shard files (any order) into the rows a single run gives, bit for bit. Throws
+/// attnum::error when the shards disagree on parameters, or a unit is missing or duplicated.
+std::vector<loss_row> merge_shards(const std::vector<nlohmann::json>& shards);
+
+/// Writes DIR/loss-shard-I-of-N.json atomically.
+void write_shard_file(const std::string& dir, int shard, int n_shards, const nlohmann::json& j);
+
+/// Reads the shard files in `dirs` (every loss-shard-*.json) and writes DIR/loss.json and
+/// DIR/loss.csv as a single run would; returns the rows.
+std::vector<loss_row> merge_shard_dirs(const std::vector<std::string>& dirs, const std::string& out);
+
 /// Writes DIR/loss.json and DIR/loss.csv atomically (temp file + rename).
 void write_loss_files(const std::string& dir, const std::vector<loss_row>& rows);
 

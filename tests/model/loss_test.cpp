@@ -4,6 +4,9 @@
 #include <omp.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
@@ -171,5 +174,31 @@ TEST(loss_test, bf16_linear_precision_rounds_every_op_and_stays_close_to_fp32) {
   // stay within a few percent but must differ from fp32.
   EXPECT_LT(std::sqrt(num / den), 0.05);
   EXPECT_GT(num, 0.0);
+}
+}  // namespace
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+TEST(loss_test, shard_files_merged_write_the_single_run_files) {
+  weights w = attnum::test::tiny_model(9);
+  round_to_bf16(w);
+  const loss_params p = tiny_params();
+  const std::string base = std::filesystem::temp_directory_path() / ("attnum_loss_shards_" + std::to_string(::getpid()));
+  write_loss_files(base + "/single", run_loss(w, p));
+  for (int i = 0; i < 3; ++i)
+    write_shard_file(base + "/shards", i, 3, shard_to_json(p, w.id, i, 3, compute_units(w, p, shard_units(p, i, 3))));
+  merge_shard_dirs({base + "/shards"}, base + "/merged");
+  EXPECT_EQ(slurp(base + "/single/loss.json"), slurp(base + "/merged/loss.json"));
+  EXPECT_EQ(slurp(base + "/single/loss.csv"), slurp(base + "/merged/loss.csv"));
+  // A shard run with other parameters is refused.
+  loss_params q = p;
+  q.kernel = "sage1";
+  write_shard_file(base + "/shards", 0, 3, shard_to_json(q, w.id, 0, 3, {}));
+  EXPECT_THROW(merge_shard_dirs({base + "/shards"}, base + "/merged2"), attnum::error);
+  std::filesystem::remove_all(base);
 }
 }  // namespace
