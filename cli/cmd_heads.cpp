@@ -82,8 +82,8 @@ void setup(CLI::App& app) {
     o.n_texts = a->texts;
     o.kernels = split_list(a->kernels);
     o.conditions = split_list(a->conditions);
-    o.command = "attnum heads";
-    for (const auto& arg : {a->kernels, a->conditions}) o.command += " " + arg;
+    o.command = fmt::format("attnum heads {} --kernel {} --conditions {}",
+                            a->zoo ? "--zoo" : "--captures ...", a->kernels, a->conditions);
     const study::plan p = study::make_plan(o);
     study::run_controls ctl;
     ctl.progress = !a->quiet;

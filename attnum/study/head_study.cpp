@@ -686,4 +686,25 @@ json assemble(const plan& p, const fs::path& dir) {
   return a.summary;
 }
 
+json merge(const std::vector<fs::path>& dirs, const fs::path& out) {
+  if (dirs.empty()) fail("merge: no shard folders");
+  const plan p = read_plan(dirs.front());
+  for (const auto& d : dirs) {
+    const plan q = read_plan(d);
+    if (config_json(q) != config_json(p))
+      fail("merge: {} holds another study than {} (compare their checkpoints/study.json)",
+           d.string(), dirs.front().string());
+  }
+  write_plan(out, p);
+  for (const auto& u : p.units) {
+    if (read_unit(out, u.index)) continue;
+    for (const auto& d : dirs)
+      if (auto rows = read_unit(d, u.index)) {
+        write_unit(out, u.index, *rows);
+        break;
+      }
+  }
+  return assemble(p, out);
+}
+
 }  // namespace attnum::study

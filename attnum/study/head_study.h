@@ -137,6 +137,11 @@ nlohmann::json assemble(const plan& p, const std::filesystem::path& dir);
 nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t seed,
                          bool transfer = false);
 
+/// Merges shard folders (same study config) into `out`: copies every complete unit checkpoint,
+/// then assembles. Throws attnum::error naming a folder with another config or a missing unit.
+/// Returns the summary.
+nlohmann::json merge(const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& out);
+
 /// Writes text to path atomically (temp file in the same folder, then rename).
 void write_atomic(const std::filesystem::path& path, const std::string& text);
 

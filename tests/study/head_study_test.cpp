@@ -174,7 +174,20 @@ TEST(head_study_test, one_and_two_threads_and_shards_give_identical_files) {
     EXPECT_EQ(study::run_study(p, sh, c), s == 1);
   }
   expect_same_files(one, sh);
-  for (const auto& d : {one, two, sh}) fs::remove_all(d);
+  // Three shards into three folders, merged (attnum merge): the same files; a missing shard fails.
+  std::vector<fs::path> parts;
+  for (int s = 0; s < 3; ++s) {
+    parts.push_back(fresh("part" + std::to_string(s)));
+    study::run_controls c = ctl;
+    c.shard_index = s, c.shard_count = 3;
+    EXPECT_FALSE(study::run_study(p, parts.back(), c));
+  }
+  const fs::path merged = fresh("merged"), partial = fresh("partial");
+  study::merge(parts, merged);
+  expect_same_files(one, merged);
+  EXPECT_THROW(study::merge({parts[0], parts[2]}, partial), attnum::error);
+  for (const auto& d : {one, two, sh, merged, partial}) fs::remove_all(d);
+  for (const auto& d : parts) fs::remove_all(d);
 }
 
 TEST(head_study_test, a_folder_from_another_config_is_refused) {
