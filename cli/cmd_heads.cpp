@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "attnum/core/error.h"
+#include "attnum/pipeline/distributed.h"
+#include "attnum/scaleout/world.h"
 #include "attnum/study/head_study.h"
 #include "cli/command.h"
 
@@ -99,7 +101,10 @@ void setup(CLI::App& app) {
             fmt::format("attnum-heads-{}", static_cast<long>(::getpid()));
       dir = tmp;
     }
-    const bool complete = study::run_study(p, dir, ctl);
+    // Under mpirun every rank computes its share; rank 0 writes the files (pipeline/distributed.h).
+    const bool complete =
+        pipeline::run_heads(p, dir, ctl.shard_index, ctl.shard_count, ctl.progress);
+    if (!scaleout::here().root()) return;
     if (!complete) {
       fmt::print(stderr, "heads: shard {}/{} done; merge the shard folders with attnum merge\n",
                  ctl.shard_index, ctl.shard_count);

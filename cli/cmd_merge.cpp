@@ -1,9 +1,11 @@
-// attnum merge: combines head-study shard folders (attnum heads --shard I/N --out DIR_I) into the
-// files a single run writes.
+// attnum merge: combines shard folders (attnum heads --shard I/N --out DIR_I, and loss shards
+// loss-shard-I-of-N.json) into the files a single run writes.
 #include <fmt/core.h>
 
 #include <memory>
 
+#include "attnum/core/error.h"
+#include "attnum/model/loss.h"
 #include "attnum/study/head_study.h"
 #include "cli/command.h"
 
@@ -16,12 +18,31 @@ void setup(CLI::App& app) {
   app.add_option("--out", *out, "Merged result folder")->required();
   app.add_flag("--json", *json, "Print the summary as a JSON array");
   app.callback([dirs, out, json] {
-    std::vector<std::filesystem::path> d(dirs->begin(), dirs->end());
-    const nlohmann::json summary = attnum::study::merge(d, *out);
+    namespace fs = std::filesystem;
+    std::vector<fs::path> d(dirs->begin(), dirs->end());
+    bool heads = false, loss = false;
+    for (const auto& x : d) {
+      if (!fs::is_directory(x)) attnum::fail("merge: {} is not a folder", x.string());
+      heads |= fs::exists(x / "checkpoints" / "study.json");
+      for (const auto& e : fs::directory_iterator(x))
+        loss |= e.path().filename().string().rfind("loss-shard-", 0) == 0;
+    }
+    if (!heads && !loss)
+      attnum::fail("merge: no head-study checkpoints (checkpoints/study.json) or loss shards "
+                   "(loss-shard-I-of-N.json) in {}", fmt::join(*dirs, ", "));
+    nlohmann::json printed = nlohmann::json::array();
+    if (heads) {
+      const nlohmann::json summary = attnum::study::merge(d, *out);
+      for (const auto& s : summary) printed.push_back(s);
+    }
+    if (loss) {
+      const auto rows = attnum::model::merge_shard_dirs(*dirs, *out);
+      if (!*json) fmt::print("loss: {} rows merged\n", rows.size());
+    }
     if (*json)
-      fmt::print("{}\n", summary.dump());
-    else
-      fmt::print("merged {} folders into {}: {} summary rows\n", d.size(), *out, summary.size());
+      fmt::print("{}\n", printed.dump());
+    else if (heads)
+      fmt::print("heads: merged {} folders into {}: {} summary rows\n", d.size(), *out, printed.size());
   });
 }
 }  // namespace

@@ -9,6 +9,8 @@
 
 #include "attnum/core/error.h"
 #include "attnum/io/safetensors.h"
+#include "attnum/pipeline/distributed.h"
+#include "attnum/scaleout/world.h"
 #include "attnum/study/emulate.h"
 #include "attnum/study/head_study.h"
 #include "cli/command.h"
@@ -68,9 +70,8 @@ void setup(CLI::App& app) {
             fmt::format("attnum-transfer-{}", static_cast<long>(::getpid()));
       dir = tmp;
     }
-    study::run_controls ctl;
-    ctl.progress = !a->quiet;
-    study::run_study(p, dir, ctl);
+    pipeline::run_heads(p, dir, 0, 1, !a->quiet);
+    if (!attnum::scaleout::here().root()) return;
     std::ifstream in(dir / "summary.json");
     const nlohmann::json summary = nlohmann::json::parse(in);
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
