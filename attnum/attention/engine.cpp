@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <bit>
 #include <cstring>
 #include <numbers>
 #include <numeric>
@@ -198,6 +199,30 @@ struct tile_buf {
         l(kTileRows * 4) {}
 };
 
+// a[i] = model(a[i] + c[i]) for i < n, with the model's switch hoisted out of the loop so the
+// common cases (fp32, truncation) vectorise.
+template <typename A>
+void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
+  switch (m.kind) {
+    case acc_kind::fp32:
+      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(static_cast<float>(static_cast<double>(a[i]) + c[i]));
+      break;
+    case acc_kind::truncated: {
+      const uint64_t mask = m.mant_bits >= 52 ? ~uint64_t{0} : ~((uint64_t{1} << (52 - m.mant_bits)) - 1);
+      for (int i = 0; i < n; ++i) {
+        const uint64_t u = std::bit_cast<uint64_t>(static_cast<double>(a[i]) + c[i]) & mask;
+        a[i] = static_cast<A>(static_cast<float>(std::bit_cast<double>(u)));
+      }
+      break;
+    }
+    case acc_kind::fp16:
+      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(round_fp16(static_cast<double>(a[i]) + c[i]));
+      break;
+    default:
+      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(round_acc(m, static_cast<double>(a[i]) + c[i]));
+  }
+}
+
 // Step 1, scalar: S for keys [j0, j1) of row i, chunk sums in ascending k.
 template <typename T>
 void qk_row(const head_ctx<T>& c, int i, int j0, int j1, double* acc, double* cs) {
@@ -212,7 +237,7 @@ void qk_row(const head_ctx<T>& c, int i, int j0, int j1, double* acc, double* cs
       const float* kt = c.kT.data() + static_cast<size_t>(k) * c.n_kv + j0;
       for (int j = 0; j < n; ++j) cs[j] += qk * static_cast<double>(kt[j]);
     }
-    for (int j = 0; j < n; ++j) acc[j] = round_acc(c.s.qk_acc, acc[j] + cs[j]);
+    round_add(c.s.qk_acc, acc, cs, n);
   }
 }
 
@@ -232,7 +257,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, tile_buf<T>& 
       for (int r = 0; r < rows; ++r) {
         double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
         if (k0 == 0) std::fill(acc, acc + n, 0.0);
-        for (int j = 0; j < n; ++j) acc[j] = round_acc(c.s.qk_acc, acc[j] + b.c(r, j));
+        round_add(c.s.qk_acc, acc, &b.c(r, 0), n);
       }
     }
   }
@@ -262,8 +287,7 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
       b.c.noalias() = b.pm.middleCols(c0, cn) * V.middleRows(c0, cn);
       for (int r = 0; r < rows; ++r) {
         if (!live[r]) continue;
-        T* a = acc.data() + static_cast<size_t>(r) * d;
-        for (int k = 0; k < d; ++k) a[k] = static_cast<T>(round_acc(c.s.pv_acc, static_cast<double>(a[k]) + b.c(r, k)));
+        round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, &b.c(r, 0), d);
       }
     }
   } else {
@@ -280,7 +304,7 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
           const float* vr = c.v.data() + static_cast<size_t>(j) * d;
           for (int k = 0; k < d; ++k) b.chunk[k] += pj * static_cast<double>(vr[k]);
         }
-        for (int k = 0; k < d; ++k) a[k] = static_cast<T>(round_acc(c.s.pv_acc, static_cast<double>(a[k]) + b.chunk[k]));
+        round_add(c.s.pv_acc, a, b.chunk.data(), d);
       }
     }
   }

@@ -46,14 +46,16 @@ inline double truncate_bits(double x, int mant) {
 }
 
 /// Returns x rounded to the fp16 grid, ties to even, overflow to +-inf (as __float2half_rn).
+/// Adding c = 2^(e+42) moves |x| in [2^e, 2^(e+1)) into a binade whose double spacing is the fp16
+/// quantum 2^(e-10) (e >= -14: subnormals share 2^-24), so the add rounds RNE; subtracting is exact.
 inline double round_fp16(double x) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  int e;
-  std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
-  int ex = e - 1 < -14 ? -14 : e - 1;
-  const double quantum = std::ldexp(1.0, ex - 10);
-  const double r = std::nearbyint(x / quantum) * quantum;  // exact scaling by a power of two
-  return std::fabs(r) >= 65520.0 ? std::copysign(INFINITY, x) : r;
+  if (!std::isfinite(x)) return x;
+  const double a = std::fabs(x);
+  int e = static_cast<int>(std::bit_cast<uint64_t>(a) >> 52) - 1023;
+  e = e < -14 ? -14 : e;
+  const double c = std::bit_cast<double>(static_cast<uint64_t>(e + 42 + 1023) << 52);
+  const double r = (a + c) - c;
+  return std::copysign(r >= 65520.0 ? INFINITY : r, x);  // 65520 = 65504 + half an ulp rounds to 2^16
 }
 
 /// Accumulator model applied to acc + exact chunk sum (the sum formed in double).
