@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "attnum/core/error.h"
+#include "attnum/model/nfc.h"
 #include "attnum/model/tokenizer.h"
 #include "attnum/model/weights.h"
 
@@ -146,6 +147,19 @@ class bpe_tokenizer final : public tokenizer {
       }
       ranks_.emplace(a + '\n' + b, rank++);
     }
+    // Normalizer: NFC (Qwen2), alone or in a Sequence; anything else is refused, not ignored.
+    if (j.contains("normalizer") && !j["normalizer"].is_null()) {
+      const auto& nz = j["normalizer"];
+      const std::string type = nz.value("type", "");
+      if (type == "NFC") {
+        nfc_ = true;
+      } else if (type == "Sequence" && nz.contains("normalizers") && nz["normalizers"].size() == 1 &&
+                 nz["normalizers"][0].value("type", "") == "NFC") {
+        nfc_ = true;
+      } else {
+        fail("{}: normalizer {} not supported (only NFC)", path, nz.dump());
+      }
+    }
     if (j.contains("added_tokens") && j["added_tokens"].is_array())
       for (const auto& t : j["added_tokens"]) {
         added_.emplace_back(t.at("content").get<std::string>(), t.at("id").get<int>());
@@ -215,7 +229,9 @@ class bpe_tokenizer final : public tokenizer {
     return nullptr;
   }
 
-  void encode_plain(std::string_view text, std::vector<int>& ids) const {
+  void encode_plain(std::string_view raw, std::vector<int>& ids) const {
+    const std::string normalized = nfc_ ? nfc(raw) : std::string(raw);
+    const std::string_view text = normalized;
     const std::vector<unit> u = decode_utf8(text);
     for (size_t i = 0; i < u.size();) {
       const size_t e = match_at(u, i);
@@ -259,6 +275,7 @@ class bpe_tokenizer final : public tokenizer {
     if (cache_.size() < (1u << 20)) cache_.emplace(std::string(piece), std::move(out));
   }
 
+  bool nfc_ = false;
   std::unordered_map<std::string, int> vocab_;
   std::unordered_map<std::string, int> ranks_;
   std::vector<std::pair<std::string, int>> added_;
