@@ -574,6 +574,25 @@ std::string to_jsonl(const json& table) {
   return s;
 }
 
+// The parameters that made every zoo head (the zoo records them; the report can join on
+// model, layer, head).
+std::string zoo_heads_csv(const plan& p) {
+  std::string s =
+      "model,layer,head,kv_head,d_head,n_tok,group,temperature,sink,shared_ratio,shared_kind,"
+      "query_along_shared,n_outlier,outlier_scale,rope,v_dof,seed,tool_version\n";
+  const char* kinds[] = {"none", "concentrated", "dense"};
+  const auto models = zoo_models(p.opt.zoo_opt);
+  for (size_t m = 0; m < models.size(); ++m)
+    for (int l = 0; l < models[m].n_layer; ++l)
+      for (const auto& h : zoo_layer_heads(p.opt.zoo_opt, static_cast<int>(m), l))
+        s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:016x},{}\n",
+                         models[m].name, l, h.head, h.kv_head, h.d_head, h.n_tok, h.group,
+                         h.temperature, h.sink, h.shared_ratio, kinds[h.shared_kind],
+                         h.query_along_shared, h.n_outlier, h.outlier_scale,
+                         h.rope ? "true" : "false", h.v_dof, h.seed, tool_version());
+  return s;
+}
+
 }  // namespace
 
 json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer) {
@@ -683,6 +702,7 @@ json assemble(const plan& p, const fs::path& dir) {
   write_atomic(dir / "heads.csv", to_csv(a.heads, transfer ? kTransferHeadColumns : kHeadColumns));
   write_atomic(dir / "heads.jsonl", to_jsonl(a.heads));
   write_atomic(dir / "summary.json", a.summary.dump(2) + "\n");
+  if (p.opt.zoo) write_atomic(dir / "zoo_heads.csv", zoo_heads_csv(p));
   return a.summary;
 }
 
