@@ -168,7 +168,7 @@ S.</p>
 <div id="pcast-mse" class="chart"></div>
 <p class="note">Mean squared error of the attention output against the unquantized P, per scale S
 (colour) and KV block order (dash), on a log axis; rows with zero MSE are not drawn on the log
-axis but are in the export.</p>
+axis but are in the export.<span id="pcast-mse-dash"></span></p>
 <h3>dp(S)</h3>
 <div id="pcast-dp" class="chart"></div>
 <p class="note">Horizontal axis: the static scale S (log scale). dp(S): the worst-case quantization step for any P in [0, 1] after P&middot;S is cast
@@ -577,10 +577,14 @@ const char* page_js() {
     else $('pcast-underflow').innerHTML = '<p class="absent">No theory or simulation rows.</p>';
     const mse = sim ? sim.rows.filter((r) => typeof r.mse === 'number' && r.mse > 0) : [];
     if (mse.length) {
+      // Vega-Lite draws no symbols in a dash-only legend, so the caption names the dashes.
+      const DASHES = [[1, 0], [6, 3], [2, 2], [1, 3]], DASH_NAMES = ['solid', 'dashed', 'dotted', 'sparsely dotted'];
+      const orders = [...new Set(mse.map((r) => String(r.order)))].sort().slice(0, 4);
+      $('pcast-mse-dash').textContent = ' Line style: ' + orders.map((o, i) => DASH_NAMES[i] + ' = ' + o).join(', ') + '.';
       await vegaEmbed('#pcast-mse', { width: 520, height: 260, data: { values: mse.map((r) => ({ delta: r.delta, mse: r.mse, S: S(r), order: String(r.order), series: S(r) + ', ' + r.order })) },
         mark: { type: 'line', point: true }, encoding: { x: { field: 'delta', type: 'quantitative', title: 'Δ (sink strength)' },
           y: { field: 'mse', type: 'quantitative', title: 'Output MSE', scale: { type: 'log' }, axis: { format: '.0e' } }, color: { field: 'S', type: 'nominal', title: 'Scale' },
-          strokeDash: { field: 'order', type: 'nominal', title: 'KV order', legend: { symbolType: 'stroke', symbolStrokeColor: '#555' } }, detail: { field: 'series' } } }, EMBED);
+          strokeDash: { field: 'order', type: 'nominal', title: 'KV order', scale: { domain: orders, range: DASHES.slice(0, orders.length) }, legend: null }, detail: { field: 'series' } } }, EMBED);
     } else $('pcast-mse').innerHTML = '<p class="absent">No simulation rows with a positive MSE.</p>';
     if (dp) {
       await vegaEmbed('#pcast-dp', { width: 520, height: 220, data: { values: dp.rows },
