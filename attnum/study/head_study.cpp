@@ -250,6 +250,11 @@ std::vector<row> compute_unit(const plan& p, int i) {
             predict::predict_terms(*ctx, in, opt.predictor, {true, true, false, false, false});
         pr.total += vpo.total;
         const err_metrics e = errors(r.o, ref.o, n, d);
+        if (!std::isfinite(e.rel_err) || !std::isfinite(pr.total))
+          fail("model {} layer {} head {} text {}: kernel {} under {} gives a non-finite output or "
+               "prediction (the real kernel would too, e.g. an all-zero V channel with an "
+               "unguarded per-channel scale)",
+               L.model, u.layer, h, u.text, opt.kernels[ki], kConditionNames[conds[ci]]);
         row w;
         w.model = L.model;
         w.layer = u.layer, w.head = h, w.kv_head = kvh, w.text = u.text;
