@@ -95,12 +95,13 @@ void to_token_major(const float* x, int n, int heads, int d, float* out) {
       std::copy_n(x + (size_t(h) * n + i) * d, d, out + (size_t(i) * heads + h) * d);
 }
 
-// y = x W^T (+ bias), rounded to bf16 in bf16 mode (fp32 accumulation inside the GEMM).
-std::vector<float> project(const std::vector<float>& x, int n, int in, const std::vector<float>& w,
-                           const std::vector<float>& bias, int out, linear_precision p,
-                           forward_stats* stats) {
+// y = x W^T (+ bias), rounded to bf16 in bf16 mode (fp32 accumulation inside the GEMM). y is a
+// buffer reused across layers: fresh multi-megabyte allocations cost page faults per call.
+void project(const std::vector<float>& x, int n, int in, const std::vector<float>& w,
+             const std::vector<float>& bias, int out, linear_precision p, forward_stats* stats,
+             std::vector<float>& y) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> y(size_t(n) * out);
+  y.resize(size_t(n) * out);
   linear(x.data(), n, in, w.data(), out, y.data());
   if (!bias.empty()) {
 #pragma omp parallel for schedule(static) if (size_t(n) * out > kParallelMin)
@@ -112,7 +113,6 @@ std::vector<float> project(const std::vector<float>& x, int n, int in, const std
     stats->linear_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats->linear_flops += 2.0 * n * in * double(out);
   }
-  return y;
 }
 
 void add_residual(std::vector<float>& x, const std::vector<float>& d, linear_precision p) {
@@ -205,14 +205,15 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
   const rope_table rope_tab(n, c);
   std::vector<float> xb(x.size()), qh(size_t(n) * hd), kh(size_t(n) * kvd), vh(size_t(n) * kvd),
       oh(size_t(n) * hd), o(size_t(n) * hd);
+  std::vector<float> q, k, v, h1, h3, delta;  // reused by every layer
   for (int l = 0; l < c.n_layers; ++l) {
     const layer_weights& L = w.layers[l];
     if (opt.on_residual) opt.on_residual(l, x.data());
     // 1. attention block: norm, projections, RoPE, the hook, output projection
     rmsnorm(x.data(), L.attn_norm, n, D, c.norm_eps, p, xb.data());
-    std::vector<float> q = project(xb, n, D, L.wq, L.bq, hd, p, opt.stats);
-    std::vector<float> k = project(xb, n, D, L.wk, L.bk, kvd, p, opt.stats);
-    std::vector<float> v = project(xb, n, D, L.wv, L.bv, kvd, p, opt.stats);
+    project(xb, n, D, L.wq, L.bq, hd, p, opt.stats, q);
+    project(xb, n, D, L.wk, L.bk, kvd, p, opt.stats, k);
+    project(xb, n, D, L.wv, L.bv, kvd, p, opt.stats, v);
     rope(q.data(), n, c.n_head, c, rope_tab, p);
     rope(k.data(), n, c.n_head_kv, c, rope_tab, p);
     to_head_major(q.data(), n, c.n_head, d, qh.data());
@@ -223,22 +224,26 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
     attention(l, view, oh.data());
     to_token_major(oh.data(), n, c.n_head, d, o.data());
     round_all(o, p);
-    add_residual(x, project(o, n, hd, L.wo, {}, D, p, opt.stats), p);
+    project(o, n, hd, L.wo, {}, D, p, opt.stats, delta);
+    add_residual(x, delta, p);
     // 2. MLP block: norm, SwiGLU (silu(x W1) * x W3) W2
     rmsnorm(x.data(), L.ffn_norm, n, D, c.norm_eps, p, xb.data());
-    std::vector<float> h1 = project(xb, n, D, L.w1, {}, c.hidden_dim, p, opt.stats);
-    std::vector<float> h3 = project(xb, n, D, L.w3, {}, c.hidden_dim, p, opt.stats);
+    project(xb, n, D, L.w1, {}, c.hidden_dim, p, opt.stats, h1);
+    project(xb, n, D, L.w3, {}, c.hidden_dim, p, opt.stats, h3);
     for (size_t i = 0; i < h1.size(); ++i) {
       float s = h1[i] * (1.0f / (1.0f + std::exp(-h1[i])));
       if (p == linear_precision::bf16) s = bf16(s);
       h1[i] = s * h3[i];
     }
     round_all(h1, p);
-    add_residual(x, project(h1, n, c.hidden_dim, L.w2, {}, D, p, opt.stats), p);
+    project(h1, n, c.hidden_dim, L.w2, {}, D, p, opt.stats, delta);
+    add_residual(x, delta, p);
   }
   if (opt.on_residual) opt.on_residual(c.n_layers, x.data());
   rmsnorm(x.data(), w.final_norm, n, D, c.norm_eps, p, xb.data());
-  return project(xb, n, D, w.output_matrix(), {}, c.vocab_size, p, opt.stats);
+  std::vector<float> logits;
+  project(xb, n, D, w.output_matrix(), {}, c.vocab_size, p, opt.stats, logits);
+  return logits;
 }
 
 std::vector<int> greedy(const weights& w, std::vector<int> prompt, int steps,
