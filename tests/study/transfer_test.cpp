@@ -133,3 +133,34 @@ TEST(transfer_test, mismatched_outputs_are_refused) {
   o.kernel_outputs = {"a.out.safetensors"};
   EXPECT_THROW(study::make_plan(o), attnum::error);
 }
+
+TEST(transfer_test, zero_value_channel_under_per_channel_scale_fails_loudly) {
+  // Sage's per-channel V scale has no epsilon: an all-zero channel gives NaN in the real kernel.
+  // The study must say so, not write NaN scores.
+  const fs::path dir = fs::temp_directory_path() / "attnum_transfer_nan_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  study::zoo_options zo;
+  zo.n_tok = 32;
+  auto z = study::zoo_generate(zo, 0, 0, 0, 0);  // 1 query head, 1 kv head, d 64
+  for (int t = 0; t < 32; ++t) z.v[t * 64 + 5] = 0.0f;
+  const std::string f = (dir / "m__t.safetensors").string();
+  io::write_safetensors(f, {{"layers.0.q", {1, 32, 64}, z.q.data()},
+                            {"layers.0.k", {1, 32, 64}, z.k.data()},
+                            {"layers.0.v", {1, 32, 64}, z.v.data()}},
+                        {{"model", "m"}});
+  study::study_options o;
+  o.zoo = false;
+  o.captures = {f};
+  o.kernels = {"sage2pp-sm89"};
+  o.conditions = {"plain", "rotate"};
+  const study::plan p = study::make_plan(o);
+  study::run_controls ctl;
+  ctl.progress = false;
+  EXPECT_THROW(study::run_study(p, dir / "out", ctl), attnum::error);
+  EXPECT_FALSE(fs::exists(dir / "out" / "rows.csv"));
+  // fa3 (per-head V scale) has no such problem on the same file.
+  o.kernels = {"fa3"};
+  EXPECT_TRUE(study::run_study(study::make_plan(o), dir / "out2", ctl));
+  fs::remove_all(dir);
+}
