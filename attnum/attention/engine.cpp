@@ -223,21 +223,36 @@ void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
   }
 }
 
-// Step 1, scalar: S for keys [j0, j1) of row i, chunk sums in ascending k.
-template <typename T>
-void qk_row(const head_ctx<T>& c, int i, int j0, int j1, double* acc, double* cs) {
-  const int n = j1 - j0, d = c.d, ks = c.s.qk_acc.k_step;
-  const float* q = c.q8 + static_cast<size_t>(i) * d;
-  std::fill(acc, acc + n, 0.0);
-  for (int k0 = 0; k0 < d; k0 += ks) {
-    std::fill(cs, cs + n, 0.0);
-    const int k1 = std::min(d, k0 + ks);
-    for (int k = k0; k < k1; ++k) {  // products exact in double; ascending k
-      const double qk = q[k];
-      const float* kt = c.kT.data() + static_cast<size_t>(k) * c.n_kv + j0;
-      for (int j = 0; j < n; ++j) cs[j] += qk * static_cast<double>(kt[j]);
+// C[r][j] = sum over k in [0, kn) of A[r*lda + k] * B[k*ldb + j], each sum in ascending k
+// (separate multiply and add, as the plain loop): blocks of 32 columns whose accumulators stay in
+// vector registers. The order of every sum is unchanged.
+template <typename TA>
+void ordered_gemm(const TA* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc) {
+  constexpr int kJ = 32;  // 4 AVX-512 double vectors of accumulators per row
+  for (int r = 0; r < rows; ++r) {
+    const TA* ar = A + static_cast<size_t>(r) * lda;
+    double* cr = C + static_cast<size_t>(r) * ldc;
+    int j = 0;
+    for (; j + kJ <= n; j += kJ) {
+      double acc[kJ] = {};
+      for (int k = 0; k < kn; ++k) {
+        const double a = static_cast<double>(ar[k]);
+        const float* b = B + static_cast<size_t>(k) * ldb + j;
+#pragma GCC ivdep
+        for (int jj = 0; jj < kJ; ++jj) acc[jj] += a * static_cast<double>(b[jj]);
+      }
+      for (int jj = 0; jj < kJ; ++jj) cr[j + jj] = acc[jj];
     }
-    round_add(c.s.qk_acc, acc, cs, n);
+    if (j < n) {
+      const int jn = n - j;
+      double acc[kJ] = {};
+      for (int k = 0; k < kn; ++k) {
+        const double a = static_cast<double>(ar[k]);
+        const float* b = B + static_cast<size_t>(k) * ldb + j;
+        for (int jj = 0; jj < jn; ++jj) acc[jj] += a * static_cast<double>(b[jj]);
+      }
+      for (int jj = 0; jj < jn; ++jj) cr[j + jj] = acc[jj];
+    }
   }
 }
 
@@ -246,7 +261,18 @@ template <typename T>
 void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, tile_buf<T>& b) {
   const int n = j1 - j0, rows = r1 - r0, d = c.d;
   if (!c.gemm_qk) {
-    for (int r = 0; r < rows; ++r) qk_row(c, r0 + r, j0, j1, b.sacc.data() + static_cast<size_t>(r) * b.bn, b.cs.data());
+    const int ks = c.s.qk_acc.k_step;
+    b.c.resize(rows, n);
+    for (int k0 = 0; k0 < d; k0 += ks) {
+      const int kn = std::min(d, k0 + ks) - k0;
+      ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, c.kT.data() + static_cast<size_t>(k0) * c.n_kv + j0, c.n_kv,
+                   rows, n, kn, b.c.data(), n);
+      for (int r = 0; r < rows; ++r) {
+        double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
+        if (k0 == 0) std::fill(acc, acc + n, 0.0);
+        round_add(c.s.qk_acc, acc, &b.c(r, 0), n);
+      }
+    }
   } else {
     const dmap Q(c.qd.data() + static_cast<size_t>(r0) * d, rows, d), K(c.kd.data() + static_cast<size_t>(j0) * d, n, d);
     // INT8: every partial sum is an integer below 2^53: one GEMM over all of d is exact.
@@ -291,21 +317,12 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
       }
     }
   } else {
-    for (int r = 0; r < rows; ++r) {
-      if (!live[r]) continue;
-      T* a = acc.data() + static_cast<size_t>(r) * d;
-      const T* p8 = b.p8.data() + static_cast<size_t>(r) * b.bn;
-      for (int c0 = j0; c0 < j1; c0 += ks) {
-        const int c1 = std::min(j1, c0 + ks);
-        std::fill(b.chunk.begin(), b.chunk.end(), 0.0);
-        for (int j = c0; j < c1; ++j) {
-          const double pj = static_cast<double>(p8[j - j0]);
-          if (pj == 0) continue;  // exact zero products (masked or underflowed P)
-          const float* vr = c.v.data() + static_cast<size_t>(j) * d;
-          for (int k = 0; k < d; ++k) b.chunk[k] += pj * static_cast<double>(vr[k]);
-        }
-        round_add(c.s.pv_acc, a, b.chunk.data(), d);
-      }
+    b.c.resize(rows, d);
+    for (int c0 = j0; c0 < j1; c0 += ks) {
+      const int cn = std::min(j1, c0 + ks) - c0;
+      ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.v.data() + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);
+      for (int r = 0; r < rows; ++r)
+        if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, &b.c(r, 0), d);
     }
   }
   if (fresh)
