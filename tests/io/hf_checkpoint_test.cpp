@@ -313,4 +313,30 @@ TEST(hf_checkpoint_test, cli_exits_2_with_a_clear_message) {
   EXPECT_NE(err.find("model.norm.weight"), std::string::npos) << err;
   fs::remove_all(dir);
 }
+TEST(hf_checkpoint_test, llama_config_conventions) {
+  const fs::path dir = temp_dir("llama");
+  fs::create_directories(dir);
+  nlohmann::json c = {{"model_type", "llama"}, {"hidden_size", 64}, {"intermediate_size", 128},
+                      {"num_hidden_layers", 2}, {"num_attention_heads", 8}, {"num_key_value_heads", 2},
+                      {"vocab_size", 100}, {"bos_token_id", 7}, {"max_position_embeddings", 256}};
+  std::ofstream(dir / "config.json") << c.dump();
+  attnum::model::config cfg = attnum::io::read_hf_config((dir / "config.json").string());
+  EXPECT_EQ(cfg.bos_id, 7);
+  EXPECT_FALSE(cfg.qkv_bias);
+  EXPECT_FALSE(cfg.tied_embeddings);
+  EXPECT_EQ(cfg.d_head, 8);
+  EXPECT_EQ(cfg.rope_theta, 10000.0f);
+  EXPECT_EQ(cfg.rope, attnum::model::rope_style::rotate_half);
+  c["attention_bias"] = true;
+  c["rope_scaling"] = {{"type", "llama3"}, {"factor", 8.0}};
+  std::ofstream(dir / "config.json") << c.dump();
+  EXPECT_THROW(attnum::io::read_hf_config((dir / "config.json").string()), attnum::error);
+  c.erase("rope_scaling");
+  std::ofstream(dir / "config.json") << c.dump();
+  EXPECT_TRUE(attnum::io::read_hf_config((dir / "config.json").string()).qkv_bias);
+  c["num_key_value_heads"] = 3;  // 8 heads not a multiple of 3
+  std::ofstream(dir / "config.json") << c.dump();
+  EXPECT_THROW(attnum::io::read_hf_config((dir / "config.json").string()), attnum::error);
+  fs::remove_all(dir);
+}
 }  // namespace
