@@ -45,8 +45,10 @@ const format_info& info(format f);
 format parse_format(std::string_view text);
 
 /// Returns the code of the value nearest to x in format f (ties per `r`). With `saturate`,
-/// finite values beyond the range clamp to +-max_finite (satfinite); without it they become Inf
-/// (e5m2, bf16, fp16) or NaN (e4m3fn). NaN maps to the canonical NaN; int8 maps NaN to 0.
+/// finite values beyond the range clamp to +-max_finite (satfinite, which also clamps +-Inf);
+/// without it they become Inf (e5m2, bf16, fp16) or NaN (e4m3fn); toward_zero never overflows.
+/// NaN maps to the NaN code of NVIDIA's host conversions (float NaN: 0x7f for fp8, 0x7fff for
+/// bf16/fp16; see format.cpp); int8 maps NaN to 0 and always saturates.
 /// Precondition: f != fp32 (use std::bit_cast).
 uint32_t encode(format f, double x, rounding r = rounding::nearest_even, bool saturate = true);
 /// Same for a float input (single rounding; no detour through double changes any result).
