@@ -114,14 +114,15 @@ scaled_tensor scaled_cast(const float* x, int rows, int cols, const scale_spec& 
     recip[g] = spec.eps != 0.0f ? 1.0f / t.scales[g] : fmax / t.amax[g];
   }
   // Pass 3: cast in the scaled domain.
-  const double limit = info(spec.fmt).max_finite;
+  // Saturation: the scaled value lies beyond the format's range ([-128, 127] for int8).
+  const double hi = info(spec.fmt).max_finite, lo = spec.fmt == format::int8 ? -128.0 : -hi;
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
       const size_t i = static_cast<size_t>(r) * cols + c;
       const auto g = static_cast<size_t>(group_of(r, c, rows, cols, spec));
       const float y = spec.multiply_by_reciprocal ? x[i] * recip[g] : x[i] / t.scales[g];
       if (std::isnan(y)) t.has_nan = true;
-      if (std::fabs(y) > limit) ++t.saturated;
+      if (y > hi || y < lo) ++t.saturated;
       t.grid[i] = quantize(spec.fmt, y, spec.rnd, spec.saturate);
     }
   return t;

@@ -69,7 +69,7 @@ struct scaled_tensor {
   std::vector<float> scales;  ///< one per group, see group_of
   std::vector<float> amax;    ///< one per group: max |x| of the group
   bool has_nan = false;       ///< a NaN input or a zero group without eps (see file comment)
-  int64_t saturated = 0;      ///< elements whose scaled magnitude exceeded the format's max
+  int64_t saturated = 0;      ///< elements whose scaled value lay outside the format's finite range
 
   int64_t group(int r, int c) const { return group_of(r, c, rows, cols, spec); }
   float scale_at(int r, int c) const { return scales[static_cast<size_t>(group(r, c))]; }

@@ -142,6 +142,17 @@ TEST(Scale, SaturationCountAndErrors) {
   EXPECT_EQ(t.saturated, 3);
   EXPECT_EQ(t.grid[0], 448.0f);
   EXPECT_EQ(compute_scale(448.0f, scale_spec{}), 1.0f);
+  // int8's range is [-128, 127]: with fmt_max 128 and amax 128 the scale is 1, so -128 fits and
+  // 127.5 lies outside (it saturates to 127).
+  scale_spec i8;
+  i8.fmt = format::int8;
+  i8.fmt_max = 128;
+  std::vector<float> xi = {-128.0f, 127.5f, 100.0f};
+  const auto ti = scaled_cast(xi.data(), 1, 3, i8);
+  EXPECT_EQ(ti.scales[0], 1.0f);
+  EXPECT_EQ(ti.saturated, 1);
+  EXPECT_EQ(ti.grid[0], -128.0f);
+  EXPECT_EQ(ti.grid[1], 127.0f);
   scale_spec bad;
   bad.gran = scale_granularity::block;
   bad.block_rows = 0;
