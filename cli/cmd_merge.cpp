@@ -1,24 +1,49 @@
-// attnum merge DIR... --out DIR: combines the folders of a job array's shards (`--shard I/N` of
-// attnum heads or attnum loss) into exactly the files a single run writes.
+// attnum merge: combines shard folders (attnum heads --shard I/N --out DIR_I, and loss shards
+// loss-shard-I-of-N.json) into the files a single run writes.
 #include <fmt/core.h>
 
-#include <filesystem>
+#include <memory>
 
 #include "attnum/core/error.h"
-#include "attnum/pipeline/merge.h"
+#include "attnum/model/loss.h"
+#include "attnum/study/head_study.h"
 #include "cli/command.h"
 
 namespace {
 void setup(CLI::App& app) {
   auto dirs = std::make_shared<std::vector<std::string>>();
   auto out = std::make_shared<std::string>();
-  app.add_option("dirs", *dirs, "Shard folders (all of one study)")->required();
-  app.add_option("--out", *out, "Folder to write the merged result files into")->required();
-  app.callback([dirs, out] {
-    std::vector<std::filesystem::path> in(dirs->begin(), dirs->end());
-    const std::string what = attnum::pipeline::merge_folders(in, *out);
-    fmt::print(stderr, "merge: {} from {} folders written to {}\n", what, in.size(), *out);
+  auto json = std::make_shared<bool>(false);
+  app.add_option("dirs", *dirs, "Shard folders")->required();
+  app.add_option("--out", *out, "Merged result folder")->required();
+  app.add_flag("--json", *json, "Print the summary as a JSON array");
+  app.callback([dirs, out, json] {
+    namespace fs = std::filesystem;
+    std::vector<fs::path> d(dirs->begin(), dirs->end());
+    bool heads = false, loss = false;
+    for (const auto& x : d) {
+      if (!fs::is_directory(x)) attnum::fail("merge: {} is not a folder", x.string());
+      heads |= fs::exists(x / "checkpoints" / "study.json");
+      for (const auto& e : fs::directory_iterator(x))
+        loss |= e.path().filename().string().rfind("loss-shard-", 0) == 0;
+    }
+    if (!heads && !loss)
+      attnum::fail("merge: no head-study checkpoints (checkpoints/study.json) or loss shards "
+                   "(loss-shard-I-of-N.json) in {}", fmt::join(*dirs, ", "));
+    nlohmann::json printed = nlohmann::json::array();
+    if (heads) {
+      const nlohmann::json summary = attnum::study::merge(d, *out);
+      for (const auto& s : summary) printed.push_back(s);
+    }
+    if (loss) {
+      const auto rows = attnum::model::merge_shard_dirs(*dirs, *out);
+      if (!*json) fmt::print("loss: {} rows merged\n", rows.size());
+    }
+    if (*json)
+      fmt::print("{}\n", printed.dump());
+    else if (heads)
+      fmt::print("heads: merged {} folders into {}: {} summary rows\n", d.size(), *out, printed.size());
   });
 }
 }  // namespace
-ATTNUM_COMMAND("merge", "Combine shard folders (--shard I/N) into the files of a single run", setup);
+ATTNUM_COMMAND("merge", "Merge head-study shard folders into the files of a single run", setup);

@@ -206,41 +206,4 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
   return model::summarize(p, model_id, std::move(all));
 }
 
-std::vector<model::loss_row> merge_loss(const std::vector<fs::path>& dirs, const fs::path& out) {
-  if (dirs.empty()) fail("merge: no loss folders given");
-  const fs::path pf = dirs[0] / "checkpoints" / "loss-params.json";
-  if (!fs::exists(pf)) fail("merge: '{}' not found (not a loss folder written with --out)", pf.string());
-  const json params = json::parse(read_file(pf));
-  model::loss_params p;
-  p.kernel = params.at("kernel").get<std::string>();
-  p.conditions = params.at("conditions").get<std::vector<std::string>>();
-  p.n_tokens = params.at("n_tokens").get<int>();
-  p.windows = params.at("windows").get<int>();
-  p.reference = params.at("reference").get<std::string>();
-  p.linear = model::parse_linear_precision(params.at("linear_precision").get<std::string>());
-  p.bootstrap_samples = params.at("bootstrap_samples").get<int>();
-  p.bootstrap_seed = params.at("bootstrap_seed").get<uint64_t>();
-  p.source_names = params.at("source_names").get<std::vector<std::string>>();
-  p.sources.resize(params.at("n_sources").get<size_t>());
-  for (const auto& d : dirs) check_params(d, params);
-  std::vector<model::unit_result> all;
-  for (int s = 0; s < static_cast<int>(p.sources.size()); ++s)
-    for (int win = 0; win < p.windows; ++win) {
-      fs::path found;
-      for (const auto& d : dirs)
-        if (fs::exists(loss_window_path(d, s, win))) found = loss_window_path(d, s, win);
-      if (found.empty())
-        fail("merge: loss window (source {}, window {}) is in none of the folders", s, win);
-      auto rs = read_window(found);
-      all.insert(all.end(), rs.begin(), rs.end());
-    }
-  auto rows = model::summarize(p, params.at("model").get<std::string>(), std::move(all));
-  if (!out.empty()) {
-    model::write_loss_files(out.string(), rows);
-    fs::create_directories(out / "checkpoints");
-    study::write_atomic(out / "checkpoints" / "loss-params.json", params.dump(2) + "\n");
-  }
-  return rows;
-}
-
 }  // namespace attnum::pipeline

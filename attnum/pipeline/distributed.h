@@ -20,9 +20,10 @@ bool run_heads(const study::plan& p, const std::filesystem::path& dir, int shard
                int shard_count = 1, bool progress = true);
 
 /// Runs or resumes the loss study across all ranks, one work item per (source, window) with all
-/// its conditions, checkpointed in dir/checkpoints/ when dir is given; returns the rows (on
-/// every rank; only rank 0's are complete when some ranks fail). With shard_count > 1 it
-/// computes only this shard's windows and returns no rows (`attnum merge` summarises).
+/// its conditions, checkpointed in dir/checkpoints/ when dir is given (so a killed `attnum
+/// study` resumes); returns the rows on rank 0 (empty on other ranks). With shard_count > 1 it
+/// computes only this shard's windows into dir and returns no rows. (`attnum loss --shard` writes
+/// model::write_shard_file files instead, which `attnum merge` combines.)
 std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss_params& p,
                                       const std::string& model_id,
                                       const std::filesystem::path& dir, int shard_index = 0,
@@ -30,10 +31,5 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
 
 /// Loss checkpoint folder layout: dir/checkpoints/loss-params.json and window-S-W.json.
 std::filesystem::path loss_window_path(const std::filesystem::path& dir, int source, int window);
-
-/// Summarises every loss window checkpoint found in the folders (shards of one study) and writes
-/// loss.json / loss.csv into out; throws attnum::error naming a missing window.
-std::vector<model::loss_row> merge_loss(const std::vector<std::filesystem::path>& dirs,
-                                        const std::filesystem::path& out);
 
 }  // namespace attnum::pipeline
