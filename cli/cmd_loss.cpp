@@ -9,6 +9,8 @@
 #include "attnum/core/error.h"
 #include "attnum/model/loader.h"
 #include "attnum/model/loss.h"
+#include "attnum/pipeline/distributed.h"
+#include "attnum/scaleout/world.h"
 #include "cli/command.h"
 
 namespace {
@@ -53,17 +55,21 @@ void run(const loss_options& o) {
   if (p.linear == linear_precision::bf16) round_to_bf16(w);
   if (!o.shard.empty()) {
     // A job-array shard: compute this shard's units and write them for a later merge.
-    int i = -1, n = 0;
-    if (std::sscanf(o.shard.c_str(), "%d/%d", &i, &n) != 2)
-      attnum::fail("--shard: expected I/N (0 <= I < N), got '{}'", o.shard);
+    const auto sh = attnum::scaleout::parse_shard(o.shard);
     if (o.out.empty()) attnum::fail("--shard needs --out DIR");
-    const auto units = shard_units(p, i, n);
-    const nlohmann::json j = shard_to_json(p, w.id, i, n, compute_units(w, p, units));
-    write_shard_file(o.out, i, n, j);
-    fmt::print("shard {}/{}: {} units written to {}\n", i, n, units.size(), o.out);
+    if (attnum::scaleout::here().size > 1) attnum::fail("--shard and mpirun do not combine");
+    const auto units = shard_units(p, sh.index, sh.count);
+    const nlohmann::json j = shard_to_json(p, w.id, sh.index, sh.count, compute_units(w, p, units));
+    write_shard_file(o.out, sh.index, sh.count, j);
+    fmt::print(stderr, "shard {}/{}: {} units written to {}; combine the shards with attnum merge\n",
+               sh.index, sh.count, units.size(), o.out);
     return;
   }
-  const std::vector<loss_row> rows = run_loss(w, p);
+  // Under mpirun the windows are divided among the ranks; rank 0 gathers and prints.
+  const bool mpi = attnum::scaleout::here().size > 1;
+  const std::vector<loss_row> rows =
+      mpi ? attnum::pipeline::run_loss(w, p, w.id, o.out, 0, 1, false) : run_loss(w, p);
+  if (!attnum::scaleout::here().root()) return;
   if (!o.out.empty()) write_loss_files(o.out, rows);
   if (o.json) {
     nlohmann::json arr = nlohmann::json::array();

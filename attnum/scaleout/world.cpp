@@ -96,7 +96,8 @@ void compute_share(const std::vector<int>& units, int first, int stride, int bat
     const size_t e = std::min(mine.size(), b + batch);
     std::vector<std::string> out(e - b);
     std::vector<std::string> errors(e - b);
-#pragma omp parallel for schedule(dynamic, 1)
+    // A batch of one runs outside a parallel region so the unit's own OpenMP loops get the threads.
+#pragma omp parallel for schedule(dynamic, 1) if (e - b > 1)
     for (long k = static_cast<long>(b); k < static_cast<long>(e); ++k) {
       try {
         out[k - b] = compute(mine[k]);
