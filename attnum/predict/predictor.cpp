@@ -2,7 +2,9 @@
 
 #include <Eigen/Dense>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "attnum/core/error.h"
@@ -36,14 +38,13 @@ grid grid_of(formats::format f) {
 double grid_spacing(formats::format f, double x) {
   if (f == formats::format::int8) return 1.0;
   const grid g = grid_of(f);
-  const double a = std::fabs(x);
-  int e = g.emin;
-  if (a > 0) {
-    int ex;
-    std::frexp(a, &ex);  // a = m * 2^ex, m in [0.5, 1): floor(log2 a) = ex - 1
-    e = std::max(ex - 1, g.emin);
-  }
-  return std::ldexp(1.0, e - g.mant);
+  // floor(log2 |x|) from the double's exponent field (0 and double subnormals fall below every
+  // format's emin); 2^(e - mant) is then built from its bits: exact and branch-light, since this
+  // runs for every element of P.
+  const uint64_t bits = std::bit_cast<uint64_t>(x) & 0x7fffffffffffffffULL;
+  int e = static_cast<int>(bits >> 52) - 1023;
+  e = std::max(e, g.emin);
+  return std::bit_cast<double>(static_cast<uint64_t>(e - g.mant + 1023) << 52);
 }
 
 double element_variance(formats::format f, double x, double scale) {
@@ -54,7 +55,6 @@ double element_variance(formats::format f, double x, double scale) {
   if (std::fabs(xs) < 0.5 * u) return x * x;
   return scale * scale * u * u / 12.0;
 }
-
 // The ideal attention of one head in float (the predictor estimates variances: float is ample).
 struct head_context {
   int nq = 0, nk = 0, d = 0;
