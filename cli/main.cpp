@@ -36,7 +36,11 @@ CLI::App* subcommand_for(CLI::App& root, const std::string& path, const std::str
     prefix += (i ? " " : "") + parts[i];
     auto it = made.find(prefix);
     if (it == made.end()) {
-      CLI::App* sub = parent->add_subcommand(parts[i], i + 1 == parts.size() ? help : "");
+      // A parent with no command of its own ("bench") gets a description naming its children.
+      const std::string parent_help =
+          parts[i] == "bench" ? "Benchmarks, each a ratio against a baseline run in the same process"
+                              : "";
+      CLI::App* sub = parent->add_subcommand(parts[i], i + 1 == parts.size() ? help : parent_help);
       if (i + 1 < parts.size()) sub->require_subcommand(1);
       it = made.emplace(prefix, sub).first;
     } else if (i + 1 == parts.size()) {
