@@ -32,6 +32,7 @@
 
 #include "attnum/attention/engine.h"
 #include "attnum/attention/engine_detail.h"
+#include "attnum/attention/fast_exp2.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 
@@ -42,6 +43,11 @@ inline float fma_t(float a, float b, float c) { return std::fmaf(a, b, c); }
 inline double fma_t(double a, double b, double c) { return std::fma(a, b, c); }
 inline float exp2_t(float x) { return std::exp2f(x); }
 inline double exp2_t(double x) { return std::exp2(x); }
+// In place p[i] = exp2(p[i]): the float case runs the vector exp2f, bit-identical to exp2f.
+inline void exp2_inplace(float* p, int n) { fast::exp2f_array(p, p, n); }
+inline void exp2_inplace(double* p, int n) {
+  for (int i = 0; i < n; ++i) p[i] = std::exp2(p[i]);
+}
 
 // Everything constant over the rows of one head.
 template <typename T>
@@ -331,6 +337,37 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
         for (int k = 0; k < d; ++k) b.o[static_cast<size_t>(r) * d + k] += b.acc[static_cast<size_t>(r) * d + k];
 }
 
+// P8 = cast(P * p_scale) over one block row, the format's switch hoisted out of the loop so each
+// case vectorises; counts over the first n_live (unmasked) columns.
+template <typename T, typename Q>
+void cast_p_loop(Q quant, const T* p, T* p8, T p_scale, int n, int n_live, double fmax, run_stats& st) {
+  for (int jj = 0; jj < n; ++jj) p8[jj] = quant(p[jj] * p_scale);
+  int64_t under = 0, sat = 0;
+  for (int jj = 0; jj < n_live; ++jj) {
+    const T ps = p[jj] * p_scale;
+    under += (p[jj] > 0 && p8[jj] == 0);
+    sat += (static_cast<double>(ps) > fmax);
+  }
+  st.p_count += n_live, st.p_underflow += under, st.p_saturated += sat;
+}
+
+template <typename T>
+void cast_p(const head_ctx<T>& c, const T* p, T* p8, int n, int n_live, run_stats& st) {
+  using formats::format;
+  const format f = c.s.p_fmt;
+  const double fmax = formats_max(f);
+  auto via = [](auto q) { return [q](T v) { return static_cast<T>(q(static_cast<float>(v))); }; };
+  switch (f) {
+    case format::fp32: cast_p_loop([](T v) { return v; }, p, p8, c.p_scale, n, n_live, fmax, st); break;
+    case format::e4m3fn: cast_p_loop(via(formats::quantize_e4m3_sat), p, p8, c.p_scale, n, n_live, fmax, st); break;
+    case format::bf16: cast_p_loop(via(formats::quantize_bf16), p, p8, c.p_scale, n, n_live, fmax, st); break;
+    case format::fp16: cast_p_loop(via(formats::quantize_fp16), p, p8, c.p_scale, n, n_live, fmax, st); break;
+    default:
+      cast_p_loop(via([f](float v) { return quantize_value(f, v, formats::rounding::nearest_even); }), p, p8, c.p_scale,
+                  n, n_live, fmax, st);
+  }
+}
+
 // Steps 2-4 and the O rescale for row i (tile row r) on block [j0, j1).
 template <typename T>
 void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0, int j1, tile_buf<T>& b,
@@ -375,27 +412,16 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
     const T m_cur = m_new == -INFINITY ? T(0) : m_new;
     const T max_scaled = m_new == -INFINITY ? T(0) : fma_t(m_new, eff, -c.offset);
     alpha = exp2_t((m - m_cur) * eff);
-    for (int jj = 0; jj < n; ++jj) p[jj] = exp2_t(fma_t(x[jj], eff, -max_scaled));
+    for (int jj = 0; jj < n; ++jj) p[jj] = fma_t(x[jj], eff, -max_scaled);
   } else {  // Sage update_mdo / hpc-ops online_softmax
     const T m_sub = m_new == -INFINITY ? T(0) : m_new;
     alpha = m_new == -INFINITY ? T(1) : exp2_t(m - m_new);
-    for (int jj = 0; jj < n; ++jj) p[jj] = exp2_t(fma_t(x[jj], effv[jj], -m_sub));
+    for (int jj = 0; jj < n; ++jj) p[jj] = fma_t(x[jj], effv[jj], -m_sub);
   }
+  exp2_inplace(p, n);  // P = exp2(argument), the whole block at once
   m = m_new;
   // 5a. P cast
-  const double fmax = formats_max(s.p_fmt);
-  for (int jj = 0; jj < n; ++jj) {
-    const T ps = p[jj] * c.p_scale;
-    const T v8 = s.p_fmt == formats::format::fp32
-                     ? ps
-                     : static_cast<T>(quantize_value(s.p_fmt, static_cast<float>(ps), formats::rounding::nearest_even));
-    p8v[jj] = v8;
-    if (j0 + jj <= last) {
-      ++st.p_count;
-      st.p_underflow += (p[jj] > 0 && v8 == 0);
-      st.p_saturated += (static_cast<double>(ps) > fmax);
-    }
-  }
+  cast_p(c, p, p8v, n, std::clamp(last - j0 + 1, 0, n), st);
   // 4. row sum
   T* l = b.l.data() + static_cast<size_t>(r) * 4;
   for (int t = 0; t < 4; ++t) l[t] *= alpha;

@@ -1,0 +1,61 @@
+// fast::exp2f_array against std::exp2f, bit for bit: the engine's P = exp2f(...) relies on it.
+// Dense samples here; every float in perf_exp2_slow_test.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "attnum/attention/fast_exp2.h"
+
+namespace attnum::attention {
+namespace {
+
+void expect_same(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  fast::exp2f_array(x.data(), y.data(), static_cast<int>(x.size()));
+  int bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = std::exp2f(x[i]);
+    if (std::isnan(want) && std::isnan(y[i])) continue;
+    if (std::bit_cast<uint32_t>(want) != std::bit_cast<uint32_t>(y[i]) && ++bad <= 5)
+      ADD_FAILURE() << "exp2f(" << std::hexfloat << x[i] << ") = " << want << ", array gives " << y[i];
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(PerfExp2, ConsecutiveFloatsAroundSoftmaxRange) {
+  // 2^20 consecutive floats from a few starting points in the range P's arguments take
+  std::vector<float> x;
+  for (float start : {-0.5f, -7.25f, -20.0f, -126.5f, 0.0f, 3.0f})
+    for (uint32_t u = std::bit_cast<uint32_t>(start), i = 0; i < (1u << 17); ++i) x.push_back(std::bit_cast<float>(u + i));
+  expect_same(x);
+}
+
+TEST(PerfExp2, RandomAndSpecialInputs) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-160.0f, 140.0f);
+  std::vector<float> x(1 << 18);
+  for (auto& v : x) v = u(rng);
+  // specials and range edges, at every lane position (odd length exercises the scalar tail)
+  for (float s : {-INFINITY, INFINITY, NAN, -0.0f, 0.0f, 128.0f, -128.0f, 127.99999f, -127.99999f, -149.0f, -150.0f,
+                  -151.0f, 1e-30f, -1e-30f, 0x1p-32f, 1.0f / 64, -1.0f / 64, 0.015625f * 3})
+    for (int k = 0; k < 9; ++k) x.push_back(s);
+  expect_same(x);
+  // random bit patterns over the whole float range
+  std::vector<float> b(1 << 18);
+  for (auto& v : b) v = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+  expect_same(b);
+}
+
+TEST(PerfExp2, VectorPathActiveOnThisMachine) {
+  // Not a correctness condition (the scalar fallback is exact too), but the engine's speed
+  // depends on it: report when the self-check rejected the vector path.
+  if (!fast::exp2f_vector_active()) GTEST_SKIP() << "vector exp2f path inactive (no AVX-512 or a different libm)";
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace attnum::attention
