@@ -68,6 +68,10 @@ struct head_ctx {
   // summation order gives the same chunk sums, so Eigen's blocked GEMM is bit-identical to the
   // plain ascending loop.
   bool gemm_qk = false, gemm_pv = false;
+  // INT8 x INT8 with d < 1024: every partial sum is an integer of magnitude <= d * 2^14 < 2^24,
+  // exact in fp32 (with or without FMA), so the fp32 GEMM gives the same sums at twice the rate.
+  bool qk_f32 = false;
+  const float* k8 = nullptr;       // [n_kv, d] cast K of this head's kv group
   std::vector<double> qd, kd, vd;  // [n_q, d], [n_kv, d], [n_kv, d] the cast values as double
 };
 
@@ -138,7 +142,9 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
   c.gemm_qk = ((q_e4 && k_e4 && c.s.qk_acc.k_step <= 32) || (q_i8 && k_i8)) && L.spec.scaling != score_scaling::dequant_unit;
   c.gemm_pv = e.v_cast && L.spec.v.fmt == format::e4m3fn && uniform && c.s.p_fmt == format::e4m3fn &&
               c.s.pv_acc.k_step <= 32;
-  if (c.gemm_qk) {
+  c.k8 = L.k8.values.data() + koff * c.d;
+  c.qk_f32 = c.gemm_qk && q_i8 && k_i8 && c.d < 1024;
+  if (c.gemm_qk && !c.qk_f32) {
     c.qd.assign(c.q8, c.q8 + static_cast<size_t>(c.n_q) * c.d);
     c.kd.assign(L.k8.values.begin() + koff * c.d, L.k8.values.begin() + (koff + c.n_kv) * c.d);
   }
@@ -186,6 +192,8 @@ T final_rowsum(const head_ctx<T>& c, const T* l) {
 
 using dmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using dmap = Eigen::Map<const dmat>;
+using fmat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using fmap = Eigen::Map<const fmat>;
 constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
 
 // Scratch of one tile of rows: per row r, bn scores and d outputs.
@@ -199,6 +207,7 @@ struct tile_buf {
   std::vector<T> o, acc;      // [rows, d]
   std::vector<T> m, l;        // [rows], [rows, 4]
   dmat c, pm;                 // GEMM results, P8 of a tile as double
+  fmat cf;                    // fp32 GEMM results (exact INT8 products)
   tile_buf(int bn_, int d_)
       : bn(bn_), d(d_), sacc(kTileRows * bn_), x(kTileRows * bn_), eff(kTileRows * bn_), p(kTileRows * bn_),
         p8(kTileRows * bn_), cs(bn_), chunk(d_), o(kTileRows * d_), acc(kTileRows * d_), m(kTileRows),
@@ -229,36 +238,44 @@ void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
   }
 }
 
-// C[r][j] = sum over k in [0, kn) of A[r*lda + k] * B[k*ldb + j], each sum in ascending k
-// (separate multiply and add, as the plain loop): blocks of 32 columns whose accumulators stay in
-// vector registers. The order of every sum is unchanged.
+// C[r][j] = sum over k in [0, kn) of A[r*lda + k] * B[k*ldb + j], each sum in ascending k, as
+// the plain loop. A and B hold floats, so every product is exact in double (24 + 24 significant
+// bits <= 53) and fma(a, b, acc) rounds exactly as acc + a*b: the FMA changes no bit (double A,
+// in fp64 arithmetic, keeps the separate multiply and add). Blocks of
+// 4 rows x 32 columns keep 16 accumulator vectors in registers and convert each B row once.
+template <int kR, typename TA>
+inline void ordered_block(const TA* A, int lda, const float* B, int ldb, int kn, int jn, double* C, int ldc) {
+  constexpr int kJ = 32;
+  double acc[kR][kJ] = {};
+  for (int k = 0; k < kn; ++k) {
+    const float* b = B + static_cast<size_t>(k) * ldb;
+    double bd[kJ];
+    for (int jj = 0; jj < kJ; ++jj) bd[jj] = jj < jn ? static_cast<double>(b[jj]) : 0.0;
+    for (int r = 0; r < kR; ++r) {
+      const double a = static_cast<double>(A[static_cast<size_t>(r) * lda + k]);
+      if constexpr (std::is_same_v<TA, float>) {
+#pragma GCC ivdep
+        for (int jj = 0; jj < kJ; ++jj) acc[r][jj] = std::fma(a, bd[jj], acc[r][jj]);
+      } else {  // a double A (fp64 arithmetic): products round, keep multiply then add
+#pragma GCC ivdep
+        for (int jj = 0; jj < kJ; ++jj) acc[r][jj] += a * bd[jj];
+      }
+    }
+  }
+  for (int r = 0; r < kR; ++r)
+    for (int jj = 0; jj < jn; ++jj) C[static_cast<size_t>(r) * ldc + jj] = acc[r][jj];
+}
+
 template <typename TA>
 void ordered_gemm(const TA* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc) {
-  constexpr int kJ = 32;  // 4 AVX-512 double vectors of accumulators per row
-  for (int r = 0; r < rows; ++r) {
-    const TA* ar = A + static_cast<size_t>(r) * lda;
-    double* cr = C + static_cast<size_t>(r) * ldc;
-    int j = 0;
-    for (; j + kJ <= n; j += kJ) {
-      double acc[kJ] = {};
-      for (int k = 0; k < kn; ++k) {
-        const double a = static_cast<double>(ar[k]);
-        const float* b = B + static_cast<size_t>(k) * ldb + j;
-#pragma GCC ivdep
-        for (int jj = 0; jj < kJ; ++jj) acc[jj] += a * static_cast<double>(b[jj]);
-      }
-      for (int jj = 0; jj < kJ; ++jj) cr[j + jj] = acc[jj];
-    }
-    if (j < n) {
-      const int jn = n - j;
-      double acc[kJ] = {};
-      for (int k = 0; k < kn; ++k) {
-        const double a = static_cast<double>(ar[k]);
-        const float* b = B + static_cast<size_t>(k) * ldb + j;
-        for (int jj = 0; jj < jn; ++jj) acc[jj] += a * static_cast<double>(b[jj]);
-      }
-      for (int jj = 0; jj < jn; ++jj) cr[j + jj] = acc[jj];
-    }
+  constexpr int kJ = 32;
+  for (int j = 0; j < n; j += kJ) {
+    const int jn = std::min(kJ, n - j);
+    int r = 0;
+    for (; r + 4 <= rows; r += 4)
+      ordered_block<4>(A + static_cast<size_t>(r) * lda, lda, B + j, ldb, kn, jn, C + static_cast<size_t>(r) * ldc + j, ldc);
+    for (; r < rows; ++r)
+      ordered_block<1>(A + static_cast<size_t>(r) * lda, lda, B + j, ldb, kn, jn, C + static_cast<size_t>(r) * ldc + j, ldc);
   }
 }
 
@@ -279,6 +296,11 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, tile_buf<T>& 
         round_add(c.s.qk_acc, acc, &b.c(r, 0), n);
       }
     }
+  } else if (c.qk_f32) {  // int32 accumulator: one exact sum over all of d (see head_ctx)
+    const fmap Q(c.q8 + static_cast<size_t>(r0) * d, rows, d), K(c.k8 + static_cast<size_t>(j0) * d, n, d);
+    b.cf.noalias() = Q * K.transpose();
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < n; ++j) b.sacc[static_cast<size_t>(r) * b.bn + j] = static_cast<double>(b.cf(r, j));
   } else {
     const dmap Q(c.qd.data() + static_cast<size_t>(r0) * d, rows, d), K(c.kd.data() + static_cast<size_t>(j0) * d, n, d);
     // INT8: every partial sum is an integer below 2^53: one GEMM over all of d is exact.
