@@ -22,6 +22,9 @@
 #include <omp.h>
 
 #include <Eigen/Dense>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -238,51 +241,79 @@ void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
   }
 }
 
-// C[r][j] = sum over k in [0, kn) of A[r*lda + k] * B[k*ldb + j], each sum in ascending k, as
-// the plain loop. A and B hold floats, so every product is exact in double (24 + 24 significant
-// bits <= 53) and fma(a, b, acc) rounds exactly as acc + a*b: the FMA changes no bit (double A,
-// in fp64 arithmetic, keeps the separate multiply and add). Blocks of
-// 4 rows x 32 columns keep 16 accumulator vectors in registers and convert each B row once.
-template <int kR, typename TA>
-inline void ordered_block(const TA* A, int lda, const float* B, int ldb, int kn, int jn, double* C, int ldc) {
-  constexpr int kJ = 32;
-  double acc[kR][kJ] = {};
-  for (int k = 0; k < kn; ++k) {
-    const float* b = B + static_cast<size_t>(k) * ldb;
-    double bd[kJ];
-    for (int jj = 0; jj < kJ; ++jj) bd[jj] = jj < jn ? static_cast<double>(b[jj]) : 0.0;
-    for (int r = 0; r < kR; ++r) {
-      const double a = static_cast<double>(A[static_cast<size_t>(r) * lda + k]);
-      if constexpr (std::is_same_v<TA, float>) {
+// C[r][j] = sum over k in [0, kn) of A[r*lda + k] * B[k*ldb + j], each sum in ascending k (separate
+// multiply and add, as the plain loop): blocks of 32 columns whose accumulators stay in vector
+// registers. The order of every sum is unchanged.
+template <typename TA>
+void ordered_rows(const TA* A, int lda, const float* B, int ldb, int r0, int rows, int n, int kn, double* C, int ldc) {
+  constexpr int kJ = 32;  // 4 AVX-512 double vectors of accumulators per row
+  for (int r = r0; r < rows; ++r) {
+    const TA* ar = A + static_cast<size_t>(r) * lda;
+    double* cr = C + static_cast<size_t>(r) * ldc;
+    for (int j = 0; j < n; j += kJ) {
+      const int jn = std::min(kJ, n - j);
+      double acc[kJ] = {};
+      for (int k = 0; k < kn; ++k) {
+        const double a = static_cast<double>(ar[k]);
+        const float* b = B + static_cast<size_t>(k) * ldb + j;
 #pragma GCC ivdep
-        for (int jj = 0; jj < kJ; ++jj) acc[r][jj] = std::fma(a, bd[jj], acc[r][jj]);
-      } else {  // a double A (fp64 arithmetic): products round, keep multiply then add
-#pragma GCC ivdep
-        for (int jj = 0; jj < kJ; ++jj) acc[r][jj] += a * bd[jj];
+        for (int jj = 0; jj < jn; ++jj) acc[jj] += a * static_cast<double>(b[jj]);
       }
+      for (int jj = 0; jj < jn; ++jj) cr[j + jj] = acc[jj];
     }
   }
-  for (int r = 0; r < kR; ++r)
-    for (int jj = 0; jj < jn; ++jj) C[static_cast<size_t>(r) * ldc + jj] = acc[r][jj];
 }
+
+#if defined(__AVX512F__)
+// Float A: every product of two floats is exact in double (24 + 24 significant bits <= 53), so
+// fma(a, b, acc) rounds exactly as acc + a*b and the FMA changes no bit. 4 rows x 32 columns:
+// 16 accumulator vectors, each B row converted once for the 4 rows.
+inline void ordered_4x32(const float* A, int lda, const float* B, int ldb, int kn, double* C, int ldc) {
+  __m512d acc[4][4];
+  for (auto& row : acc)
+    for (auto& v : row) v = _mm512_setzero_pd();
+  for (int k = 0; k < kn; ++k) {
+    const float* b = B + static_cast<size_t>(k) * ldb;
+    const __m512d b0 = _mm512_cvtps_pd(_mm256_loadu_ps(b)), b1 = _mm512_cvtps_pd(_mm256_loadu_ps(b + 8)),
+                  b2 = _mm512_cvtps_pd(_mm256_loadu_ps(b + 16)), b3 = _mm512_cvtps_pd(_mm256_loadu_ps(b + 24));
+    for (int r = 0; r < 4; ++r) {
+      const __m512d a = _mm512_set1_pd(static_cast<double>(A[static_cast<size_t>(r) * lda + k]));
+      acc[r][0] = _mm512_fmadd_pd(a, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_pd(a, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_pd(a, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_pd(a, b3, acc[r][3]);
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < 4; ++v) _mm512_storeu_pd(C + static_cast<size_t>(r) * ldc + 8 * v, acc[r][v]);
+}
+#endif
 
 template <typename TA>
 void ordered_gemm(const TA* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc) {
-  constexpr int kJ = 32;
-  for (int j = 0; j < n; j += kJ) {
-    const int jn = std::min(kJ, n - j);
-    int r = 0;
-    for (; r + 4 <= rows; r += 4)
-      ordered_block<4>(A + static_cast<size_t>(r) * lda, lda, B + j, ldb, kn, jn, C + static_cast<size_t>(r) * ldc + j, ldc);
-    for (; r < rows; ++r)
-      ordered_block<1>(A + static_cast<size_t>(r) * lda, lda, B + j, ldb, kn, jn, C + static_cast<size_t>(r) * ldc + j, ldc);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<TA, float>) {
+    const int n32 = n / 32 * 32, r4 = rows / 4 * 4;
+    for (int r = 0; r < r4; r += 4)
+      for (int j = 0; j < n32; j += 32)
+        ordered_4x32(A + static_cast<size_t>(r) * lda, lda, B + j, ldb, kn, C + static_cast<size_t>(r) * ldc + j, ldc);
+    if (n32 < n) ordered_rows(A, lda, B + n32, ldb, 0, r4, n - n32, kn, C + n32, ldc);
+    ordered_rows(A, lda, B, ldb, r4, rows, n, kn, C, ldc);
+    return;
   }
+#endif
+  ordered_rows(A, lda, B, ldb, 0, rows, n, kn, C, ldc);
 }
 
-// Step 1 for rows [r0, r1): sacc[r][jj].
+// Step 1 for rows [r0, r1): sacc[r][jj]. Only keys [j0, jc) are computed: the keys from jc on are
+// masked for every row of the tile (causal), and a masked score is replaced by the mask value
+// before any use, so its accumulator is left 0.
 template <typename T>
-void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, tile_buf<T>& b) {
-  const int n = j1 - j0, rows = r1 - r0, d = c.d;
+void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_buf<T>& b) {
+  const int rows = r1 - r0, d = c.d, n = jc - j0;
+  for (int r = 0; r < rows; ++r)
+    std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
+  if (n <= 0) return;
   if (!c.gemm_qk) {
     const int ks = c.s.qk_acc.k_step;
     b.c.resize(rows, n);
@@ -327,10 +358,26 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, tile_buf<T>& 
 // k_step from j0.
 template <typename T>
 void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<char>& live, tile_buf<T>& b) {
-  const int d = c.d, ks = c.s.pv_acc.k_step, n = j1 - j0;
+  const int d = c.d, ks = c.s.pv_acc.k_step;
   const bool fresh = c.s.pv == pv_mode::fresh_per_block;
   std::vector<T>& acc = fresh ? b.acc : b.o;
   if (fresh) std::fill(b.acc.begin(), b.acc.begin() + static_cast<size_t>(rows) * d, T(0));
+  // Chunks whose P8 is +-0 in every live row (the causally masked tail) are skipped: their exact
+  // chunk sum is +0 (GEMMs and the plain loop start from +0, and +0 + -0 = +0), and acc + (+0)
+  // rounds back to acc in every accumulator model, since an accumulator is never -0 (it starts
+  // at +0 and a rounded sum is -0 only when both addends are). NaN P8 counts as nonzero.
+  int n_nz = 0;
+  for (int r = 0; r < rows; ++r) {
+    if (!live[r]) continue;
+    const T* p8 = b.p8.data() + static_cast<size_t>(r) * b.bn;
+    for (int j = j1 - j0 - 1; j >= n_nz; --j)
+      if (!(p8[j] == 0)) {
+        n_nz = j + 1;
+        break;
+      }
+  }
+  const int n = std::min(j1 - j0, (n_nz + ks - 1) / ks * ks);  // whole chunks from j0
+  j1 = j0 + n;
   if (c.gemm_pv) {
     b.pm.resize(rows, n);
     for (int r = 0; r < rows; ++r)
@@ -499,7 +546,8 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
   for (int step = 0; step < nbmax; ++step) {
     const int blk = s.reverse ? nbmax - 1 - step : step;
     const int j0 = blk * c.bn, j1 = std::min(c.n_kv, j0 + c.bn);
-    qk_tile(c, r0, r1, j0, j1, b);
+    const int jc = c.causal ? std::clamp(r1 + c.n_kv - c.n_q, j0, j1) : j1;  // 1 + last key of row r1-1
+    qk_tile(c, r0, r1, j0, j1, jc, b);
     for (int r = 0; r < rows; ++r)
       if (live[r]) softmax_row(c, r0 + r, r, blk, nbmax, j0, j1, b, st);
     pv_tile(c, rows, j0, j1, live, b);
