@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/pcast/output.h"
 #include "attnum/pcast/simulate.h"
 #include "attnum/pcast/theory.h"
@@ -217,7 +218,7 @@ void setup_claims(CLI::App& app) {
   app.callback([o] {
     const auto c = make_config(*o, attnum::pcast::paper_config(o->quick));
     const auto rows = attnum::pcast::to_json(attnum::pcast::paper_claims(c, progress_bar("pcast claims")));
-    if (!o->out.empty()) attnum::pcast::write_atomic(o->out + "/pcast_claims.csv", attnum::pcast::to_csv(rows));
+    if (!o->out.empty()) attnum::write_file_atomic(o->out + "/pcast_claims.csv", attnum::pcast::to_csv(rows));
     print_rows(rows, o->json,
                {"claim", "n_tok", "delta", "numerator", "denominator", "ratio", "ratio_lo", "ratio_hi",
                 "seeds"});

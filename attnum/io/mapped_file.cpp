@@ -1,4 +1,4 @@
-// mmap-backed read-only files and atomic writes (temp file + rename).
+// mmap-backed read-only files.
 #include "attnum/io/mapped_file.h"
 
 #include <fcntl.h>
@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -55,20 +54,6 @@ mapped_file& mapped_file::operator=(mapped_file&& o) noexcept {
     size_ = std::exchange(o.size_, 0);
   }
   return *this;
-}
-
-void write_file_atomic(const std::string& path, const void* bytes, size_t n) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("{}: cannot write (temp file {}): {}", path, tmp, std::strerror(errno));
-  const bool ok = (n == 0 || std::fwrite(bytes, 1, n, f) == n) && std::fflush(f) == 0 &&
-                  ::fsync(::fileno(f)) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    fail("{}: write failed: {}", path, std::strerror(err));
-  }
 }
 
 }  // namespace attnum::io

@@ -28,8 +28,4 @@ class mapped_file {
   size_t size_ = 0;
 };
 
-/// Writes `bytes` to `path` atomically: a temp file in the same folder, then rename. Throws
-/// attnum::error naming the file on any failure (and removes the temp file).
-void write_file_atomic(const std::string& path, const void* bytes, size_t n);
-
 }  // namespace attnum::io

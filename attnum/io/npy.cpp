@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/formats/format.h"
 #include "attnum/io/mapped_file.h"
 
@@ -189,7 +190,7 @@ void write_raw(const std::string& path, npy_dtype d, const std::vector<int64_t>&
   const size_t h = out.size();
   out.resize(h + nbytes);
   if (nbytes) std::memcpy(out.data() + h, bytes, nbytes);
-  write_file_atomic(path, out.data(), out.size());
+  write_file_atomic(path, out);
 }
 
 }  // namespace

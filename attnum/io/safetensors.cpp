@@ -9,6 +9,7 @@
 #include <set>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/formats/format.h"
 
 namespace attnum::io {
@@ -282,7 +283,7 @@ void write_safetensors(const std::string& path, const std::vector<tensor_out>& t
       }
     }
   }
-  write_file_atomic(path, out.data(), out.size());
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(out.data()), out.size()));
 }
 
 }  // namespace attnum::io

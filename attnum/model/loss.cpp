@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/version.h"
 #include "attnum/model/hooks.h"
 #include "attnum/stats/stats.h"
@@ -34,15 +34,6 @@ double mean(const std::vector<double>& v) {
 std::span<const int> window_ids(const loss_params& p, const loss_unit& u, int offset) {
   return std::span<const int>(p.sources[u.source])
       .subspan(size_t(u.window) * p.n_tokens + offset, p.n_tokens);
-}
-
-void write_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!(f << text)) fail("{}: cannot write", tmp);
-  }
-  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace
@@ -299,7 +290,7 @@ std::vector<loss_row> merge_shards(const std::vector<nlohmann::json>& shards) {
 
 void write_shard_file(const std::string& dir, int shard, int n_shards, const nlohmann::json& j) {
   std::filesystem::create_directories(dir);
-  write_atomic(fmt::format("{}/loss-shard-{}-of-{}.json", dir, shard, n_shards), j.dump() + "\n");
+  write_file_atomic(fmt::format("{}/loss-shard-{}-of-{}.json", dir, shard, n_shards), j.dump() + "\n");
 }
 
 std::vector<loss_row> merge_shard_dirs(const std::vector<std::string>& dirs, const std::string& out) {
@@ -314,9 +305,9 @@ std::vector<loss_row> merge_shard_dirs(const std::vector<std::string>& dirs, con
   std::sort(files.begin(), files.end());
   std::vector<nlohmann::json> shards;
   for (const auto& f : files) {
-    std::ifstream in(f);
+    const std::string text = read_file(f);
     try {
-      shards.push_back(nlohmann::json::parse(in));
+      shards.push_back(nlohmann::json::parse(text));
     } catch (const nlohmann::json::exception& e) {
       fail("{}: not valid JSON: {}", f, e.what());
     }
@@ -330,7 +321,7 @@ void write_loss_files(const std::string& dir, const std::vector<loss_row>& rows)
   std::filesystem::create_directories(dir);
   nlohmann::json arr = nlohmann::json::array();
   for (const loss_row& r : rows) arr.push_back(to_json(r));
-  write_atomic(dir + "/loss.json", arr.dump(2) + "\n");
+  write_file_atomic(dir + "/loss.json", arr.dump(2) + "\n");
   std::string csv;
   if (!arr.empty()) {
     bool first = true;
@@ -346,7 +337,7 @@ void write_loss_files(const std::string& dir, const std::vector<loss_row>& rows)
       csv += "\n";
     }
   }
-  write_atomic(dir + "/loss.csv", csv);
+  write_file_atomic(dir + "/loss.csv", csv);
 }
 
 }  // namespace attnum::model

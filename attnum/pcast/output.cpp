@@ -2,14 +2,13 @@
 #include "attnum/pcast/output.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/version.h"
 
 namespace attnum::pcast {
@@ -126,35 +125,14 @@ std::string to_csv(const nlohmann::ordered_json& rows) {
   return out;
 }
 
-void write_atomic(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  if (ec) fail("pcast: cannot create folder {}: {}", p.parent_path().string(), ec.message());
-  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) fail("pcast: cannot write {}", tmp);
-    f << text;
-    f.flush();
-    if (!f) fail("pcast: write to {} failed", tmp);
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    fs::remove(tmp);
-    fail("pcast: cannot rename {} to {}: {}", tmp, path, ec.message());
-  }
-}
-
 void write_results(const std::string& dir, const nlohmann::ordered_json& theory,
                    const nlohmann::ordered_json& dp, const nlohmann::ordered_json& simulate,
                    const nlohmann::ordered_json& overflow) {
   const std::filesystem::path d(dir);
-  if (!theory.empty()) write_atomic((d / "pcast_theory.csv").string(), to_csv(theory));
-  if (!dp.empty()) write_atomic((d / "pcast_dp.csv").string(), to_csv(dp));
-  if (!simulate.empty()) write_atomic((d / "pcast_simulate.csv").string(), to_csv(simulate));
-  if (!overflow.empty()) write_atomic((d / "pcast_overflow.csv").string(), to_csv(overflow));
+  if (!theory.empty()) write_file_atomic((d / "pcast_theory.csv").string(), to_csv(theory));
+  if (!dp.empty()) write_file_atomic((d / "pcast_dp.csv").string(), to_csv(dp));
+  if (!simulate.empty()) write_file_atomic((d / "pcast_simulate.csv").string(), to_csv(simulate));
+  if (!overflow.empty()) write_file_atomic((d / "pcast_overflow.csv").string(), to_csv(overflow));
 }
 
 void write_all(const std::string& dir, bool quick, const progress_fn& progress) {

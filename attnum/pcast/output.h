@@ -26,10 +26,6 @@ nlohmann::ordered_json to_json(const std::vector<reverse_bound_row>& rows);
 /// NaN as empty cells; strings quoted when they hold a comma or quote).
 std::string to_csv(const nlohmann::ordered_json& rows);
 
-/// Writes text to `path` atomically (a temp file in the same folder, then rename), creating the
-/// folder. Throws attnum::error naming the path on failure.
-void write_atomic(const std::string& path, const std::string& text);
-
 /// Writes DIR/pcast_theory.csv, pcast_dp.csv, pcast_simulate.csv, pcast_overflow.csv (each only
 /// when its table is non-empty).
 void write_results(const std::string& dir, const nlohmann::ordered_json& theory,

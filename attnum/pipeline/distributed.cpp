@@ -3,12 +3,12 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/parallel.h"
 #include "attnum/scaleout/world.h"
 
@@ -17,14 +17,6 @@ using nlohmann::json;
 
 namespace attnum::pipeline {
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail("cannot read '{}'", p.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string join_ints(const std::vector<int>& v) {
   std::string s;
@@ -95,7 +87,7 @@ bool run_heads(const study::plan& p, const fs::path& dir, int shard_index, int s
         if (bytes.empty()) return;  // rank 0 wrote its own unit already
         const fs::path f = study::unit_path(dir, i);
         fs::create_directories(f.parent_path());
-        study::write_atomic(f, bytes);
+        write_file_atomic(f, bytes);
       },
       attnum::threads(),
       progress ? std::function<void(int, int)>([](int d, int t) { progress_line("heads", d, t); })
@@ -138,7 +130,7 @@ void check_params(const fs::path& dir, const json& want) {
     return;
   }
   fs::create_directories(f.parent_path());
-  study::write_atomic(f, want.dump(2) + "\n");
+  write_file_atomic(f, want.dump(2) + "\n");
 }
 
 std::vector<model::unit_result> read_window(const fs::path& f) {
@@ -186,7 +178,7 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
         if (keep) {
           const fs::path f = loss_window_path(dir, k / p.windows, k % p.windows);
           fs::create_directories(f.parent_path());
-          study::write_atomic(f, bytes);
+          write_file_atomic(f, bytes);
         } else {
           std::vector<model::unit_result> rs;
           for (const auto& j : json::parse(bytes)) rs.push_back(model::unit_result_from_json(j));

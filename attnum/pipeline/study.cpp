@@ -4,10 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/version.h"
 #include "attnum/model/capture.h"
 #include "attnum/model/loader.h"
@@ -32,9 +31,7 @@ double seconds_since(clock_type::time_point t0) {
 }
 
 json read_json_file(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) fail("cannot read '{}'", p.string());
-  return json::parse(in);
+  return json::parse(read_file(p));
 }
 
 void say(const study_config& c, const std::string& line) {
@@ -85,10 +82,7 @@ model_inputs capture_model(const study_config& c, const model::weights& w,
     if (scaleout::here().root() && !fs::exists(cap)) {
       model::capture_source src;
       src.text_id = stem;
-      std::ifstream f(t, std::ios::binary);
-      std::ostringstream ss;
-      ss << f.rdbuf();
-      const std::string bytes = ss.str();
+      const std::string bytes = read_file(t);
       uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
       for (unsigned char ch : bytes) h = (h ^ ch) * 1099511628211ULL;
       src.text_hash = fmt::format("{:016x}", h);
@@ -194,7 +188,7 @@ json run_study(const study_config& c) {
   }
   timings["total_s"] = seconds_since(t_all);
   summary["timings"] = timings;
-  study::write_atomic(c.out / "summary.json", summary.dump(2) + "\n");
+  write_file_atomic(c.out / "summary.json", summary.dump(2) + "\n");
   return summary;
 }
 

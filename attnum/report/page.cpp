@@ -1,16 +1,14 @@
 // The self-contained HTML report (see page.h).
 #include "attnum/report/page.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/version.h"
 #include "attnum/report/illustrate.h"
 
@@ -26,14 +24,6 @@ bool has_assets(const fs::path& nm) {
   std::error_code ec;
   return fs::exists(nm / kVega, ec) && fs::exists(nm / kVegaLite, ec) &&
          fs::exists(nm / kVegaEmbed, ec);
-}
-
-std::string slurp(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("cannot read {}", file.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Makes script text safe inside <script>: only "</script" would end the element early (the
@@ -170,8 +160,8 @@ fs::path find_assets(const std::optional<fs::path>& override) {
 }
 
 page_assets load_assets(const fs::path& nm) {
-  return {nm, script_safe(slurp(nm / kVega)), script_safe(slurp(nm / kVegaLite)),
-          script_safe(slurp(nm / kVegaEmbed))};
+  return {nm, script_safe(read_file(nm / kVega)), script_safe(read_file(nm / kVegaLite)),
+          script_safe(read_file(nm / kVegaEmbed))};
 }
 
 nlohmann::json page_data(const result_set& rs) {
@@ -227,28 +217,6 @@ std::string build_page(const result_set& rs, const page_assets& a) {
   html += page_js();
   html += "\n</script>\n</body>\n</html>\n";
   return html;
-}
-
-void write_file_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + fmt::format(".tmp.{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("cannot write {} (is the folder there and writable?)", tmp.string());
-    out.write(text.data(), std::streamsize(text.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      fail("write to {} failed (disk full?)", tmp.string());
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    fail("cannot rename {} to {}", tmp.string(), path.string());
-  }
 }
 
 void write_report(const std::vector<fs::path>& results, const fs::path& out,

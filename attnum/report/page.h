@@ -40,9 +40,6 @@ void write_report(const std::vector<std::filesystem::path>& results,
                   const std::filesystem::path& out,
                   const std::optional<std::filesystem::path>& assets);
 
-/// Writes `text` to `path` atomically (temp file in the same folder, then rename).
-void write_file_atomic(const std::filesystem::path& path, const std::string& text);
-
 /// Template parts (page_template.cpp).
 const char* page_css();
 const char* page_body();
