@@ -7,24 +7,15 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "attnum/core/error.h"
 #include "attnum/pipeline/distributed.h"
 #include "attnum/scaleout/world.h"
 #include "attnum/study/head_study.h"
 #include "cli/command.h"
+#include "cli/list_option.h"
 
 namespace {
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 std::string fmt_opt(const nlohmann::json& v, const char* spec = "{:.3f}") {
   return v.is_null() ? std::string("-") : fmt::format(fmt::runtime(spec), v.get<double>());
@@ -82,8 +73,8 @@ void setup(CLI::App& app) {
     o.zoo_opt.n_tok = a->n_tok;
     o.zoo_opt.n_layer_cap = a->layers;
     o.n_texts = a->texts;
-    o.kernels = split_list(a->kernels);
-    o.conditions = split_list(a->conditions);
+    o.kernels = attnum::cli::split_list(a->kernels);
+    o.conditions = attnum::cli::split_list(a->conditions);
     o.command = fmt::format("attnum heads {} --kernel {} --conditions {}",
                             a->zoo ? "--zoo" : "--captures ...", a->kernels, a->conditions);
     const study::plan p = study::make_plan(o);

@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 #include <cstdio>
-#include <sstream>
 
 #include "attnum/core/error.h"
 #include "attnum/model/loader.h"
@@ -12,6 +11,7 @@
 #include "attnum/pipeline/distributed.h"
 #include "attnum/scaleout/world.h"
 #include "cli/command.h"
+#include "cli/list_option.h"
 
 namespace {
 struct loss_options {
@@ -23,15 +23,6 @@ struct loss_options {
   bool json = false;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 void run(const loss_options& o) {
   using namespace attnum::model;
   if (o.texts.empty() == o.token_ids.empty() && !o.token_ids.empty())
@@ -39,7 +30,7 @@ void run(const loss_options& o) {
   weights w = load_model(o.model);
   loss_params p;
   p.n_tokens = o.tokens, p.windows = o.windows, p.kernel = o.kernel;
-  p.conditions = split_list(o.conditions);
+  p.conditions = attnum::cli::split_list(o.conditions);
   p.reference = o.reference;
   if (p.reference != "bf16" && p.reference != "fp64")
     attnum::fail("--reference: expected bf16 or fp64, got '{}'", p.reference);

@@ -1,22 +1,13 @@
 // attnum study: the whole study of the seeds end to end (attnum/pipeline/study.h).
 #include <fmt/core.h>
 
-#include <sstream>
 
 #include "attnum/pipeline/study.h"
 #include "attnum/scaleout/world.h"
 #include "cli/command.h"
+#include "cli/list_option.h"
 
 namespace {
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 struct study_flags {
   attnum::pipeline::study_config c;
   std::string kernels = "fa3,sage2pp-sm89", conditions = "plain,rotate,center,center+rotate";
@@ -47,8 +38,8 @@ void setup(CLI::App& app) {
   app.add_flag("--json", f->json, "Print summary.json instead of the table");
   app.callback([f] {
     auto& c = f->c;
-    c.kernels = split_list(f->kernels);
-    c.conditions = split_list(f->conditions);
+    c.kernels = attnum::cli::split_list(f->kernels);
+    c.conditions = attnum::cli::split_list(f->conditions);
     c.out = f->out;
     if (!f->assets.empty()) c.assets = f->assets;
     c.quick_pcast = !f->full_pcast;
