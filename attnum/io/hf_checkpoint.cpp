@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
-#include "attnum/model/safetensors_lite.h"
+#include "attnum/io/safetensors.h"
 
 namespace attnum::io {
 namespace fs = std::filesystem;
@@ -51,11 +51,11 @@ class tensor_set {
       for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
         if (!it->is_string()) fail("{}: weight_map[{}] is not a file name", index.string(), it.key());
         const std::string file = it->get<std::string>();
-        if (!files_.count(file)) files_[file] = std::make_unique<model::st_reader>((dir / file).string());
+        if (!files_.count(file)) files_[file] = std::make_unique<safetensors_file>((dir / file).string());
         where_[it.key()] = files_[file].get();
       }
     } else if (fs::exists(single)) {
-      files_["model.safetensors"] = std::make_unique<model::st_reader>(single.string());
+      files_["model.safetensors"] = std::make_unique<safetensors_file>(single.string());
       for (const auto& [name, t] : files_.begin()->second->tensors()) where_[name] = files_.begin()->second.get();
     } else {
       fail("{}: no model.safetensors or model.safetensors.index.json", dir.string());
@@ -66,18 +66,22 @@ class tensor_set {
   std::vector<float> get(const std::string& name, std::vector<int64_t> shape) const {
     auto it = where_.find(name);
     if (it == where_.end()) fail("checkpoint: missing tensor {}", name);
-    const model::st_reader& r = *it->second;
-    const model::st_tensor* t = r.find(name);
+    const safetensors_file& r = *it->second;
+    const tensor_view* t = r.find(name);
     if (!t) fail("{}: missing tensor {} (listed in the index)", r.path(), name);
     if (t->shape != shape)
       fail("{}: tensor {} has shape [{}], expected [{}]", r.path(), name, fmt::join(t->shape, ", "),
            fmt::join(shape, ", "));
-    return r.to_float(*t);
+    // Weights are floating point; an integer tensor under a weight's name is a broken checkpoint.
+    if (t->dtype != st_dtype::F32 && t->dtype != st_dtype::F16 && t->dtype != st_dtype::BF16)
+      fail("{}: tensor {}: dtype {} not supported (expected F32, F16 or BF16)", r.path(), name,
+           dtype_name(t->dtype));
+    return t->to_float();
   }
 
  private:
-  std::map<std::string, std::unique_ptr<model::st_reader>> files_;
-  std::map<std::string, const model::st_reader*> where_;
+  std::map<std::string, std::unique_ptr<safetensors_file>> files_;
+  std::map<std::string, const safetensors_file*> where_;
 };
 
 }  // namespace

@@ -4,14 +4,14 @@
 #include <filesystem>
 
 #include "attnum/core/error.h"
-#include "attnum/model/mapped_file.h"
+#include "attnum/io/mapped_file.h"
 
 namespace attnum::io {
 namespace {
 
 // Reads consecutive fp32 arrays from the mapped body, checking each against the file length.
 struct cursor {
-  const model::mapped_file& f;
+  const mapped_file& f;
   size_t pos;
   std::vector<float> take(size_t n, const char* name) {
     size_t bytes = n * sizeof(float);
@@ -41,7 +41,7 @@ void split(std::vector<float> all, size_t per, std::vector<model::layer_weights>
 }  // namespace
 
 model::weights load_llama2c(const std::string& path) {
-  model::mapped_file f(path);
+  mapped_file f(path);
   constexpr size_t kHeader = 7 * sizeof(int32_t);
   if (f.size() < kHeader)
     fail("{}: truncated: {} bytes, the llama2.c header needs {}", path, f.size(), kHeader);

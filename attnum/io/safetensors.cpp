@@ -209,7 +209,7 @@ safetensors_file::safetensors_file(const std::string& path) : file_(path) {
       fail("{}: tensor '{}' begins at byte {} of the data buffer, expected {} ({})", path, t.name, b, at,
            b < at ? "overlaps the previous tensor" : "gap before it");
     if (b + t.nbytes > buffer)
-      fail("{}: tensor '{}': data_offsets end {} beyond the data buffer ({} bytes): truncated file", path,
+      fail("{}: tensor '{}': data_offsets end {} outside the data buffer ({} bytes): truncated file", path,
            t.name, b + t.nbytes, buffer);
     at = b + t.nbytes;
     t.data = base + b;

@@ -4,7 +4,7 @@
 
 #include "attnum/core/version.h"
 #include "attnum/model/hooks.h"
-#include "attnum/model/safetensors_lite.h"
+#include "attnum/io/safetensors.h"
 
 namespace attnum::model {
 
@@ -12,7 +12,7 @@ void write_capture(const weights& w, std::span<const int> ids, const capture_sou
                    linear_precision p, const std::string& path) {
   const config& c = w.cfg;
   const int n = static_cast<int>(ids.size());
-  // Copies of each layer's operands (bf16 rounding happens in st_write; in bf16 mode they are
+  // Copies of each layer's operands (bf16 rounding (RNE) happens in io::write_safetensors; in bf16 mode they are
   // on the grid already).
   std::vector<std::vector<float>> q(c.n_layers), k(c.n_layers), v(c.n_layers);
   forward_options opt;
@@ -23,11 +23,11 @@ void write_capture(const weights& w, std::span<const int> ids, const capture_sou
     q[l].assign(x.q, x.q + nq), k[l].assign(x.k, x.k + nk), v[l].assign(x.v, x.v + nk);
   };
   forward(w, ids, opt);
-  std::vector<st_out> out;
+  std::vector<io::tensor_out> out;
   for (int l = 0; l < c.n_layers; ++l) {
-    out.push_back({fmt::format("layers.{}.q", l), "BF16", {c.n_head, n, c.d_head}, q[l].data()});
-    out.push_back({fmt::format("layers.{}.k", l), "BF16", {c.n_head_kv, n, c.d_head}, k[l].data()});
-    out.push_back({fmt::format("layers.{}.v", l), "BF16", {c.n_head_kv, n, c.d_head}, v[l].data()});
+    out.push_back({fmt::format("layers.{}.q", l), {c.n_head, n, c.d_head}, q[l].data(), io::st_dtype::BF16});
+    out.push_back({fmt::format("layers.{}.k", l), {c.n_head_kv, n, c.d_head}, k[l].data(), io::st_dtype::BF16});
+    out.push_back({fmt::format("layers.{}.v", l), {c.n_head_kv, n, c.d_head}, v[l].data(), io::st_dtype::BF16});
   }
   const std::map<std::string, std::string> meta = {
       {"format", "attnum-capture-1"},
@@ -44,7 +44,7 @@ void write_capture(const weights& w, std::span<const int> ids, const capture_sou
       {"n_head_kv", std::to_string(c.n_head_kv)},
       {"d_head", std::to_string(c.d_head)},
       {"tool_version", std::string(tool_version())}};
-  st_write(path, out, meta);
+  io::write_safetensors(path, out, meta);
 }
 
 std::string capture_file_name(const std::string& model_id, const std::string& text_id) {

@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "attnum/core/error.h"
-#include "attnum/model/mapped_file.h"
+#include "attnum/io/mapped_file.h"
 #include "attnum/model/tokenizer.h"
 #include "attnum/model/weights.h"
 
@@ -17,7 +17,7 @@ namespace {
 class llama2c_tokenizer final : public tokenizer {
  public:
   llama2c_tokenizer(const std::string& path, int vocab_size) {
-    mapped_file f(path);
+    io::mapped_file f(path);
     size_t pos = 0;
     auto need = [&](size_t n, const char* what, int i) {
       if (pos + n > f.size())

@@ -8,7 +8,7 @@
 #include "attnum/formats/format.h"
 #include "attnum/model/capture.h"
 #include "attnum/model/hooks.h"
-#include "attnum/model/safetensors_lite.h"
+#include "attnum/io/safetensors.h"
 #include "tiny_model.h"
 
 namespace {
@@ -31,18 +31,18 @@ TEST(capture_test, file_holds_bf16_post_rope_operands_and_metadata) {
     q[l].assign(x.q, x.q + 4 * 17 * 8), k[l].assign(x.k, x.k + 2 * 17 * 8), v[l].assign(x.v, x.v + 2 * 17 * 8);
   };
   forward(w, ids, opt);
-  st_reader r(path);
+  const attnum::io::safetensors_file r(path);
   for (int l = 0; l < 3; ++l) {
-    const st_tensor* tq = r.find("layers." + std::to_string(l) + ".q");
-    const st_tensor* tk = r.find("layers." + std::to_string(l) + ".k");
-    const st_tensor* tv = r.find("layers." + std::to_string(l) + ".v");
+    const attnum::io::tensor_view* tq = r.find("layers." + std::to_string(l) + ".q");
+    const attnum::io::tensor_view* tk = r.find("layers." + std::to_string(l) + ".k");
+    const attnum::io::tensor_view* tv = r.find("layers." + std::to_string(l) + ".v");
     ASSERT_TRUE(tq && tk && tv);
-    EXPECT_EQ(tq->dtype, "BF16");
+    EXPECT_EQ(tq->dtype, attnum::io::st_dtype::BF16);
     EXPECT_EQ(tq->shape, (std::vector<int64_t>{4, 17, 8}));
     EXPECT_EQ(tk->shape, (std::vector<int64_t>{2, 17, 8}));
-    EXPECT_EQ(r.to_float(*tq), q[l]);  // bf16 mode: already on the bf16 grid
-    EXPECT_EQ(r.to_float(*tk), k[l]);
-    EXPECT_EQ(r.to_float(*tv), v[l]);
+    EXPECT_EQ(tq->to_float(), q[l]);  // bf16 mode: already on the bf16 grid
+    EXPECT_EQ(tk->to_float(), k[l]);
+    EXPECT_EQ(tv->to_float(), v[l]);
   }
   EXPECT_EQ(r.metadata().at("model"), "tiny");
   EXPECT_EQ(r.metadata().at("text"), "text-a");
