@@ -437,6 +437,30 @@ void cast_p(const head_ctx<T>& c, const T* p, T* p8, int n, int n_live, run_stat
   }
 }
 
+// Returns std::max folded over v[0..n) from init, in order, bit for bit. std::max(a, b) is
+// (a < b) ? b : a: the fold yields the largest non-NaN value (init when there is none), the first
+// of equal ones. Equal values have equal bits except +0 and -0, so any grouping of the fold gives
+// the same bits unless the result is a zero: then the plain loop decides. 16 lanes vectorise.
+template <typename T>
+T fold_max(const T* v, int n, T init) {
+  constexpr int kL = 16;
+  auto seq = [&] {
+    T m = init;
+    for (int i = 0; i < n; ++i) m = std::max(m, v[i]);
+    return m;
+  };
+  if (n < 2 * kL) return seq();
+  T acc[kL];
+  std::fill(acc, acc + kL, init);
+  int i = 0;
+  for (; i + kL <= n; i += kL)
+    for (int l = 0; l < kL; ++l) acc[l] = acc[l] < v[i + l] ? v[i + l] : acc[l];
+  T m = init;
+  for (int l = 0; l < kL; ++l) m = std::max(m, acc[l]);
+  for (; i < n; ++i) m = std::max(m, v[i]);
+  return m == 0 ? seq() : m;
+}
+
 // Steps 2-4 and the O rescale for row i (tile row r) on block [j0, j1).
 template <typename T>
 void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0, int j1, tile_buf<T>& b,
@@ -454,24 +478,31 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
   const score_scaling sc = (blk >= nbmax - n_tail && s.scaling == score_scaling::fold) ? score_scaling::dequant : s.scaling;
   const T qs = static_cast<T>(c.qs[i]);
   const T log2e = std::is_same_v<T, double> ? static_cast<T>(std::numbers::log2e) : static_cast<T>(1.44269504f);
-  T bmax = -INFINITY;
-  for (int jj = 0; jj < n; ++jj) {
-    const int j = j0 + jj;
-    const bool masked = j > last;
-    const T dq = qs * static_cast<T>(c.ks[j]);
-    T S = static_cast<T>(sacc[jj]);
-    if (masked && !s.mask_on_x) S = static_cast<T>(s.mask_value);
-    T xv, eff;
-    switch (sc) {
-      case score_scaling::fold: xv = S, eff = c.sl2 * dq; break;
-      case score_scaling::dequant: xv = S * dq, eff = c.sl2; break;
-      case score_scaling::dequant_sm: xv = S * (dq * c.sm), eff = log2e; break;
-      default: xv = S * dq, eff = T(1); break;
+  // The masked columns are a suffix: [n_live, n). The switch is hoisted so each loop vectorises.
+  const int n_live = std::clamp(last - j0 + 1, 0, n);
+  const float* ks = c.ks + j0;
+  auto scale_loop = [&](auto f) {
+    for (int jj = 0; jj < n_live; ++jj) f(static_cast<T>(sacc[jj]), qs * static_cast<T>(ks[jj]), x[jj], effv[jj]);
+    for (int jj = n_live; jj < n; ++jj) {
+      f(s.mask_on_x ? static_cast<T>(sacc[jj]) : static_cast<T>(s.mask_value), qs * static_cast<T>(ks[jj]), x[jj], effv[jj]);
+      if (s.mask_on_x) x[jj] = static_cast<T>(s.mask_value);
     }
-    if (masked && s.mask_on_x) xv = static_cast<T>(s.mask_value);
-    x[jj] = xv, effv[jj] = eff;
-    bmax = std::max(bmax, s.max == max_space::raw ? xv : fma_t(xv, eff, -c.offset));
+  };
+  switch (sc) {
+    case score_scaling::fold: scale_loop([&](T S, T dq, T& xv, T& eff) { xv = S, eff = c.sl2 * dq; }); break;
+    case score_scaling::dequant: scale_loop([&](T S, T dq, T& xv, T& eff) { xv = S * dq, eff = c.sl2; }); break;
+    case score_scaling::dequant_sm:
+      scale_loop([&](T S, T dq, T& xv, T& eff) { xv = S * (dq * c.sm), eff = log2e; });
+      break;
+    default: scale_loop([&](T S, T dq, T& xv, T& eff) { xv = S * dq, eff = T(1); }); break;
   }
+  // the max over the block, in raw or scaled space (p holds the candidates until step 3 refills it)
+  const T* cand = x;
+  if (s.max != max_space::raw) {
+    for (int jj = 0; jj < n; ++jj) p[jj] = fma_t(x[jj], effv[jj], -c.offset);
+    cand = p;
+  }
+  const T bmax = fold_max(cand, n, T(-INFINITY));
   // 3. max, alpha, P
   T& m = b.m[r];
   const T m_new = std::max(m, bmax);
