@@ -35,32 +35,44 @@ grid grid_of(formats::format f) {
 }
 }  // namespace
 
-double grid_spacing(formats::format f, double x) {
-  if (f == formats::format::int8) return 1.0;
-  const grid g = grid_of(f);
-  // floor(log2 |x|) from the double's exponent field (0 and double subnormals fall below every
-  // format's emin); 2^(e - mant) is then built from its bits: exact and branch-light, since this
-  // runs for every element of P.
+namespace {
+// Spacing on grid g (int8: g.mant < 0 marks the unit grid). floor(log2 |x|) from the double's
+// exponent field (0 and double subnormals fall below every format's emin); 2^(e - mant) is then
+// built from its bits: exact and branch-light, since this runs for every element of P.
+inline double spacing_on(grid g, double x) {
+  if (g.mant < 0) return 1.0;
   const uint64_t bits = std::bit_cast<uint64_t>(x) & 0x7fffffffffffffffULL;
   int e = static_cast<int>(bits >> 52) - 1023;
   e = std::max(e, g.emin);
   return std::bit_cast<double>(static_cast<uint64_t>(e - g.mant + 1023) << 52);
 }
-
-double element_variance(formats::format f, double x, double scale) {
+inline grid grid_for(formats::format f) {
+  return f == formats::format::int8 ? grid{-1, 0} : grid_of(f);
+}
+// element_variance with the format's grid looked up once (hot loops).
+inline double variance_on(grid g, double x, double scale) {
   if (!(scale > 0) || !std::isfinite(scale)) return 0.0;
   const double xs = x / scale;
-  const double u = grid_spacing(f, xs);
+  const double u = spacing_on(g, xs);
   // Below half the smallest spacing the cast gives 0: the error is -x exactly.
   if (std::fabs(xs) < 0.5 * u) return x * x;
   return scale * scale * u * u / 12.0;
 }
+}  // namespace
+
+double grid_spacing(formats::format f, double x) { return spacing_on(grid_for(f), x); }
+
+double element_variance(formats::format f, double x, double scale) {
+  return variance_on(grid_for(f), x, scale);
+}
 // The ideal attention of one head in float (the predictor estimates variances: float is ample).
 struct head_context {
   int nq = 0, nk = 0, d = 0;
-  bool lower = false;  ///< P is lower triangular (causal, n_q == n_kv): triangular products
+  bool lower = false;  ///< P is lower triangular (causal, n_q == n_kv): block-causal products
   matf P, O, V;
-  matf D;              ///< ||v_j - o_i||^2
+  matf D;              ///< ||v_j - o_i||^2 (causal triangle)
+  matf W;              ///< P_ij^2 ||v_j - o_i||^2: the K term's condition-independent weight
+  double o_norm2 = 0;  ///< ||O||_F^2 (fp64 O)
   Eigen::VectorXf v2;  ///< ||v_j||^2
   const double* p = nullptr;
   const double* row_sum = nullptr;
@@ -76,6 +88,24 @@ Eigen::VectorXf row_norms2(const matf& m) {
     r[i] = s;
   }
   return r;
+}
+
+// out = P B for a P with zeros above the diagonal when `lower`: row blocks of kBlock rows times
+// only the key rows they can see (general GEMMs on the causal blocks; Eigen's triangular
+// product is several times slower). Each output row's sum runs over the same keys in the same
+// packed order whatever the thread count.
+constexpr int kBlock = 128;
+void causal_product(const matf& P, const Eigen::Ref<const matf>& B, bool lower, matf& out) {
+  out.resize(P.rows(), B.cols());
+  if (!lower) {
+    out.noalias() = P * B;
+    return;
+  }
+  const Eigen::Index n = P.rows();
+  for (Eigen::Index i0 = 0; i0 < n; i0 += kBlock) {
+    const Eigen::Index m = std::min<Eigen::Index>(kBlock, n - i0), jend = i0 + m;
+    out.middleRows(i0, m).noalias() = P.block(i0, 0, m, jend) * B.topRows(jend);
+  }
 }
 }  // namespace
 
@@ -102,31 +132,42 @@ context_ptr make_context(const head_inputs& in) {
   // their summation order (and last bits) would depend on where malloc put the buffer.
   c->v2 = row_norms2(c->V);
   const Eigen::VectorXf o2 = row_norms2(c->O);
-  // D_ij = ||v_j - o_i||^2 = ||o_i||^2 + ||v_j||^2 - 2 o_i.v_j (only the causal triangle is read).
-  c->D = c->O * c->V.transpose();
+  for (int i = 0; i < nq * d; ++i) c->o_norm2 += in.o[i] * in.o[i];
+  // D_ij = ||v_j - o_i||^2 = ||o_i||^2 + ||v_j||^2 - 2 o_i.v_j (only the causal triangle is
+  // read); W_ij = P_ij^2 D_ij (zeros above the diagonal, like P).
+  const matf Vt = c->V.transpose();
+  causal_product(c->O, Vt, false, c->D);  // O V^T: rows of O see every column of V^T
+  c->W.setZero(nq, nk);
   for (int i = 0; i < nq; ++i)
-    for (int j = 0; j < (c->lower ? i + 1 : nk); ++j)
-      c->D(i, j) = std::max(0.0f, o2[i] + c->v2[j] - 2.0f * c->D(i, j));
+    for (int j = 0; j < (c->lower ? i + 1 : nk); ++j) {
+      const float dij = std::max(0.0f, o2[i] + c->v2[j] - 2.0f * c->D(i, j));
+      c->D(i, j) = dij;
+      c->W(i, j) = c->P(i, j) * c->P(i, j) * dij;
+    }
   return c;
 }
 
 namespace {
 
-// (1/d) sum_ij P_ij^2 (sum_c q_ic^2 var_k_jc) ||v_j - o_i||^2: independent over j.
+// (1/d) sum_ij P_ij^2 (sum_c q_ic^2 var_k_jc) ||v_j - o_i||^2 (independent over j)
+// = (1/d) sum_ic q_ic^2 [W Var(K)]_ic with the context's W_ij = P_ij^2 ||v_j - o_i||^2: one
+// block-causal GEMM with an [n, d] result instead of an [n, n] one.
 double k_term(const head_context& c, const head_inputs& in) {
-  const matf Q = cmapf(in.q, c.nq, c.d);
-  const matf SK = cmapd(in.var_k, c.nk, c.d).cast<float>();
-  const matf A = Q.cwiseProduct(Q) * SK.transpose();
-  double s = 0;
+  thread_local matf SK, WS;
+  SK = cmapd(in.var_k, c.nk, c.d).cast<float>();
+  causal_product(c.W, SK, c.lower, WS);
+  thread_local std::vector<double> acc;
+  acc.assign(c.d, 0.0);  // per-channel partial sums: a fixed order that vectorizes over c
   for (int i = 0; i < c.nq; ++i) {
-    const int jend = c.lower ? i + 1 : c.nk;
-    double si = 0;
-    for (int j = 0; j < jend; ++j) {
-      const double pij = c.P(i, j);
-      si += pij * pij * static_cast<double>(A(i, j)) * c.D(i, j);
+    const float* q = in.q + static_cast<size_t>(i) * c.d;
+    const float* ws = WS.data() + static_cast<size_t>(i) * c.d;
+    for (int e = 0; e < c.d; ++e) {
+      const double qe = q[e];
+      acc[e] += qe * qe * static_cast<double>(ws[e]);
     }
-    s += si;
   }
+  double s = 0;
+  for (double a : acc) s += a;
   return s / c.d;
 }
 
@@ -135,27 +176,34 @@ double k_term(const head_context& c, const head_inputs& in) {
 // R probes cost one GEMM P [K, diag(Vz_1) K, ...].
 double q_term(const head_context& c, const head_inputs& in, const options& opt) {
   const int d = c.d, R = std::max(1, opt.n_probes);
-  const matf K = cmapf(in.k, c.nk, d);
+  const cmapf K(in.k, c.nk, d);
   stats::splitmix64 rng(opt.probe_seed);
   matf Z(d, R);
   for (int t = 0; t < R; ++t)
     for (int e = 0; e < d; ++e) Z(e, t) = (rng.next() >> 63) ? 1.0f : -1.0f;
   const matf VZ = c.V * Z, OZ = c.O * Z;
-  matf B(c.nk, static_cast<Eigen::Index>(d) * (R + 1));
+  // Scratch reused across calls of this thread: no page faults for fresh [n, 5d] buffers.
+  thread_local matf B, PB;
+  B.resize(c.nk, static_cast<Eigen::Index>(d) * (R + 1));
   B.leftCols(d) = K;
   for (int t = 0; t < R; ++t) B.middleCols((t + 1) * d, d) = VZ.col(t).asDiagonal() * K;
-  matf PB;
-  if (c.lower) PB = c.P.triangularView<Eigen::Lower>() * B;
-  else PB = c.P * B;
-  const cmapd Sq(in.var_q, c.nq, d);
-  double s = 0;
-  for (int t = 0; t < R; ++t)
-    for (int i = 0; i < c.nq; ++i)
+  causal_product(c.P, B, c.lower, PB);
+  thread_local std::vector<double> acc;
+  acc.assign(d, 0.0);  // per-channel partial sums in a fixed order (i, then t)
+  for (int i = 0; i < c.nq; ++i) {
+    const float* pb = PB.data() + static_cast<size_t>(i) * PB.cols();
+    const double* sq = in.var_q + static_cast<size_t>(i) * d;
+    for (int t = 0; t < R; ++t) {
+      const double oz = OZ(i, t);
+      const float* pbt = pb + static_cast<size_t>(t + 1) * d;
       for (int e = 0; e < d; ++e) {
-        const double a = static_cast<double>(PB(i, (t + 1) * d + e)) -
-                         static_cast<double>(OZ(i, t)) * PB(i, e);
-        s += Sq(i, e) * a * a;
+        const double a = static_cast<double>(pbt[e]) - oz * static_cast<double>(pb[e]);
+        acc[e] += sq[e] * a * a;
       }
+    }
+  }
+  double s = 0;
+  for (double a : acc) s += a;
   return s / d / R;
 }
 
@@ -173,13 +221,14 @@ double v_term(const head_context& c, const head_inputs& in) {
 // The cast sees x = S * P_ij * l_i (l_i = sum_j exp(s_ij - m_i)); its error divided by S l_i
 // moves P_ij, times v_j (fp32 row sum) or (v_j - o_i) (row sum from the cast P).
 double p_term(const head_context& c, const head_inputs& in) {
+  const grid g = grid_for(in.p_cast.fmt);
   double s = 0;
   for (int i = 0; i < c.nq; ++i) {
     const double sl = in.p_cast.scale * c.row_sum[i];
     for (int j = 0; j < (c.lower ? i + 1 : c.nk); ++j) {
-      const double pij = c.p[i * c.nk + j];
+      const double pij = c.p[static_cast<size_t>(i) * c.nk + j];
       if (pij == 0) continue;
-      const double var = element_variance(in.p_cast.fmt, sl * pij, 1.0) / (sl * sl);
+      const double var = variance_on(g, sl * pij, 1.0) / (sl * sl);
       s += var * (in.p_cast.rowsum_from_cast ? static_cast<double>(c.D(i, j)) : c.v2[j]);
     }
   }
@@ -187,8 +236,9 @@ double p_term(const head_context& c, const head_inputs& in) {
 }
 
 double o_term(const head_context& c, const head_inputs& in) {
+  const grid g = grid_for(in.out_fmt);
   double s = 0;
-  for (int i = 0; i < c.nq * c.d; ++i) s += element_variance(in.out_fmt, c.o[i], 1.0);
+  for (int i = 0; i < c.nq * c.d; ++i) s += variance_on(g, c.o[i], 1.0);
   return s;
 }
 
@@ -197,7 +247,7 @@ double o_term(const head_context& c, const head_inputs& in) {
 prediction predict_terms(const head_context& c, const head_inputs& in, const options& opt,
                          term_mask mask) {
   prediction r;
-  for (int i = 0; i < c.nq * c.d; ++i) r.o_norm2 += c.o[i] * c.o[i];
+  r.o_norm2 = c.o_norm2;
   if (mask.k && in.var_k && in.q) r.k = k_term(c, in);
   if (mask.q && in.var_q && in.k) r.q = q_term(c, in, opt);
   if (mask.v && in.var_v) r.v = v_term(c, in);

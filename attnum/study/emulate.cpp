@@ -2,6 +2,7 @@
 
 #include <Eigen/Dense>
 
+#include <algorithm>
 #include <cmath>
 
 #include "attnum/attention/engine.h"
@@ -25,27 +26,37 @@ int parse_condition_index(std::string_view text) {
 
 reference reference_causal(const float* q, const float* k, const float* v, int n, int d) {
   // q, k, v: [n, d]; S = Q K^T / sqrt(d) in fp64, causal (j <= i), softmax per row, O = P V.
+  // Row blocks of kBlock queries: each block's scores against the keys it can see are one
+  // general double GEMM written straight into P (the block's few masked entries are zeroed),
+  // then softmax per row, then the block's O = P V over the same keys. Every row's sums run
+  // over its keys in a fixed order: the result does not depend on the thread count.
+  constexpr int kBlock = 128;
   reference r;
   r.n = n, r.d = d;
   const matd Q = cmapf(q, n, d).cast<double>(), K = cmapf(k, n, d).cast<double>();
   const matd V = cmapf(v, n, d).cast<double>();
-  // Only the causal (lower) triangle is needed: Eigen's triangular-assign product skips the rest.
-  matd S = matd::Zero(n, n);
-  S.triangularView<Eigen::Lower>() = Q * K.transpose();
-  S *= 1.0 / std::sqrt(static_cast<double>(d));
+  r.p.assign(static_cast<size_t>(n) * n, 0.0);
+  r.o.assign(static_cast<size_t>(n) * d, 0.0);
   r.row_sum.assign(n, 0.0);
-  for (int i = 0; i < n; ++i) {
-    double m = -INFINITY;
-    for (int j = 0; j <= i; ++j) m = std::max(m, S(i, j));
-    double l = 0;
-    for (int j = 0; j <= i; ++j) l += (S(i, j) = std::exp(S(i, j) - m));
-    for (int j = 0; j <= i; ++j) S(i, j) /= l;
-    for (int j = i + 1; j < n; ++j) S(i, j) = 0;
-    r.row_sum[i] = l;
+  Eigen::Map<matd> P(r.p.data(), n, n), O(r.o.data(), n, d);
+  const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
+  for (int i0 = 0; i0 < n; i0 += kBlock) {
+    const int m = std::min(kBlock, n - i0), jend = i0 + m;
+    auto S = P.block(i0, 0, m, jend);
+    S.noalias() = Q.middleRows(i0, m) * K.topRows(jend).transpose();
+    for (int r0 = 0; r0 < m; ++r0) {
+      const int i = i0 + r0;
+      double* s = &S(r0, 0);
+      double mx = -INFINITY;
+      for (int j = 0; j <= i; ++j) mx = std::max(mx, s[j] *= inv_sqrt_d);
+      double l = 0;
+      for (int j = 0; j <= i; ++j) l += (s[j] = std::exp(s[j] - mx));
+      for (int j = 0; j <= i; ++j) s[j] /= l;
+      for (int j = i + 1; j < jend; ++j) s[j] = 0;
+      r.row_sum[i] = l;
+    }
+    O.middleRows(i0, m).noalias() = S * V.topRows(jend);
   }
-  const matd O = S.triangularView<Eigen::Lower>() * V;
-  r.p.assign(S.data(), S.data() + S.size());
-  r.o.assign(O.data(), O.data() + O.size());
   return r;
 }
 
@@ -119,7 +130,7 @@ std::shared_ptr<const prepared_run> prepare_run(std::string_view kernel, int con
   return r;
 }
 
-head_run run_prepared(const prepared_run& run, int h) {
+head_run run_prepared(const prepared_run& run, int h, bool with_var_v) {
   const auto& L = *run.layer;
   const auto& spec = run.spec;
   const auto& en = spec.enabled;
@@ -132,7 +143,7 @@ head_run run_prepared(const prepared_run& run, int h) {
   r.k.assign(L.k.begin() + kvh * hd, L.k.begin() + (kvh + 1) * hd);
   r.var_q = cast_variances(L.q8, L.q, spec.q.fmt, en.q_cast, h);
   r.var_k = cast_variances(L.k8, L.k, spec.k.fmt, en.k_cast, kvh);
-  r.var_v = cast_variances(L.v8, L.v, spec.v.fmt, en.v_cast, kvh);
+  if (with_var_v) r.var_v = cast_variances(L.v8, L.v, spec.v.fmt, en.v_cast, kvh);
   // The P cast sees S * exp(s - m): S = 2^offset (exponent offset) or the multiplier.
   r.p_cast.enabled = en.p_cast && spec.p_fmt != formats::format::fp32;
   r.p_cast.fmt = spec.p_fmt;

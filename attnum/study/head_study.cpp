@@ -236,7 +236,7 @@ std::vector<row> compute_unit(const plan& p, int i) {
       // O are the ideal ones): computed with the first condition, reused for the others.
       predict::prediction vpo;
       for (size_t ci = 0; ci < conds.size(); ++ci) {
-        const head_run r = run_prepared(*runs[ki * conds.size() + ci], h);
+        const head_run r = run_prepared(*runs[ki * conds.size() + ci], h, ci == 0);
         predict::head_inputs in = base;
         in.q = r.q.data(), in.k = r.k.data();
         in.var_q = r.var_q.empty() ? nullptr : r.var_q.data();
@@ -604,11 +604,19 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
   // Group head rows by (kernel, transform) in first-appearance order.
   std::vector<std::pair<std::string, std::string>> keys;
   std::map<std::pair<std::string, std::string>, std::vector<const json*>> groups;
+  std::map<std::string, int> all_models;
   for (const auto& h : heads) {
     const auto key = std::make_pair(h.at("kernel").get<std::string>(), h.at("transform").get<std::string>());
     if (!groups.count(key)) keys.push_back(key);
     groups[key].push_back(&h);
+    all_models.emplace(h.at("model").get<std::string>(), 0);
   }
+  // Bootstrap clusters: whole models when there are enough of them for a resample of models to
+  // mean something; with fewer (one captured model, say) a model resample is nearly always the
+  // same set and the interval degenerates to a point, so (model, layer) clusters are used:
+  // layers share a model's weights and texts, so this is the weaker assumption, and it is
+  // recorded in every summary row (`cluster`, `n_clusters`).
+  const bool by_model = static_cast<int>(all_models.size()) >= kMinModelClusters;
   json out = json::array();
   for (const auto& key : keys) {
     const auto& g = groups[key];
@@ -616,6 +624,7 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
     std::vector<uint8_t> harmed;
     std::vector<int> cluster;
     std::map<std::string, int> model_ids;
+    std::map<std::pair<std::string, int>, int> cluster_ids;
     for (const json* h : g) {
       pred.push_back(h->at("predicted_score"));
       // Transfer: labels from the real kernel; Spearman of emulator vs kernel effects (the
@@ -624,7 +633,9 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
       obs.push_back(h->at(transfer ? "kernel_observed_score" : "observed_score"));
       emu.push_back(h->at("observed_score"));
       const std::string m = h->at("model");
-      cluster.push_back(model_ids.emplace(m, static_cast<int>(model_ids.size())).first->second);
+      model_ids.emplace(m, static_cast<int>(model_ids.size()));
+      const auto ck = std::make_pair(m, by_model ? 0 : h->at("layer").get<int>());
+      cluster.push_back(cluster_ids.emplace(ck, static_cast<int>(cluster_ids.size())).first->second);
     }
     const stats::confusion c = stats::confusion_at(pred, harmed, 0.0);
     auto sub = [&](std::span<const int> idx, int which) -> std::optional<double> {
@@ -651,6 +662,8 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
     }
     s["tp"] = c.tp, s["fp"] = c.fp, s["fn"] = c.fn, s["tn"] = c.tn;
     s["n_models"] = model_ids.size();
+    s["cluster"] = by_model ? "model" : "model+layer";
+    s["n_clusters"] = cluster_ids.size();
     if (transfer) {
       s["emulator"] = key.first;
       s["kernel"] = "kernel-outputs";

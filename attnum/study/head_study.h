@@ -131,7 +131,12 @@ assembled assemble_tables(const plan& p, const std::filesystem::path& dir);
 /// Writes meta.json, rows.*, heads.*, summary.json into dir (atomically); returns the summary.
 nlohmann::json assemble(const plan& p, const std::filesystem::path& dir);
 
-/// Summary rows from per-head rows (heads.jsonl objects), clustered by model for intervals.
+/// Fewest models for which the bootstrap resamples whole models; with fewer it resamples
+/// (model, layer) clusters (summary field `cluster`: "model" or "model+layer").
+inline constexpr int kMinModelClusters = 5;
+
+/// Summary rows from per-head rows (heads.jsonl objects), with 95% cluster-bootstrap intervals:
+/// clusters are models when there are at least kMinModelClusters, else (model, layer).
 /// With `transfer`, labels are the real kernel's (kernel_harmed) and Spearman compares the
 /// emulator's observed scores with the kernel's.
 nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t seed,
