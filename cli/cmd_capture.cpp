@@ -2,10 +2,9 @@
 #include <fmt/core.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/model/capture.h"
 #include "attnum/model/loader.h"
 #include "cli/command.h"
@@ -18,10 +17,7 @@ struct capture_options {
 };
 
 std::string file_hash(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string s = ss.str();
+  const std::string s = attnum::read_file(path);
   return attnum::model::fnv1a_hex(s.data(), s.size());
 }
 

@@ -1,13 +1,13 @@
 #include "attnum/io/hf_checkpoint.h"
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/io/safetensors.h"
 
 namespace attnum::io {
@@ -15,10 +15,9 @@ namespace fs = std::filesystem;
 namespace {
 
 nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) fail("{}: cannot open", path);
+  const std::string text = read_file(path);
   try {
-    return nlohmann::json::parse(f);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: not valid JSON: {}", path, e.what());
   }
@@ -149,8 +148,7 @@ model::weights load_hf_checkpoint(const std::string& dir_path) {
   w.id = fs::absolute(dir).lexically_normal().filename().string();
   if (w.id.empty()) w.id = fs::absolute(dir).lexically_normal().parent_path().filename().string();
   // Provenance: hash of config.json only (hashing gigabytes of weights per run is too slow).
-  std::ifstream f(dir / "config.json");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string text = read_file(dir / "config.json");
   w.source_hash = model::fnv1a_hex(text.data(), text.size());
   return w;
 }

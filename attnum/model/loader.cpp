@@ -2,9 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/io/llama2c.h"
 
 namespace attnum::model {
@@ -38,13 +38,9 @@ std::unique_ptr<tokenizer> load_tokenizer(const std::string& model_path, const w
 }
 
 std::vector<int> tokenize_file(const std::string& path, const tokenizer& tok, const weights& w) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("{}: cannot open text", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
   std::vector<int> ids;
   if (w.cfg.bos_id >= 0) ids.push_back(w.cfg.bos_id);
-  const std::vector<int> body = tok.encode(ss.str());
+  const std::vector<int> body = tok.encode(read_file(path));
   ids.insert(ids.end(), body.begin(), body.end());
   return ids;
 }

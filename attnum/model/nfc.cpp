@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "attnum/model/utf8.h"
+
 namespace attnum::model {
 namespace {
 #include "attnum/model/nfc_tables.inc"
@@ -55,16 +57,9 @@ char32_t compose(char32_t a, char32_t b) {
 std::vector<char32_t> decode(std::string_view s) {
   std::vector<char32_t> out;
   for (size_t i = 0; i < s.size();) {
-    const unsigned char b = s[i];
-    const int len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    char32_t cp = len == 1 ? b : len == 2 ? (b & 0x1f) : len == 3 ? (b & 0x0f) : (b & 0x07);
-    for (int k = 1; ok && k < len; ++k) {
-      ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
-    }
-    out.push_back(ok ? cp : kRawByte + b);
-    i += ok ? len : 1;
+    const utf8_step u = decode_utf8_at(s, i);
+    out.push_back(u.ok ? u.cp : kRawByte + u.cp);  // !ok: u.cp is the byte
+    i += u.len;
   }
   return out;
 }

@@ -7,15 +7,16 @@
 // with leftmost-first alternation (Oniguruma semantics, as the tokenizers library uses).
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <utility>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/model/nfc.h"
 #include "attnum/model/tokenizer.h"
+#include "attnum/model/utf8.h"
 #include "attnum/model/weights.h"
 
 namespace attnum::model {
@@ -46,22 +47,9 @@ struct unit {
 std::vector<unit> decode_utf8(std::string_view s) {
   std::vector<unit> out;
   for (size_t i = 0; i < s.size();) {
-    const unsigned char b = s[i];
-    const int len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    char32_t cp = len == 1 ? b : len == 2 ? (b & 0x1f) : len == 3 ? (b & 0x0f) : (b & 0x07);
-    for (int k = 1; ok && k < len; ++k) {
-      const unsigned char c = s[i + k];
-      ok = (c & 0xC0) == 0x80;
-      cp = (cp << 6) | (c & 0x3f);
-    }
-    if (!ok) {
-      out.push_back({char32_t(0xDC00 + b), i, i + 1});
-      ++i;
-    } else {
-      out.push_back({cp, i, i + len});
-      i += len;
-    }
+    const utf8_step u = decode_utf8_at(s, i);
+    out.push_back({u.ok ? u.cp : char32_t(0xDC00 + u.cp), i, i + size_t(u.len)});  // !ok: u.cp is the byte
+    i += u.len;
   }
   return out;
 }
@@ -114,9 +102,7 @@ size_t match_at(const std::vector<unit>& u, size_t i) {
 class bpe_tokenizer final : public tokenizer {
  public:
   explicit bpe_tokenizer(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) fail("{}: cannot open tokenizer", path);
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string text = read_file(path);
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(text);
