@@ -81,8 +81,8 @@ void setup(CLI::App& app) {
     study::run_controls ctl;
     ctl.progress = !a->quiet;
     if (!a->shard.empty()) {
-      if (std::sscanf(a->shard.c_str(), "%d/%d", &ctl.shard_index, &ctl.shard_count) != 2)
-        fail("--shard: expected I/N (e.g. 0/3), got '{}'", a->shard);
+      const scaleout::shard sh = scaleout::parse_shard(a->shard);  // strict I/N, 0 <= I < N (as loss)
+      ctl.shard_index = sh.index, ctl.shard_count = sh.count;
       if (a->out.empty()) fail("--shard needs --out (shards are merged with attnum merge)");
     }
     std::filesystem::path dir = a->out;
