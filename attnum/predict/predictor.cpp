@@ -65,6 +65,12 @@ double grid_spacing(formats::format f, double x) { return spacing_on(grid_for(f)
 double element_variance(formats::format f, double x, double scale) {
   return variance_on(grid_for(f), x, scale);
 }
+
+void row_variances(formats::format f, const float* x, float row_scale, const float* col_scale,
+                   int n, double* out) {
+  const grid g = grid_for(f);
+  for (int c = 0; c < n; ++c) out[c] = variance_on(g, x[c], row_scale * col_scale[c]);
+}
 // The ideal attention of one head in float (the predictor estimates variances: float is ample).
 struct head_context {
   int nq = 0, nk = 0, d = 0;
@@ -135,8 +141,14 @@ context_ptr make_context(const head_inputs& in) {
   for (int i = 0; i < nq * d; ++i) c->o_norm2 += in.o[i] * in.o[i];
   // D_ij = ||v_j - o_i||^2 = ||o_i||^2 + ||v_j||^2 - 2 o_i.v_j (only the causal triangle is
   // read); W_ij = P_ij^2 D_ij (zeros above the diagonal, like P).
+  // O V^T on the causal blocks only (entries above the diagonal are never read).
   const matf Vt = c->V.transpose();
-  causal_product(c->O, Vt, false, c->D);  // O V^T: rows of O see every column of V^T
+  c->D.resize(nq, nk);
+  if (!c->lower) c->D.noalias() = c->O * Vt;
+  for (Eigen::Index i0 = 0; c->lower && i0 < nq; i0 += kBlock) {
+    const Eigen::Index m = std::min<Eigen::Index>(kBlock, nq - i0), jend = i0 + m;
+    c->D.block(i0, 0, m, jend).noalias() = c->O.middleRows(i0, m) * Vt.leftCols(jend);
+  }
   c->W.setZero(nq, nk);
   for (int i = 0; i < nq; ++i)
     for (int j = 0; j < (c->lower ? i + 1 : nk); ++j) {

@@ -28,6 +28,12 @@ double grid_spacing(formats::format f, double x);
 /// spacing rounds to 0 deterministically, so its error variance is x^2.
 double element_variance(formats::format f, double x, double scale);
 
+/// Fills out[c] = element_variance(f, x[c], row_scale * col_scale[c]) for c < n: one token row
+/// of a cast operand whose dequantisation scale is a row scale times per-channel scales (the
+/// float product, as the engine forms it); the format's grid is looked up once.
+void row_variances(formats::format f, const float* x, float row_scale, const float* col_scale,
+                   int n, double* out);
+
 /// How the P matrix is cast (from the kernel_spec).
 struct p_cast_model {
   bool enabled = true;

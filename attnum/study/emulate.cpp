@@ -104,10 +104,12 @@ std::vector<double> cast_variances(const attention::operand_cast& c, const std::
   const int n = c.n_tok, d = c.d_head;
   std::vector<double> var(static_cast<size_t>(n) * d);
   const float* xh = x.data() + static_cast<size_t>(h) * n * d;
+  // c.scale(h, t, e) = row_scale * col_scale with the row and column-block lookups hoisted.
   for (int t = 0; t < n; ++t)
-    for (int e = 0; e < d; ++e)
-      var[static_cast<size_t>(t) * d + e] =
-          predict::element_variance(fmt, xh[static_cast<size_t>(t) * d + e], c.scale(h, t, e));
+    predict::row_variances(fmt, xh + static_cast<size_t>(t) * d,
+                           c.row_scale[static_cast<size_t>(h) * n + t],
+                           c.col_scale.data() + (static_cast<size_t>(h) * c.n_col_blocks + t / c.col_block) * d,
+                           d, var.data() + static_cast<size_t>(t) * d);
   return var;
 }
 
@@ -130,7 +132,7 @@ std::shared_ptr<const prepared_run> prepare_run(std::string_view kernel, int con
   return r;
 }
 
-head_run run_prepared(const prepared_run& run, int h, bool with_var_v) {
+head_run run_prepared(const prepared_run& run, int h, bool with_var_v, bool with_var_k) {
   const auto& L = *run.layer;
   const auto& spec = run.spec;
   const auto& en = spec.enabled;
@@ -142,7 +144,7 @@ head_run run_prepared(const prepared_run& run, int h, bool with_var_v) {
   r.q.assign(L.q.begin() + h * hd, L.q.begin() + (h + 1) * hd);
   r.k.assign(L.k.begin() + kvh * hd, L.k.begin() + (kvh + 1) * hd);
   r.var_q = cast_variances(L.q8, L.q, spec.q.fmt, en.q_cast, h);
-  r.var_k = cast_variances(L.k8, L.k, spec.k.fmt, en.k_cast, kvh);
+  if (with_var_k) r.var_k = cast_variances(L.k8, L.k, spec.k.fmt, en.k_cast, kvh);
   if (with_var_v) r.var_v = cast_variances(L.v8, L.v, spec.v.fmt, en.v_cast, kvh);
   // The P cast sees S * exp(s - m): S = 2^offset (exponent offset) or the multiplier.
   r.p_cast.enabled = en.p_cast && spec.p_fmt != formats::format::fp32;

@@ -59,9 +59,11 @@ struct layer_operands {
 std::shared_ptr<const prepared_run> prepare_run(std::string_view kernel, int cond,
                                                 const layer_operands& layer,
                                                 uint64_t rotation_seed = 0x5eedULL);
-/// Runs query head h of a prepared layer (causal). Without `with_var_v`, var_v is left empty
-/// (V is never transformed: a caller needs its variances once per head, not per condition).
-head_run run_prepared(const prepared_run& run, int h, bool with_var_v = true);
+/// Runs query head h of a prepared layer (causal). Without `with_var_v` (`with_var_k`), var_v
+/// (var_k) is left empty: V is never transformed and K is shared by a kv group, so a caller
+/// needs them once per head (per kv head), not per condition (per query head).
+head_run run_prepared(const prepared_run& run, int h, bool with_var_v = true,
+                      bool with_var_k = true);
 
 /// Convenience: runs kernel `kernel` under condition `cond` (index into kConditionNames) on one kv group:
 /// q [g, n, d], k and v [n, d]. Returns g head runs. Throws attnum::error for an unknown kernel.

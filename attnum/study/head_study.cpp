@@ -221,8 +221,11 @@ std::vector<row> compute_unit(const plan& p, int i) {
   }
   // 2. Per head: the fp64 reference and the predictor's context once, then every run.
   std::vector<row> rows;
+  // var_k per (kernel, condition) of the current kv head: the group's query heads share it.
+  std::vector<std::vector<double>> var_k(runs.size());
   for (int h = 0; h < L.n_head; ++h) {
     const int kvh = h / group;
+    const bool new_kv = h % group == 0;
     const float* qh = L.q.data() + h * hd;
     const float* kh = L.k.data() + kvh * hd;
     const float* vh = L.v.data() + kvh * hd;
@@ -236,11 +239,13 @@ std::vector<row> compute_unit(const plan& p, int i) {
       // O are the ideal ones): computed with the first condition, reused for the others.
       predict::prediction vpo;
       for (size_t ci = 0; ci < conds.size(); ++ci) {
-        const head_run r = run_prepared(*runs[ki * conds.size() + ci], h, ci == 0);
+        const size_t ri = ki * conds.size() + ci;
+        head_run r = run_prepared(*runs[ri], h, ci == 0, new_kv);
+        if (new_kv) var_k[ri] = std::move(r.var_k);
         predict::head_inputs in = base;
         in.q = r.q.data(), in.k = r.k.data();
         in.var_q = r.var_q.empty() ? nullptr : r.var_q.data();
-        in.var_k = r.var_k.empty() ? nullptr : r.var_k.data();
+        in.var_k = var_k[ri].empty() ? nullptr : var_k[ri].data();
         in.var_v = r.var_v.empty() ? nullptr : r.var_v.data();
         in.p_cast = r.p_cast;
         in.o_cast = r.o_cast;
