@@ -16,32 +16,32 @@ namespace attnum::attention {
 namespace {
 
 template <typename F>
-double best_seconds(int repeats, F&& f) {
-  double best = 1e300;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
+double seconds(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Q, K, V and the outputs of the same-shape GEMMs S = Q K^T, O = S V, per head.
 template <typename T>
-double gemm_seconds(int heads, int n, int d, int repeats) {
+struct gemm_case {
   using mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  std::vector<mat> q(heads), k(heads), v(heads), s(heads), o(heads);
-  for (int h = 0; h < heads; ++h) {
-    q[h] = mat::Random(n, d), k[h] = mat::Random(n, d), v[h] = mat::Random(n, d);
-    s[h].resize(n, n), o[h].resize(n, d);
+  std::vector<mat> q, k, v, s, o;
+  gemm_case(int heads, int n, int d) : q(heads), k(heads), v(heads), s(heads), o(heads) {
+    for (int h = 0; h < heads; ++h) {
+      q[h] = mat::Random(n, d), k[h] = mat::Random(n, d), v[h] = mat::Random(n, d);
+      s[h].resize(n, n), o[h].resize(n, d);
+    }
   }
-  return best_seconds(repeats, [&] {
+  void run() {
+    const int heads = static_cast<int>(q.size());
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < heads; ++h) {
       s[h].noalias() = q[h] * k[h].transpose();
       o[h].noalias() = s[h] * v[h];
     }
-  });
-}
+  }
+};
 
 }  // namespace
 
@@ -62,16 +62,23 @@ bench_result bench_attention(const std::string& kernel, int tokens, int d, int r
   std::vector<float> o(n);
   const double useful = 2.0 * tokens * static_cast<double>(tokens) * d * r.heads;  // causal QK + PV
   const double full = 2.0 * useful;
-  const double t_emu = best_seconds(repeats, [&] {
+  gemm_case<float> sg(r.heads, tokens, d);
+  gemm_case<double> dg(r.heads, tokens, d);
+  // The four timings interleave within each repeat, so a busy spell on a shared machine hits
+  // all of them alike; each is the best over the repeats.
+  double t_emu = 1e300, t_ref = 1e300, t_sgemm = 1e300, t_dgemm = 1e300;
+  for (int rep = 0; rep < repeats; ++rep) {
+    t_emu = std::min(t_emu, seconds([&] {
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int h = 0; h < r.heads; ++h) run_head(*p, h, true, o.data() + static_cast<size_t>(h) * tokens * d);
-  });
-  const double t_ref = best_seconds(repeats, [&] {
+      for (int h = 0; h < r.heads; ++h) run_head(*p, h, true, o.data() + static_cast<size_t>(h) * tokens * d);
+    }));
+    t_sgemm = std::min(t_sgemm, seconds([&] { sg.run(); }));
+    t_ref = std::min(t_ref, seconds([&] {
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int h = 0; h < r.heads; ++h) (void)reference_head(lv, h, true);
-  });
-  const double t_sgemm = gemm_seconds<float>(r.heads, tokens, d, repeats);
-  const double t_dgemm = gemm_seconds<double>(r.heads, tokens, d, repeats);
+      for (int h = 0; h < r.heads; ++h) (void)reference_head(lv, h, true);
+    }));
+    t_dgemm = std::min(t_dgemm, seconds([&] { dg.run(); }));
+  }
   r.gflops = useful / t_emu * 1e-9;
   r.gemm_gflops = full / t_sgemm * 1e-9;
   r.ratio = r.gflops / r.gemm_gflops;

@@ -17,7 +17,8 @@ struct bench_result {
 };
 
 /// Runs `kernel` on one head per thread (at least 2 heads) of random causal attention with
-/// n tokens and head dim d; each timing is the best of `repeats`.
-bench_result bench_attention(const std::string& kernel, int tokens, int d_head, int repeats = 3);
+/// n tokens and head dim d; each timing is the best of `repeats`, the four timings interleaved
+/// within each repeat.
+bench_result bench_attention(const std::string& kernel, int tokens, int d_head, int repeats = 5);
 
 }  // namespace attnum::attention
