@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "attnum/core/error.h"
-#include "attnum/core/file.h"
+#include "attnum/io/json_file.h"
 #include "attnum/pipeline/distributed.h"
 #include "attnum/scaleout/world.h"
 #include "attnum/study/head_study.h"
@@ -101,7 +101,7 @@ void setup(CLI::App& app) {
                  ctl.shard_index, ctl.shard_count);
       return;
     }
-    const nlohmann::json summary = nlohmann::json::parse(attnum::read_file(dir / "summary.json"));
+    const nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
     if (a->json) {
       nlohmann::json arr = nlohmann::json::array();

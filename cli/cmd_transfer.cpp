@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "attnum/core/error.h"
-#include "attnum/core/file.h"
+#include "attnum/io/json_file.h"
 #include "attnum/io/safetensors.h"
 #include "attnum/pipeline/distributed.h"
 #include "attnum/scaleout/world.h"
@@ -72,7 +72,7 @@ void setup(CLI::App& app) {
     }
     pipeline::run_heads(p, dir, 0, 1, !a->quiet);
     if (!attnum::scaleout::here().root()) return;
-    const nlohmann::json summary = nlohmann::json::parse(attnum::read_file(dir / "summary.json"));
+    const nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
     if (a->json) {
       fmt::print("{}\n", summary.dump());

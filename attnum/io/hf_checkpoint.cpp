@@ -8,20 +8,12 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/io/json_file.h"
 #include "attnum/io/safetensors.h"
 
 namespace attnum::io {
 namespace fs = std::filesystem;
 namespace {
-
-nlohmann::json read_json(const std::string& path) {
-  const std::string text = read_file(path);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
-  }
-}
 
 template <typename T>
 T field(const nlohmann::json& j, const std::string& path, const char* key) {
@@ -44,7 +36,7 @@ class tensor_set {
   explicit tensor_set(const fs::path& dir) {
     const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
     if (fs::exists(index)) {
-      const nlohmann::json j = read_json(index.string());
+      const nlohmann::json j = read_json_file(index.string());
       if (!j.contains("weight_map") || !j["weight_map"].is_object())
         fail("{}: missing object weight_map", index.string());
       for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
@@ -86,7 +78,7 @@ class tensor_set {
 }  // namespace
 
 model::config read_hf_config(const std::string& path) {
-  const nlohmann::json j = read_json(path);
+  const nlohmann::json j = read_json_file(path);
   model::config c;
   c.family = field<std::string>(j, path, "model_type");
   if (c.family != "qwen2" && c.family != "llama")

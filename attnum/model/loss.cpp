@@ -9,6 +9,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/core/version.h"
+#include "attnum/io/json_file.h"
 #include "attnum/model/hooks.h"
 #include "attnum/stats/stats.h"
 
@@ -304,14 +305,7 @@ std::vector<loss_row> merge_shard_dirs(const std::vector<std::string>& dirs, con
   }
   std::sort(files.begin(), files.end());
   std::vector<nlohmann::json> shards;
-  for (const auto& f : files) {
-    const std::string text = read_file(f);
-    try {
-      shards.push_back(nlohmann::json::parse(text));
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: not valid JSON: {}", f, e.what());
-    }
-  }
+  for (const auto& f : files) shards.push_back(io::read_json_file(f));
   const std::vector<loss_row> rows = merge_shards(shards);
   write_loss_files(out, rows);
   return rows;

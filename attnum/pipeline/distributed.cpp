@@ -10,6 +10,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/core/parallel.h"
+#include "attnum/io/json_file.h"
 #include "attnum/scaleout/world.h"
 
 namespace fs = std::filesystem;
@@ -122,7 +123,7 @@ json params_json(const model::loss_params& p, const std::string& model_id) {
 void check_params(const fs::path& dir, const json& want) {
   const fs::path f = dir / "checkpoints" / "loss-params.json";
   if (fs::exists(f)) {
-    const json have = json::parse(read_file(f));
+    const json have = io::read_json_file(f);
     for (auto it = want.begin(); it != want.end(); ++it)
       if (!have.contains(it.key()) || have[it.key()] != it.value())
         fail("'{}': field '{}' is {} in the earlier run, {} now: use another --out folder",
@@ -135,7 +136,7 @@ void check_params(const fs::path& dir, const json& want) {
 
 std::vector<model::unit_result> read_window(const fs::path& f) {
   std::vector<model::unit_result> out;
-  for (const auto& j : json::parse(read_file(f))) out.push_back(model::unit_result_from_json(j));
+  for (const auto& j : io::read_json_file(f)) out.push_back(model::unit_result_from_json(j));
   return out;
 }
 

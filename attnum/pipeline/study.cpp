@@ -8,6 +8,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/core/version.h"
+#include "attnum/io/json_file.h"
 #include "attnum/model/capture.h"
 #include "attnum/model/loader.h"
 #include "attnum/model/loss.h"
@@ -28,10 +29,6 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-json read_json_file(const fs::path& p) {
-  return json::parse(read_file(p));
 }
 
 void say(const study_config& c, const std::string& line) {
@@ -174,7 +171,7 @@ json run_study(const study_config& c) {
   summary["source"] = c.model.empty() ? json("zoo") : json(c.model);
   summary["kernels"] = c.kernels;
   summary["conditions"] = c.conditions;
-  summary["heads"] = read_json_file(c.out / "heads" / "summary.json");
+  summary["heads"] = io::read_json_file(c.out / "heads" / "summary.json");
   summary["loss"] = loss_rows;
   summary["report"] = nullptr;
   if (c.report) {
