@@ -1,4 +1,4 @@
-// pcast tables as JSON and CSV; atomic file writes.
+// pcast tables as JSON and CSV; the files are written with attnum::write_file_atomic.
 #include "attnum/pcast/output.h"
 
 #include <fmt/format.h>
