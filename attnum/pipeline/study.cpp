@@ -79,11 +79,10 @@ model_inputs capture_model(const study_config& c, const model::weights& w,
     if (scaleout::here().root() && !fs::exists(cap)) {
       model::capture_source src;
       src.text_id = stem;
+      // The same provenance `attnum capture` records for a text.
       const std::string bytes = read_file(t);
-      uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
-      for (unsigned char ch : bytes) h = (h ^ ch) * 1099511628211ULL;
-      src.text_hash = fmt::format("{:016x}", h);
-      src.tokenizer = c.tokenizer.empty() ? "beside the model" : c.tokenizer;
+      src.text_hash = model::fnv1a_hex(bytes.data(), bytes.size());
+      src.tokenizer = tok.source();
       model::write_capture(w, std::span<const int>(ids.data(), in.n), src, lin, cap.string());
     }
     in.captures.push_back(cap.string());
