@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 
 #include "attnum/core/error.h"
@@ -157,15 +158,22 @@ void distribute(const std::vector<int>& units, const std::function<std::string(i
           [&](int u, std::string& bytes) { stored(u, bytes); }, [&] { drain(false); });
       while (done < total) drain(true);
     } else {
+      // Non-blocking sends: a rank goes on computing while rank 0 is busy with its own unit
+      // (a blocking send would idle it until rank 0 next drains, about half a unit per unit).
+      std::deque<std::string> in_flight;
+      std::vector<MPI_Request> requests;
       compute_share(
           units, g_world.rank, g_world.size, batch, compute,
           [&](int u, std::string& bytes) {
-            std::string msg(sizeof u, '\0');
+            std::string& msg = in_flight.emplace_back(sizeof u, '\0');
             std::memcpy(msg.data(), &u, sizeof u);
             msg += bytes;
-            MPI_Send(msg.data(), static_cast<int>(msg.size()), MPI_CHAR, 0, kTag, MPI_COMM_WORLD);
+            requests.emplace_back();
+            MPI_Isend(msg.data(), static_cast<int>(msg.size()), MPI_CHAR, 0, kTag, MPI_COMM_WORLD,
+                      &requests.back());
           },
           {});
+      MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
     }
     barrier();
     return;
