@@ -5,49 +5,16 @@
 
 #include <cstring>
 
+#include "attention/oracle_check.h"
 #include "attention/preset_oracle.h"
 #include "attnum/attention/engine.h"
 #include "attnum/core/parallel.h"
 
 namespace attnum::attention {
 namespace {
+using oracle_check::check_preset;
+using oracle_check::oracle_run;
 
-std::vector<float> oracle_run(const std::string& name, const test::layer_data& L, int h, bool causal) {
-  bool nan = false;
-  if (name == "fa3") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::fa3});
-  if (name == "fa3-acc13") return oracle::run_fa3_like(L, h, causal, {true, oracle::fa3_like::fa3});
-  if (name == "flashinfer-sm90") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::flashinfer});
-  if (name == "bf16") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::bf16});
-  if (name == "sage2pp-sm89") return oracle::run_sage2(L, h, causal, {32, 64, 128, 64, 2.25f, true, false}, &nan);
-  if (name == "sage2-sm90") return oracle::run_sage2(L, h, causal, {16, 128, 64, 128, 448.0f, false, false}, &nan);
-  if (name == "sage2-sm90-acc13") return oracle::run_sage2(L, h, causal, {16, 128, 64, 128, 448.0f, false, true}, &nan);
-  if (name == "xqa-sm90") return oracle::run_xqa(L, h, causal);
-  if (name == "hpcops") return oracle::run_hpcops(L, h, causal, false);
-  if (name == "hpcops-s1") return oracle::run_hpcops(L, h, causal, true);
-  ADD_FAILURE() << "no oracle for " << name;
-  return {};
-}
-
-void check_preset(const std::string& name, int n, int d, bool gqa, bool causal, uint64_t seed, bool out_fp32 = false) {
-  const int n_head = gqa ? 4 : 2, n_kv_head = gqa ? 2 : 2;
-  auto L = test::random_layer(n_head, n_kv_head, n, n, d, seed, 1.5f);
-  kernel_spec spec = preset(name);
-  spec.enabled.o_cast = !out_fp32;
-  oracle::g_out_fp32 = out_fp32;
-  const auto p = prepare_layer(spec, L.view, condition::plain);
-  std::vector<float> o(size_t(n) * d);
-  for (int h = 0; h < n_head; ++h) {
-    run_head(*p, h, causal, o.data());
-    const auto want = oracle_run(name, L, h, causal);
-    ASSERT_EQ(want.size(), o.size());
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < o.size(); ++i)
-      if (std::memcmp(&o[i], &want[i], 4) != 0 && !bad++) first = i;
-    EXPECT_EQ(bad, 0u) << name << " n " << n << " d " << d << " gqa " << gqa << " causal " << causal << " fp32 out " << out_fp32 << " head " << h
-                       << ": first mismatch at " << first << " (row " << first / d << "): engine " << o[first]
-                       << " oracle " << want[first];
-  }
-}
 
 // The comparison can fail: a preset with one knob changed differs from its oracle.
 TEST(preset_oracle_sensitivity, changed_knob_is_detected) {
