@@ -51,4 +51,18 @@ inline void check_preset(const std::string& name, int n, int d, bool gqa, bool c
                        << " oracle " << want[first];
   }
 }
+
+// The presets that have an oracle, and a gtest name for a preset parameter ("fa3-acc13" ->
+// "fa3_acc13"), shared by the oracle test suites.
+inline const std::vector<std::string> kOraclePresets = {"fa3", "fa3-acc13", "flashinfer-sm90", "bf16",
+                                             "sage2pp-sm89", "sage2-sm90", "sage2-sm90-acc13",
+                                             "xqa-sm90", "hpcops", "hpcops-s1"};
+struct preset_param_name {
+  std::string operator()(const ::testing::TestParamInfo<std::string>& info) const {
+    std::string s = info.param;
+    for (char& c : s)
+      if (c == '-') c = '_';
+    return s;
+  }
+};
 }  // namespace attnum::attention::oracle_check

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "attention/oracle_check.h"
 #include "attention/preset_oracle.h"
 #include "attnum/attention/engine.h"
 #include "attnum/core/parallel.h"
@@ -74,12 +75,7 @@ TEST_P(perf_edge_test, stressed_inputs_bit_identical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(presets, perf_edge_test, ::testing::Values("fa3", "fa3-acc13", "bf16", "sage2pp-sm89", "hpcops"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+                         oracle_check::preset_param_name());
 
 }  // namespace
 }  // namespace attnum::attention

@@ -54,14 +54,8 @@ TEST_P(preset_oracle_test, bit_identical_small) {
 }
 
 INSTANTIATE_TEST_SUITE_P(presets, preset_oracle_test,
-                         ::testing::Values("fa3", "fa3-acc13", "flashinfer-sm90", "bf16", "sage2pp-sm89", "sage2-sm90",
-                                           "sage2-sm90-acc13", "xqa-sm90", "hpcops", "hpcops-s1"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+                         ::testing::ValuesIn(oracle_check::kOraclePresets),
+                         oracle_check::preset_param_name());
 
 }  // namespace
 }  // namespace attnum::attention
