@@ -33,6 +33,7 @@
 #include <numbers>
 #include <numeric>
 
+#include "attnum/attention/amx.h"
 #include "attnum/attention/engine.h"
 #include "attnum/attention/engine_detail.h"
 #include "attnum/attention/fast_exp2.h"
@@ -63,7 +64,8 @@ struct head_ctx {
   const float *q8, *qs;   // q8: [n_q, d]; qs: row scales
   std::vector<float> kT;  // [d, n_kv] cast K transposed (vectorised QK over keys)
   const float* ks;        // [n_kv]
-  std::vector<float> v;   // [n_kv, d] V fed to PV (dequantised when its scale varies over tokens)
+  std::vector<float> v;   // [n_kv, d] V dequantised, when its scale varies over tokens
+  const float* vp = nullptr;  // [n_kv, d] V fed to PV: the cast values, or v
   std::vector<T> vs;      // [d] V scale applied in the epilogue (with 1/S in multiply mode)
   bool v_nan = false;
   // Exact-GEMM fast paths: where every product and every chunk sum is exact in double (E4M3 x
@@ -76,7 +78,15 @@ struct head_ctx {
   bool qk_f32 = false;
   const float* k8 = nullptr;       // [n_kv, d] cast K of this head's kv group
   std::vector<double> qd, kd, vd;  // [n_q, d], [n_kv, d], [n_kv, d] the cast values as double
+  // The same exact E4M3 chunk sums from AMX-BF16 tiles where the CPU has them (amx.h): the
+  // double GEMMs above are then not built. PV falls back to the ordered loop for a block whose
+  // P8 holds a NaN.
+  bool amx_qk = false, amx_pv = false;
+  amx::exact_qk aqk;
+  amx::exact_pv apv;
 };
+
+constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
 
 // Resolves the quantization points into the spec the loop runs.
 kernel_spec effective_spec(const kernel_spec& in) {
@@ -117,18 +127,17 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
   c.q8 = L.q8.values.data() + qoff * c.d;
   c.qs = L.q8.row_scale.data() + qoff;
   c.ks = L.k8.row_scale.data() + koff;
-  c.kT.resize(static_cast<size_t>(c.d) * c.n_kv);
-  for (int j = 0; j < c.n_kv; ++j)
-    for (int k = 0; k < c.d; ++k) c.kT[static_cast<size_t>(k) * c.n_kv + j] = L.k8.values[(koff + j) * c.d + k];
   // V scale: per channel in the epilogue when constant over tokens, else dequantise V up front.
   const auto& v8 = L.v8;
   bool uniform = v8.n_col_blocks == 1;
   for (int t = 1; t < c.n_kv && uniform; ++t) uniform = v8.row_scale[koff + t] == v8.row_scale[koff];
-  c.v.assign(v8.values.begin() + koff * c.d, v8.values.begin() + (koff + c.n_kv) * c.d);
   c.vs.assign(c.d, T(1));
   if (uniform) {
+    c.vp = v8.values.data() + koff * c.d;
     for (int k = 0; k < c.d; ++k) c.vs[k] = static_cast<T>(c.n_kv > 0 ? v8.scale(c.g, 0, k) : 1.0f);
   } else {
+    c.v.assign(v8.values.begin() + koff * c.d, v8.values.begin() + (koff + c.n_kv) * c.d);
+    c.vp = c.v.data();
     for (int t = 0; t < c.n_kv; ++t)
       for (int k = 0; k < c.d; ++k) c.v[static_cast<size_t>(t) * c.d + k] *= v8.scale(c.g, t, k);
   }
@@ -147,11 +156,24 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
               c.s.pv_acc.k_step <= 32;
   c.k8 = L.k8.values.data() + koff * c.d;
   c.qk_f32 = c.gemm_qk && q_i8 && k_i8 && c.d < 1024;
-  if (c.gemm_qk && !c.qk_f32) {
+  if (amx::available()) {
+    const bool rows16 = std::gcd(c.bm, kTileRows) % 16 == 0;  // tiles of rows start at multiples of 16
+    if (c.gemm_qk && q_e4 && k_e4 && c.s.qk_acc.k_step == 32 && c.s.qk_acc.kind != acc_kind::int32 && c.bn % 16 == 0 &&
+        rows16)
+      c.amx_qk = c.aqk.build(c.q8, c.n_q, c.k8, c.n_kv, c.d);
+    if (std::is_same_v<T, float> && c.gemm_pv && c.s.pv_acc.k_step == 32 && c.bn % 32 == 0 && c.d % 16 == 0)
+      c.amx_pv = c.apv.build(c.vp, c.n_kv, c.d);
+  }
+  if (c.gemm_qk && !c.qk_f32 && !c.amx_qk) {
     c.qd.assign(c.q8, c.q8 + static_cast<size_t>(c.n_q) * c.d);
     c.kd.assign(L.k8.values.begin() + koff * c.d, L.k8.values.begin() + (koff + c.n_kv) * c.d);
   }
-  if (c.gemm_pv) c.vd.assign(c.v.begin(), c.v.end());
+  if (c.gemm_pv && !c.amx_pv) c.vd.assign(c.vp, c.vp + static_cast<size_t>(c.n_kv) * c.d);
+  if (!c.gemm_qk) {  // the ordered QK loop reads K transposed
+    c.kT.resize(static_cast<size_t>(c.d) * c.n_kv);
+    for (int j = 0; j < c.n_kv; ++j)
+      for (int k = 0; k < c.d; ++k) c.kT[static_cast<size_t>(k) * c.n_kv + j] = c.k8[static_cast<size_t>(j) * c.d + k];
+  }
   // Raw-space max needs one eff per row: with K scales varying over keys, dequantise S first.
   if (c.s.max == max_space::raw && c.s.scaling == score_scaling::fold)
     for (int t = 1; t < c.n_kv; ++t)
@@ -193,11 +215,66 @@ T final_rowsum(const head_ctx<T>& c, const T* l) {
   return l[0];
 }
 
+// Whether run_tile adds the row sums of a whole tile at once (wgmma_rowsum_rows) instead of
+// softmax_row doing it row by row.
+template <typename T>
+bool wgmma_rowsum_tile(const head_ctx<T>& c) {
+#if defined(__AVX512F__)
+  return std::is_same_v<T, float> && c.s.rowsum == rowsum_order::wgmma;
+#else
+  return false;
+#endif
+}
+
+#if defined(__AVX512F__)
+// The wgmma row-sum order (add_rowsum) for two rows at once, lanes 0-7 row a, 8-15 row b: lane 2t
+// holds partial l[t]. Per group of 8 columns, adding the group then the group shifted down one
+// float (vpsrlq 32) adds p[8g+2t] and then p[8g+2t+1] to lane 2t, in the scalar order; the odd
+// lanes collect junk that is never read. Columns past n load as +0, and l + 0 == l (l is never -0).
+inline void wgmma_rowsum_pair(float* la, float* lb, const float* pa, const float* pb, int n) {
+  alignas(64) float init[16] = {la[0], 0, la[1], 0, la[2], 0, la[3], 0, lb[0], 0, lb[1], 0, lb[2], 0, lb[3], 0};
+  __m512 L = _mm512_load_ps(init);
+  for (int j = 0; j < n; j += 8) {
+    const int m = std::min(8, n - j);
+    const __mmask8 k = static_cast<__mmask8>(m >= 8 ? 0xFF : (1u << m) - 1);
+    const __m512 P = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_maskz_loadu_ps(k, pa + j)),
+                                        _mm256_maskz_loadu_ps(k, pb + j), 1);
+    L = _mm512_add_ps(L, P);
+    L = _mm512_add_ps(L, _mm512_castsi512_ps(_mm512_srli_epi64(_mm512_castps_si512(P), 32)));
+  }
+  alignas(64) float out[16];
+  _mm512_store_ps(out, L);
+  for (int t = 0; t < 4; ++t) la[t] = out[2 * t], lb[t] = out[8 + 2 * t];
+}
+#endif
+
+// Row sums of the live rows of a tile for one block (see wgmma_rowsum_tile).
+template <typename T>
+void wgmma_rowsum_rows(const head_ctx<T>& c, T* l, const T* p, int ldp, int rows, const std::vector<char>& live, int n) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    int r = 0;
+    while (r < rows) {
+      if (!live[r]) {
+        ++r;
+        continue;
+      }
+      int r2 = r + 1;
+      while (r2 < rows && !live[r2]) ++r2;
+      float scratch[4] = {0, 0, 0, 0};
+      float* lb = r2 < rows ? l + static_cast<size_t>(r2) * 4 : scratch;
+      const float* pb = r2 < rows ? p + static_cast<size_t>(r2) * ldp : p + static_cast<size_t>(r) * ldp;
+      wgmma_rowsum_pair(l + static_cast<size_t>(r) * 4, lb, p + static_cast<size_t>(r) * ldp, pb, n);
+      r = r2 + 1;
+    }
+  }
+#endif
+}
+
 using dmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using dmap = Eigen::Map<const dmat>;
 using fmat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using fmap = Eigen::Map<const fmat>;
-constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
 
 // Scratch of one tile of rows: per row r, bn scores and d outputs.
 template <typename T>
@@ -314,7 +391,10 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
   for (int r = 0; r < rows; ++r)
     std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
   if (n <= 0) return;
-  if (!c.gemm_qk) {
+  if (c.amx_qk) {
+    for (int r = 0; r < rows; ++r) std::fill_n(b.sacc.data() + static_cast<size_t>(r) * b.bn, n, 0.0);
+    c.aqk.run(r0, rows, j0, n, c.s.qk_acc, b.sacc.data(), b.bn);
+  } else if (!c.gemm_qk) {
     const int ks = c.s.qk_acc.k_step;
     b.c.resize(rows, n);
     for (int k0 = 0; k0 < d; k0 += ks) {
@@ -378,7 +458,11 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
   }
   const int n = std::min(j1 - j0, (n_nz + ks - 1) / ks * ks);  // whole chunks from j0
   j1 = j0 + n;
-  if (c.gemm_pv) {
+  bool done = false;
+  if constexpr (std::is_same_v<T, float>)
+    if (c.amx_pv) done = c.apv.run(b.p8.data(), b.bn, rows, live.data(), j0, n, c.s.pv_acc, acc.data(), d);
+  if (done) {
+  } else if (c.gemm_pv && !c.vd.empty()) {
     b.pm.resize(rows, n);
     for (int r = 0; r < rows; ++r)
       for (int j = 0; j < n; ++j) b.pm(r, j) = static_cast<double>(b.p8[static_cast<size_t>(r) * b.bn + j]);
@@ -395,7 +479,7 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
     b.c.resize(rows, d);
     for (int c0 = j0; c0 < j1; c0 += ks) {
       const int cn = std::min(j1, c0 + ks) - c0;
-      ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.v.data() + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);
+      ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.vp + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);
       for (int r = 0; r < rows; ++r)
         if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, &b.c(r, 0), d);
     }
@@ -525,7 +609,7 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
   // 4. row sum
   T* l = b.l.data() + static_cast<size_t>(r) * 4;
   for (int t = 0; t < 4; ++t) l[t] *= alpha;
-  add_rowsum(c, l, s.rowsum_from_cast ? p8v : p, n);
+  if (!wgmma_rowsum_tile<T>(c)) add_rowsum(c, l, s.rowsum_from_cast ? p8v : p, n);  // else run_tile adds it
   // 5b. O rescale (the PV add follows in pv_tile)
   T* o = b.o.data() + static_cast<size_t>(r) * c.d;
   for (int k = 0; k < c.d; ++k) o[k] *= alpha;
@@ -581,6 +665,8 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
     qk_tile(c, r0, r1, j0, j1, jc, b);
     for (int r = 0; r < rows; ++r)
       if (live[r]) softmax_row(c, r0 + r, r, blk, nbmax, j0, j1, b, st);
+    if (wgmma_rowsum_tile(c))
+      wgmma_rowsum_rows(c, b.l.data(), (s.rowsum_from_cast ? b.p8 : b.p).data(), b.bn, rows, live, j1 - j0);
     pv_tile(c, rows, j0, j1, live, b);
   }
   for (int r = 0; r < rows; ++r) epilogue_row(c, r0 + r, r, live[r], b, out);

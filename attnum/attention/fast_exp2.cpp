@@ -65,11 +65,14 @@ void exp2f_vec(const float* in, float* out, int n) {
     // lanes with |x| >= 128, Inf or NaN (glibc's top12 test) take the scalar path
     const __mmask8 special = _mm256_cmp_ps_mask(ax, _mm256_set1_ps(128.0f), _CMP_NLT_UQ);
     __m256 y = exp2_8(_mm256_mask_blend_ps(special, x, _mm256_setzero_ps()), T);
-    if (special) {
+    // -Inf (the causal mask) gives +0, as exp2f(-Inf): only the other special lanes go scalar
+    const __mmask8 minf = _mm256_cmp_ps_mask(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
+    y = _mm256_mask_blend_ps(minf, y, _mm256_setzero_ps());
+    if (special & ~minf) {
       alignas(32) float tmp[8];
       _mm256_store_ps(tmp, y);
       for (int l = 0; l < 8; ++l)
-        if (special >> l & 1) tmp[l] = std::exp2f(in[i + l]);
+        if ((special & ~minf) >> l & 1) tmp[l] = std::exp2f(in[i + l]);
       y = _mm256_load_ps(tmp);
     }
     _mm256_storeu_ps(out + i, y);
@@ -87,6 +90,7 @@ bool self_check() {
     const float u = static_cast<float>(s >> 8) * 0x1p-24f;
     x[i] = i % 4 == 0 ? static_cast<float>(i / 4 - 512) / 32.0f : -130.0f + 140.0f * u;
   }
+  x[1] = -INFINITY, x[kN - 3] = -INFINITY, x[2] = INFINITY, x[3] = -200.0f;
   exp2f_vec(x, y, kN);
   for (int i = 0; i < kN; ++i)
     if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(std::exp2f(x[i]))) return false;

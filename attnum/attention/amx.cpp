@@ -1,0 +1,419 @@
+// Exact E4M3 chunk sums on AMX-BF16 tiles: see amx.h for why the sums are exact.
+//
+// Tiles (palette 1, every tile 16 rows x 64 bytes): tmm0-4 hold the diagonal accumulators D_s
+// (s = g + h), tmm5 the A plane (16 rows x 32 bf16), tmm6 the B plane (16 pairs x 16 columns,
+// VNNI layout: the two bf16 of a pair are consecutive k).
+#include "attnum/attention/amx.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "attnum/attention/engine_detail.h"
+
+// GCC >= 11 and Clang >= 12 on x86-64 have the AMX intrinsics; the functions that use AVX-512 or
+// AMX carry a target attribute (no file-wide flags, so nothing compiled here leaks AVX-512 into
+// code shared with other files) and run only after available() said yes.
+#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
+#define ATTNUM_HAVE_AMX 1
+#define ATTNUM_AMX_FN __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,amx-tile,amx-bf16")))
+#else
+#define ATTNUM_HAVE_AMX 0
+#endif
+
+#if ATTNUM_HAVE_AMX
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own undefined-vector idiom.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace attnum::attention::amx {
+namespace {
+
+std::atomic<bool> g_enabled{true};
+
+#if ATTNUM_HAVE_AMX
+bool detect() {
+  if (const char* e = std::getenv("ATTNUM_NO_AMX"); e && *e && std::strcmp(e, "0") != 0) return false;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool amx = (d & (1u << 22)) && (d & (1u << 24));  // AMX-BF16, AMX-TILE
+  const bool avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31));  // F DQ BW VL
+  if (!amx || !avx512) return false;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 0xE6u) != 0xE6u) return false;  // the OS saves the AVX-512 state
+  // Linux hands out the 8 KiB tile state only on request (ARCH_REQ_XCOMP_PERM, XTILEDATA).
+  return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+}
+#endif
+
+}  // namespace
+
+bool available() {
+#if ATTNUM_HAVE_AMX
+  static const bool hw = detect();
+  return hw && g_enabled.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
+
+#if ATTNUM_HAVE_AMX
+namespace {
+
+struct alignas(64) tile_config {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tile configuration is per thread: loaded at the start of every run.
+ATTNUM_AMX_FN void configure() {
+  tile_config cfg;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  _tile_loadconfig(&cfg);
+}
+
+// Splits 16 floats into the three planes (bf16 bits; zero outside the element's plane), ORs the
+// occupied planes into occ and the lanes that are not E4M3 grid values (or are NaN) into bad.
+// NaN lands in plane 2, so it propagates through the tiles as it would through a GEMM.
+ATTNUM_AMX_FN inline void split16(__m512 x, __m256i out[3], unsigned& occ, __mmask16& bad) {
+  const __m512i bits = _mm512_castps_si512(x);
+  const __m512 ax = _mm512_abs_ps(x);
+  const __mmask16 nz = _mm512_cmp_ps_mask(ax, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+  const __mmask16 m0 = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(16.0f), _CMP_GE_OQ);
+  const __mmask16 m1 = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.5f), _CMP_GE_OQ) & ~m0;
+  const __mmask16 m2 = nz & ~(m0 | m1);
+  const __m256i bf = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bits, 16));
+  out[0] = _mm256_maskz_mov_epi16(m0, bf);
+  out[1] = _mm256_maskz_mov_epi16(m1, bf);
+  out[2] = _mm256_maskz_mov_epi16(m2, bf);
+  occ |= (m0 ? 1u : 0u) | (m1 ? 2u : 0u) | (m2 ? 4u : 0u);
+  // grid value: at most 3 fraction bits, a multiple of 2^-9, |x| <= 448
+  const __m512 s = _mm512_mul_ps(ax, _mm512_set1_ps(512.0f));
+  bad |= _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0xFFFFF)) |
+         _mm512_cmp_ps_mask(_mm512_roundscale_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), s, _CMP_NEQ_UQ) |
+         _mm512_cmp_ps_mask(ax, _mm512_set1_ps(448.0f), _CMP_NLE_UQ);
+}
+
+// Loads up to 16 floats (zeros past n).
+ATTNUM_AMX_FN inline __m512 load16(const float* p, int n) {
+  return n >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+}
+
+ATTNUM_AMX_FN inline void tile_zero(int s) {
+  switch (s) {
+    case 0: _tile_zero(0); break;
+    case 1: _tile_zero(1); break;
+    case 2: _tile_zero(2); break;
+    case 3: _tile_zero(3); break;
+    default: _tile_zero(4); break;
+  }
+}
+ATTNUM_AMX_FN inline void tile_dp(int s) {  // D_s += A (tmm5) B (tmm6)
+  switch (s) {
+    case 0: _tile_dpbf16ps(0, 5, 6); break;
+    case 1: _tile_dpbf16ps(1, 5, 6); break;
+    case 2: _tile_dpbf16ps(2, 5, 6); break;
+    case 3: _tile_dpbf16ps(3, 5, 6); break;
+    default: _tile_dpbf16ps(4, 5, 6); break;
+  }
+}
+ATTNUM_AMX_FN inline void tile_store(int s, float* dst) {
+  switch (s) {
+    case 0: _tile_stored(0, dst, 64); break;
+    case 1: _tile_stored(1, dst, 64); break;
+    case 2: _tile_stored(2, dst, 64); break;
+    case 3: _tile_stored(3, dst, 64); break;
+    default: _tile_stored(4, dst, 64); break;
+  }
+}
+
+// One 16 x 16 output tile of one chunk, issued: D_s = sum over plane pairs (g, h), g + h = s, of
+// A_g B_h. Returns the mask of used s; store_tiles() writes them out. Splitting the two lets the
+// caller round the previous tile's sums while the tile unit works (the dot products have a long
+// latency, and three of them may chain on one accumulator).
+ATTNUM_AMX_FN inline unsigned issue_tile(unsigned ma, unsigned mb, const uint16_t* const a[3], int lda_bytes,
+                                         const uint16_t* const b[3], int ldb_bytes) {
+  unsigned used = 0;
+  for (int g = 0; g < 3; ++g)
+    if (ma >> g & 1)
+      for (int h = 0; h < 3; ++h)
+        if (mb >> h & 1) used |= 1u << (g + h);
+  if (!used) return 0;
+  for (int s = 0; s < 5; ++s)
+    if (used >> s & 1) tile_zero(s);
+  for (int g = 0; g < 3; ++g) {
+    if (!(ma >> g & 1)) continue;
+    _tile_loadd(5, a[g], lda_bytes);
+    for (int h = 0; h < 3; ++h) {
+      if (!(mb >> h & 1)) continue;
+      _tile_loadd(6, b[h], ldb_bytes);
+      tile_dp(g + h);
+    }
+  }
+  return used;
+}
+
+ATTNUM_AMX_FN inline void store_tiles(unsigned used, float (*d)[256]) {
+  for (int s = 0; s < 5; ++s)
+    if (used >> s & 1) tile_store(s, d[s]);
+}
+
+// Rounding of acc + exact sum, two vectors of 8 doubles at a time.
+enum class rk { fp32, truncated, other };
+
+template <rk K>
+ATTNUM_AMX_FN inline __m512d round_vec(const accumulator_spec& m, __m512d x, __m512i tmask) {
+  if constexpr (K == rk::fp32) {
+    return _mm512_cvtps_pd(_mm512_cvtpd_ps(x));
+  } else if constexpr (K == rk::truncated) {
+    // truncation to <= 23 fraction bits of a value in the normal fp32 range: the float cast that
+    // follows in round_acc is exact
+    return _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(x), tmask));
+  } else {
+    alignas(64) double t[8];
+    _mm512_store_pd(t, x);
+    for (double& v : t) v = round_acc(m, v);
+    return _mm512_load_pd(t);
+  }
+}
+
+// Adds the used D_s rows (row r of each 16 x 16 tile) to a0 (columns 0-7) and a1 (8-15).
+ATTNUM_AMX_FN inline void add_sums(unsigned used, const float (*d)[256], int r, __m512d& a0, __m512d& a1) {
+  for (int s = 0; s < 5; ++s)
+    if (used >> s & 1) {
+      a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_load_ps(d[s] + 16 * r)));
+      a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_load_ps(d[s] + 16 * r + 8)));
+    }
+}
+
+// Double accumulators, rows [0, rr), columns [0, nn): acc = model(acc + sum of the used D_s).
+template <rk K>
+ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, double* acc, int ld, int rr, int nn, unsigned used,
+                               const float (*d)[256]) {
+  const __mmask8 k0 = static_cast<__mmask8>(nn >= 8 ? 0xFF : (1u << nn) - 1);
+  const __mmask8 k1 = static_cast<__mmask8>(nn >= 16 ? 0xFF : nn > 8 ? (1u << (nn - 8)) - 1 : 0);
+  const __m512i tmask = _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
+  for (int r = 0; r < rr; ++r) {
+    double* a = acc + static_cast<size_t>(r) * ld;
+    __m512d a0 = _mm512_maskz_loadu_pd(k0, a), a1 = _mm512_maskz_loadu_pd(k1, a + 8);
+    add_sums(used, d, r, a0, a1);
+    _mm512_mask_storeu_pd(a, k0, round_vec<K>(m, a0, tmask));
+    _mm512_mask_storeu_pd(a + 8, k1, round_vec<K>(m, a1, tmask));
+  }
+}
+
+// Float accumulators (16 columns), rows r < rr with live[r].
+template <rk K>
+ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, float* acc, int ld, int rr, const char* live, unsigned used,
+                               const float (*d)[256]) {
+  const __m512i tmask = _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
+  for (int r = 0; r < rr; ++r) {
+    if (!live[r]) continue;
+    float* a = acc + static_cast<size_t>(r) * ld;
+    __m512d a0 = _mm512_cvtps_pd(_mm256_loadu_ps(a)), a1 = _mm512_cvtps_pd(_mm256_loadu_ps(a + 8));
+    add_sums(used, d, r, a0, a1);
+    _mm256_storeu_ps(a, _mm512_cvtpd_ps(round_vec<K>(m, a0, tmask)));
+    _mm256_storeu_ps(a + 8, _mm512_cvtpd_ps(round_vec<K>(m, a1, tmask)));
+  }
+}
+
+template <typename... Args>
+ATTNUM_AMX_FN inline void finish_any(const accumulator_spec& m, Args... args) {
+  switch (m.kind) {
+    case acc_kind::fp32: finish_rows<rk::fp32>(m, args...); break;
+    case acc_kind::truncated: finish_rows<rk::truncated>(m, args...); break;
+    default: finish_rows<rk::other>(m, args...);
+  }
+}
+
+}  // namespace
+
+ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int n_kv, int d) {
+  d_ = d, dp_ = (d + 31) / 32 * 32, n_q_ = n_q, n_kv_ = n_kv;
+  const int nch = dp_ / 32, qt = (n_q + 15) / 16, kt = (n_kv + 15) / 16;
+  for (auto& p : q_) p.assign(static_cast<size_t>(qt) * 16 * dp_, 0);
+  for (auto& p : k_) p.assign(static_cast<size_t>(kt) * 16 * dp_, 0);
+  qmask_.assign(static_cast<size_t>(qt) * nch, 0);
+  kmask_.assign(static_cast<size_t>(kt) * nch, 0);
+  __mmask16 bad = 0;
+  __m256i pl[3];
+  for (int r = 0; r < n_q; ++r)
+    for (int c = 0; c < dp_; c += 16) {
+      unsigned occ = 0;
+      split16(load16(q + static_cast<size_t>(r) * d + c, std::max(0, std::min(16, d - c))), pl, occ, bad);
+      for (int g = 0; g < 3; ++g)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q_[g].data() + static_cast<size_t>(r) * dp_ + c), pl[g]);
+      qmask_[static_cast<size_t>(r / 16) * nch + c / 32] |= static_cast<uint8_t>(occ);
+    }
+  // K as B: element (k index 2p + i, column n) of the tile of keys [16 t, 16 t + 16) sits at
+  // ((t * dp/2 + p) * 16 + n) * 2 + i.
+  alignas(32) uint32_t pairs[3][8];
+  for (int j = 0; j < n_kv; ++j)
+    for (int c = 0; c < dp_; c += 16) {
+      unsigned occ = 0;
+      split16(load16(k + static_cast<size_t>(j) * d + c, std::max(0, std::min(16, d - c))), pl, occ, bad);
+      kmask_[static_cast<size_t>(j / 16) * nch + c / 32] |= static_cast<uint8_t>(occ);
+      for (int g = 0; g < 3; ++g) {
+        if (!(occ >> g & 1)) continue;
+        _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[g]), pl[g]);
+        auto* dst = reinterpret_cast<uint32_t*>(k_[g].data());
+        const size_t base = (static_cast<size_t>(j / 16) * (dp_ / 2) + c / 2) * 16 + j % 16;
+        for (int p = 0; p < 8; ++p) dst[base + static_cast<size_t>(p) * 16] = pairs[g][p];
+      }
+    }
+  if (bad) {
+    for (auto* v : {&q_, &k_})
+      for (auto& p : *v) p = {};
+    return false;
+  }
+  return true;
+}
+
+ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld) const {
+  configure();
+  const int nch = dp_ / 32;
+  alignas(64) float dbuf[2][5][256];
+  // The previous (row tile, key tile, chunk): its sums are rounded while the next one runs.
+  struct item {
+    unsigned used = 0;
+    int rr = 0, nn = 0;
+    double* out = nullptr;
+  } prev;
+  int cur = 0;
+  auto finish = [&](const item& it, float (*d)[256]) {  // nothing used: acc + 0 rounds to acc
+    if (it.used) finish_any(model, it.out, ld, it.rr, it.nn, it.used, const_cast<const float(*)[256]>(d));
+  };
+  for (int kt = 0; kt < n; kt += 16) {  // a key tile's planes stay in L1 over the row tiles
+    const int nn = std::min(16, n - kt), jt = (j0 + kt) / 16;
+    for (int rt = 0; rt < rows; rt += 16) {
+      const int rr = std::min(16, rows - rt), qt = (r0 + rt) / 16;
+      for (int c = 0; c < nch; ++c) {
+        const uint16_t* a[3];
+        const uint16_t* b[3];
+        for (int g = 0; g < 3; ++g) {
+          a[g] = q_[g].data() + static_cast<size_t>(qt) * 16 * dp_ + 32 * c;
+          b[g] = k_[g].data() + (static_cast<size_t>(jt) * (dp_ / 2) + 16 * c) * 32;
+        }
+        const unsigned used = issue_tile(qmask_[static_cast<size_t>(qt) * nch + c],
+                                         kmask_[static_cast<size_t>(jt) * nch + c], a, dp_ * 2, b, 64);
+        if (prev.out) finish(prev, dbuf[cur ^ 1]);
+        store_tiles(used, dbuf[cur]);
+        prev = {used, rr, nn, acc + static_cast<size_t>(rt) * ld + kt};
+        cur ^= 1;
+      }
+    }
+  }
+  if (prev.out) finish(prev, dbuf[cur ^ 1]);
+}
+
+ATTNUM_AMX_FN bool exact_pv::build(const float* v, int n_kv, int d) {
+  d_ = d, n_kv_ = n_kv, n_pad_ = (n_kv + 31) / 32 * 32;
+  if (d % 16) return false;
+  const int nt = d / 16;
+  for (auto& p : v_) p.assign(static_cast<size_t>(n_pad_) * d, 0);
+  vmask_.assign(static_cast<size_t>(n_pad_ / 32) * nt, 0);
+  __mmask16 bad = 0;
+  __m256i p0[3], p1[3];
+  for (int j = 0; j < n_kv; j += 2)
+    for (int c = 0; c < d; c += 16) {
+      unsigned occ = 0;
+      split16(_mm512_loadu_ps(v + static_cast<size_t>(j) * d + c), p0, occ, bad);
+      if (j + 1 < n_kv)
+        split16(_mm512_loadu_ps(v + static_cast<size_t>(j + 1) * d + c), p1, occ, bad);
+      else
+        p1[0] = p1[1] = p1[2] = _mm256_setzero_si256();
+      vmask_[static_cast<size_t>(j / 32) * nt + c / 16] |= static_cast<uint8_t>(occ);
+      for (int g = 0; g < 3; ++g) {
+        const __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32(p0[g]), _mm512_slli_epi32(_mm512_cvtepu16_epi32(p1[g]), 16));
+        _mm512_storeu_si512(v_[g].data() + (static_cast<size_t>(j / 2) * d + c) * 2, w);
+      }
+    }
+  if (bad) {
+    for (auto& p : v_) p = {};
+    return false;
+  }
+  return true;
+}
+
+ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char* live, int j0, int n, const accumulator_spec& model,
+                   float* acc, int ld) const {
+  for (int r = 0; r < rows; ++r) {  // NaN anywhere in a live row: the caller's ordered path
+    if (!live[r]) continue;
+    const float* p = p8 + static_cast<size_t>(r) * ldp;
+    for (int j = 0; j < n; j += 16) {
+      const __m512 x = load16(p + j, std::min(16, n - j));
+      if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) return false;
+    }
+  }
+  configure();
+  const int nt = d_ / 16;
+  alignas(64) float dbuf[2][5][256];
+  alignas(64) uint16_t pa[2][3][16 * 32];  // double-buffered: the previous chunk's loads may be in flight
+  struct item {
+    unsigned used = 0;
+    int rr = 0;
+    float* out = nullptr;
+    const char* live = nullptr;
+  } prev;
+  int cur = 0, pcur = 0;
+  auto finish = [&](const item& it, float (*d)[256]) {  // nothing used: acc + 0 rounds to acc
+    if (it.used) finish_any(model, it.out, ld, it.rr, it.live, it.used, const_cast<const float(*)[256]>(d));
+  };
+  __m256i pl[3];
+  for (int rt = 0; rt < rows; rt += 16) {
+    const int rr = std::min(16, rows - rt);
+    for (int c0 = 0; c0 < n; c0 += 32) {
+      const int cn = std::min(32, n - c0);
+      unsigned ma = 0;
+      pcur ^= 1;
+      uint16_t(*pa_)[16 * 32] = pa[pcur];
+      __mmask16 bad = 0;  // dead rows may hold stale values: their sums are never stored
+      for (int r = 0; r < 16; ++r)
+        for (int h = 0; h < 2; ++h) {
+          const int m = r < rr ? std::max(0, std::min(16, cn - 16 * h)) : 0;
+          unsigned occ = 0;
+          split16(load16(p8 + static_cast<size_t>(rt + std::min(r, rr - 1)) * ldp + c0 + 16 * h, m), pl, occ, bad);
+          if (r < rr && live[rt + r]) ma |= occ;
+          for (int g = 0; g < 3; ++g)
+            _mm256_store_si256(reinterpret_cast<__m256i*>(pa_[g] + r * 32 + 16 * h), pl[g]);
+        }
+      const int ci = (j0 + c0) / 32;
+      const uint16_t* a[3] = {pa_[0], pa_[1], pa_[2]};
+      for (int t = 0; t < nt; ++t) {
+        const uint16_t* b[3];
+        for (int g = 0; g < 3; ++g) b[g] = v_[g].data() + (static_cast<size_t>(j0 + c0) / 2 * d_ + 16 * t) * 2;
+        const unsigned used = issue_tile(ma, vmask_[static_cast<size_t>(ci) * nt + t], a, 64, b, d_ * 4);
+        if (prev.out) finish(prev, dbuf[cur ^ 1]);
+        store_tiles(used, dbuf[cur]);
+        prev = {used, rr, acc + static_cast<size_t>(rt) * ld + 16 * t, live + rt};
+        cur ^= 1;
+      }
+    }
+  }
+  if (prev.out) finish(prev, dbuf[cur ^ 1]);
+  return true;
+}
+
+#else  // no AMX in this build: available() is false and nothing here runs
+
+bool exact_qk::build(const float*, int, const float*, int, int) { return false; }
+void exact_qk::run(int, int, int, int, const accumulator_spec&, double*, int) const {}
+bool exact_pv::build(const float*, int, int) { return false; }
+bool exact_pv::run(const float*, int, int, const char*, int, int, const accumulator_spec&, float*, int) const {
+  return false;
+}
+
+#endif
+
+}  // namespace attnum::attention::amx
