@@ -199,14 +199,16 @@ ATTNUM_AMX_FN inline void add_sums(unsigned used, const float (*d)[256], int r, 
 
 // Double accumulators, rows [0, rr), columns [0, nn): acc = model(acc + sum of the used D_s).
 template <rk K>
-ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, double* acc, int ld, int rr, int nn, unsigned used,
-                               const float (*d)[256]) {
+ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, double* acc, int ld, int rr, int nn, bool first,
+                               unsigned used, const float (*d)[256]) {
   const __mmask8 k0 = static_cast<__mmask8>(nn >= 8 ? 0xFF : (1u << nn) - 1);
   const __mmask8 k1 = static_cast<__mmask8>(nn >= 16 ? 0xFF : nn > 8 ? (1u << (nn - 8)) - 1 : 0);
   const __m512i tmask = _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
   for (int r = 0; r < rr; ++r) {
     double* a = acc + static_cast<size_t>(r) * ld;
-    __m512d a0 = _mm512_maskz_loadu_pd(k0, a), a1 = _mm512_maskz_loadu_pd(k1, a + 8);
+    // the first chunk starts from acc = +0: nothing to load
+    __m512d a0 = first ? _mm512_setzero_pd() : _mm512_maskz_loadu_pd(k0, a);
+    __m512d a1 = first ? _mm512_setzero_pd() : _mm512_maskz_loadu_pd(k1, a + 8);
     add_sums(used, d, r, a0, a1);
     _mm512_mask_storeu_pd(a, k0, round_vec<K>(m, a0, tmask));
     _mm512_mask_storeu_pd(a + 8, k1, round_vec<K>(m, a1, tmask));
@@ -242,8 +244,18 @@ ATTNUM_AMX_FN inline void finish_any(const accumulator_spec& m, Args... args) {
 ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int n_kv, int d) {
   d_ = d, dp_ = (d + 31) / 32 * 32, n_q_ = n_q, n_kv_ = n_kv;
   const int nch = dp_ / 32, qt = (n_q + 15) / 16, kt = (n_kv + 15) / 16;
-  for (auto& p : q_) p.assign(static_cast<size_t>(qt) * 16 * dp_, 0);
-  for (auto& p : k_) p.assign(static_cast<size_t>(kt) * 16 * dp_, 0);
+  // Every element of a row below n_q (n_kv) is written below, so only the padding rows are
+  // cleared: the storage is reused from head to head without a memset.
+  for (auto& p : q_) {
+    p.resize(static_cast<size_t>(qt) * 16 * dp_);
+    std::fill(p.begin() + static_cast<size_t>(n_q) * dp_, p.end(), uint16_t{0});
+  }
+  for (auto& p : k_) {
+    p.resize(static_cast<size_t>(kt) * 16 * dp_);
+    if (n_kv % 16)  // the padding keys of the last tile: columns n_kv % 16 .. 15 of every pair row
+      for (size_t pr = static_cast<size_t>(n_kv / 16) * (dp_ / 2); pr < static_cast<size_t>(kt) * (dp_ / 2); ++pr)
+        std::fill(p.begin() + static_cast<std::ptrdiff_t>((pr * 16 + n_kv % 16) * 2), p.begin() + static_cast<std::ptrdiff_t>((pr + 1) * 32), uint16_t{0});
+  }
   qmask_.assign(static_cast<size_t>(qt) * nch, 0);
   kmask_.assign(static_cast<size_t>(kt) * nch, 0);
   __mmask16 bad = 0;
@@ -265,7 +277,6 @@ ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int 
       split16(load16(k + static_cast<size_t>(j) * d + c, std::max(0, std::min(16, d - c))), pl, occ, bad);
       kmask_[static_cast<size_t>(j / 16) * nch + c / 32] |= static_cast<uint8_t>(occ);
       for (int g = 0; g < 3; ++g) {
-        if (!(occ >> g & 1)) continue;
         _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[g]), pl[g]);
         auto* dst = reinterpret_cast<uint32_t*>(k_[g].data());
         const size_t base = (static_cast<size_t>(j / 16) * (dp_ / 2) + c / 2) * 16 + j % 16;
@@ -288,11 +299,12 @@ ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumula
   struct item {
     unsigned used = 0;
     int rr = 0, nn = 0;
+    bool first = false;
     double* out = nullptr;
   } prev;
   int cur = 0;
   auto finish = [&](const item& it, float (*d)[256]) {  // nothing used: acc + 0 rounds to acc
-    if (it.used) finish_any(model, it.out, ld, it.rr, it.nn, it.used, const_cast<const float(*)[256]>(d));
+    if (it.used || it.first) finish_any(model, it.out, ld, it.rr, it.nn, it.first, it.used, const_cast<const float(*)[256]>(d));
   };
   for (int kt = 0; kt < n; kt += 16) {  // a key tile's planes stay in L1 over the row tiles
     const int nn = std::min(16, n - kt), jt = (j0 + kt) / 16;
@@ -309,7 +321,7 @@ ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumula
                                          kmask_[static_cast<size_t>(jt) * nch + c], a, dp_ * 2, b, 64);
         if (prev.out) finish(prev, dbuf[cur ^ 1]);
         store_tiles(used, dbuf[cur]);
-        prev = {used, rr, nn, acc + static_cast<size_t>(rt) * ld + kt};
+        prev = {used, rr, nn, c == 0, acc + static_cast<size_t>(rt) * ld + kt};
         cur ^= 1;
       }
     }
@@ -321,7 +333,10 @@ ATTNUM_AMX_FN bool exact_pv::build(const float* v, int n_kv, int d) {
   d_ = d, n_kv_ = n_kv, n_pad_ = (n_kv + 31) / 32 * 32;
   if (d % 16) return false;
   const int nt = d / 16;
-  for (auto& p : v_) p.assign(static_cast<size_t>(n_pad_) * d, 0);
+  for (auto& p : v_) {  // pairs below ceil(n_kv / 2) are all written below
+    p.resize(static_cast<size_t>(n_pad_) * d);
+    std::fill(p.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>((n_kv + 1) / 2) * d * 2), p.end(), uint16_t{0});
+  }
   vmask_.assign(static_cast<size_t>(n_pad_ / 32) * nt, 0);
   __mmask16 bad = 0;
   __m256i p0[3], p1[3];

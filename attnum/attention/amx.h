@@ -55,8 +55,9 @@ class exact_qk {
  public:
   /// Returns false (and builds nothing) when a value is not an E4M3 grid value.
   bool build(const float* q, int n_q, const float* k, int n_kv, int d);
-  /// For rows [r0, r0 + rows) and keys [j0, j0 + n): for each chunk of 32 along d in order,
-  /// acc[r * ld + j] = model(acc + exact chunk sum). r0 and j0 must be multiples of 16.
+  /// For rows [r0, r0 + rows) and keys [j0, j0 + n): acc[r * ld + j] starts at +0 (it is not
+  /// read) and takes, for each chunk of 32 along d in order, model(acc + exact chunk sum). r0 and
+  /// j0 must be multiples of 16.
   void run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld) const;
 
  private:

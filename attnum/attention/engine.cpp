@@ -31,6 +31,7 @@
 #include <bit>
 #include <cstring>
 #include <numbers>
+#include <memory>
 #include <numeric>
 
 #include "attnum/attention/amx.h"
@@ -82,8 +83,10 @@ struct head_ctx {
   // double GEMMs above are then not built. PV falls back to the ordered loop for a block whose
   // P8 holds a NaN.
   bool amx_qk = false, amx_pv = false;
-  amx::exact_qk aqk;
-  amx::exact_pv apv;
+  // Thread-local planes, reused from head to head (no fresh pages per head); the workers of
+  // run_head_t only read them while the owning thread waits in the parallel region.
+  amx::exact_qk* aqk = nullptr;
+  amx::exact_pv* apv = nullptr;
 };
 
 constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
@@ -160,9 +163,17 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     const bool rows16 = std::gcd(c.bm, kTileRows) % 16 == 0;  // tiles of rows start at multiples of 16
     if (c.gemm_qk && q_e4 && k_e4 && c.s.qk_acc.k_step == 32 && c.s.qk_acc.kind != acc_kind::int32 && c.bn % 16 == 0 &&
         rows16)
-      c.amx_qk = c.aqk.build(c.q8, c.n_q, c.k8, c.n_kv, c.d);
+    {
+      static thread_local amx::exact_qk planes;
+      c.aqk = &planes;
+      c.amx_qk = planes.build(c.q8, c.n_q, c.k8, c.n_kv, c.d);
+    }
     if (std::is_same_v<T, float> && c.gemm_pv && c.s.pv_acc.k_step == 32 && c.bn % 32 == 0 && c.d % 16 == 0)
-      c.amx_pv = c.apv.build(c.vp, c.n_kv, c.d);
+    {
+      static thread_local amx::exact_pv planes;
+      c.apv = &planes;
+      c.amx_pv = planes.build(c.vp, c.n_kv, c.d);
+    }
   }
   if (c.gemm_qk && !c.qk_f32 && !c.amx_qk) {
     c.qd.assign(c.q8, c.q8 + static_cast<size_t>(c.n_q) * c.d);
@@ -392,8 +403,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
   if (n <= 0) return;
   if (c.amx_qk) {
-    for (int r = 0; r < rows; ++r) std::fill_n(b.sacc.data() + static_cast<size_t>(r) * b.bn, n, 0.0);
-    c.aqk.run(r0, rows, j0, n, c.s.qk_acc, b.sacc.data(), b.bn);
+    c.aqk->run(r0, rows, j0, n, c.s.qk_acc, b.sacc.data(), b.bn);
   } else if (!c.gemm_qk) {
     const int ks = c.s.qk_acc.k_step;
     b.c.resize(rows, n);
@@ -460,7 +470,7 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
   j1 = j0 + n;
   bool done = false;
   if constexpr (std::is_same_v<T, float>)
-    if (c.amx_pv) done = c.apv.run(b.p8.data(), b.bn, rows, live.data(), j0, n, c.s.pv_acc, acc.data(), d);
+    if (c.amx_pv) done = c.apv->run(b.p8.data(), b.bn, rows, live.data(), j0, n, c.s.pv_acc, acc.data(), d);
   if (done) {
   } else if (c.gemm_pv && !c.vd.empty()) {
     b.pm.resize(rows, n);
@@ -495,11 +505,13 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
 template <typename T, typename Q>
 void cast_p_loop(Q quant, const T* p, T* p8, T p_scale, int n, int n_live, double fmax, run_stats& st) {
   for (int jj = 0; jj < n; ++jj) p8[jj] = quant(p[jj] * p_scale);
-  int64_t under = 0, sat = 0;
+  int under = 0, sat = 0;  // a block has < 2^31 columns: 32-bit counts vectorise without widening
+  const T tmax = static_cast<T>(fmax);
+  const bool exact_max = static_cast<double>(tmax) == fmax;
   for (int jj = 0; jj < n_live; ++jj) {
     const T ps = p[jj] * p_scale;
     under += (p[jj] > 0 && p8[jj] == 0);
-    sat += (static_cast<double>(ps) > fmax);
+    sat += exact_max ? (ps > tmax) : (static_cast<double>(ps) > fmax);
   }
   st.p_count += n_live, st.p_underflow += under, st.p_saturated += sat;
 }
@@ -682,7 +694,10 @@ void run_head_t(const prepared_layer& L, int h, bool causal, OutT* o, run_stats*
   const int n_threads = omp_in_parallel() ? 1 : threads();
 #pragma omp parallel num_threads(n_threads)
   {
-    tile_buf<T> b(c.bn, c.d);
+    // scratch reused across heads on this thread (fresh pages cost more than the work here)
+    static thread_local std::unique_ptr<tile_buf<T>> cached;
+    if (!cached || cached->bn != c.bn || cached->d != c.d) cached = std::make_unique<tile_buf<T>>(c.bn, c.d);
+    tile_buf<T>& b = *cached;
     run_stats st;
 #pragma omp for schedule(dynamic, 1)
     for (int t = 0; t < n_tiles; ++t) run_tile(c, t * tile, std::min(c.n_q, (t + 1) * tile), o, b, st);
