@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -197,10 +199,21 @@ ATTNUM_AMX_FN inline void add_sums(unsigned used, const float (*d)[256], int r, 
     }
 }
 
+// Adds row r of the sparse corrections (16 x 16 doubles; none when corr is null) and clears it
+// for the next use.
+ATTNUM_AMX_FN inline void add_corr(double* corr, int r, __m512d& a0, __m512d& a1) {
+  if (!corr) return;
+  double* c = corr + 16 * r;
+  a0 = _mm512_add_pd(a0, _mm512_load_pd(c));
+  a1 = _mm512_add_pd(a1, _mm512_load_pd(c + 8));
+  _mm512_store_pd(c, _mm512_setzero_pd());
+  _mm512_store_pd(c + 8, _mm512_setzero_pd());
+}
+
 // Double accumulators, rows [0, rr), columns [0, nn): acc = model(acc + sum of the used D_s).
 template <rk K>
 ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, double* acc, int ld, int rr, int nn, bool first,
-                               unsigned used, const float (*d)[256]) {
+                               unsigned used, const float (*d)[256], double* corr) {
   const __mmask8 k0 = static_cast<__mmask8>(nn >= 8 ? 0xFF : (1u << nn) - 1);
   const __mmask8 k1 = static_cast<__mmask8>(nn >= 16 ? 0xFF : nn > 8 ? (1u << (nn - 8)) - 1 : 0);
   const __m512i tmask = _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
@@ -210,6 +223,7 @@ ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, double* acc, int ld, i
     __m512d a0 = first ? _mm512_setzero_pd() : _mm512_maskz_loadu_pd(k0, a);
     __m512d a1 = first ? _mm512_setzero_pd() : _mm512_maskz_loadu_pd(k1, a + 8);
     add_sums(used, d, r, a0, a1);
+    add_corr(corr, r, a0, a1);
     _mm512_mask_storeu_pd(a, k0, round_vec<K>(m, a0, tmask));
     _mm512_mask_storeu_pd(a + 8, k1, round_vec<K>(m, a1, tmask));
   }
@@ -218,13 +232,14 @@ ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, double* acc, int ld, i
 // Float accumulators (16 columns), rows r < rr with live[r].
 template <rk K>
 ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, float* acc, int ld, int rr, const char* live, unsigned used,
-                               const float (*d)[256]) {
+                               const float (*d)[256], double* corr) {
   const __m512i tmask = _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
   for (int r = 0; r < rr; ++r) {
     if (!live[r]) continue;
     float* a = acc + static_cast<size_t>(r) * ld;
     __m512d a0 = _mm512_cvtps_pd(_mm256_loadu_ps(a)), a1 = _mm512_cvtps_pd(_mm256_loadu_ps(a + 8));
     add_sums(used, d, r, a0, a1);
+    add_corr(corr, r, a0, a1);
     _mm256_storeu_ps(a, _mm512_cvtpd_ps(round_vec<K>(m, a0, tmask)));
     _mm256_storeu_ps(a + 8, _mm512_cvtpd_ps(round_vec<K>(m, a1, tmask)));
   }
@@ -238,6 +253,56 @@ ATTNUM_AMX_FN inline void finish_any(const accumulator_spec& m, Args... args) {
     default: finish_rows<rk::other>(m, args...);
   }
 }
+
+// Collects the plane-2 elements of an operand while its planes are built; gives up (dense) once
+// there are more than `limit`.
+struct sparse_collector {
+  struct raw {
+    uint32_t bucket;
+    sparse_plane::entry e;
+  };
+  std::vector<raw> items;
+  size_t limit;
+  bool dense = false;
+  explicit sparse_collector(size_t lim) : limit(lim) { items.reserve(std::min<size_t>(lim, 1 << 16)); }
+  // lanes of m2 (plane-2 elements of x[0..15]): element l has bucket bucket(l) and a, b of ab(l)
+  template <typename F>
+  void add(__mmask16 m2, const float* x, F&& where) {
+    if (dense || !m2) return;
+    for (unsigned m = m2; m; m &= m - 1) {
+      const int l = __builtin_ctz(m);
+      if (items.size() >= limit) {
+        dense = true;
+        return;
+      }
+      raw r = where(l);
+      r.e.v = x[l];
+      items.push_back(r);
+    }
+  }
+  // Fills sp (stable counting sort by bucket) unless dense.
+  void finish(int n_buckets, sparse_plane& sp) {
+    sp.on = !dense;
+    sp.off.assign(static_cast<size_t>(n_buckets) + 1, 0);
+    sp.e.clear();
+    if (dense) return;
+    for (const raw& r : items) ++sp.off[r.bucket + 1];
+    for (int i = 0; i < n_buckets; ++i) sp.off[i + 1] += sp.off[i];
+    sp.e.resize(items.size());
+    std::vector<uint32_t> pos(sp.off.begin(), sp.off.end() - 1);
+    for (const raw& r : items) sp.e[pos[r.bucket]++] = r.e;
+  }
+};
+
+// A plane is sparse when at most 1 element in 50 is in it (a correction costs about as much per
+// element as a tile product does per 25 elements of a 16 x 32 tile).
+constexpr size_t kSparseDiv = 50;
+// A chunk of P (16 rows x 32 keys) takes its plane 2 out of the tiles when it has at most this
+// many values there (each costs two vector FMAs per channel tile; the plane costs three tile
+// products and a diagonal).
+constexpr unsigned kSparseP = 16;
+
+ATTNUM_AMX_FN inline __mmask16 plane2_lanes(__m256i p2) { return _mm256_test_epi16_mask(p2, p2); }
 
 }  // namespace
 
@@ -260,13 +325,19 @@ ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int 
   kmask_.assign(static_cast<size_t>(kt) * nch, 0);
   __mmask16 bad = 0;
   __m256i pl[3];
+  sparse_collector qc(static_cast<size_t>(n_q) * d / kSparseDiv);
   for (int r = 0; r < n_q; ++r)
     for (int c = 0; c < dp_; c += 16) {
       unsigned occ = 0;
-      split16(load16(q + static_cast<size_t>(r) * d + c, std::max(0, std::min(16, d - c))), pl, occ, bad);
+      const float* x = q + static_cast<size_t>(r) * d + c;
+      split16(load16(x, std::max(0, std::min(16, d - c))), pl, occ, bad);
       for (int g = 0; g < 3; ++g)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(q_[g].data() + static_cast<size_t>(r) * dp_ + c), pl[g]);
       qmask_[static_cast<size_t>(r / 16) * nch + c / 32] |= static_cast<uint8_t>(occ);
+      qc.add(plane2_lanes(pl[2]), x, [&](int l) {
+        return sparse_collector::raw{static_cast<uint32_t>((r / 16) * nch + (c + l) / 32),
+                                     {static_cast<uint8_t>(r % 16), static_cast<uint8_t>((c + l) % 32), 0.0f}};
+      });
     }
   // K as B: element (k index 2p + i, column n) of the tile of keys [16 t, 16 t + 16) sits at
   // ((t * dp/2 + p) * 16 + n) * 2 + i.
@@ -274,8 +345,10 @@ ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int 
   for (int j = 0; j < n_kv; ++j)
     for (int c = 0; c < dp_; c += 16) {
       unsigned occ = 0;
-      split16(load16(k + static_cast<size_t>(j) * d + c, std::max(0, std::min(16, d - c))), pl, occ, bad);
+      const float* x = k + static_cast<size_t>(j) * d + c;
+      split16(load16(x, std::max(0, std::min(16, d - c))), pl, occ, bad);
       kmask_[static_cast<size_t>(j / 16) * nch + c / 32] |= static_cast<uint8_t>(occ);
+
       for (int g = 0; g < 3; ++g) {
         _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[g]), pl[g]);
         auto* dst = reinterpret_cast<uint32_t*>(k_[g].data());
@@ -288,6 +361,9 @@ ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int 
       for (auto& p : *v) p = {};
     return false;
   }
+  qc.finish(qt * nch, qs_);
+  if (qs_.on)  // plane 2 of Q leaves the tiles: run() adds Q2 K from the lists
+    for (auto& m : qmask_) m &= 3;
   return true;
 }
 
@@ -295,16 +371,43 @@ ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumula
   configure();
   const int nch = dp_ / 32;
   alignas(64) float dbuf[2][5][256];
+  alignas(64) double corr[2][256] = {};  // sparse plane-2 terms, [row][key]; cleared as they are used
   // The previous (row tile, key tile, chunk): its sums are rounded while the next one runs.
   struct item {
     unsigned used = 0;
     int rr = 0, nn = 0;
-    bool first = false;
+    bool first = false, corr = false;
     double* out = nullptr;
   } prev;
   int cur = 0;
-  auto finish = [&](const item& it, float (*d)[256]) {  // nothing used: acc + 0 rounds to acc
-    if (it.used || it.first) finish_any(model, it.out, ld, it.rr, it.nn, it.first, it.used, const_cast<const float(*)[256]>(d));
+  auto finish = [&](const item& it, int buf) {  // nothing used: acc + 0 rounds to acc
+    if (it.used || it.first || it.corr)
+      finish_any(model, it.out, ld, it.rr, it.nn, it.first, it.used, const_cast<const float(*)[256]>(dbuf[buf]),
+                 it.corr ? corr[buf] : nullptr);
+  };
+  // Q2 K for the tile (qt, jt) and chunk c, exact in double (8-bit by 8-bit products; sums are
+  // multiples of 2^-18 far below 2^53): row e.a of the tile gets q * K[keys of jt][k]. The K
+  // values come from the tile planes (one of the three holds each value, the others are 0).
+  auto corrections = [&](int qt, int jt, int c, int rr, double* cr) {
+    if (!qs_.on) return false;
+    const size_t bkt = static_cast<size_t>(qt) * nch + c;
+    bool any = false;
+    for (uint32_t i = qs_.off[bkt]; i < qs_.off[bkt + 1]; ++i) {
+      const auto& e = qs_.e[i];
+      if (e.a >= rr) continue;
+      const size_t at = (static_cast<size_t>(jt) * (dp_ / 2) + (32 * c + e.b) / 2) * 32;  // pair row: [key][2]
+      const __m512i w = _mm512_or_si512(_mm512_or_si512(_mm512_load_si512(k_[0].data() + at), _mm512_load_si512(k_[1].data() + at)),
+                                        _mm512_load_si512(k_[2].data() + at));
+      const __m512 kv = _mm512_castsi512_ps(e.b % 2 ? _mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)))
+                                                    : _mm512_slli_epi32(w, 16));
+      const __m512d q = _mm512_set1_pd(e.v);
+      double* row = cr + 16 * e.a;
+      _mm512_store_pd(row, _mm512_fmadd_pd(q, _mm512_cvtps_pd(_mm512_castps512_ps256(kv)), _mm512_load_pd(row)));
+      _mm512_store_pd(row + 8, _mm512_fmadd_pd(q, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(kv), 1))),
+                                               _mm512_load_pd(row + 8)));
+      any = true;
+    }
+    return any;
   };
   for (int kt = 0; kt < n; kt += 16) {  // a key tile's planes stay in L1 over the row tiles
     const int nn = std::min(16, n - kt), jt = (j0 + kt) / 16;
@@ -319,14 +422,15 @@ ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumula
         }
         const unsigned used = issue_tile(qmask_[static_cast<size_t>(qt) * nch + c],
                                          kmask_[static_cast<size_t>(jt) * nch + c], a, dp_ * 2, b, 64);
-        if (prev.out) finish(prev, dbuf[cur ^ 1]);
+        const bool any = corrections(qt, jt, c, rr, corr[cur]);
+        if (prev.out) finish(prev, cur ^ 1);
         store_tiles(used, dbuf[cur]);
-        prev = {used, rr, nn, c == 0, acc + static_cast<size_t>(rt) * ld + kt};
+        prev = {used, rr, nn, c == 0, any, acc + static_cast<size_t>(rt) * ld + kt};
         cur ^= 1;
       }
     }
   }
-  if (prev.out) finish(prev, dbuf[cur ^ 1]);
+  if (prev.out) finish(prev, cur ^ 1);
 }
 
 ATTNUM_AMX_FN bool exact_pv::build(const float* v, int n_kv, int d) {
@@ -340,14 +444,16 @@ ATTNUM_AMX_FN bool exact_pv::build(const float* v, int n_kv, int d) {
   vmask_.assign(static_cast<size_t>(n_pad_ / 32) * nt, 0);
   __mmask16 bad = 0;
   __m256i p0[3], p1[3];
+  v_src_ = v;
   for (int j = 0; j < n_kv; j += 2)
     for (int c = 0; c < d; c += 16) {
       unsigned occ = 0;
-      split16(_mm512_loadu_ps(v + static_cast<size_t>(j) * d + c), p0, occ, bad);
-      if (j + 1 < n_kv)
-        split16(_mm512_loadu_ps(v + static_cast<size_t>(j + 1) * d + c), p1, occ, bad);
-      else
-        p1[0] = p1[1] = p1[2] = _mm256_setzero_si256();
+      for (int jj = j; jj < std::min(j + 2, n_kv); ++jj) {
+        const float* x = v + static_cast<size_t>(jj) * d + c;
+        __m256i* pl = jj == j ? p0 : p1;
+        split16(_mm512_loadu_ps(x), pl, occ, bad);
+      }
+      if (j + 1 >= n_kv) p1[0] = p1[1] = p1[2] = _mm256_setzero_si256();
       vmask_[static_cast<size_t>(j / 32) * nt + c / 16] |= static_cast<uint8_t>(occ);
       for (int g = 0; g < 3; ++g) {
         const __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32(p0[g]), _mm512_slli_epi32(_mm512_cvtepu16_epi32(p1[g]), 16));
@@ -375,22 +481,27 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
   const int nt = d_ / 16;
   alignas(64) float dbuf[2][5][256];
   alignas(64) uint16_t pa[2][3][16 * 32];  // double-buffered: the previous chunk's loads may be in flight
+  alignas(64) double corr[2][256] = {};    // sparse plane-2 terms of P, [row][channel]
+  sparse_plane::entry sp[kSparseP];        // a = row, b = key in the chunk
   struct item {
     unsigned used = 0;
     int rr = 0;
+    bool corr = false;
     float* out = nullptr;
     const char* live = nullptr;
   } prev;
   int cur = 0, pcur = 0;
-  auto finish = [&](const item& it, float (*d)[256]) {  // nothing used: acc + 0 rounds to acc
-    if (it.used) finish_any(model, it.out, ld, it.rr, it.live, it.used, const_cast<const float(*)[256]>(d));
+  auto finish = [&](const item& it, int buf) {  // nothing used: acc + 0 rounds to acc
+    if (it.used || it.corr)
+      finish_any(model, it.out, ld, it.rr, it.live, it.used, const_cast<const float(*)[256]>(dbuf[buf]),
+                 it.corr ? corr[buf] : nullptr);
   };
   __m256i pl[3];
   for (int rt = 0; rt < rows; rt += 16) {
     const int rr = std::min(16, rows - rt);
     for (int c0 = 0; c0 < n; c0 += 32) {
       const int cn = std::min(32, n - c0);
-      unsigned ma = 0;
+      unsigned ma = 0, n2 = 0;
       pcur ^= 1;
       uint16_t(*pa_)[16 * 32] = pa[pcur];
       __mmask16 bad = 0;  // dead rows may hold stale values: their sums are never stored
@@ -399,24 +510,51 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
           const int m = r < rr ? std::max(0, std::min(16, cn - 16 * h)) : 0;
           unsigned occ = 0;
           split16(load16(p8 + static_cast<size_t>(rt + std::min(r, rr - 1)) * ldp + c0 + 16 * h, m), pl, occ, bad);
-          if (r < rr && live[rt + r]) ma |= occ;
+          if (r < rr && live[rt + r]) {
+            ma |= occ;
+            n2 += static_cast<unsigned>(__builtin_popcount(plane2_lanes(pl[2])));
+          }
           for (int g = 0; g < 3; ++g)
             _mm256_store_si256(reinterpret_cast<__m256i*>(pa_[g] + r * 32 + 16 * h), pl[g]);
         }
       const int ci = (j0 + c0) / 32;
       const uint16_t* a[3] = {pa_[0], pa_[1], pa_[2]};
+      // A few plane-2 P values (live rows): out of the tiles, added as P2 V rows in double.
+      int n_sp = 0;
+      if (n2 > 0 && n2 <= kSparseP) {
+        for (int r = 0; r < rr; ++r) {
+          if (!live[rt + r]) continue;
+          for (int h = 0; h < 2; ++h) {
+            const __m256i p2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(pa_[2] + r * 32 + 16 * h));
+            for (unsigned m = plane2_lanes(p2); m; m &= m - 1) {
+              const int l = __builtin_ctz(m), j = 16 * h + l;
+              sp[n_sp++] = {static_cast<uint8_t>(r), static_cast<uint8_t>(j), p8[static_cast<size_t>(rt + r) * ldp + c0 + j]};
+            }
+          }
+        }
+        ma &= 3;
+      }
       for (int t = 0; t < nt; ++t) {
         const uint16_t* b[3];
         for (int g = 0; g < 3; ++g) b[g] = v_[g].data() + (static_cast<size_t>(j0 + c0) / 2 * d_ + 16 * t) * 2;
         const unsigned used = issue_tile(ma, vmask_[static_cast<size_t>(ci) * nt + t], a, 64, b, d_ * 4);
-        if (prev.out) finish(prev, dbuf[cur ^ 1]);
+        for (int i = 0; i < n_sp; ++i) {  // P2 x V rows, exact in double (live rows only)
+          const auto& e = sp[i];
+          const float* vr = v_src_ + static_cast<size_t>(j0 + c0 + e.b) * d_ + 16 * t;
+          const __m512d p = _mm512_set1_pd(e.v);
+          double* row = corr[cur] + 16 * e.a;
+          _mm512_store_pd(row, _mm512_fmadd_pd(p, _mm512_cvtps_pd(_mm256_loadu_ps(vr)), _mm512_load_pd(row)));
+          _mm512_store_pd(row + 8, _mm512_fmadd_pd(p, _mm512_cvtps_pd(_mm256_loadu_ps(vr + 8)), _mm512_load_pd(row + 8)));
+        }
+        const bool any = n_sp > 0;
+        if (prev.out) finish(prev, cur ^ 1);
         store_tiles(used, dbuf[cur]);
-        prev = {used, rr, acc + static_cast<size_t>(rt) * ld + 16 * t, live + rt};
+        prev = {used, rr, any, acc + static_cast<size_t>(rt) * ld + 16 * t, live + rt};
         cur ^= 1;
       }
     }
   }
-  if (prev.out) finish(prev, dbuf[cur ^ 1]);
+  if (prev.out) finish(prev, cur ^ 1);
   return true;
 }
 

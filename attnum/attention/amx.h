@@ -50,6 +50,19 @@ bool available();
 /// Turns the tile path off (or back on, where available) for this process: for tests and A/B runs.
 void set_enabled(bool on);
 
+/// The elements of the small-value plane (plane 2) of an operand, by (tile, chunk), when they are
+/// few: they are then added in double outside the tiles, which saves two of the five diagonals
+/// and most of the tile products on typical per-tensor scaled data.
+struct sparse_plane {
+  struct entry {
+    uint8_t a, b;  ///< row (or key) in the tile, k (or column) in the chunk
+    float v;
+  };
+  bool on = false;
+  std::vector<uint32_t> off;  ///< entries of bucket i: [off[i], off[i + 1])
+  std::vector<entry> e;
+};
+
 /// Q K^T chunk sums for one head: Q [n_q, d] and K [n_kv, d] hold E4M3 grid values (|x| <= 448).
 class exact_qk {
  public:
@@ -65,11 +78,13 @@ class exact_qk {
   plane q_[3];    // [n_q padded to 16][dp_] row-major
   plane k_[3];    // [n_kv/16][dp_/2][16][2] VNNI pairs
   std::vector<uint8_t> qmask_, kmask_;  // plane occupancy per (16-row tile, 32 chunk)
+  sparse_plane qs_;                     // plane 2 of Q by (16-row tile, 32 chunk), when sparse
 };
 
 /// P V chunk sums for one head: V [n_kv, d] holds E4M3 grid values (d a multiple of 16).
 class exact_pv {
  public:
+  /// v must stay valid while run() is used.
   bool build(const float* v, int n_kv, int d);
   /// For the rows r < rows with live[r]: for each chunk of 32 keys from j0 in order,
   /// acc[r * ld + k] = model(acc + exact sum over the chunk of p8[r * ldp + j] * V[j0 + j][k]),
@@ -82,6 +97,7 @@ class exact_pv {
   int d_ = 0, n_kv_ = 0, n_pad_ = 0;
   plane v_[3];   // [n_pad_/2][d_][2] VNNI pairs of keys
   std::vector<uint8_t> vmask_;   // plane occupancy per (32-key chunk, 16-channel tile)
+  const float* v_src_ = nullptr;  // the caller's V (P2 V corrections read its rows)
 };
 
 }  // namespace attnum::attention::amx

@@ -506,12 +506,10 @@ template <typename T, typename Q>
 void cast_p_loop(Q quant, const T* p, T* p8, T p_scale, int n, int n_live, double fmax, run_stats& st) {
   for (int jj = 0; jj < n; ++jj) p8[jj] = quant(p[jj] * p_scale);
   int under = 0, sat = 0;  // a block has < 2^31 columns: 32-bit counts vectorise without widening
-  const T tmax = static_cast<T>(fmax);
-  const bool exact_max = static_cast<double>(tmax) == fmax;
   for (int jj = 0; jj < n_live; ++jj) {
     const T ps = p[jj] * p_scale;
     under += (p[jj] > 0 && p8[jj] == 0);
-    sat += exact_max ? (ps > tmax) : (static_cast<double>(ps) > fmax);
+    sat += (static_cast<double>(ps) > fmax);
   }
   st.p_count += n_live, st.p_underflow += under, st.p_saturated += sat;
 }
