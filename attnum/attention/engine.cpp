@@ -643,11 +643,19 @@ void epilogue_row(const head_ctx<T>& c, int i, int r, bool live, tile_buf<T>& b,
       case epilogue_mode::div_first: o *= bad ? T(0) : vs / lt; break;
       case epilogue_mode::divide: o = bad ? T(0) : o / lt, o *= vs; break;
     }
-    if (s.out_fmt == formats::format::fp32)
-      out[static_cast<size_t>(i) * d + k] =
-          std::is_same_v<OutT, double> ? static_cast<OutT>(o) : static_cast<OutT>(static_cast<float>(o));
-    else
-      out[static_cast<size_t>(i) * d + k] = quantize_value(s.out_fmt, static_cast<float>(o), formats::rounding::nearest_even);
+    out[static_cast<size_t>(i) * d + k] =
+        std::is_same_v<OutT, double> ? static_cast<OutT>(o) : static_cast<OutT>(static_cast<float>(o));
+  }
+  // output cast, the format's switch hoisted out of the loop so the common cases vectorise
+  OutT* orow = out + static_cast<size_t>(i) * d;
+  auto cast = [&](auto q) {
+    for (int k = 0; k < d; ++k) orow[k] = static_cast<OutT>(q(static_cast<float>(orow[k])));
+  };
+  switch (s.out_fmt) {
+    case formats::format::fp32: break;
+    case formats::format::bf16: cast(formats::quantize_bf16); break;
+    case formats::format::fp16: cast(formats::quantize_fp16); break;
+    default: cast([&](float v) { return quantize_value(s.out_fmt, v, formats::rounding::nearest_even); });
   }
 }
 
