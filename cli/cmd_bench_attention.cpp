@@ -9,7 +9,7 @@
 namespace {
 struct opts {
   std::string kernel = "fa3";
-  int tokens = 1024, d_head = 128;
+  int tokens = 1024, d_head = 128, repeats = 5;
   bool json = false;
 };
 void setup(CLI::App& app) {
@@ -17,9 +17,12 @@ void setup(CLI::App& app) {
   app.add_option("--kernel", o->kernel, "Kernel preset")->capture_default_str();
   app.add_option("--tokens", o->tokens, "Tokens (n_q = n_kv)")->capture_default_str();
   app.add_option("--d-head", o->d_head, "Head dimension")->capture_default_str();
+  app.add_option("--repeats", o->repeats, "Best of N interleaved timings of each (a busy machine needs more)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_flag("--json", o->json, "Print JSON");
   app.callback([o] {
-    const auto r = attnum::attention::bench_attention(o->kernel, o->tokens, o->d_head);
+    const auto r = attnum::attention::bench_attention(o->kernel, o->tokens, o->d_head, o->repeats);
     if (o->json) {
       nlohmann::json row = {{"kernel", r.kernel},         {"tokens", r.tokens},   {"d_head", r.d_head},
                             {"heads", r.heads},           {"threads", r.threads}, {"gflops", r.gflops},

@@ -555,6 +555,41 @@ T fold_max(const T* v, int n, T init) {
   return m == 0 ? seq() : m;
 }
 
+// Steps 5a, 4 and 5b of a row once P is known (shared by both softmax paths).
+template <typename T>
+void finish_row(const head_ctx<T>& c, int r, int n, int live_cols, T alpha, const T* p, T* p8v, tile_buf<T>& b,
+                run_stats& st) {
+  // 5a. P cast
+  cast_p(c, p, p8v, n, std::clamp(live_cols, 0, n), st);
+  // 4. row sum
+  T* l = b.l.data() + static_cast<size_t>(r) * 4;
+  for (int t = 0; t < 4; ++t) l[t] *= alpha;
+  if (!wgmma_rowsum_tile<T>(c)) add_rowsum(c, l, c.s.rowsum_from_cast ? p8v : p, n);  // else run_tile adds it
+  // 5b. O rescale (the PV add follows in pv_tile)
+  T* o = b.o.data() + static_cast<size_t>(r) * c.d;
+  for (int k = 0; k < c.d; ++k) o[k] *= alpha;
+}
+
+// Steps 2-3 of the common case (FA3: fold scaling, raw-space max, mask on S), fused: x = S (the
+// mask value on masked columns), no per-column eff (it is one value: make_ctx dequantises first
+// when K scales vary), and P = exp2f(fmaf(x, eff, -max_scaled)) in one pass. Same operations as
+// the general path, in the same order.
+inline void fold_raw_row(const head_ctx<float>& c, int r, int n, int n_live, const double* sacc, float eff, float* x,
+                         float* p, float* p8v, int live_cols, tile_buf<float>& b, run_stats& st) {
+  for (int jj = 0; jj < n_live; ++jj) x[jj] = static_cast<float>(sacc[jj]);
+  const float mv = static_cast<float>(c.s.mask_value);
+  for (int jj = n_live; jj < n; ++jj) x[jj] = mv;
+  const float bmax = fold_max(x, n, -INFINITY);
+  float& m = b.m[r];
+  const float m_new = std::max(m, bmax);
+  const float m_cur = m_new == -INFINITY ? 0.0f : m_new;
+  const float max_scaled = m_new == -INFINITY ? 0.0f : std::fmaf(m_new, eff, -c.offset);
+  const float alpha = std::exp2f((m - m_cur) * eff);
+  fast::exp2f_fma_array(x, eff, -max_scaled, p, n);
+  m = m_new;
+  finish_row(c, r, n, live_cols, alpha, p, p8v, b, st);
+}
+
 // Steps 2-4 and the O rescale for row i (tile row r) on block [j0, j1).
 template <typename T>
 void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0, int j1, tile_buf<T>& b,
@@ -582,6 +617,12 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
       if (s.mask_on_x) x[jj] = static_cast<T>(s.mask_value);
     }
   };
+  if constexpr (std::is_same_v<T, float>) {
+    if (sc == score_scaling::fold && s.max == max_space::raw && !s.mask_on_x) {
+      fold_raw_row(c, r, n, n_live, sacc, c.sl2 * (qs * static_cast<T>(ks[0])), x, p, p8v, last - j0 + 1, b, st);
+      return;
+    }
+  }
   switch (sc) {
     case score_scaling::fold: scale_loop([&](T S, T dq, T& xv, T& eff) { xv = S, eff = c.sl2 * dq; }); break;
     case score_scaling::dequant: scale_loop([&](T S, T dq, T& xv, T& eff) { xv = S * dq, eff = c.sl2; }); break;
@@ -614,15 +655,7 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
   }
   exp2_inplace(p, n);  // P = exp2(argument), the whole block at once
   m = m_new;
-  // 5a. P cast
-  cast_p(c, p, p8v, n, std::clamp(last - j0 + 1, 0, n), st);
-  // 4. row sum
-  T* l = b.l.data() + static_cast<size_t>(r) * 4;
-  for (int t = 0; t < 4; ++t) l[t] *= alpha;
-  if (!wgmma_rowsum_tile<T>(c)) add_rowsum(c, l, s.rowsum_from_cast ? p8v : p, n);  // else run_tile adds it
-  // 5b. O rescale (the PV add follows in pv_tile)
-  T* o = b.o.data() + static_cast<size_t>(r) * c.d;
-  for (int k = 0; k < c.d; ++k) o[k] *= alpha;
+  finish_row(c, r, n, last - j0 + 1, alpha, p, p8v, b, st);
 }
 
 // Epilogue of row i (tile row r) (kernels.md 1.14, 2a.13, 3.7, 4.4, 5.6).

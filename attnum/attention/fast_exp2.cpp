@@ -55,12 +55,16 @@ inline __m256 exp2_8(__m256 x, const table_regs& T) {
   return _mm512_cvtpd_ps(y);
 }
 
-void exp2f_vec(const float* in, float* out, int n) {
+// exp2f of fmaf(in[i], a, b) (FUSED) or of in[i].
+template <bool FUSED>
+void exp2f_vec_t(const float* in, float a, float b, float* out, int n) {
   const table_regs T = {_mm512_loadu_si512(kTable), _mm512_loadu_si512(kTable + 8), _mm512_loadu_si512(kTable + 16),
                         _mm512_loadu_si512(kTable + 24)};
+  auto arg = [&](float v) { return FUSED ? std::fmaf(v, a, b) : v; };
+  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
   int i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_loadu_ps(in + i);
+    const __m256 x = FUSED ? _mm256_fmadd_ps(_mm256_loadu_ps(in + i), va, vb) : _mm256_loadu_ps(in + i);
     const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
     // lanes with |x| >= 128, Inf or NaN (glibc's top12 test) take the scalar path
     const __mmask8 special = _mm256_cmp_ps_mask(ax, _mm256_set1_ps(128.0f), _CMP_NLT_UQ);
@@ -72,13 +76,15 @@ void exp2f_vec(const float* in, float* out, int n) {
       alignas(32) float tmp[8];
       _mm256_store_ps(tmp, y);
       for (int l = 0; l < 8; ++l)
-        if ((special & ~minf) >> l & 1) tmp[l] = std::exp2f(in[i + l]);
+        if ((special & ~minf) >> l & 1) tmp[l] = std::exp2f(arg(in[i + l]));
       y = _mm256_load_ps(tmp);
     }
     _mm256_storeu_ps(out + i, y);
   }
-  for (; i < n; ++i) out[i] = std::exp2f(in[i]);
+  for (; i < n; ++i) out[i] = std::exp2f(arg(in[i]));
 }
+
+void exp2f_vec(const float* in, float* out, int n) { exp2f_vec_t<false>(in, 0.0f, 0.0f, out, n); }
 
 bool self_check() {
   // A fixed sweep over (-130, 10) with irregular steps, plus exact multiples of 1/32 and ties.
@@ -110,6 +116,16 @@ bool vector_ok() {
 }  // namespace
 
 bool exp2f_vector_active() { return vector_ok(); }
+
+void exp2f_fma_array(const float* x, float a, float b, float* out, int n) {
+#if defined(__AVX512F__)
+  if (vector_ok()) {
+    exp2f_vec_t<true>(x, a, b, out, n);
+    return;
+  }
+#endif
+  for (int i = 0; i < n; ++i) out[i] = std::exp2f(std::fmaf(x[i], a, b));
+}
 
 void exp2f_array(const float* in, float* out, int n) {
 #if defined(__AVX512F__)

@@ -18,6 +18,9 @@ namespace attnum::attention::fast {
 /// out[i] = std::exp2f(in[i]) for i < n, bit for bit. in and out may alias.
 void exp2f_array(const float* in, float* out, int n);
 
+/// out[i] = std::exp2f(std::fmaf(x[i], a, b)) for i < n, bit for bit (one pass instead of two).
+void exp2f_fma_array(const float* x, float a, float b, float* out, int n);
+
 /// Returns true when exp2f_array uses the vector path (it passed its self-check on this libm).
 bool exp2f_vector_active();
 
