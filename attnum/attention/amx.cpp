@@ -367,7 +367,8 @@ ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int 
   return true;
 }
 
-ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld) const {
+ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld,
+                                 long causal_off) const {
   configure();
   const int nch = dp_ / 32;
   alignas(64) float dbuf[2][5][256];
@@ -413,6 +414,11 @@ ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumula
     const int nn = std::min(16, n - kt), jt = (j0 + kt) / 16;
     for (int rt = 0; rt < rows; rt += 16) {
       const int rr = std::min(16, rows - rt), qt = (r0 + rt) / 16;
+      if (static_cast<long>(j0) + kt >= static_cast<long>(r0) + rt + rr + causal_off) {
+        // every key of the tile is after every row's last key: masked, never read; set to 0
+        for (int r = 0; r < rr; ++r) std::fill_n(acc + static_cast<size_t>(rt + r) * ld + kt, nn, 0.0);
+        continue;
+      }
       for (int c = 0; c < nch; ++c) {
         const uint16_t* a[3];
         const uint16_t* b[3];
@@ -561,7 +567,7 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
 #else  // no AMX in this build: available() is false and nothing here runs
 
 bool exact_qk::build(const float*, int, const float*, int, int) { return false; }
-void exact_qk::run(int, int, int, int, const accumulator_spec&, double*, int) const {}
+void exact_qk::run(int, int, int, int, const accumulator_spec&, double*, int, long) const {}
 bool exact_pv::build(const float*, int, int) { return false; }
 bool exact_pv::run(const float*, int, int, const char*, int, int, const accumulator_spec&, float*, int) const {
   return false;

@@ -70,8 +70,10 @@ class exact_qk {
   bool build(const float* q, int n_q, const float* k, int n_kv, int d);
   /// For rows [r0, r0 + rows) and keys [j0, j0 + n): acc[r * ld + j] starts at +0 (it is not
   /// read) and takes, for each chunk of 32 along d in order, model(acc + exact chunk sum). r0 and
-  /// j0 must be multiples of 16.
-  void run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld) const;
+  /// j0 must be multiples of 16. Causal: a key j > row + causal_off is masked, so a 16 x 16 tile
+  /// whose keys are all masked for all its rows is set to 0 instead (pass a huge offset otherwise).
+  void run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld,
+           long causal_off) const;
 
  private:
   int d_ = 0, dp_ = 0, n_q_ = 0, n_kv_ = 0;

@@ -403,7 +403,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
   if (n <= 0) return;
   if (c.amx_qk) {
-    c.aqk->run(r0, rows, j0, n, c.s.qk_acc, b.sacc.data(), b.bn);
+    c.aqk->run(r0, rows, j0, n, c.s.qk_acc, b.sacc.data(), b.bn, c.causal ? c.n_kv - c.n_q : (1L << 40));
   } else if (!c.gemm_qk) {
     const int ks = c.s.qk_acc.k_step;
     b.c.resize(rows, n);
@@ -545,10 +545,20 @@ T fold_max(const T* v, int n, T init) {
   };
   if (n < 2 * kL) return seq();
   T acc[kL];
-  std::fill(acc, acc + kL, init);
   int i = 0;
-  for (; i + kL <= n; i += kL)
-    for (int l = 0; l < kL; ++l) acc[l] = acc[l] < v[i + l] ? v[i + l] : acc[l];
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    // vmaxps(x, a) is (x > a) ? x : a, which is acc < x ? x : acc for every x, NaN included
+    __m512 a = _mm512_set1_ps(init);
+    for (; i + kL <= n; i += kL) a = _mm512_max_ps(_mm512_loadu_ps(v + i), a);
+    _mm512_storeu_ps(acc, a);
+  } else
+#endif
+  {
+    std::fill(acc, acc + kL, init);
+    for (; i + kL <= n; i += kL)
+      for (int l = 0; l < kL; ++l) acc[l] = acc[l] < v[i + l] ? v[i + l] : acc[l];
+  }
   T m = init;
   for (int l = 0; l < kL; ++l) m = std::max(m, acc[l]);
   for (; i < n; ++i) m = std::max(m, v[i]);
