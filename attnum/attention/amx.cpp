@@ -1,7 +1,6 @@
 // Exact E4M3 chunk sums on AMX-BF16 tiles: see amx.h for why the sums are exact.
 //
-// Tiles (palette 1, every tile 16 rows x 64 bytes): tmm0-4 hold the diagonal accumulators D_s
-// (s = g + h), tmm5 the A plane (16 rows x 32 bf16), tmm6 the B plane (16 pairs x 16 columns,
+// Tiles (palette 1, every tile 16 rows x 64 bytes): tmm0-4 hold the accumulators D_s (kAcc), tmm5 the A plane (16 rows x 32 bf16), tmm6 the B plane (16 pairs x 16 columns,
 // VNNI layout: the two bf16 of a pair are consecutive k).
 #include "attnum/attention/amx.h"
 
@@ -92,8 +91,8 @@ ATTNUM_AMX_FN inline void split16(__m512 x, __m256i out[3], unsigned& occ, __mma
   const __m512i bits = _mm512_castps_si512(x);
   const __m512 ax = _mm512_abs_ps(x);
   const __mmask16 nz = _mm512_cmp_ps_mask(ax, _mm512_setzero_ps(), _CMP_NEQ_UQ);
-  const __mmask16 m0 = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(16.0f), _CMP_GE_OQ);
-  const __mmask16 m1 = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.5f), _CMP_GE_OQ) & ~m0;
+  const __mmask16 m0 = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(8.0f), _CMP_GE_OQ);
+  const __mmask16 m1 = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.125f), _CMP_GE_OQ) & ~m0;
   const __mmask16 m2 = nz & ~(m0 | m1);
   const __m256i bf = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bits, 16));
   out[0] = _mm256_maskz_mov_epi16(m0, bf);
@@ -140,8 +139,11 @@ ATTNUM_AMX_FN inline void tile_store(int s, float* dst) {
   }
 }
 
-// One 16 x 16 output tile of one chunk, issued: D_s = sum over plane pairs (g, h), g + h = s, of
-// A_g B_h. Returns the mask of used s; store_tiles() writes them out. Splitting the two lets the
+// The accumulator of each plane pair (amx.h): {00}, {01, 10}, {11}, {02, 20}, {12, 21, 22}.
+constexpr int kAcc[3][3] = {{0, 1, 3}, {1, 2, 4}, {3, 4, 4}};
+
+// One 16 x 16 output tile of one chunk, issued: D_s = sum over the plane pairs (g, h) of
+// accumulator s of A_g B_h. Returns the mask of used s; store_tiles() writes them out. Splitting the two lets the
 // caller round the previous tile's sums while the tile unit works (the dot products have a long
 // latency, and three of them may chain on one accumulator).
 ATTNUM_AMX_FN inline unsigned issue_tile(unsigned ma, unsigned mb, const uint16_t* const a[3], int lda_bytes,
@@ -150,7 +152,7 @@ ATTNUM_AMX_FN inline unsigned issue_tile(unsigned ma, unsigned mb, const uint16_
   for (int g = 0; g < 3; ++g)
     if (ma >> g & 1)
       for (int h = 0; h < 3; ++h)
-        if (mb >> h & 1) used |= 1u << (g + h);
+        if (mb >> h & 1) used |= 1u << kAcc[g][h];
   if (!used) return 0;
   for (int s = 0; s < 5; ++s)
     if (used >> s & 1) tile_zero(s);
@@ -160,7 +162,7 @@ ATTNUM_AMX_FN inline unsigned issue_tile(unsigned ma, unsigned mb, const uint16_
     for (int h = 0; h < 3; ++h) {
       if (!(mb >> h & 1)) continue;
       _tile_loadd(6, b[h], ldb_bytes);
-      tile_dp(g + h);
+      tile_dp(kAcc[g][h]);
     }
   }
   return used;

@@ -8,17 +8,22 @@
 //
 //   Every E4M3 value is m * 2^e with integer |m| <= 15 and lsb exponent e in [-9, 5]. Split each
 //   operand into three planes by e, every element in exactly one plane:
-//       plane 0: e in [ 1,  5]  (|x| >= 16)      plane 1: e in [-4, 0]  (0.5 <= |x| < 16)
-//       plane 2: e in [-9, -5]  (|x| < 0.5)
-//   A plane value is exact in bf16 (8 significant bits, fp32 exponent range). The product of a
-//   plane-g and a plane-h value is a multiple of 2^L, L = lo_g + lo_h, below 2^(L + 16); lo_g + lo_h
-//   depends only on s = g + h. So the tile products of the (at most three) plane pairs with the
-//   same s, 32 products each, are multiples of 2^L whose every partial sum is below
-//   3 * 32 * 2^(L+16) < 2^(L+24): exactly representable in fp32 (and far from fp32 subnormals,
-//   since L >= -18). Any order of fp32 additions, with any rounding mode, is then exact, so the
-//   tile's fp32 accumulator D_s holds the exact sum of its pairs, whatever order TDPBF16PS uses.
-//   The chunk sum is D_0 + ... + D_4, added in double (exact: every value is a multiple of 2^-18
-//   below 2^26). Results are bit-identical to the double GEMM; tests compare both paths.
+//       plane 0: e in [ 0, 5]  (8 <= |x| <= 448)   multiples of 1,     |x| <= 448
+//       plane 1: e in [-6, -1] (1/8 <= |x| < 8)    multiples of 2^-6,  |x| <= 7.5
+//       plane 2: e in [-9, -7] (|x| < 1/8)         multiples of 2^-9,  |x| <= 0.1171875
+//   A plane value is exact in bf16 (8 significant bits, fp32 exponent range). The plane pairs go
+//   to five tile accumulators; within each, every product is a multiple of 2^L and the sum of the
+//   absolute values of its (at most 96) products of a 32-long chunk stays below 2^(L + 24):
+//       D0 {00}:          L =   0,  32 * 448 * 448                        = 6422528  < 2^24
+//       D1 {01, 10}:      L =  -6,  64 * 448 * 7.5                        = 215040   < 2^18
+//       D2 {11}:          L = -12,  32 * 7.5 * 7.5                        = 1800     < 2^12
+//       D3 {02, 20}:      L =  -9,  64 * 448 * 0.1171875                  = 3360     < 2^15
+//       D4 {12, 21, 22}:  L = -18,  64 * 7.5 * 0.1171875 + 32 * 0.1171875^2 = 56.7   < 2^6
+//   So every partial sum, in any order, is exactly representable in fp32 (and far from fp32
+//   subnormals): whatever order and rounding TDPBF16PS uses, D_s is the exact sum of its pairs.
+//   The chunk sum is D0 + ... + D4, added in double (exact: multiples of 2^-18 below 2^26).
+//   Results are bit-identical to the double GEMM; tests compare both paths. Planes 0 and 1 cover
+//   12 binades, so on typical data plane 2 is rare and most tiles need only D0-D2.
 //
 // available() is false when the CPU or the OS lacks AMX, when the library was built without it,
 // or when ATTNUM_NO_AMX is set in the environment (or set_enabled(false) was called): the engine
