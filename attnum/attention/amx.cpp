@@ -231,6 +231,25 @@ ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, double* acc, int ld, i
   }
 }
 
+// Float accumulators, rows [0, rr), columns [0, nn) (QK written straight to fp32 scores: exact
+// for the fp32 and truncated models, whose values are floats).
+template <rk K>
+ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, float* acc, int ld, int rr, int nn, bool first,
+                               unsigned used, const float (*d)[256], double* corr) {
+  const __mmask8 k0 = static_cast<__mmask8>(nn >= 8 ? 0xFF : (1u << nn) - 1);
+  const __mmask8 k1 = static_cast<__mmask8>(nn >= 16 ? 0xFF : nn > 8 ? (1u << (nn - 8)) - 1 : 0);
+  const __m512i tmask = _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
+  for (int r = 0; r < rr; ++r) {
+    float* a = acc + static_cast<size_t>(r) * ld;
+    __m512d a0 = first ? _mm512_setzero_pd() : _mm512_cvtps_pd(_mm256_maskz_loadu_ps(k0, a));
+    __m512d a1 = first ? _mm512_setzero_pd() : _mm512_cvtps_pd(_mm256_maskz_loadu_ps(k1, a + 8));
+    add_sums(used, d, r, a0, a1);
+    add_corr(corr, r, a0, a1);
+    _mm256_mask_storeu_ps(a, k0, _mm512_cvtpd_ps(round_vec<K>(m, a0, tmask)));
+    _mm256_mask_storeu_ps(a + 8, k1, _mm512_cvtpd_ps(round_vec<K>(m, a1, tmask)));
+  }
+}
+
 // Float accumulators (16 columns), rows r < rr with live[r].
 template <rk K>
 ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, float* acc, int ld, int rr, const char* live, unsigned used,
@@ -369,8 +388,18 @@ ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int 
   return true;
 }
 
-ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld,
-                                 long causal_off) const {
+void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld,
+                   long causal_off) const {
+  run_t(r0, rows, j0, n, model, acc, ld, causal_off);
+}
+void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& model, float* acc, int ld,
+                   long causal_off) const {
+  run_t(r0, rows, j0, n, model, acc, ld, causal_off);
+}
+
+template <typename Acc>
+ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumulator_spec& model, Acc* acc, int ld,
+                                   long causal_off) const {
   configure();
   const int nch = dp_ / 32;
   alignas(64) float dbuf[2][5][256];
@@ -380,7 +409,7 @@ ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumula
     unsigned used = 0;
     int rr = 0, nn = 0;
     bool first = false, corr = false;
-    double* out = nullptr;
+    Acc* out = nullptr;
   } prev;
   int cur = 0;
   auto finish = [&](const item& it, int buf) {  // nothing used: acc + 0 rounds to acc
@@ -418,7 +447,7 @@ ATTNUM_AMX_FN void exact_qk::run(int r0, int rows, int j0, int n, const accumula
       const int rr = std::min(16, rows - rt), qt = (r0 + rt) / 16;
       if (static_cast<long>(j0) + kt >= static_cast<long>(r0) + rt + rr + causal_off) {
         // every key of the tile is after every row's last key: masked, never read; set to 0
-        for (int r = 0; r < rr; ++r) std::fill_n(acc + static_cast<size_t>(rt + r) * ld + kt, nn, 0.0);
+        for (int r = 0; r < rr; ++r) std::fill_n(acc + static_cast<size_t>(rt + r) * ld + kt, nn, Acc(0));
         continue;
       }
       for (int c = 0; c < nch; ++c) {
@@ -570,6 +599,7 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
 
 bool exact_qk::build(const float*, int, const float*, int, int) { return false; }
 void exact_qk::run(int, int, int, int, const accumulator_spec&, double*, int, long) const {}
+void exact_qk::run(int, int, int, int, const accumulator_spec&, float*, int, long) const {}
 bool exact_pv::build(const float*, int, int) { return false; }
 bool exact_pv::run(const float*, int, int, const char*, int, int, const accumulator_spec&, float*, int) const {
   return false;

@@ -79,8 +79,13 @@ class exact_qk {
   /// whose keys are all masked for all its rows is set to 0 instead (pass a huge offset otherwise).
   void run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld,
            long causal_off) const;
+  /// Same into fp32 accumulators: only for the fp32 and truncated models (their values are floats).
+  void run(int r0, int rows, int j0, int n, const accumulator_spec& model, float* acc, int ld,
+           long causal_off) const;
 
  private:
+  template <typename Acc>
+  void run_t(int r0, int rows, int j0, int n, const accumulator_spec& model, Acc* acc, int ld, long causal_off) const;
   int d_ = 0, dp_ = 0, n_q_ = 0, n_kv_ = 0;
   plane q_[3];    // [n_q padded to 16][dp_] row-major
   plane k_[3];    // [n_kv/16][dp_/2][16][2] VNNI pairs

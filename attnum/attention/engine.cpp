@@ -83,6 +83,9 @@ struct head_ctx {
   // double GEMMs above are then not built. PV falls back to the ordered loop for a block whose
   // P8 holds a NaN.
   bool amx_qk = false, amx_pv = false;
+  // The AMX QK writes fp32 scores straight into the x buffer of the fused FA3 softmax path
+  // (fold_raw_row), skipping a pass: fp32/truncated accumulators hold float values anyway.
+  bool qk_to_x = false;
   // Thread-local planes, reused from head to head (no fresh pages per head); the workers of
   // run_head_t only read them while the owning thread waits in the parallel region.
   amx::exact_qk* aqk = nullptr;
@@ -192,6 +195,11 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
         c.s.scaling = score_scaling::dequant;
         break;
       }
+  // (after the line above: the fused path needs the fold scaling for every block and row)
+  if constexpr (std::is_same_v<T, float>)
+    c.qk_to_x = c.amx_qk && (c.s.qk_acc.kind == acc_kind::fp32 || c.s.qk_acc.kind == acc_kind::truncated) &&
+                c.s.scaling == score_scaling::fold && c.s.max == max_space::raw && !c.s.mask_on_x &&
+                c.s.masked_tail_blocks == 0;
   return c;
 }
 
@@ -403,7 +411,13 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
   if (n <= 0) return;
   if (c.amx_qk) {
-    c.aqk->run(r0, rows, j0, n, c.s.qk_acc, b.sacc.data(), b.bn, c.causal ? c.n_kv - c.n_q : (1L << 40));
+    const long off = c.causal ? c.n_kv - c.n_q : (1L << 40);
+    if constexpr (std::is_same_v<T, float>)
+      if (c.qk_to_x) {
+        c.aqk->run(r0, rows, j0, n, c.s.qk_acc, b.x.data(), b.bn, off);
+        return;
+      }
+    c.aqk->run(r0, rows, j0, n, c.s.qk_acc, b.sacc.data(), b.bn, off);
   } else if (!c.gemm_qk) {
     const int ks = c.s.qk_acc.k_step;
     b.c.resize(rows, n);
@@ -586,7 +600,8 @@ void finish_row(const head_ctx<T>& c, int r, int n, int live_cols, T alpha, cons
 // the general path, in the same order.
 inline void fold_raw_row(const head_ctx<float>& c, int r, int n, int n_live, const double* sacc, float eff, float* x,
                          float* p, float* p8v, int live_cols, tile_buf<float>& b, run_stats& st) {
-  for (int jj = 0; jj < n_live; ++jj) x[jj] = static_cast<float>(sacc[jj]);
+  if (!c.qk_to_x)  // else the QK already wrote the fp32 scores into x
+    for (int jj = 0; jj < n_live; ++jj) x[jj] = static_cast<float>(sacc[jj]);
   const float mv = static_cast<float>(c.s.mask_value);
   for (int jj = n_live; jj < n; ++jj) x[jj] = mv;
   const float bmax = fold_max(x, n, -INFINITY);
