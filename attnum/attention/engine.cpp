@@ -565,7 +565,11 @@ T fold_max(const T* v, int n, T init) {
     // vmaxps(x, a) is (x > a) ? x : a, which is acc < x ? x : acc for every x, NaN included
     __m512 a = _mm512_set1_ps(init);
     for (; i + kL <= n; i += kL) a = _mm512_max_ps(_mm512_loadu_ps(v + i), a);
-    _mm512_storeu_ps(acc, a);
+    // lanes hold no NaN (max_ps keeps a on NaN): a tree reduction gives the fold's value, and
+    // the sign of a zero result is settled by seq() below
+    T m = _mm512_reduce_max_ps(a);
+    for (; i < n; ++i) m = std::max(m, v[i]);
+    return m == 0 ? seq() : m;
   } else
 #endif
   {
