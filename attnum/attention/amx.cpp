@@ -67,6 +67,11 @@ bool available() {
 
 void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 
+namespace {
+std::atomic<uint64_t> g_runs{0};
+}
+uint64_t run_count() { return g_runs.load(std::memory_order_relaxed); }
+
 #if ATTNUM_HAVE_AMX
 namespace {
 
@@ -400,6 +405,7 @@ void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& mode
 template <typename Acc>
 ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumulator_spec& model, Acc* acc, int ld,
                                    long causal_off) const {
+  g_runs.fetch_add(1, std::memory_order_relaxed);
   configure();
   const int nch = dp_ / 32;
   alignas(64) float dbuf[2][5][256];
@@ -514,6 +520,7 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
       if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) return false;
     }
   }
+  g_runs.fetch_add(1, std::memory_order_relaxed);
   configure();
   const int nt = d_ / 16;
   alignas(64) float dbuf[2][5][256];

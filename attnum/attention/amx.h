@@ -54,6 +54,8 @@ using plane = std::vector<uint16_t, line_allocator<uint16_t>>;
 bool available();
 /// Turns the tile path off (or back on, where available) for this process: for tests and A/B runs.
 void set_enabled(bool on);
+/// Number of exact_qk / exact_pv runs so far in this process (a diagnostic: is the path in use?).
+uint64_t run_count();
 
 /// The elements of the small-value plane (plane 2) of an operand, by (tile, chunk), when they are
 /// few: they are then added in double outside the tiles, which saves two of the five diagonals

@@ -104,6 +104,9 @@ float accumulate_dot(const accumulator_model& m, float c, const float* a, const 
   }
   float acc = c;
   for (int i0 = 0; i0 < n; i0 += m.k_step) {
+    // An infinite (overflowed fp16) or NaN accumulator absorbs every finite chunk sum, as IEEE
+    // addition does (products of floats are finite in double); TwoSum would turn it into NaN.
+    if (!std::isfinite(acc)) break;
     const int i1 = i0 + m.k_step < n ? i0 + m.k_step : n;
     double hi = acc, lo = 0.0;
     for (int i = i0; i < i1; ++i) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "attnum/attention/fast_exp2.h"
@@ -48,6 +49,32 @@ TEST(PerfExp2, RandomAndSpecialInputs) {
   std::vector<float> b(1 << 18);
   for (auto& v : b) v = std::bit_cast<float>(static_cast<uint32_t>(rng()));
   expect_same(b);
+}
+
+// exp2f_fma_array(x, a, b) == exp2f(fmaf(x, a, b)) bit for bit, as the fused FA3 softmax pass
+// uses it: scores times a scale minus a max, with the causal mask's -Inf among them.
+TEST(PerfExp2, FusedFmaMatchesScalar) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 30.0f);
+  std::vector<float> x(1 << 16);
+  for (auto& v : x) v = nd(rng);
+  for (float s : {-INFINITY, INFINITY, NAN, -0.0f, 0.0f, 1e30f, -1e30f, 300.0f, -300.0f})
+    for (int k = 0; k < 17; ++k) x.push_back(s);
+  for (auto [a, b] : {std::pair{0.12752f, -3.5f}, std::pair{1.0f, 0.0f}, std::pair{0.0883883f, -41.0f},
+                      std::pair{2.5f, 7.0f}}) {
+    for (int n : {static_cast<int>(x.size()), 1, 7, 15, 16, 17, 31}) {
+      std::vector<float> y(n);
+      fast::exp2f_fma_array(x.data(), a, b, y.data(), n);
+      int bad = 0;
+      for (int i = 0; i < n; ++i) {
+        const float want = std::exp2f(std::fmaf(x[i], a, b));
+        if (std::isnan(want) && std::isnan(y[i])) continue;
+        if (std::bit_cast<uint32_t>(want) != std::bit_cast<uint32_t>(y[i]) && ++bad <= 5)
+          ADD_FAILURE() << "exp2f(fmaf(" << x[i] << ", " << a << ", " << b << ")) = " << want << ", fused gives " << y[i];
+      }
+      EXPECT_EQ(bad, 0) << "n " << n;
+    }
+  }
 }
 
 TEST(PerfExp2, VectorPathActiveOnThisMachine) {

@@ -95,6 +95,18 @@ TEST(Accumulator, Fp16RoundsToNearestEvenAndOverflows) {
   EXPECT_EQ(round_accumulator(h, 0.1), static_cast<float>(decode(format::fp16, encode(format::fp16, 0.1))));
 }
 
+// Once the fp16 accumulator overflows, later chunks add finite sums to Inf: IEEE gives Inf of
+// the same sign (a double-double exact sum would give NaN).
+TEST(Accumulator, OverflowedAccumulatorStaysInfinite) {
+  const accumulator_model h{accum_kind::fp16, 10, 2};
+  const float a[] = {60000.0f, 60000.0f, -1.0f, 3.0f, -70000.0f, 5.0f};
+  const float b[] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  const float r = accumulate_dot(h, 0.0f, a, b, 6);
+  EXPECT_TRUE(std::isinf(r) && r > 0) << r;
+  EXPECT_TRUE(std::isnan(accumulate_dot(h, NAN, a, b, 6)));
+  EXPECT_EQ(accumulate_dot(h, -INFINITY, a, b, 6), -INFINITY);
+}
+
 TEST(Accumulator, Parse) {
   EXPECT_EQ(parse_accumulator("fp32").kind, accum_kind::fp32);
   EXPECT_EQ(parse_accumulator("fp16").kind, accum_kind::fp16);
