@@ -179,12 +179,26 @@ ATTNUM_AMX_FN inline void store_tiles(unsigned used, float (*d)[256]) {
 }
 
 // Rounding of acc + exact sum, two vectors of 8 doubles at a time.
-enum class rk { fp32, truncated, other };
+enum class rk { fp32, truncated, fp16, other };
 
 template <rk K>
 ATTNUM_AMX_FN inline __m512d round_vec(const accumulator_spec& m, __m512d x, __m512i tmask) {
   if constexpr (K == rk::fp32) {
     return _mm512_cvtps_pd(_mm512_cvtpd_ps(x));
+  } else if constexpr (K == rk::fp16) {
+    // round_fp16 (engine_detail.h) in vector form: adding c = 2^(e+42), e = max(floor(log2|x|),
+    // -14), moves |x| to a binade whose double spacing is the fp16 quantum, so the add rounds RNE
+    // and the subtraction is exact; >= 65520 overflows to Inf; Inf and NaN pass through.
+    const __m512d sign = _mm512_set1_pd(-0.0);
+    const __m512d ax = _mm512_andnot_pd(sign, x);
+    const __m512d e = _mm512_max_pd(_mm512_getexp_pd(ax), _mm512_set1_pd(-14.0));
+    const __m512i ci = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtpd_epi64(e), _mm512_set1_epi64(1023 + 42)), 52);
+    const __m512d c = _mm512_castsi512_pd(ci);
+    __m512d r = _mm512_sub_pd(_mm512_add_pd(ax, c), c);
+    r = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(r, _mm512_set1_pd(65520.0), _CMP_GE_OQ), r, _mm512_set1_pd(INFINITY));
+    r = _mm512_or_pd(r, _mm512_and_pd(sign, x));
+    const __mmask8 finite = _mm512_cmp_pd_mask(ax, _mm512_set1_pd(INFINITY), _CMP_LT_OQ);
+    return _mm512_mask_blend_pd(finite, x, r);
   } else if constexpr (K == rk::truncated) {
     // truncation to <= 23 fraction bits of a value in the normal fp32 range: the float cast that
     // follows in round_acc is exact
@@ -276,6 +290,7 @@ ATTNUM_AMX_FN inline void finish_any(const accumulator_spec& m, Args... args) {
   switch (m.kind) {
     case acc_kind::fp32: finish_rows<rk::fp32>(m, args...); break;
     case acc_kind::truncated: finish_rows<rk::truncated>(m, args...); break;
+    case acc_kind::fp16: finish_rows<rk::fp16>(m, args...); break;
     default: finish_rows<rk::other>(m, args...);
   }
 }
