@@ -231,41 +231,29 @@ ATTNUM_AMX_FN inline void add_corr(double* corr, int r, __m512d& a0, __m512d& a1
   _mm512_store_pd(c + 8, _mm512_setzero_pd());
 }
 
-// Double accumulators, rows [0, rr), columns [0, nn): acc = model(acc + sum of the used D_s).
-template <rk K>
-ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, double* acc, int ld, int rr, int nn, bool first,
-                               unsigned used, const float (*d)[256], double* corr) {
-  const __mmask8 k0 = static_cast<__mmask8>(nn >= 8 ? 0xFF : (1u << nn) - 1);
-  const __mmask8 k1 = static_cast<__mmask8>(nn >= 16 ? 0xFF : nn > 8 ? (1u << (nn - 8)) - 1 : 0);
-  const __m512i tmask = _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
-  for (int r = 0; r < rr; ++r) {
-    double* a = acc + static_cast<size_t>(r) * ld;
-    // the first chunk starts from acc = +0: nothing to load
-    __m512d a0 = first ? _mm512_setzero_pd() : _mm512_maskz_loadu_pd(k0, a);
-    __m512d a1 = first ? _mm512_setzero_pd() : _mm512_maskz_loadu_pd(k1, a + 8);
-    add_sums(used, d, r, a0, a1);
-    add_corr(corr, r, a0, a1);
-    _mm512_mask_storeu_pd(a, k0, round_vec<K>(m, a0, tmask));
-    _mm512_mask_storeu_pd(a + 8, k1, round_vec<K>(m, a1, tmask));
-  }
-}
+// 8 accumulators as doubles (lanes outside k read as 0), and back.
+ATTNUM_AMX_FN inline __m512d load_acc(__mmask8 k, const double* p) { return _mm512_maskz_loadu_pd(k, p); }
+ATTNUM_AMX_FN inline __m512d load_acc(__mmask8 k, const float* p) { return _mm512_cvtps_pd(_mm256_maskz_loadu_ps(k, p)); }
+ATTNUM_AMX_FN inline void store_acc(__mmask8 k, double* p, __m512d v) { _mm512_mask_storeu_pd(p, k, v); }
+ATTNUM_AMX_FN inline void store_acc(__mmask8 k, float* p, __m512d v) { _mm256_mask_storeu_ps(p, k, _mm512_cvtpd_ps(v)); }
 
-// Float accumulators, rows [0, rr), columns [0, nn) (QK written straight to fp32 scores: exact
-// for the fp32 and truncated models, whose values are floats).
-template <rk K>
-ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, float* acc, int ld, int rr, int nn, bool first,
-                               unsigned used, const float (*d)[256], double* corr) {
+// Rows [0, rr), columns [0, nn): acc = model(acc + sum of the used D_s + corrections), from +0
+// on the first chunk. Float accumulators (QK written straight to fp32 scores) are exact for the
+// fp32 and truncated models, whose values are floats.
+template <rk K, typename Acc>
+ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, Acc* acc, int ld, int rr, int nn, bool first, unsigned used,
+                               const float (*d)[256], double* corr) {
   const __mmask8 k0 = static_cast<__mmask8>(nn >= 8 ? 0xFF : (1u << nn) - 1);
   const __mmask8 k1 = static_cast<__mmask8>(nn >= 16 ? 0xFF : nn > 8 ? (1u << (nn - 8)) - 1 : 0);
   const __m512i tmask = _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
   for (int r = 0; r < rr; ++r) {
-    float* a = acc + static_cast<size_t>(r) * ld;
-    __m512d a0 = first ? _mm512_setzero_pd() : _mm512_cvtps_pd(_mm256_maskz_loadu_ps(k0, a));
-    __m512d a1 = first ? _mm512_setzero_pd() : _mm512_cvtps_pd(_mm256_maskz_loadu_ps(k1, a + 8));
+    Acc* a = acc + static_cast<size_t>(r) * ld;
+    __m512d a0 = first ? _mm512_setzero_pd() : load_acc(k0, a);
+    __m512d a1 = first ? _mm512_setzero_pd() : load_acc(k1, a + 8);
     add_sums(used, d, r, a0, a1);
     add_corr(corr, r, a0, a1);
-    _mm256_mask_storeu_ps(a, k0, _mm512_cvtpd_ps(round_vec<K>(m, a0, tmask)));
-    _mm256_mask_storeu_ps(a + 8, k1, _mm512_cvtpd_ps(round_vec<K>(m, a1, tmask)));
+    store_acc(k0, a, round_vec<K>(m, a0, tmask));
+    store_acc(k1, a + 8, round_vec<K>(m, a1, tmask));
   }
 }
 

@@ -61,6 +61,15 @@ void exp2f_vec_t(const float* in, float a, float b, float* out, int n) {
   const table_regs T = {_mm512_loadu_si512(kTable), _mm512_loadu_si512(kTable + 8), _mm512_loadu_si512(kTable + 16),
                         _mm512_loadu_si512(kTable + 24)};
   auto arg = [&](float v) { return FUSED ? std::fmaf(v, a, b) : v; };
+  // The lanes in mask (|x| >= 128, +Inf, NaN) are redone with the scalar exp2f: into a copy of
+  // the vector results, before anything is stored (in and out may alias).
+  auto scalar_lanes = [&](unsigned mask, const float* x, float* tmp) {
+    for (; mask; mask &= mask - 1) {
+      const int l = __builtin_ctz(mask);
+      tmp[l] = std::exp2f(arg(x[l]));
+    }
+  };
+  alignas(64) float tmp[16];
   const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
   int i = 0;
   // 16 lanes at a time: the float steps at full width, the double steps as two halves
@@ -75,10 +84,8 @@ void exp2f_vec_t(const float* in, float a, float b, float* out, int n) {
     const __mmask16 minf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
     y = _mm512_mask_blend_ps(minf, y, _mm512_setzero_ps());
     if (special & ~minf) {
-      alignas(64) float tmp[16];
       _mm512_store_ps(tmp, y);
-      for (int l = 0; l < 16; ++l)
-        if ((special & ~minf) >> l & 1) tmp[l] = std::exp2f(arg(in[i + l]));
+      scalar_lanes(special & ~minf, in + i, tmp);
       y = _mm512_load_ps(tmp);
     }
     _mm512_storeu_ps(out + i, y);
@@ -93,10 +100,8 @@ void exp2f_vec_t(const float* in, float a, float b, float* out, int n) {
     const __mmask8 minf = _mm256_cmp_ps_mask(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
     y = _mm256_mask_blend_ps(minf, y, _mm256_setzero_ps());
     if (special & ~minf) {
-      alignas(32) float tmp[8];
       _mm256_store_ps(tmp, y);
-      for (int l = 0; l < 8; ++l)
-        if ((special & ~minf) >> l & 1) tmp[l] = std::exp2f(arg(in[i + l]));
+      scalar_lanes(special & ~minf, in + i, tmp);
       y = _mm256_load_ps(tmp);
     }
     _mm256_storeu_ps(out + i, y);

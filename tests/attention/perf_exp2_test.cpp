@@ -77,6 +77,22 @@ TEST(PerfExp2, FusedFmaMatchesScalar) {
   }
 }
 
+// In place (in == out), as the engine calls it, with lanes that take the scalar path.
+TEST(PerfExp2, InPlaceWithScalarLanes) {
+  std::vector<float> x;
+  for (int i = 0; i < 1000; ++i) x.push_back(i % 7 == 3 ? (i % 2 ? 200.0f : -300.0f) : (i % 11 == 5 ? NAN : -0.37f * i));
+  std::vector<float> y = x;
+  fast::exp2f_array(y.data(), y.data(), static_cast<int>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = std::exp2f(x[i]);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(y[i])) << i;
+      continue;
+    }
+    ASSERT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(y[i])) << "x " << x[i] << " at " << i;
+  }
+}
+
 TEST(PerfExp2, VectorPathActiveOnThisMachine) {
   // Not a correctness condition (the scalar fallback is exact too), but the engine's speed
   // depends on it: report when the self-check rejected the vector path.
