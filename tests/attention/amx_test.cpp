@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/test_util.h"
@@ -236,6 +237,31 @@ TEST(AmxExact, EngineWithTilesEqualsEngineWithout) {
           }
   }
   EXPECT_GT(compared, 0) << "no preset took the tile path";
+}
+
+// Bottom-right causal alignment (n_q < n_kv, one query row as in decoding), head
+// dimensions that are not multiples of 32 or 16 (QK chunks padded; PV falls back when d % 16 != 0),
+// GQA, and the rotated / centred conditions.
+TEST(AmxExact, EngineWithTilesEqualsEngineWithoutOnOddShapes) {
+  REQUIRE_AMX();
+  set_threads(2);
+  for (const char* name : {"fa3", "fa3-acc13", "sage2-sm90", "xqa-sm90", "sage2pp-sm89"})
+    for (auto [n_q, n_kv] : {std::pair{37, 130}, std::pair{1, 77}, std::pair{64, 300}})
+      for (int d : {40, 48, 256})
+        for (condition cond : {condition::plain, condition::center_rotate}) {
+          if (cond != condition::plain && (d & (d - 1))) continue;  // the Hadamard needs a power of two
+          auto L = test::random_layer(4, 2, n_q, n_kv, d, 77 + n_q + d, 2.0f);
+          L.k[5] = 700.0f, L.v[9] = -0.001f;
+          test::refresh(L);
+          const auto with = run_layer(preset(name), L.view, cond, true);
+          amx::set_enabled(false);
+          const auto without = run_layer(preset(name), L.view, cond, true);
+          amx::set_enabled(true);
+          for (size_t i = 0; i < with.size(); ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(with[i]), std::bit_cast<uint32_t>(without[i]))
+                << name << " n_q " << n_q << " n_kv " << n_kv << " d " << d << " at " << i;
+        }
+  set_threads(1);
 }
 
 TEST(AmxExact, Fa3TakesTheTilePath) {

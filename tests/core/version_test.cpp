@@ -14,3 +14,25 @@ TEST(version_test, cli_prints_library_version) {
   ASSERT_EQ(pclose(p), 0);
   EXPECT_EQ(out, "attnum " + std::string(attnum::tool_version()) + "\n");
 }
+
+namespace {
+std::string run(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {};
+  char buf[256] = {};
+  std::string out;
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  return pclose(p) == 0 ? out : "exit status nonzero: " + out;
+}
+}  // namespace
+
+// `attnum version --json` names the exact-sum path; ATTNUM_NO_AMX forces the double GEMMs.
+TEST(version_test, json_reports_fast_paths_and_no_amx_switch) {
+  const std::string on = run(ATTNUM_BINARY " version --json");
+  EXPECT_NE(on.find("\"version\":\"" + std::string(attnum::tool_version()) + "\""), std::string::npos) << on;
+  EXPECT_TRUE(on.find("\"fp8_exact_sums\":\"amx-bf16\"") != std::string::npos ||
+              on.find("\"fp8_exact_sums\":\"double-gemm\"") != std::string::npos)
+      << on;
+  const std::string off = run("ATTNUM_NO_AMX=1 " ATTNUM_BINARY " version --json");
+  EXPECT_NE(off.find("\"fp8_exact_sums\":\"double-gemm\""), std::string::npos) << off;
+}
