@@ -12,24 +12,12 @@
 #include "attnum/attention/engine.h"
 #include "attnum/io/npy.h"
 #include "attnum/io/safetensors.h"
+#include "cli_util.h"
 
 namespace attnum::attention {
 namespace {
 
-struct result {
-  int status;
-  std::string out;
-};
-
-result run_tool(const std::string& args) {
-  const std::string cmd = std::string(ATTNUM_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+attnum::test::run_result run_tool(const std::string& args) { return attnum::test::run_attnum(args); }
 
 class attend_cli_test : public ::testing::Test {
  protected:

@@ -4,25 +4,18 @@
 #include <string>
 
 #include "attnum/core/version.h"
+#include "cli_util.h"
 
 TEST(version_test, cli_prints_library_version) {
-  FILE* p = popen(ATTNUM_BINARY " --version", "r");
-  ASSERT_NE(p, nullptr);
-  char buf[256] = {};
-  std::string out;
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  ASSERT_EQ(pclose(p), 0);
-  EXPECT_EQ(out, "attnum " + std::string(attnum::tool_version()) + "\n");
+  const auto r = attnum::test::run_command(ATTNUM_BINARY " --version");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, "attnum " + std::string(attnum::tool_version()) + "\n");
 }
 
 namespace {
 std::string run(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {};
-  char buf[256] = {};
-  std::string out;
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  return pclose(p) == 0 ? out : "exit status nonzero: " + out;
+  const auto r = attnum::test::run_command(cmd);
+  return r.status == 0 ? r.out : "exit status " + std::to_string(r.status) + ": " + r.out;
 }
 }  // namespace
 

@@ -5,25 +5,12 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include "cli_util.h"
 
 namespace {
 
-struct result {
-  int status;
-  std::string out;
-};
-
-result run(const std::string& args) {
-  const std::string cmd = std::string(ATTNUM_BINARY) + " " + args + " 2>&1";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return {-1, ""};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using result = attnum::test::run_result;
+result run(const std::string& args) { return attnum::test::run_attnum(args); }
 
 TEST(CastCli, JsonContract) {
   // The example: 0.3 -> 0x2a (0.3125), 448 -> 0x7e, -1e-3 -> 0x81 (-2^-9).

@@ -7,24 +7,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include "cli_util.h"
 
 namespace {
 
-struct result {
-  int status;
-  std::string out;
-};
-
-result run(const std::string& args) {
-  const std::string cmd = std::string(ATTNUM_BINARY) + " " + args + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+attnum::test::run_result run(const std::string& args) { return attnum::test::run_attnum(args, false); }
 
 void expect_fields(const nlohmann::json& rows, std::initializer_list<const char*> fields) {
   ASSERT_TRUE(rows.is_array());

@@ -17,27 +17,13 @@
 #include <string>
 
 #include "report/fixtures.h"
+#include "cli_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-struct run_result {
-  int status;
-  std::string output;
-};
-
 // Runs a shell command, capturing stdout and stderr together.
-run_result run(const std::string& cmd) {
-  run_result r{-1, ""};
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+attnum::test::run_result run(const std::string& cmd) { return attnum::test::run_command(cmd + " 2>&1"); }
 
 std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
@@ -74,15 +60,15 @@ TEST(report_browser_test, page_works_in_headless_chromium) {
   attnum::test::write_pcast_fixture(pcast);
   const fs::path bin = ATTNUM_BINARY;
   auto r = run(q(bin) + " report --results " + q(full) + " --out " + q(art / "report.html"));
-  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_EQ(r.status, 0) << r.out;
   r = run(q(bin) + " report --results " + q(pcast) + " --out " + q(art / "report-pcast.html"));
-  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_EQ(r.status, 0) << r.out;
   r = run("node " + q(src / "tests/report/browser_check.mjs") + " --page " + q(art / "report.html") +
           " --subset " + q(art / "report-pcast.html") + " --fixture " + q(full) + " --binary " +
           q(bin) + " --out " + q(art));
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("browser_check: all passed"), std::string::npos) << r.output;
-  std::printf("%s", r.output.c_str());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("browser_check: all passed"), std::string::npos) << r.out;
+  std::printf("%s", r.out.c_str());
 }
 
 TEST(report_browser_test, page_is_self_contained) {
@@ -91,9 +77,9 @@ TEST(report_browser_test, page_is_self_contained) {
   attnum::test::write_loss_fixture(dir);
   const fs::path out = art / "loss-only.html";
   auto r = run(q(ATTNUM_BINARY) + " report --results " + q(dir) + " --out " + q(out));
-  if (r.status != 0 && r.output.find("Vega runtime") != std::string::npos && !under_ci())
-    GTEST_SKIP() << "node_modules absent: " << r.output;
-  ASSERT_EQ(r.status, 0) << r.output;
+  if (r.status != 0 && r.out.find("Vega runtime") != std::string::npos && !under_ci())
+    GTEST_SKIP() << "node_modules absent: " << r.out;
+  ASSERT_EQ(r.status, 0) << r.out;
   std::ifstream in(out);
   const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_GT(html.size(), 500000u);  // the Vega runtime is inlined
@@ -106,21 +92,21 @@ TEST(report_browser_test, bad_input_exits_2_without_writing) {
   const fs::path art = artifacts("bad_input");
   const fs::path out = art / "never.html";
   auto r = run(q(ATTNUM_BINARY) + " report --results " + q(art / "missing") + " --out " + q(out));
-  EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("error: --results"), std::string::npos) << r.output;
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --results"), std::string::npos) << r.out;
   attnum::test::write_loss_fixture(art / "ok");
   r = run(q(ATTNUM_BINARY) + " report --results " + q(art / "ok") + " --assets " + q(art / "nowhere") +
           " --out " + q(out));
-  EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("--assets"), std::string::npos) << r.output;
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--assets"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(out));
 }
 
 TEST(report_browser_test, illustrate_json_has_the_contract_fields) {
   auto r = run(q(ATTNUM_BINARY) + " illustrate --common 4 --json");
-  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_EQ(r.status, 0) << r.out;
   for (const char* f : {"\"w_exact\"", "\"w_fp8\"", "\"w_fp8_rot\"", "\"tv_fp8\"", "\"tv_fp8_rot\"", "\"rotated_fp8\""})
-    EXPECT_NE(r.output.find(f), std::string::npos) << f;
+    EXPECT_NE(r.out.find(f), std::string::npos) << f;
   r = run(q(ATTNUM_BINARY) + " illustrate --common nan");
   EXPECT_NE(r.status, 0);
 }

@@ -15,20 +15,15 @@
 #include <string>
 
 #include "attnum/report/results.h"
+#include "cli_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 int run(const std::string& cmd, std::string* out = nullptr) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  std::array<char, 4096> buf;
-  size_t n;
-  std::string o;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.append(buf.data(), n);
-  const int st = pclose(p);
-  if (out) *out = o;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  const auto r = attnum::test::run_command(cmd + " 2>&1");
+  if (out) *out = r.out;
+  return r.status;
 }
 
 size_t data_lines(const fs::path& csv) {

@@ -9,27 +9,14 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "cli_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct run_result {
-  int status = -1;
-  std::string out;
-};
-
-run_result sh(const std::string& cmd) {
-  run_result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
+using attnum::test::run_result;
+run_result sh(const std::string& cmd) { return attnum::test::run_command(cmd + " 2>&1"); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -9,23 +9,12 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+#include "cli_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-struct result {
-  int status;
-  std::string out;
-};
-result run(const std::string& args) {
-  const std::string cmd = std::string(ATTNUM_BINARY) + " " + args + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t k = fread(buf, 1, sizeof buf, p)) out.append(buf, k);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+attnum::test::run_result run(const std::string& args) { return attnum::test::run_attnum(args, false); }
 std::string slurp(const fs::path& f) {
   std::ifstream in(f, std::ios::binary);
   std::stringstream s;
