@@ -11,7 +11,8 @@
 
 namespace {
 
-attnum::test::run_result run(const std::string& args) { return attnum::test::run_attnum(args, false); }
+using result = attnum::test::run_result;
+result run(const std::string& args) { return attnum::test::run_attnum(args, false); }
 
 void expect_fields(const nlohmann::json& rows, std::initializer_list<const char*> fields) {
   ASSERT_TRUE(rows.is_array());

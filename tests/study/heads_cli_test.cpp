@@ -14,7 +14,8 @@
 namespace fs = std::filesystem;
 
 namespace {
-attnum::test::run_result run(const std::string& args) { return attnum::test::run_attnum(args, false); }
+using result = attnum::test::run_result;
+result run(const std::string& args) { return attnum::test::run_attnum(args, false); }
 std::string slurp(const fs::path& f) {
   std::ifstream in(f, std::ios::binary);
   std::stringstream s;
