@@ -17,25 +17,13 @@
 #include "attnum/core/version.h"
 #include "attnum/io/safetensors.h"
 #include "attnum/stats/stats.h"
+#include "attnum/core/file.h"
 #include "attnum/study/emulate.h"
 
 namespace attnum::study {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-void write_atomic(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path().empty() ? fs::path(".") : path.parent_path());
-  const fs::path tmp = path.string() + fmt::format(".tmp{}", static_cast<long>(::getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) fail("cannot write {}", tmp.string());
-    f << text;
-    f.flush();
-    if (!f) fail("cannot write {} (disk full?)", tmp.string());
-  }
-  fs::rename(tmp, path);
-}
 
 namespace {
 
@@ -353,7 +341,7 @@ void write_unit(const fs::path& dir, int i, const std::vector<row>& rows) {
   std::string text;
   for (const auto& r : rows) text += row_json_full(r).dump() + "\n";
   text += json{{"end", i}, {"n_rows", rows.size()}}.dump() + "\n";  // completeness marker
-  write_atomic(unit_path(dir, i), text);
+  write_file_atomic(unit_path(dir, i), text);
 }
 
 std::optional<std::vector<row>> read_unit(const fs::path& dir, int i) {
@@ -397,7 +385,7 @@ void write_plan(const fs::path& dir, const plan& p) {
   }
   json saved = cfg;
   saved["command"] = p.opt.command;
-  write_atomic(f, saved.dump(2) + "\n");
+  write_file_atomic(f, saved.dump(2) + "\n");
 }
 
 plan read_plan(const fs::path& dir) {
@@ -482,10 +470,6 @@ bool run_study(const plan& p, const fs::path& dir, const run_controls& ctl) {
 
 namespace {
 
-std::optional<double> opt_of(const json& j) {
-  if (j.is_null()) return std::nullopt;
-  return j.get<double>();
-}
 json js(std::optional<double> v) { return v ? json(*v) : json(nullptr); }
 
 // Per-head table from the rows: one entry per (model, layer, head, kernel, transform).
@@ -718,14 +702,14 @@ json assemble(const plan& p, const fs::path& dir) {
             {"n_units", p.units.size()},
             {"zoo", {{"n_tok", p.opt.zoo_opt.n_tok}, {"seed", p.opt.zoo_opt.seed},
                      {"n_layer_cap", p.opt.zoo_opt.n_layer_cap}, {"n_texts", p.opt.n_texts}}}};
-  write_atomic(dir / "meta.json", meta.dump(2) + "\n");
+  write_file_atomic(dir / "meta.json", meta.dump(2) + "\n");
   const bool transfer = !p.opt.kernel_outputs.empty();
-  write_atomic(dir / "rows.csv", to_csv(rows, transfer ? kTransferRowColumns : kRowColumns));
-  write_atomic(dir / "rows.jsonl", to_jsonl(rows));
-  write_atomic(dir / "heads.csv", to_csv(a.heads, transfer ? kTransferHeadColumns : kHeadColumns));
-  write_atomic(dir / "heads.jsonl", to_jsonl(a.heads));
-  write_atomic(dir / "summary.json", a.summary.dump(2) + "\n");
-  if (p.opt.zoo) write_atomic(dir / "zoo_heads.csv", zoo_heads_csv(p));
+  write_file_atomic(dir / "rows.csv", to_csv(rows, transfer ? kTransferRowColumns : kRowColumns));
+  write_file_atomic(dir / "rows.jsonl", to_jsonl(rows));
+  write_file_atomic(dir / "heads.csv", to_csv(a.heads, transfer ? kTransferHeadColumns : kHeadColumns));
+  write_file_atomic(dir / "heads.jsonl", to_jsonl(a.heads));
+  write_file_atomic(dir / "summary.json", a.summary.dump(2) + "\n");
+  if (p.opt.zoo) write_file_atomic(dir / "zoo_heads.csv", zoo_heads_csv(p));
   return a.summary;
 }
 

@@ -147,7 +147,4 @@ nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t 
 /// Returns the summary.
 nlohmann::json merge(const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& out);
 
-/// Writes text to path atomically (temp file in the same folder, then rename).
-void write_atomic(const std::filesystem::path& path, const std::string& text);
-
 }  // namespace attnum::study
