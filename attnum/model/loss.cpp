@@ -12,6 +12,7 @@
 #include "attnum/io/json_file.h"
 #include "attnum/model/hooks.h"
 #include "attnum/stats/stats.h"
+#include "attnum/io/csv.h"
 
 namespace attnum::model {
 namespace {
@@ -316,22 +317,7 @@ void write_loss_files(const std::string& dir, const std::vector<loss_row>& rows)
   nlohmann::json arr = nlohmann::json::array();
   for (const loss_row& r : rows) arr.push_back(to_json(r));
   write_file_atomic(dir + "/loss.json", arr.dump(2) + "\n");
-  std::string csv;
-  if (!arr.empty()) {
-    bool first = true;
-    for (auto it = arr[0].begin(); it != arr[0].end(); ++it) csv += (first ? "" : ",") + it.key(), first = false;
-    csv += "\n";
-    for (const auto& o : arr) {
-      first = true;
-      for (auto it = o.begin(); it != o.end(); ++it) {
-        csv += first ? "" : ",";
-        first = false;
-        csv += it->is_string() ? it->get<std::string>() : it->dump();
-      }
-      csv += "\n";
-    }
-  }
-  write_file_atomic(dir + "/loss.csv", csv);
+  write_file_atomic(dir + "/loss.csv", io::csv_table(arr));
 }
 
 }  // namespace attnum::model

@@ -10,6 +10,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/core/version.h"
+#include "attnum/io/csv.h"
 
 namespace attnum::pcast {
 namespace {
@@ -89,41 +90,7 @@ nlohmann::ordered_json to_json(const std::vector<reverse_bound_row>& rows) {
   return a;
 }
 
-std::string to_csv(const nlohmann::ordered_json& rows) {
-  std::string out;
-  if (!rows.is_array() || rows.empty()) return out;
-  bool first = true;
-  for (const auto& [key, value] : rows[0].items()) {
-    out += (first ? "" : ",") + key;
-    first = false;
-  }
-  out += '\n';
-  for (const auto& row : rows) {
-    first = true;
-    for (const auto& [key, v] : row.items()) {
-      if (!first) out += ',';
-      first = false;
-      if (v.is_null()) continue;
-      if (v.is_number_float()) {
-        const double x = v.get<double>();
-        if (std::isfinite(x)) out += fmt::format("{}", x);
-      } else if (v.is_string()) {
-        const auto s = v.get<std::string>();
-        if (s.find_first_of(",\"\n") == std::string::npos) {
-          out += s;
-        } else {
-          out += '"';
-          for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-          out += '"';
-        }
-      } else {
-        out += v.dump();
-      }
-    }
-    out += '\n';
-  }
-  return out;
-}
+std::string to_csv(const nlohmann::ordered_json& rows) { return io::csv_table(rows); }
 
 void write_results(const std::string& dir, const nlohmann::ordered_json& theory,
                    const nlohmann::ordered_json& dp, const nlohmann::ordered_json& simulate,

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "attnum/core/error.h"
+#include "attnum/io/csv.h"
 
 namespace attnum::report {
 namespace fs = std::filesystem;
@@ -254,26 +255,6 @@ result_set read_results(const std::vector<fs::path>& dirs) {
   return rs;
 }
 
-std::string to_csv(const table& t) {
-  auto quote = [](const std::string& s) {
-    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-    std::string q = "\"";
-    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
-  std::string out;
-  for (size_t c = 0; c < t.columns.size(); ++c) out += (c ? "," : "") + quote(t.columns[c]);
-  out += "\n";
-  for (const auto& row : t.rows) {
-    for (size_t c = 0; c < t.columns.size(); ++c) {
-      if (c) out += ",";
-      auto it = row.find(t.columns[c]);
-      if (it == row.end() || it->is_null()) continue;
-      out += it->is_string() ? quote(it->get<std::string>()) : it->dump();
-    }
-    out += "\n";
-  }
-  return out;
-}
+std::string to_csv(const table& t) { return io::csv_table(t.columns, t.rows); }
 
 }  // namespace attnum::report

@@ -19,6 +19,7 @@
 #include "attnum/stats/stats.h"
 #include "attnum/core/file.h"
 #include "attnum/study/emulate.h"
+#include "attnum/io/csv.h"
 
 namespace attnum::study {
 
@@ -538,29 +539,7 @@ const std::vector<std::string> kTransferHeadColumns = {
     "mean_pred_log_err_plain", "mean_pred_log_err_transform", "n_texts",
     "kernel_observed_score", "kernel_harmed", "tool_version", "predictor_version"};
 
-std::string csv_cell(const json& v) {
-  if (v.is_null()) return "";
-  if (v.is_string()) {
-    const std::string s = v.get<std::string>();
-    if (s.find_first_of(",\"\n") == std::string::npos) return s;
-    std::string q = "\"";
-    for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    return q + "\"";
-  }
-  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  if (v.is_number_float()) return fmt::format("{}", v.get<double>());  // shortest round trip
-  return v.dump();
-}
-
-std::string to_csv(const json& table, const std::vector<std::string>& cols) {
-  std::string s = fmt::format("{}\n", fmt::join(cols, ","));
-  for (const auto& r : table) {
-    for (size_t c = 0; c < cols.size(); ++c)
-      s += (c ? "," : "") + csv_cell(r.contains(cols[c]) ? r[cols[c]] : json(nullptr));
-    s += "\n";
-  }
-  return s;
-}
+std::string to_csv(const json& table, const std::vector<std::string>& cols) { return io::csv_table(cols, table); }
 
 std::string to_jsonl(const json& table) {
   std::string s;
