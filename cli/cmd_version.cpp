@@ -24,7 +24,8 @@ void setup(CLI::App& app) {
       fmt::print("{}\n", j.dump());
     } else {
       fmt::print("attnum {}\n", attnum::tool_version());
-      fmt::print("exact FP8 chunk sums: {}\n", amx ? "AMX-BF16 tiles" : "double GEMMs (no AMX-BF16 here, or ATTNUM_NO_AMX)");
+      fmt::print("exact FP8 chunk sums: {}\n",
+                 amx ? "AMX-BF16 tiles" : "double GEMMs (no AMX-BF16 here, or ATTNUM_NO_AMX)");
       fmt::print("exp2f: {}\n", exp2 ? "AVX-512 (bit-identical to libm)" : "scalar libm");
     }
   });

@@ -44,8 +44,10 @@ struct line_allocator {
   line_allocator() = default;
   template <typename U>
   line_allocator(const line_allocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
   bool operator==(const line_allocator&) const { return true; }
 };
 using plane = std::vector<uint16_t, line_allocator<uint16_t>>;
@@ -87,10 +89,11 @@ class exact_qk {
 
  private:
   template <typename Acc>
-  void run_t(int r0, int rows, int j0, int n, const accumulator_spec& model, Acc* acc, int ld, long causal_off) const;
+  void run_t(int r0, int rows, int j0, int n, const accumulator_spec& model, Acc* acc, int ld,
+             long causal_off) const;
   int d_ = 0, dp_ = 0, n_q_ = 0, n_kv_ = 0;
-  plane q_[3];    // [n_q padded to 16][dp_] row-major
-  plane k_[3];    // [n_kv/16][dp_/2][16][2] VNNI pairs
+  plane q_[3];                          // [n_q padded to 16][dp_] row-major
+  plane k_[3];                          // [n_kv/16][dp_/2][16][2] VNNI pairs
   std::vector<uint8_t> qmask_, kmask_;  // plane occupancy per (16-row tile, 32 chunk)
   sparse_plane qs_;                     // plane 2 of Q by (16-row tile, 32 chunk), when sparse
 };
@@ -104,13 +107,13 @@ class exact_pv {
   /// acc[r * ld + k] = model(acc + exact sum over the chunk of p8[r * ldp + j] * V[j0 + j][k]),
   /// j in [0, n). p8 holds E4M3 grid values; j0 must be a multiple of 32. Returns false, and
   /// changes nothing, when p8 holds a NaN (the caller then takes its ordered path).
-  bool run(const float* p8, int ldp, int rows, const char* live, int j0, int n, const accumulator_spec& model,
-           float* acc, int ld) const;
+  bool run(const float* p8, int ldp, int rows, const char* live, int j0, int n,
+           const accumulator_spec& model, float* acc, int ld) const;
 
  private:
   int d_ = 0, n_kv_ = 0, n_pad_ = 0;
-  plane v_[3];   // [n_pad_/2][d_][2] VNNI pairs of keys
-  std::vector<uint8_t> vmask_;   // plane occupancy per (32-key chunk, 16-channel tile)
+  plane v_[3];                    // [n_pad_/2][d_][2] VNNI pairs of keys
+  std::vector<uint8_t> vmask_;    // plane occupancy per (32-key chunk, 16-channel tile)
   const float* v_src_ = nullptr;  // the caller's V (P2 V corrections read its rows)
 };
 

@@ -4,6 +4,8 @@
 // values; and the whole engine with the tile path on against the same engine with it off (the
 // double GEMM path), bit for bit, for every preset that uses it. Skips where the CPU or OS has no
 // AMX (the engine then never takes this path).
+#include "attnum/attention/amx.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -15,7 +17,6 @@
 #include <vector>
 
 #include "attention/test_util.h"
-#include "attnum/attention/amx.h"
 #include "attnum/attention/engine.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/parallel.h"
@@ -25,8 +26,9 @@
 namespace attnum::attention {
 namespace {
 
-#define REQUIRE_AMX() \
-  if (!amx::available()) GTEST_SKIP() << "no AMX-BF16 here (CPU, OS or ATTNUM_NO_AMX): the engine uses its double GEMMs"
+#define REQUIRE_AMX()    \
+  if (!amx::available()) \
+  GTEST_SKIP() << "no AMX-BF16 here (CPU, OS or ATTNUM_NO_AMX): the engine uses its double GEMMs"
 
 enum class dist { gaussian, log_uniform, extremes, max_same_sign };
 
@@ -42,9 +44,15 @@ std::vector<float> e4m3_values(size_t n, uint64_t seed, dist d) {
   for (auto& x : v) {
     const float sign = (rng() & 1) ? -1.0f : 1.0f;
     switch (d) {
-      case dist::gaussian: x = nd(rng); break;
-      case dist::log_uniform: x = pick(rng) == 0 ? 0.0f : sign * std::exp2(u(rng)); break;
-      case dist::extremes: x = sign * edges[pick(rng) % 8]; break;
+      case dist::gaussian:
+        x = nd(rng);
+        break;
+      case dist::log_uniform:
+        x = pick(rng) == 0 ? 0.0f : sign * std::exp2(u(rng));
+        break;
+      case dist::extremes:
+        x = sign * edges[pick(rng) % 8];
+        break;
       case dist::max_same_sign: {  // each plane at its maximum, one sign: the windows' worst sums
         const float m[] = {448.0f, 7.5f, 0.1171875f};
         x = m[pick(rng) % 3];
@@ -66,7 +74,8 @@ formats::accumulator_model model_of(const accumulator_spec& a) {
   return m;
 }
 
-const accumulator_spec kModels[] = {{acc_kind::fp32, 23, 32}, {acc_kind::truncated, 13, 32}, {acc_kind::fp16, 10, 32}};
+const accumulator_spec kModels[] = {
+    {acc_kind::fp32, 23, 32}, {acc_kind::truncated, 13, 32}, {acc_kind::fp16, 10, 32}};
 
 template <typename Acc>
 void check_qk(int n_q, int n_kv, int d, dist dq, dist dk, uint64_t seed) {
@@ -77,20 +86,23 @@ void check_qk(int n_q, int n_kv, int d, dist dq, dist dk, uint64_t seed) {
   for (const auto& model : kModels) {
     if (std::is_same_v<Acc, float> && model.kind == acc_kind::fp16) continue;
     const auto fm = model_of(model);
-    // tiles of up to 64 rows and blocks of 48 keys, as the engine calls it (starts at multiples of 16)
+    // tiles of up to 64 rows and blocks of 48 keys, as the engine calls it (starts at multiples of
+    // 16)
     for (int r0 = 0; r0 < n_q; r0 += 64)
       for (int j0 = 0; j0 < n_kv; j0 += 48) {
         const int rows = std::min(64, n_q - r0), n = std::min(48, n_kv - j0), ld = 48;
-        std::vector<Acc> acc(static_cast<size_t>(rows) * ld, Acc(-7));  // not read: the first chunk stores
+        std::vector<Acc> acc(static_cast<size_t>(rows) * ld,
+                             Acc(-7));  // not read: the first chunk stores
         e.run(r0, rows, j0, n, model, acc.data(), ld, 1L << 40);
         for (int r = 0; r < rows; ++r)
           for (int j = 0; j < n; ++j) {
-            const float want = formats::accumulate_dot(fm, 0.0f, q.data() + static_cast<size_t>(r0 + r) * d,
-                                                       k.data() + static_cast<size_t>(j0 + j) * d, d);
+            const float want =
+                formats::accumulate_dot(fm, 0.0f, q.data() + static_cast<size_t>(r0 + r) * d,
+                                        k.data() + static_cast<size_t>(j0 + j) * d, d);
             const float got = static_cast<float>(acc[static_cast<size_t>(r) * ld + j]);
             ASSERT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(got))
-                << "row " << r0 + r << " key " << j0 + j << " d " << d << " model " << static_cast<int>(model.kind)
-                << " want " << want << " got " << got;
+                << "row " << r0 + r << " key " << j0 + j << " d " << d << " model "
+                << static_cast<int>(model.kind) << " want " << want << " got " << got;
           }
       }
   }
@@ -120,9 +132,11 @@ TEST(AmxExact, QkCausalSkipZeroesOnlyFullyMaskedTiles) {
   for (int r = 0; r < 64; ++r)
     for (int j = 0; j < 96; ++j) {
       const bool skipped = (j / 16) * 16 >= (r / 16) * 16 + 16;  // the whole 16 x 16 tile is masked
-      const double want = skipped ? 0.0
-                                  : formats::accumulate_dot(model_of(model), 0.0f, q.data() + static_cast<size_t>(r) * d,
-                                                            k.data() + static_cast<size_t>(j) * d, d);
+      const double want = skipped
+                              ? 0.0
+                              : formats::accumulate_dot(model_of(model), 0.0f,
+                                                        q.data() + static_cast<size_t>(r) * d,
+                                                        k.data() + static_cast<size_t>(j) * d, d);
       ASSERT_EQ(acc[static_cast<size_t>(r) * 96 + j], want) << "row " << r << " key " << j;
     }
 }
@@ -160,15 +174,18 @@ void check_pv(int rows, int n_kv, int d, int j0, int n, dist dp, dist dv, uint64
   for (const auto& model : kModels) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     std::vector<float> acc(static_cast<size_t>(rows) * d);
-    for (auto& a : acc) a = formats::quantize_fp16(static_cast<float>(rng() % 2001) - 1000.0f) / 8.0f;
+    for (auto& a : acc)
+      a = formats::quantize_fp16(static_cast<float>(rng() % 2001) - 1000.0f) / 8.0f;
     const auto before = acc;
     ASSERT_TRUE(e.run(p.data(), 64, rows, live.data(), j0, n, model, acc.data(), d));
     for (int r = 0; r < rows; ++r)
       for (int ch = 0; ch < d; ++ch) {
         const size_t at = static_cast<size_t>(r) * d + ch;
-        const float want = live[r] ? formats::accumulate_dot(model_of(model), before[at], p.data() + static_cast<size_t>(r) * 64,
-                                                             v.data() + static_cast<size_t>(j0) * d + ch, n, d)
-                                   : before[at];
+        const float want =
+            live[r] ? formats::accumulate_dot(model_of(model), before[at],
+                                              p.data() + static_cast<size_t>(r) * 64,
+                                              v.data() + static_cast<size_t>(j0) * d + ch, n, d)
+                    : before[at];
         ASSERT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(acc[at]))
             << "row " << r << " channel " << ch << " model " << static_cast<int>(model.kind);
       }
@@ -194,10 +211,12 @@ TEST(AmxExact, PvNanInALiveRowFallsBackUntouched) {
   amx::exact_pv e;
   ASSERT_TRUE(e.build(v.data(), 64, 32));
   p[5 * 64 + 7] = NAN;
-  EXPECT_FALSE(e.run(p.data(), 64, 16, live.data(), 0, 64, {acc_kind::fp32, 23, 32}, acc.data(), 32));
+  EXPECT_FALSE(
+      e.run(p.data(), 64, 16, live.data(), 0, 64, {acc_kind::fp32, 23, 32}, acc.data(), 32));
   for (float a : acc) ASSERT_EQ(a, 2.0f);
   live[5] = 0;  // a dead row's NaN is never read
-  EXPECT_TRUE(e.run(p.data(), 64, 16, live.data(), 0, 64, {acc_kind::fp32, 23, 32}, acc.data(), 32));
+  EXPECT_TRUE(
+      e.run(p.data(), 64, 16, live.data(), 0, 64, {acc_kind::fp32, 23, 32}, acc.data(), 32));
 }
 
 // Wide-range inputs: log-normal magnitudes and a few outliers, so every cast spans many binades.
@@ -222,7 +241,8 @@ TEST(AmxExact, EngineWithTilesEqualsEngineWithout) {
       for (int d : {64, 80, 128})
         for (bool causal : {true, false})
           for (bool wide : {false, true}) {
-            auto L = wide ? wide_layer(4, 2, n, d, 1000 + n + d) : test::random_layer(4, 2, n, n, d, 2000 + n + d, 3.0f);
+            auto L = wide ? wide_layer(4, 2, n, d, 1000 + n + d)
+                          : test::random_layer(4, 2, n, n, d, 2000 + n + d, 3.0f);
             const uint64_t before = amx::run_count();
             const auto with = run_layer(s, L.view, condition::plain, causal);
             const bool used = amx::run_count() > before;
@@ -232,7 +252,8 @@ TEST(AmxExact, EngineWithTilesEqualsEngineWithout) {
             ASSERT_EQ(with.size(), without.size());
             for (size_t i = 0; i < with.size(); ++i)
               ASSERT_EQ(std::bit_cast<uint32_t>(with[i]), std::bit_cast<uint32_t>(without[i]))
-                  << name << " n " << n << " d " << d << " causal " << causal << " wide " << wide << " at " << i;
+                  << name << " n " << n << " d " << d << " causal " << causal << " wide " << wide
+                  << " at " << i;
             compared += used;
           }
   }
@@ -249,7 +270,8 @@ TEST(AmxExact, EngineWithTilesEqualsEngineWithoutOnOddShapes) {
     for (auto [n_q, n_kv] : {std::pair{37, 130}, std::pair{1, 77}, std::pair{64, 300}})
       for (int d : {40, 48, 256})
         for (condition cond : {condition::plain, condition::center_rotate}) {
-          if (cond != condition::plain && (d & (d - 1))) continue;  // the Hadamard needs a power of two
+          if (cond != condition::plain && (d & (d - 1)))
+            continue;  // the Hadamard needs a power of two
           auto L = test::random_layer(4, 2, n_q, n_kv, d, 77 + n_q + d, 2.0f);
           L.k[5] = 700.0f, L.v[9] = -0.001f;
           test::refresh(L);

@@ -1,11 +1,12 @@
 // The one CSV dialect of the result files (attnum/io/csv.h), read back by the report's parser.
+#include "attnum/io/csv.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 
 #include "attnum/core/file.h"
-#include "attnum/io/csv.h"
 #include "attnum/report/results.h"
 
 namespace attnum::io {
