@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -87,11 +86,20 @@ struct alignas(64) tile_config {
   uint8_t rows[16] = {};
 };
 
+// GCC's <immintrin.h> AMX wrappers are inline asm that under-declare memory: _tile_loadconfig
+// says it reads 8 bytes (the compiler then drops the stores to the rest of the config: SIGILL at
+// the first tile instruction in a -march=x86-64 build) and _tile_loadd has no memory operand
+// at all (stores to the buffer it reads could be moved past it). These declare what they read.
+#define ATTNUM_TILE_LOAD(t, base, stride)                                                       \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(static_cast<const void*>(base)), \
+                   "r"(static_cast<long>(stride))                                         \
+                   : "memory")
+
 // Tile configuration is per thread: loaded at the start of every run.
 ATTNUM_AMX_FN void configure() {
   tile_config cfg;
   for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-  _tile_loadconfig(&cfg);
+  __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
 }
 
 // Splits 16 floats into the three planes (bf16 bits; zero outside the element's plane), ORs the
@@ -200,10 +208,10 @@ ATTNUM_AMX_FN inline unsigned issue_tile(unsigned ma, unsigned mb, const uint16_
     if (used >> s & 1) tile_zero(s);
   for (int g = 0; g < 3; ++g) {
     if (!(ma >> g & 1)) continue;
-    _tile_loadd(5, a[g], lda_bytes);
+    ATTNUM_TILE_LOAD(5, a[g], lda_bytes);
     for (int h = 0; h < 3; ++h) {
       if (!(mb >> h & 1)) continue;
-      _tile_loadd(6, b[h], ldb_bytes);
+      ATTNUM_TILE_LOAD(6, b[h], ldb_bytes);
       tile_dp(kAcc[g][h]);
     }
   }
@@ -494,7 +502,7 @@ ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumu
   // Q2 K for the tile (qt, jt) and chunk c, exact in double (8-bit by 8-bit products; sums are
   // multiples of 2^-18 far below 2^53): row e.a of the tile gets q * K[keys of jt][k]. The K
   // values come from the tile planes (one of the three holds each value, the others are 0).
-  auto corrections = [&](int qt, int jt, int c, int rr, double* cr) {
+  auto corrections = [&](int qt, int jt, int c, int rr, double* cr) ATTNUM_AMX_FN {
     if (!qs_.on) return false;
     const size_t bkt = static_cast<size_t>(qt) * nch + c;
     bool any = false;

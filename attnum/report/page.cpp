@@ -152,6 +152,10 @@ fs::path find_assets(const std::optional<fs::path>& override) {
     }
   if (!starts.empty() && check(starts[0] / ".." / "share" / "attnum" / "node_modules"))
     return starts[0] / ".." / "share" / "attnum" / "node_modules";
+#ifdef ATTNUM_SOURCE_TREE
+  // a build folder outside the source tree: the source tree's `npm ci` result
+  if (check(fs::path(ATTNUM_SOURCE_TREE) / "node_modules")) return fs::path(ATTNUM_SOURCE_TREE) / "node_modules";
+#endif
   std::string where;
   for (const auto& t : tried) where += "\n  " + t.string();
   fail("report: the Vega runtime ({}) was not found; run `npm ci` in the source tree or pass "
