@@ -20,7 +20,7 @@
     ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
 #define ATTNUM_HAVE_AMX 1
 #define ATTNUM_AMX_FN \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,amx-tile,amx-bf16")))
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,amx-tile,amx-bf16,amx-int8")))
 #else
 #define ATTNUM_HAVE_AMX 0
 #endif
@@ -45,7 +45,8 @@ bool detect() {
     return false;
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  const bool amx = (d & (1u << 22)) && (d & (1u << 24));  // AMX-BF16, AMX-TILE
+  const bool amx =
+      (d & (1u << 22)) && (d & (1u << 24)) && (d & (1u << 25));  // AMX-BF16, -TILE, -INT8
   const bool avx512 =
       (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31));  // F DQ BW VL
   if (!amx || !avx512) return false;
@@ -90,7 +91,7 @@ struct alignas(64) tile_config {
 // says it reads 8 bytes (the compiler then drops the stores to the rest of the config: SIGILL at
 // the first tile instruction in a -march=x86-64 build) and _tile_loadd has no memory operand
 // at all (stores to the buffer it reads could be moved past it). These declare what they read.
-#define ATTNUM_TILE_LOAD(t, base, stride)                                                       \
+#define ATTNUM_TILE_LOAD(t, base, stride)                                                 \
   __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(static_cast<const void*>(base)), \
                    "r"(static_cast<long>(stride))                                         \
                    : "memory")
@@ -697,12 +698,85 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
   return true;
 }
 
+ATTNUM_AMX_FN bool int8_qk::build(const float* q, int n_q, const float* k, int n_kv, int d) {
+  dp_ = (d + 63) / 64 * 64;
+  const int qt = (n_q + 15) / 16, kt = (n_kv + 15) / 16;
+  q_.assign(static_cast<size_t>(qt) * 16 * dp_, 0);
+  k_.assign(static_cast<size_t>(kt) * 16 * dp_, 0);
+  __mmask16 bad = 0;
+  // integers in [-128, 127]: the int8 conversion reads back the same float
+  auto to_i8 = [&](const float* x, int m) ATTNUM_AMX_FN {
+    const __m512 v = load16(x, m);
+    const __m512i i = _mm512_cvttps_epi32(v);
+    bad |= _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(i), v, _CMP_NEQ_UQ) |
+           _mm512_cmp_epi32_mask(i, _mm512_set1_epi32(-128), _MM_CMPINT_LT) |
+           _mm512_cmp_epi32_mask(i, _mm512_set1_epi32(127), _MM_CMPINT_NLE);
+    return _mm512_cvtepi32_epi8(i);
+  };
+  for (int r = 0; r < n_q; ++r)
+    for (int c = 0; c < d; c += 16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q_.data() + static_cast<size_t>(r) * dp_ + c),
+                       to_i8(q + static_cast<size_t>(r) * d + c, std::min(16, d - c)));
+  // K as B: element (k index 4p + i, column n) of the tile of keys [16 t, 16 t + 16) sits at
+  // ((t * dp/4 + p) * 16 + n) * 4 + i.
+  alignas(16) uint32_t quads[4];
+  for (int j = 0; j < n_kv; ++j)
+    for (int c = 0; c < d; c += 16) {
+      _mm_store_si128(reinterpret_cast<__m128i*>(quads),
+                      to_i8(k + static_cast<size_t>(j) * d + c, std::min(16, d - c)));
+      auto* dst = reinterpret_cast<uint32_t*>(k_.data());
+      const size_t base = (static_cast<size_t>(j / 16) * (dp_ / 4) + c / 4) * 16 + j % 16;
+      for (int p = 0; p < 4; ++p) dst[base + static_cast<size_t>(p) * 16] = quads[p];
+    }
+  if (bad) {
+    q_ = {}, k_ = {};
+    return false;
+  }
+  return true;
+}
+
+ATTNUM_AMX_FN void int8_qk::run(int r0, int rows, int j0, int n, double* acc, int ld,
+                                long causal_off) const {
+  g_runs.fetch_add(1, std::memory_order_relaxed);
+  configure();
+  alignas(64) int32_t out[256];
+  for (int kt = 0; kt < n; kt += 16) {
+    const int nn = std::min(16, n - kt), jt = (j0 + kt) / 16;
+    const __mmask8 k0 = static_cast<__mmask8>(nn >= 8 ? 0xFF : (1u << nn) - 1);
+    const __mmask8 k1 = static_cast<__mmask8>(nn >= 16 ? 0xFF : nn > 8 ? (1u << (nn - 8)) - 1 : 0);
+    for (int rt = 0; rt < rows; rt += 16) {
+      const int rr = std::min(16, rows - rt), qt = (r0 + rt) / 16;
+      double* a = acc + static_cast<size_t>(rt) * ld + kt;
+      if (static_cast<long>(j0) + kt >= static_cast<long>(r0) + rt + rr + causal_off) {
+        for (int r = 0; r < rr; ++r) std::fill_n(a + static_cast<size_t>(r) * ld, nn, 0.0);
+        continue;
+      }
+      _tile_zero(0);
+      for (int c = 0; c < dp_; c += 64) {
+        ATTNUM_TILE_LOAD(5, q_.data() + static_cast<size_t>(qt) * 16 * dp_ + c, dp_);
+        ATTNUM_TILE_LOAD(6, k_.data() + (static_cast<size_t>(jt) * (dp_ / 4) + c / 4) * 64, 64);
+        _tile_dpbssd(0, 5, 6);
+      }
+      _tile_stored(0, out, 64);
+      for (int r = 0; r < rr; ++r) {  // int32 -> double is exact
+        const __m512i v = _mm512_load_si512(out + 16 * r);
+        _mm512_mask_storeu_pd(a + static_cast<size_t>(r) * ld, k0,
+                              _mm512_cvtepi32_pd(_mm512_castsi512_si256(v)));
+        _mm512_mask_storeu_pd(a + static_cast<size_t>(r) * ld + 8, k1,
+                              _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)));
+      }
+    }
+  }
+}
+
 #else  // no AMX in this build: available() is false and nothing here runs
 
 bool exact_qk::build(const float*, int, const float*, int, int) { return false; }
 void exact_qk::run(int, int, int, int, const accumulator_spec&, double*, int, long) const {}
 void exact_qk::run(int, int, int, int, const accumulator_spec&, float*, int, long) const {}
 bool exact_pv::build(const float*, int, int) { return false; }
+bool int8_qk::build(const float*, int, const float*, int, int) { return false; }
+void int8_qk::run(int, int, int, int, double*, int, long) const {}
 bool exact_pv::run(const float*, int, int, const char*, int, int, const accumulator_spec&, float*,
                    int) const {
   return false;

@@ -25,7 +25,7 @@
 //   Results are bit-identical to the double GEMM; tests compare both paths. Planes 0 and 1 cover
 //   12 binades, so on typical data plane 2 is rare and most tiles need only D0-D2.
 //
-// available() is false when the CPU or the OS lacks AMX, when the library was built without it,
+// available() is false when the CPU or the OS lacks AMX (TILE, BF16 and INT8), when the library was built without it,
 // or when ATTNUM_NO_AMX is set in the environment (or set_enabled(false) was called): the engine
 // then runs its double-GEMM path.
 #include <cstddef>
@@ -96,6 +96,22 @@ class exact_qk {
   plane k_[3];                          // [n_kv/16][dp_/2][16][2] VNNI pairs
   std::vector<uint8_t> qmask_, kmask_;  // plane occupancy per (16-row tile, 32 chunk)
   sparse_plane qs_;                     // plane 2 of Q by (16-row tile, 32 chunk), when sparse
+};
+
+/// Q K^T for INT8 operands (Sage's QK): exact int32 sums over all of d (|sum| <= d * 2^14 < 2^31
+/// for d < 2^17) on AMX-INT8 tiles (TDPBSSD), 64 products per tile step.
+class int8_qk {
+ public:
+  /// q [n_q, d], k [n_kv, d] hold integers in [-128, 127] (as floats); false otherwise.
+  bool build(const float* q, int n_q, const float* k, int n_kv, int d);
+  /// acc[r * ld + j] = exact sum over d of Q[r0 + r] K[j0 + j] (as a double), for r < rows and
+  /// j < n; r0 and j0 must be multiples of 16. Causal skip as in exact_qk::run (skipped tiles: 0).
+  void run(int r0, int rows, int j0, int n, double* acc, int ld, long causal_off) const;
+
+ private:
+  int dp_ = 0;
+  std::vector<int8_t, line_allocator<int8_t>> q_;  // [n_q padded to 16][dp_] row-major
+  std::vector<int8_t, line_allocator<int8_t>> k_;  // [n_kv/16][dp_/4][16][4] VNNI quads
 };
 
 /// P V chunk sums for one head: V [n_kv, d] holds E4M3 grid values (d a multiple of 16).

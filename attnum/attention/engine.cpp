@@ -90,6 +90,8 @@ struct head_ctx {
   // run_head_t only read them while the owning thread waits in the parallel region.
   amx::exact_qk* aqk = nullptr;
   amx::exact_pv* apv = nullptr;
+  bool amx_i8 = false;  // INT8 QK with int32 sums on AMX-INT8 tiles (Sage)
+  amx::int8_qk* ai8 = nullptr;
 };
 
 constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
@@ -170,6 +172,11 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       static thread_local amx::exact_qk planes;
       c.aqk = &planes;
       c.amx_qk = planes.build(c.q8, c.n_q, c.k8, c.n_kv, c.d);
+    }
+    if (c.qk_f32 && c.s.qk_acc.kind == acc_kind::int32 && c.bn % 16 == 0 && rows16) {
+      static thread_local amx::int8_qk planes;
+      c.ai8 = &planes;
+      c.amx_i8 = planes.build(c.q8, c.n_q, c.k8, c.n_kv, c.d);
     }
     if (std::is_same_v<T, float> && c.gemm_pv && c.s.pv_acc.k_step == 32 && c.bn % 32 == 0 && c.d % 16 == 0)
     {
@@ -431,6 +438,8 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
         round_add(c.s.qk_acc, acc, &b.c(r, 0), n);
       }
     }
+  } else if (c.amx_i8) {  // the same exact int32 sums from AMX-INT8 tiles
+    c.ai8->run(r0, rows, j0, n, b.sacc.data(), b.bn, c.causal ? c.n_kv - c.n_q : (1L << 40));
   } else if (c.qk_f32) {  // int32 accumulator: one exact sum over all of d (see head_ctx)
     const fmap Q(c.q8 + static_cast<size_t>(r0) * d, rows, d), K(c.k8 + static_cast<size_t>(j0) * d, n, d);
     b.cf.noalias() = Q * K.transpose();

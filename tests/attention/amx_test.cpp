@@ -1,9 +1,9 @@
-// The AMX-BF16 exact chunk sums (attention/amx.h) against an independent oracle: the formats
-// layer's accumulate_dot (exact chunk sums in double-double, one rounding per chunk), on E4M3 data
-// that spans every exponent, sits on the accumulator windows' bounds, or is sparse in small
-// values; and the whole engine with the tile path on against the same engine with it off (the
-// double GEMM path), bit for bit, for every preset that uses it. Skips where the CPU or OS has no
-// AMX (the engine then never takes this path).
+// The AMX-BF16 exact chunk sums and the AMX-INT8 integer sums (attention/amx.h) against
+// independent oracles: the formats layer's accumulate_dot (exact chunk sums in double-double, one
+// rounding per chunk) on E4M3 data that spans every exponent, sits on the accumulator windows'
+// bounds, or is sparse in small values; plain integer loops for INT8; and the whole engine with
+// the tile path on against the same engine with it off (double or fp32 GEMMs), bit for bit, for
+// every preset. Skips where the CPU or OS has no AMX (the engine then never takes this path).
 #include "attnum/attention/amx.h"
 
 #include <gtest/gtest.h>
@@ -161,6 +161,43 @@ TEST(AmxExact, RejectsValuesOffTheE4M3Grid) {
   EXPECT_FALSE(e.build(q.data(), 16, k.data(), 16, 32));
   q[5] = 0.5f;
   EXPECT_TRUE(e.build(q.data(), 16, k.data(), 16, 32));
+}
+
+// INT8 QK: exact int32 sums (as doubles) against a plain integer loop, extremes included.
+TEST(AmxExact, Int8QkMatchesIntegerDotProducts) {
+  REQUIRE_AMX();
+  std::mt19937_64 rng(21);
+  std::uniform_int_distribution<int> u(-128, 127), pick(0, 3);
+  for (int d : {16, 64, 80, 128, 200}) {
+    const int n_q = 37, n_kv = 50;
+    std::vector<float> q(static_cast<size_t>(n_q) * d), k(static_cast<size_t>(n_kv) * d);
+    for (auto* v : {&q, &k})
+      for (auto& x : *v) x = static_cast<float>(pick(rng) == 0 ? (rng() & 1 ? 127 : -128) : u(rng));
+    amx::int8_qk e;
+    ASSERT_TRUE(e.build(q.data(), n_q, k.data(), n_kv, d));
+    for (int r0 = 0; r0 < n_q; r0 += 32)
+      for (int j0 = 0; j0 < n_kv; j0 += 48) {
+        const int rows = std::min(32, n_q - r0), n = std::min(48, n_kv - j0);
+        std::vector<double> acc(static_cast<size_t>(rows) * 48, -1.0);
+        e.run(r0, rows, j0, n, acc.data(), 48, 1L << 40);
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < n; ++j) {
+            int64_t want = 0;
+            for (int t = 0; t < d; ++t)
+              want += static_cast<int64_t>(q[static_cast<size_t>(r0 + r) * d + t]) *
+                      static_cast<int64_t>(k[static_cast<size_t>(j0 + j) * d + t]);
+            ASSERT_EQ(acc[static_cast<size_t>(r) * 48 + j], static_cast<double>(want)) << "d " << d;
+          }
+      }
+  }
+  std::vector<float> q(16 * 16, 3.0f), k(16 * 16, -5.0f);
+  amx::int8_qk e;
+  q[7] = 2.5f;  // not an integer
+  EXPECT_FALSE(e.build(q.data(), 16, k.data(), 16, 16));
+  q[7] = 128.0f;  // out of range
+  EXPECT_FALSE(e.build(q.data(), 16, k.data(), 16, 16));
+  q[7] = -128.0f;
+  EXPECT_TRUE(e.build(q.data(), 16, k.data(), 16, 16));
 }
 
 void check_pv(int rows, int n_kv, int d, int j0, int n, dist dp, dist dv, uint64_t seed) {
