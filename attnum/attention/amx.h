@@ -25,9 +25,9 @@
 //   Results are bit-identical to the double GEMM; tests compare both paths. Planes 0 and 1 cover
 //   12 binades, so on typical data plane 2 is rare and most tiles need only D0-D2.
 //
-// available() is false when the CPU or the OS lacks AMX (TILE, BF16 and INT8), when the library was built without it,
-// or when ATTNUM_NO_AMX is set in the environment (or set_enabled(false) was called): the engine
-// then runs its double-GEMM path.
+// available() is false when the CPU or the OS lacks AMX (TILE, BF16 and INT8), when the library
+// was built without it, or when ATTNUM_NO_AMX is set in the environment (or set_enabled(false)
+// was called): the engine then runs its double (FP8) or fp32 (INT8) GEMM paths, same bits.
 #include <cstddef>
 #include <cstdint>
 #include <new>
