@@ -193,12 +193,13 @@ ATTNUM_AMX_FN inline void tile_store(int s, float* dst) {
 // The accumulator of each plane pair (amx.h): {00}, {01, 10}, {11}, {02, 20}, {12, 21, 22}.
 constexpr int kAcc[3][3] = {{0, 1, 3}, {1, 2, 4}, {3, 4, 4}};
 
-// One 16 x 16 output tile of one chunk, issued: D_s = sum over the plane pairs (g, h) of
-// accumulator s of A_g B_h. Returns the mask of used s; store_tiles() writes them out. Splitting
-// the two lets the caller round the previous tile's sums while the tile unit works (the dot
-// products have a long latency, and three of them may chain on one accumulator).
-ATTNUM_AMX_FN inline unsigned issue_tile(unsigned ma, unsigned mb, const uint16_t* const a[3],
-                                         int lda_bytes, const uint16_t* const b[3], int ldb_bytes) {
+// One 16 x 16 output tile of one chunk: D_s = sum over the plane pairs (g, h) of accumulator s of
+// A_g B_h, stored to d[s] for the used s; returns the mask of used s. (Rounding the previous
+// tile's sums between issuing and storing, to overlap the tile unit with the vector unit, was
+// measured: no gain on this CPU, the two do not overlap.)
+ATTNUM_AMX_FN inline unsigned tile_sums(unsigned ma, unsigned mb, const uint16_t* const a[3],
+                                        int lda_bytes, const uint16_t* const b[3], int ldb_bytes,
+                                        float (*d)[256]) {
   unsigned used = 0;
   for (int g = 0; g < 3; ++g)
     if (ma >> g & 1)
@@ -216,13 +217,20 @@ ATTNUM_AMX_FN inline unsigned issue_tile(unsigned ma, unsigned mb, const uint16_
       tile_dp(kAcc[g][h]);
     }
   }
+  for (int s = 0; s < 5; ++s)
+    if (used >> s & 1) tile_store(s, d[s]);
   return used;
 }
 
-ATTNUM_AMX_FN inline void store_tiles(unsigned used, float (*d)[256]) {
-  for (int s = 0; s < 5; ++s)
-    if (used >> s & 1) tile_store(s, d[s]);
+// Lane masks of columns [0, nn) over two vectors of 8.
+ATTNUM_AMX_FN inline void column_masks(int nn, __mmask8& k0, __mmask8& k1) {
+  k0 = static_cast<__mmask8>(nn >= 8 ? 0xFF : (1u << nn) - 1);
+  k1 = static_cast<__mmask8>(nn >= 16 ? 0xFF : nn > 8 ? (1u << (nn - 8)) - 1 : 0);
 }
+
+// Causal: true when every key of the tile [kj, kj + 16) lies after the last key of every row of
+// [ri, ri + rr) (key j is masked for row i when j > i + off): the tile is never read.
+inline bool tile_masked(long kj, long ri, int rr, long off) { return kj >= ri + rr + off; }
 
 // Rounding of acc + exact sum, two vectors of 8 doubles at a time.
 enum class rk { fp32, truncated, fp16, other };
@@ -294,17 +302,20 @@ ATTNUM_AMX_FN inline void store_acc(__mmask8 k, float* p, __m512d v) {
   _mm256_mask_storeu_ps(p, k, _mm512_cvtpd_ps(v));
 }
 
-// Rows [0, rr), columns [0, nn): acc = model(acc + sum of the used D_s + corrections), from +0
-// on the first chunk. Float accumulators (QK written straight to fp32 scores) are exact for the
-// fp32 and truncated models, whose values are floats.
+// Rows r < rr (only those with live[r], when live is given), columns [0, nn):
+// acc = model(acc + sum of the used D_s + corrections), from +0 on the first chunk. Float
+// accumulators (QK written straight to fp32 scores, PV's O) are exact for the fp32, truncated and
+// fp16 models, whose values are floats.
 template <rk K, typename Acc>
 ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, Acc* acc, int ld, int rr, int nn,
-                               bool first, unsigned used, const float (*d)[256], double* corr) {
-  const __mmask8 k0 = static_cast<__mmask8>(nn >= 8 ? 0xFF : (1u << nn) - 1);
-  const __mmask8 k1 = static_cast<__mmask8>(nn >= 16 ? 0xFF : nn > 8 ? (1u << (nn - 8)) - 1 : 0);
+                               const char* live, bool first, unsigned used, const float (*d)[256],
+                               double* corr) {
+  __mmask8 k0, k1;
+  column_masks(nn, k0, k1);
   const __m512i tmask =
       _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
   for (int r = 0; r < rr; ++r) {
+    if (live && !live[r]) continue;
     Acc* a = acc + static_cast<size_t>(r) * ld;
     __m512d a0 = first ? _mm512_setzero_pd() : load_acc(k0, a);
     __m512d a1 = first ? _mm512_setzero_pd() : load_acc(k1, a + 8);
@@ -312,24 +323,6 @@ ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, Acc* acc, int ld, int 
     add_corr(corr, r, a0, a1);
     store_acc(k0, a, round_vec<K>(m, a0, tmask));
     store_acc(k1, a + 8, round_vec<K>(m, a1, tmask));
-  }
-}
-
-// Float accumulators (16 columns), rows r < rr with live[r].
-template <rk K>
-ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, float* acc, int ld, int rr,
-                               const char* live, unsigned used, const float (*d)[256],
-                               double* corr) {
-  const __m512i tmask =
-      _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
-  for (int r = 0; r < rr; ++r) {
-    if (!live[r]) continue;
-    float* a = acc + static_cast<size_t>(r) * ld;
-    __m512d a0 = _mm512_cvtps_pd(_mm256_loadu_ps(a)), a1 = _mm512_cvtps_pd(_mm256_loadu_ps(a + 8));
-    add_sums(used, d, r, a0, a1);
-    add_corr(corr, r, a0, a1);
-    _mm256_storeu_ps(a, _mm512_cvtpd_ps(round_vec<K>(m, a0, tmask)));
-    _mm256_storeu_ps(a + 8, _mm512_cvtpd_ps(round_vec<K>(m, a1, tmask)));
   }
 }
 
@@ -405,7 +398,7 @@ ATTNUM_AMX_FN inline __mmask16 plane2_lanes(__m256i p2) { return _mm256_test_epi
 }  // namespace
 
 ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int n_kv, int d) {
-  d_ = d, dp_ = (d + 31) / 32 * 32, n_q_ = n_q, n_kv_ = n_kv;
+  dp_ = (d + 31) / 32 * 32;
   const int nch = dp_ / 32, qt = (n_q + 15) / 16, kt = (n_kv + 15) / 16;
   // Every element of a row below n_q (n_kv) is written below, so only the padding rows are
   // cleared: the storage is reused from head to head without a memset.
@@ -484,22 +477,8 @@ ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumu
   g_runs.fetch_add(1, std::memory_order_relaxed);
   configure();
   const int nch = dp_ / 32;
-  alignas(64) float dbuf[2][5][256];
-  alignas(
-      64) double corr[2][256] = {};  // sparse plane-2 terms, [row][key]; cleared as they are used
-  // The previous (row tile, key tile, chunk): its sums are rounded while the next one runs.
-  struct item {
-    unsigned used = 0;
-    int rr = 0, nn = 0;
-    bool first = false, corr = false;
-    Acc* out = nullptr;
-  } prev;
-  int cur = 0;
-  auto finish = [&](const item& it, int buf) {  // nothing used: acc + 0 rounds to acc
-    if (it.used || it.first || it.corr)
-      finish_any(model, it.out, ld, it.rr, it.nn, it.first, it.used,
-                 const_cast<const float(*)[256]>(dbuf[buf]), it.corr ? corr[buf] : nullptr);
-  };
+  alignas(64) float dbuf[5][256];
+  alignas(64) double corr[256] = {};  // sparse plane-2 terms, [row][key]; cleared as they are used
   // Q2 K for the tile (qt, jt) and chunk c, exact in double (8-bit by 8-bit products; sums are
   // multiples of 2^-18 far below 2^53): row e.a of the tile gets q * K[keys of jt][k]. The K
   // values come from the tile planes (one of the three holds each value, the others are 0).
@@ -535,10 +514,9 @@ ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumu
     const int nn = std::min(16, n - kt), jt = (j0 + kt) / 16;
     for (int rt = 0; rt < rows; rt += 16) {
       const int rr = std::min(16, rows - rt), qt = (r0 + rt) / 16;
-      if (static_cast<long>(j0) + kt >= static_cast<long>(r0) + rt + rr + causal_off) {
-        // every key of the tile is after every row's last key: masked, never read; set to 0
-        for (int r = 0; r < rr; ++r)
-          std::fill_n(acc + static_cast<size_t>(rt + r) * ld + kt, nn, Acc(0));
+      Acc* out = acc + static_cast<size_t>(rt) * ld + kt;
+      if (tile_masked(static_cast<long>(j0) + kt, static_cast<long>(r0) + rt, rr, causal_off)) {
+        for (int r = 0; r < rr; ++r) std::fill_n(out + static_cast<size_t>(r) * ld, nn, Acc(0));
         continue;
       }
       for (int c = 0; c < nch; ++c) {
@@ -549,29 +527,27 @@ ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumu
           b[g] = k_[g].data() + (static_cast<size_t>(jt) * (dp_ / 2) + 16 * c) * 32;
         }
         const unsigned used =
-            issue_tile(qmask_[static_cast<size_t>(qt) * nch + c],
-                       kmask_[static_cast<size_t>(jt) * nch + c], a, dp_ * 2, b, 64);
-        const bool any = corrections(qt, jt, c, rr, corr[cur]);
-        if (prev.out) finish(prev, cur ^ 1);
-        store_tiles(used, dbuf[cur]);
-        prev = {used, rr, nn, c == 0, any, acc + static_cast<size_t>(rt) * ld + kt};
-        cur ^= 1;
+            tile_sums(qmask_[static_cast<size_t>(qt) * nch + c],
+                      kmask_[static_cast<size_t>(jt) * nch + c], a, dp_ * 2, b, 64, dbuf);
+        const bool any = corrections(qt, jt, c, rr, corr);
+        if (used || any || c == 0)  // nothing to add: acc + 0 rounds to acc
+          finish_any(model, out, ld, rr, nn, nullptr, c == 0, used, dbuf, any ? corr : nullptr);
       }
     }
   }
-  if (prev.out) finish(prev, cur ^ 1);
 }
 
 ATTNUM_AMX_FN bool exact_pv::build(const float* v, int n_kv, int d) {
-  d_ = d, n_kv_ = n_kv, n_pad_ = (n_kv + 31) / 32 * 32;
   if (d % 16) return false;
+  d_ = d;
+  const int n_pad = (n_kv + 31) / 32 * 32;
   const int nt = d / 16;
   for (auto& p : v_) {  // pairs below ceil(n_kv / 2) are all written below
-    p.resize(static_cast<size_t>(n_pad_) * d);
+    p.resize(static_cast<size_t>(n_pad) * d);
     std::fill(p.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>((n_kv + 1) / 2) * d * 2),
               p.end(), uint16_t{0});
   }
-  vmask_.assign(static_cast<size_t>(n_pad_ / 32) * nt, 0);
+  vmask_.assign(static_cast<size_t>(n_pad / 32) * nt, 0);
   __mmask16 bad = 0;
   __m256i p0[3], p1[3];
   v_src_ = v;
@@ -611,32 +587,16 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
   g_runs.fetch_add(1, std::memory_order_relaxed);
   configure();
   const int nt = d_ / 16;
-  alignas(64) float dbuf[2][5][256];
-  alignas(64)
-      uint16_t pa[2][3][16 * 32];  // double-buffered: the previous chunk's loads may be in flight
-  alignas(64) double corr[2][256] = {};  // sparse plane-2 terms of P, [row][channel]
-  sparse_plane::entry sp[kSparseP];      // a = row, b = key in the chunk
-  struct item {
-    unsigned used = 0;
-    int rr = 0;
-    bool corr = false;
-    float* out = nullptr;
-    const char* live = nullptr;
-  } prev;
-  int cur = 0, pcur = 0;
-  auto finish = [&](const item& it, int buf) {  // nothing used: acc + 0 rounds to acc
-    if (it.used || it.corr)
-      finish_any(model, it.out, ld, it.rr, it.live, it.used,
-                 const_cast<const float(*)[256]>(dbuf[buf]), it.corr ? corr[buf] : nullptr);
-  };
+  alignas(64) float dbuf[5][256];
+  alignas(64) uint16_t pa[3][16 * 32];  // the chunk of P as three planes
+  alignas(64) double corr[256] = {};    // sparse plane-2 terms of P, [row][channel]
+  sparse_plane::entry sp[kSparseP];     // a = row, b = key in the chunk
   __m256i pl[3];
   for (int rt = 0; rt < rows; rt += 16) {
     const int rr = std::min(16, rows - rt);
     for (int c0 = 0; c0 < n; c0 += 32) {
       const int cn = std::min(32, n - c0);
       unsigned ma = 0, n2 = 0;
-      pcur ^= 1;
-      uint16_t(*pa_)[16 * 32] = pa[pcur];
       __mmask16 bad = 0;  // dead rows may hold stale values: their sums are never stored
       for (int r = 0; r < 16; ++r)
         for (int h = 0; h < 2; ++h) {
@@ -649,10 +609,10 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
             n2 += static_cast<unsigned>(__builtin_popcount(plane2_lanes(pl[2])));
           }
           for (int g = 0; g < 3; ++g)
-            _mm256_store_si256(reinterpret_cast<__m256i*>(pa_[g] + r * 32 + 16 * h), pl[g]);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(pa[g] + r * 32 + 16 * h), pl[g]);
         }
       const int ci = (j0 + c0) / 32;
-      const uint16_t* a[3] = {pa_[0], pa_[1], pa_[2]};
+      const uint16_t* a[3] = {pa[0], pa[1], pa[2]};
       // A few plane-2 P values (live rows): out of the tiles, added as P2 V rows in double.
       int n_sp = 0;
       if (n2 > 0 && n2 <= kSparseP) {
@@ -660,7 +620,7 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
           if (!live[rt + r]) continue;
           for (int h = 0; h < 2; ++h) {
             const __m256i p2 =
-                _mm256_load_si256(reinterpret_cast<const __m256i*>(pa_[2] + r * 32 + 16 * h));
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(pa[2] + r * 32 + 16 * h));
             for (unsigned m = plane2_lanes(p2); m; m &= m - 1) {
               const int l = __builtin_ctz(m), j = 16 * h + l;
               sp[n_sp++] = {static_cast<uint8_t>(r), static_cast<uint8_t>(j),
@@ -675,26 +635,23 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
         for (int g = 0; g < 3; ++g)
           b[g] = v_[g].data() + (static_cast<size_t>(j0 + c0) / 2 * d_ + 16 * t) * 2;
         const unsigned used =
-            issue_tile(ma, vmask_[static_cast<size_t>(ci) * nt + t], a, 64, b, d_ * 4);
+            tile_sums(ma, vmask_[static_cast<size_t>(ci) * nt + t], a, 64, b, d_ * 4, dbuf);
         for (int i = 0; i < n_sp; ++i) {  // P2 x V rows, exact in double (live rows only)
           const auto& e = sp[i];
           const float* vr = v_src_ + static_cast<size_t>(j0 + c0 + e.b) * d_ + 16 * t;
           const __m512d p = _mm512_set1_pd(e.v);
-          double* row = corr[cur] + 16 * e.a;
+          double* row = corr + 16 * e.a;
           _mm512_store_pd(
               row, _mm512_fmadd_pd(p, _mm512_cvtps_pd(_mm256_loadu_ps(vr)), _mm512_load_pd(row)));
           _mm512_store_pd(row + 8, _mm512_fmadd_pd(p, _mm512_cvtps_pd(_mm256_loadu_ps(vr + 8)),
                                                    _mm512_load_pd(row + 8)));
         }
-        const bool any = n_sp > 0;
-        if (prev.out) finish(prev, cur ^ 1);
-        store_tiles(used, dbuf[cur]);
-        prev = {used, rr, any, acc + static_cast<size_t>(rt) * ld + 16 * t, live + rt};
-        cur ^= 1;
+        if (used || n_sp)  // nothing to add: acc + 0 rounds to acc
+          finish_any(model, acc + static_cast<size_t>(rt) * ld + 16 * t, ld, rr, 16, live + rt,
+                     false, used, dbuf, n_sp ? corr : nullptr);
       }
     }
   }
-  if (prev.out) finish(prev, cur ^ 1);
   return true;
 }
 
@@ -742,12 +699,12 @@ ATTNUM_AMX_FN void int8_qk::run(int r0, int rows, int j0, int n, double* acc, in
   alignas(64) int32_t out[256];
   for (int kt = 0; kt < n; kt += 16) {
     const int nn = std::min(16, n - kt), jt = (j0 + kt) / 16;
-    const __mmask8 k0 = static_cast<__mmask8>(nn >= 8 ? 0xFF : (1u << nn) - 1);
-    const __mmask8 k1 = static_cast<__mmask8>(nn >= 16 ? 0xFF : nn > 8 ? (1u << (nn - 8)) - 1 : 0);
+    __mmask8 k0, k1;
+    column_masks(nn, k0, k1);
     for (int rt = 0; rt < rows; rt += 16) {
       const int rr = std::min(16, rows - rt), qt = (r0 + rt) / 16;
       double* a = acc + static_cast<size_t>(rt) * ld + kt;
-      if (static_cast<long>(j0) + kt >= static_cast<long>(r0) + rt + rr + causal_off) {
+      if (tile_masked(static_cast<long>(j0) + kt, static_cast<long>(r0) + rt, rr, causal_off)) {
         for (int r = 0; r < rr; ++r) std::fill_n(a + static_cast<size_t>(r) * ld, nn, 0.0);
         continue;
       }

@@ -91,7 +91,7 @@ class exact_qk {
   template <typename Acc>
   void run_t(int r0, int rows, int j0, int n, const accumulator_spec& model, Acc* acc, int ld,
              long causal_off) const;
-  int d_ = 0, dp_ = 0, n_q_ = 0, n_kv_ = 0;
+  int dp_ = 0;
   plane q_[3];                          // [n_q padded to 16][dp_] row-major
   plane k_[3];                          // [n_kv/16][dp_/2][16][2] VNNI pairs
   std::vector<uint8_t> qmask_, kmask_;  // plane occupancy per (16-row tile, 32 chunk)
@@ -127,8 +127,8 @@ class exact_pv {
            const accumulator_spec& model, float* acc, int ld) const;
 
  private:
-  int d_ = 0, n_kv_ = 0, n_pad_ = 0;
-  plane v_[3];                    // [n_pad_/2][d_][2] VNNI pairs of keys
+  int d_ = 0;
+  plane v_[3];                    // [n_kv padded to 32, /2][d_][2] VNNI pairs of keys
   std::vector<uint8_t> vmask_;    // plane occupancy per (32-key chunk, 16-channel tile)
   const float* v_src_ = nullptr;  // the caller's V (P2 V corrections read its rows)
 };

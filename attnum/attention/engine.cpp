@@ -417,8 +417,8 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
   for (int r = 0; r < rows; ++r)
     std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
   if (n <= 0) return;
+  const long off = c.causal ? c.n_kv - c.n_q : (1L << 40);  // AMX paths: key j masked when j > i + off
   if (c.amx_qk) {
-    const long off = c.causal ? c.n_kv - c.n_q : (1L << 40);
     if constexpr (std::is_same_v<T, float>)
       if (c.qk_to_x) {
         c.aqk->run(r0, rows, j0, n, c.s.qk_acc, b.x.data(), b.bn, off);
@@ -439,7 +439,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
       }
     }
   } else if (c.amx_i8) {  // the same exact int32 sums from AMX-INT8 tiles
-    c.ai8->run(r0, rows, j0, n, b.sacc.data(), b.bn, c.causal ? c.n_kv - c.n_q : (1L << 40));
+    c.ai8->run(r0, rows, j0, n, b.sacc.data(), b.bn, off);
   } else if (c.qk_f32) {  // int32 accumulator: one exact sum over all of d (see head_ctx)
     const fmap Q(c.q8 + static_cast<size_t>(r0) * d, rows, d), K(c.k8 + static_cast<size_t>(j0) * d, n, d);
     b.cf.noalias() = Q * K.transpose();
