@@ -70,17 +70,20 @@ void exp2f_vec_t(const float* in, float a, float b, float* out, int n) {
     }
   };
   alignas(64) float tmp[16];
-  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
-  int i = 0;
-  // 16 lanes at a time: the float steps at full width, the double steps as two halves
-  const __m512 va16 = _mm512_set1_ps(a), vb16 = _mm512_set1_ps(b);
-  for (; i + 16 <= n; i += 16) {
-    const __m512 x = FUSED ? _mm512_fmadd_ps(_mm512_loadu_ps(in + i), va16, vb16) : _mm512_loadu_ps(in + i);
-    const __mmask16 special = _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(128.0f), _CMP_NLT_UQ);
+  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+  // 16 lanes at a time (the float steps at full width, the double steps as two halves); the
+  // last group loads and stores only its n % 16 lanes
+  for (int i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 in16 = _mm512_maskz_loadu_ps(k, in + i);
+    const __m512 x = FUSED ? _mm512_fmadd_ps(in16, va, vb) : in16;
+    // lanes with |x| >= 128, Inf or NaN (glibc's top12 test) take the scalar path
+    const __mmask16 special = k & _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(128.0f), _CMP_NLT_UQ);
     const __m512 xs = _mm512_mask_blend_ps(special, x, _mm512_setzero_ps());
     const __m256 lo = exp2_8(_mm512_castps512_ps256(xs), T);
     const __m256 hi = exp2_8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xs), 1)), T);
     __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    // -Inf (the causal mask) gives +0, as exp2f(-Inf): only the other special lanes go scalar
     const __mmask16 minf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
     y = _mm512_mask_blend_ps(minf, y, _mm512_setzero_ps());
     if (special & ~minf) {
@@ -88,25 +91,8 @@ void exp2f_vec_t(const float* in, float a, float b, float* out, int n) {
       scalar_lanes(special & ~minf, in + i, tmp);
       y = _mm512_load_ps(tmp);
     }
-    _mm512_storeu_ps(out + i, y);
+    _mm512_mask_storeu_ps(out + i, k, y);
   }
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x = FUSED ? _mm256_fmadd_ps(_mm256_loadu_ps(in + i), va, vb) : _mm256_loadu_ps(in + i);
-    const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
-    // lanes with |x| >= 128, Inf or NaN (glibc's top12 test) take the scalar path
-    const __mmask8 special = _mm256_cmp_ps_mask(ax, _mm256_set1_ps(128.0f), _CMP_NLT_UQ);
-    __m256 y = exp2_8(_mm256_mask_blend_ps(special, x, _mm256_setzero_ps()), T);
-    // -Inf (the causal mask) gives +0, as exp2f(-Inf): only the other special lanes go scalar
-    const __mmask8 minf = _mm256_cmp_ps_mask(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
-    y = _mm256_mask_blend_ps(minf, y, _mm256_setzero_ps());
-    if (special & ~minf) {
-      _mm256_store_ps(tmp, y);
-      scalar_lanes(special & ~minf, in + i, tmp);
-      y = _mm256_load_ps(tmp);
-    }
-    _mm256_storeu_ps(out + i, y);
-  }
-  for (; i < n; ++i) out[i] = std::exp2f(arg(in[i]));
 }
 
 void exp2f_vec(const float* in, float* out, int n) { exp2f_vec_t<false>(in, 0.0f, 0.0f, out, n); }
