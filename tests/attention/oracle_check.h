@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,18 @@ inline std::vector<float> oracle_run(const std::string& name, const test::layer_
   return {};
 }
 
+// Expects got == want bit for bit; on a mismatch reports how many differ and the first one
+// (with its row, d columns per row), after `what`.
+inline void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, int d,
+                             const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], 4) != 0 && !bad++) first = i;
+  EXPECT_EQ(bad, 0u) << what << ": first mismatch at " << first << " (row " << first / d << "): engine "
+                     << got[first] << " oracle " << want[first];
+}
+
 inline void check_preset(const std::string& name, int n, int d, bool gqa, bool causal, uint64_t seed, bool out_fp32 = false) {
   const int n_head = gqa ? 4 : 2, n_kv_head = gqa ? 2 : 2;
   auto L = test::random_layer(n_head, n_kv_head, n, n, d, seed, 1.5f);
@@ -41,14 +54,10 @@ inline void check_preset(const std::string& name, int n, int d, bool gqa, bool c
   std::vector<float> o(size_t(n) * d);
   for (int h = 0; h < n_head; ++h) {
     run_head(*p, h, causal, o.data());
-    const auto want = oracle_run(name, L, h, causal);
-    ASSERT_EQ(want.size(), o.size());
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < o.size(); ++i)
-      if (std::memcmp(&o[i], &want[i], 4) != 0 && !bad++) first = i;
-    EXPECT_EQ(bad, 0u) << name << " n " << n << " d " << d << " gqa " << gqa << " causal " << causal << " fp32 out " << out_fp32 << " head " << h
-                       << ": first mismatch at " << first << " (row " << first / d << "): engine " << o[first]
-                       << " oracle " << want[first];
+    std::ostringstream what;
+    what << name << " n " << n << " d " << d << " gqa " << gqa << " causal " << causal << " fp32 out " << out_fp32
+         << " head " << h;
+    expect_same_bits(o, oracle_run(name, L, h, causal), d, what.str());
   }
 }
 

@@ -14,16 +14,8 @@
 namespace attnum::attention {
 namespace {
 
-std::vector<float> oracle_run(const std::string& name, const test::layer_data& L, int h, bool causal) {
-  bool nan = false;
-  if (name == "fa3") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::fa3});
-  if (name == "fa3-acc13") return oracle::run_fa3_like(L, h, causal, {true, oracle::fa3_like::fa3});
-  if (name == "bf16") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::bf16});
-  if (name == "sage2pp-sm89") return oracle::run_sage2(L, h, causal, {32, 64, 128, 64, 2.25f, true, false}, &nan);
-  if (name == "hpcops") return oracle::run_hpcops(L, h, causal, false);
-  ADD_FAILURE() << "no oracle for " << name;
-  return {};
-}
+using oracle_check::expect_same_bits;
+using oracle_check::oracle_run;
 
 // Zeroes some whole Q rows and K rows, sparsifies the rest, and spreads magnitudes over many
 // binades (tiny E4M3 subnormals next to saturated values).
@@ -50,14 +42,10 @@ void check(const std::string& name, int n_q, int n_kv, int d, bool causal, uint6
   std::vector<float> o(static_cast<size_t>(n_q) * d);
   for (int h = 0; h < 2; ++h) {
     run_head(*p, h, causal, o.data());
-    const auto want = oracle_run(name, L, h, causal);
-    ASSERT_EQ(want.size(), o.size());
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < o.size(); ++i)
-      if (std::memcmp(&o[i], &want[i], 4) != 0 && !bad++) first = i;
-    EXPECT_EQ(bad, 0u) << name << " n_q " << n_q << " n_kv " << n_kv << " d " << d << " causal " << causal << " seed "
-                       << seed << " threads " << threads << " head " << h << ": first mismatch at " << first
-                       << " engine " << o[first] << " oracle " << want[first];
+    std::ostringstream what;
+    what << name << " n_q " << n_q << " n_kv " << n_kv << " d " << d << " causal " << causal << " seed " << seed
+         << " threads " << threads << " head " << h;
+    expect_same_bits(o, oracle_run(name, L, h, causal), d, what.str());
   }
   set_threads(1);
 }
