@@ -80,6 +80,19 @@ inline double pv_chunk(const std::vector<float>& p8, int j0, int c0, int c1, con
   return s;
 }
 
+// Q_i . K_j for a fresh accumulator: exact sums of 32 consecutive products, each added into the
+// accumulator and rounded once under `model` (kernels.md 1.5; Sage's mma and hpc-ops do the same).
+inline double qk_chunks(const head_ops& H, int i, int j, acc model) {
+  const int d = H.d;
+  double a = 0;
+  for (int k0 = 0; k0 < d; k0 += 32) {
+    double ch = 0;
+    for (int k = k0; k < k0 + 32 && k < d; ++k) ch += double(H.q[size_t(i) * d + k]) * H.k[size_t(j) * d + k];
+    a = acc_round(model, a + ch);
+  }
+  return a;
+}
+
 // ---- 1. FlashAttention-3 family: raw max, Check_inf, reverse order, PV into O (pipelined) ----
 // Also FlashInfer (3.x: P*448 multiply, rescale before PV) and native bf16 (no offset).
 struct fa3_like {
@@ -137,12 +150,7 @@ inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool ca
       const int j0 = n * bn, j1 = std::min(H.n_kv, j0 + bn);
       std::vector<float> S(j1 - j0);
       for (int j = j0; j < j1; ++j) {  // 1.5 fresh accumulator, chunks of 32 over d
-        double a = 0;
-        for (int k0 = 0; k0 < d; k0 += 32) {
-          double ch = 0;
-          for (int k = k0; k < k0 + 32 && k < d; ++k) ch += double(H.q[size_t(i) * d + k]) * H.k[size_t(j) * d + k];
-          a = acc_round(model, a + ch);
-        }
+        const double a = qk_chunks(H, i, j, model);
         S[j - j0] = j > last ? -INFINITY : float(a);  // 1.6
       }
       float mx = m;
@@ -311,12 +319,7 @@ inline std::vector<float> run_xqa(const test::layer_data& L, int h, bool causal)
       std::vector<float> x(j1 - j0);
       float mx = m;
       for (int j = j0; j < j1; ++j) {
-        double a = 0;
-        for (int k0 = 0; k0 < d; k0 += 32) {
-          double ch = 0;
-          for (int k = k0; k < std::min(d, k0 + 32); ++k) ch += double(H.q[size_t(i) * d + k]) * H.k[size_t(j) * d + k];
-          a = float(a + ch);
-        }
+        const double a = qk_chunks(H, i, j, acc::fp32);
         x[j - j0] = j > last ? -INFINITY : float(a) * qk_scale;
         mx = std::max(mx, x[j - j0]);
       }
@@ -378,12 +381,7 @@ inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool caus
       std::vector<float> x(j1 - j0);
       float mx = m;
       for (int j = j0; j < j1; ++j) {
-        double a = 0;
-        for (int k0 = 0; k0 < d; k0 += 32) {
-          double ch = 0;
-          for (int k = k0; k < std::min(d, k0 + 32); ++k) ch += double(H.q[size_t(i) * d + k]) * H.k[size_t(j) * d + k];
-          a = float(a + ch);
-        }
+        const double a = qk_chunks(H, i, j, acc::fp32);
         x[j - j0] = j > last ? -INFINITY : float(a) * (qs[i] * ks[j]);  // 5.2
         mx = std::max(mx, x[j - j0] * c2);                              // 5.3
       }
