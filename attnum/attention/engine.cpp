@@ -634,7 +634,7 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
                  run_stats& st) {
   const kernel_spec& s = c.s;
   const int n = j1 - j0, last = c.causal ? i + c.n_kv - c.n_q : c.n_kv - 1;
-  const int n_tail = s.masked_tail_blocks > 0 ? (c.causal ? s.masked_tail_blocks : 1) : 0;
+  const int n_tail = s.masked_tail_blocks;  // whatever the causal flag (sm89 2, sm90 1)
   const size_t base = static_cast<size_t>(r) * b.bn;
   T* x = b.x.data() + base;
   T* effv = b.eff.data() + base;
@@ -645,29 +645,32 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
   const score_scaling sc = (blk >= nbmax - n_tail && s.scaling == score_scaling::fold) ? score_scaling::dequant : s.scaling;
   const T qs = static_cast<T>(c.qs[i]);
   const T log2e = std::is_same_v<T, double> ? static_cast<T>(std::numbers::log2e) : static_cast<T>(1.44269504f);
+  // fold: eff = sl2*dq, or ((q_scale*k_scale)*sm_scale)*log2e left to right (FlashInfer)
+  auto fold_eff = [&](T dq) { return s.fold_dq_first ? (dq * c.sm) * log2e : c.sl2 * dq; };
   // The masked columns are a suffix: [n_live, n). The switch is hoisted so each loop vectorises.
   const int n_live = std::clamp(last - j0 + 1, 0, n);
   const float* ks = c.ks + j0;
   auto scale_loop = [&](auto f) {
-    for (int jj = 0; jj < n_live; ++jj) f(static_cast<T>(sacc[jj]), qs * static_cast<T>(ks[jj]), x[jj], effv[jj]);
+    for (int jj = 0; jj < n_live; ++jj) f(static_cast<T>(sacc[jj]), static_cast<T>(ks[jj]), x[jj], effv[jj]);
     for (int jj = n_live; jj < n; ++jj) {
-      f(s.mask_on_x ? static_cast<T>(sacc[jj]) : static_cast<T>(s.mask_value), qs * static_cast<T>(ks[jj]), x[jj], effv[jj]);
+      f(s.mask_on_x ? static_cast<T>(sacc[jj]) : static_cast<T>(s.mask_value), static_cast<T>(ks[jj]), x[jj], effv[jj]);
       if (s.mask_on_x) x[jj] = static_cast<T>(s.mask_value);
     }
   };
   if constexpr (std::is_same_v<T, float>) {
     if (sc == score_scaling::fold && s.max == max_space::raw && !s.mask_on_x) {
-      fold_raw_row(c, r, n, n_live, sacc, c.sl2 * (qs * static_cast<T>(ks[0])), x, p, p8v, last - j0 + 1, b, st);
+      fold_raw_row(c, r, n, n_live, sacc, fold_eff(qs * static_cast<T>(ks[0])), x, p, p8v, last - j0 + 1, b, st);
       return;
     }
   }
   switch (sc) {
-    case score_scaling::fold: scale_loop([&](T S, T dq, T& xv, T& eff) { xv = S, eff = c.sl2 * dq; }); break;
-    case score_scaling::dequant: scale_loop([&](T S, T dq, T& xv, T& eff) { xv = S * dq, eff = c.sl2; }); break;
+    case score_scaling::fold: scale_loop([&](T S, T k, T& xv, T& eff) { xv = S, eff = fold_eff(qs * k); }); break;
+    case score_scaling::dequant: scale_loop([&](T S, T k, T& xv, T& eff) { xv = S * (qs * k), eff = c.sl2; }); break;
     case score_scaling::dequant_sm:
-      scale_loop([&](T S, T dq, T& xv, T& eff) { xv = S * (dq * c.sm), eff = log2e; });
+      scale_loop([&](T S, T k, T& xv, T& eff) { xv = S * ((qs * k) * c.sm), eff = log2e; });
       break;
-    default: scale_loop([&](T S, T dq, T& xv, T& eff) { xv = S * dq, eff = T(1); }); break;
+    // Sage v1 (attn_qk_int8_per_block.py _attn_fwd_inner): qk = float(dot) * q_scale * k_scale
+    default: scale_loop([&](T S, T k, T& xv, T& eff) { xv = (S * qs) * k, eff = T(1); }); break;
   }
   // the max over the block, in raw or scaled space (p holds the candidates until step 3 refills it)
   const T* cand = x;

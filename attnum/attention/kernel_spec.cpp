@@ -82,14 +82,18 @@ kernel_spec make_sage2pp_sm89() {
   s.q = sage_int8(32, 1);  // 2a.3: 8 groups per 32-row segment
   s.k = sage_int8(64, 2);  // 2a.4: 4 groups per 64-row block
   s.v = sage_v(2.25);      // 2a.5: scale_max 2.25 for fp32+fp16
-  s.smooth_k = true;       // 2a.2, rounded in the input dtype (bf16 captures) [I: dtype]
-  s.smooth_k_round = format::bf16;
+  s.smooth_k = true;       // 2a.2: core.py smooth_k=True; km = k.mean(seq) in the input dtype
+  s.smooth_k_round = format::bf16;  // quant_per_thread.py per_thread_int8: `k = k - km` in PyTorch, in
+                                    // the input dtype (bf16 or fp16; bf16 here, as the captures)
   s.sl2_in_double = false;  // 2a.8: sl2 = sm_scale*log2e in float
   s.scaling = score_scaling::fold;
   s.max = max_space::scaled;  // 2a.9
   s.mask_value = -5e6f;       // 2a.6
   s.mask_on_x = true;
-  s.masked_tail_blocks = 2;  // 2a.6: last two blocks (causal), last one otherwise
+  // qk_int_sv_f8_cuda_sm89.cuh (qk_int_sv_f8_attn_kernel): the main loop runs iter 1..N-2 with the
+  // folded scale; the "second last iter" (when N > 1) and the last iter dequantise first
+  // (x = S*dq, update_mdo with the unfolded sm_scale), whatever the causal flag.
+  s.masked_tail_blocks = 2;
   s.p_mode = p_scale_mode::exponent_offset;
   s.p_offset = 8.807f;  // 2a.9: S_FP8_OFFSET
   s.p_scale = 447.9f;
@@ -116,6 +120,9 @@ kernel_spec make_sage2_sm90(bool acc13) {
   s.v = sage_v(448);        // 2b: scale_max 448
   s.block_n = 128;          // 2b: CTA 64x128
   s.block_m = 64;
+  // qk_int_sv_f8_cuda_sm90.cuh (qk_int8_sv_f8_attn_kernel): iter 1..N-1 fold the scale, only the
+  // last iteration dequantises first (RS_f32 = S*dequant_scale, sm_scale = original_sm_scale).
+  s.masked_tail_blocks = 1;
   s.pv_acc = acc13 ? accumulator_spec{acc_kind::truncated, 13, 32} : accumulator_spec{acc_kind::fp32, 23, 32};
   return s;
 }
@@ -128,11 +135,11 @@ kernel_spec make_sage1() {
   s.q.gran = granularity::block;
   s.q.block_rows = 128;
   s.q.scale_max = 127;
-  s.q.rnd = rounding::half_away;  // [I] quant_per_block.py rounding
+  s.q.rnd = rounding::half_away;  // quant_per_block.py: x/scale + 0.5*sign, .to(int8)
   s.k = s.q;
   s.k.block_rows = 64;
   s.v.fmt = format::fp16;
-  s.smooth_k = true;  // [I] sage v1 API smooth_k default
+  s.smooth_k = true;  // core.py sageattn_qk_int8_pv_fp16_triton: smooth_k=True
   s.smooth_k_round = format::bf16;
   s.sl2_in_double = false;
   s.scaling = score_scaling::dequant_unit;
@@ -161,6 +168,7 @@ kernel_spec make_flashinfer() {
   s.v = fp8_operand(granularity::head);
   s.sl2_in_double = false;
   s.scaling = score_scaling::fold;  // 3.1: sl2 = q_scale*k_scale*sm_scale*log2e
+  s.fold_dq_first = true;           // hopper/variants.cuh StandardFP8Attention: in that order, float
   s.max = max_space::raw;           // 3.5
   s.p_mode = p_scale_mode::multiply;
   s.p_scale = 448;  // 3.1: numeric_limits<e4m3>::max()

@@ -132,11 +132,14 @@ struct kernel_spec {
   formats::format smooth_k_round = formats::format::fp32;  ///< format in which k - mean is rounded
   bool arith_fp64 = false;          ///< fp64 softmax/accumulator arithmetic (the reference path)
   bool sl2_in_double = true;        ///< sl2 = float(double(sm_scale) * log2e) (FA3) or in float
+  bool fold_dq_first = false;       ///< fold: eff = ((q_scale*k_scale)*sm_scale)*log2e in float, left to
+                                    ///< right (FlashInfer), instead of sl2*(q_scale*k_scale) (FA3, Sage)
   score_scaling scaling = score_scaling::fold;
   max_space max = max_space::raw;
   float mask_value = -INFINITY;     ///< value of masked scores (-inf, or Sage's -5e6)
   bool mask_on_x = false;           ///< mask written on x after dequantisation (Sage) or on raw S
-  int masked_tail_blocks = 0;       ///< Sage: the last 2 (causal) / 1 blocks use `dequant` scaling
+  int masked_tail_blocks = 0;       ///< Sage: the last N KV blocks of a row's CTA range use `dequant`
+                                    ///< scaling (x = S*dq, eff = sl2), causal or not (sm89: 2, sm90: 1)
   formats::format p_fmt = formats::format::e4m3fn;
   p_scale_mode p_mode = p_scale_mode::exponent_offset;
   float p_scale = 256.0f;           ///< S (multiply) ; offset = log2 of it for exponent_offset

@@ -129,6 +129,7 @@ const std::map<std::string, setter>& setters() {
     m["smooth_k"] = [](kernel_spec& s, auto k, auto v) { s.smooth_k = parse_bool(k, v); };
     m["smooth_k_round"] = [](kernel_spec& s, auto k, auto v) { s.smooth_k_round = parse_enum<formats::format>(k, v); };
     m["sl2_in_double"] = [](kernel_spec& s, auto k, auto v) { s.sl2_in_double = parse_bool(k, v); };
+    m["fold_dq_first"] = [](kernel_spec& s, auto k, auto v) { s.fold_dq_first = parse_bool(k, v); };
     m["scaling"] = [](kernel_spec& s, auto k, auto v) { s.scaling = parse_enum<score_scaling>(k, v); };
     m["max"] = [](kernel_spec& s, auto k, auto v) { s.max = parse_enum<max_space>(k, v); };
     m["mask_value"] = [](kernel_spec& s, auto k, auto v) { s.mask_value = static_cast<float>(parse_number(k, v)); };
@@ -176,6 +177,7 @@ nlohmann::json to_json(const kernel_spec& s) {
           {"smooth_k_round", name_of(s.smooth_k_round)},
           {"arith_fp64", s.arith_fp64},
           {"sl2_in_double", s.sl2_in_double},
+          {"fold_dq_first", s.fold_dq_first},
           {"scaling", name_of(s.scaling)},
           {"max", name_of(s.max)},
           {"mask_value", std::isinf(s.mask_value) ? nlohmann::json("-inf") : nlohmann::json(s.mask_value)},

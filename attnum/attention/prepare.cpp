@@ -238,9 +238,10 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
       }
     }
   }
-  // 3. Sage v1 folds softmax_scale * log2(e) into Q before its cast (quant_per_block.py).
+  // 3. Sage v1 folds softmax_scale * log2(e) into Q before its cast: quant_per_block.py passes
+  // sm_scale * 1.44269504 (a Python double) as the kernel's fp32 argument, then x *= sm_scale.
   if (spec.scaling == score_scaling::dequant_unit) {
-    const float f = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) * 1.44269504f;
+    const float f = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)) * 1.44269504);
     for (float& x : p->q) x *= f;
   }
   // 4. Casts.

@@ -22,9 +22,11 @@ inline std::vector<float> oracle_run(const std::string& name, const test::layer_
   if (name == "fa3-acc13") return oracle::run_fa3_like(L, h, causal, {true, oracle::fa3_like::fa3});
   if (name == "flashinfer-sm90") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::flashinfer});
   if (name == "bf16") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::bf16});
-  if (name == "sage2pp-sm89") return oracle::run_sage2(L, h, causal, {32, 64, 128, 64, 2.25f, true, false}, &nan);
-  if (name == "sage2-sm90") return oracle::run_sage2(L, h, causal, {16, 128, 64, 128, 448.0f, false, false}, &nan);
-  if (name == "sage2-sm90-acc13") return oracle::run_sage2(L, h, causal, {16, 128, 64, 128, 448.0f, false, true}, &nan);
+  if (name == "sage2pp-sm89") return oracle::run_sage2(L, h, causal, {32, 64, 128, 64, 2.25f, true, false, 2}, &nan);
+  if (name == "sage2-sm90") return oracle::run_sage2(L, h, causal, {16, 128, 64, 128, 448.0f, false, false, 1}, &nan);
+  if (name == "sage2-sm90-acc13") return oracle::run_sage2(L, h, causal, {16, 128, 64, 128, 448.0f, false, true, 1}, &nan);
+  if (name == "sage1") return oracle::run_sage1(L, h, causal);
+  if (name == "fp32" || name == "generic") return oracle::run_fp32(L, h, causal);
   if (name == "xqa-sm90") return oracle::run_xqa(L, h, causal);
   if (name == "hpcops") return oracle::run_hpcops(L, h, causal, false);
   if (name == "hpcops-s1") return oracle::run_hpcops(L, h, causal, true);
@@ -61,11 +63,9 @@ inline void check_preset(const std::string& name, int n, int d, bool gqa, bool c
   }
 }
 
-// The presets that have an oracle, and a gtest name for a preset parameter ("fa3-acc13" ->
-// "fa3_acc13"), shared by the oracle test suites.
-inline const std::vector<std::string> kOraclePresets = {"fa3", "fa3-acc13", "flashinfer-sm90", "bf16",
-                                             "sage2pp-sm89", "sage2-sm90", "sage2-sm90-acc13",
-                                             "xqa-sm90", "hpcops", "hpcops-s1"};
+// Every preset (oracle_run fails the test for a preset without an oracle), and a gtest name
+// for a preset parameter ("fa3-acc13" -> "fa3_acc13"), shared by the oracle test suites.
+inline const std::vector<std::string> kOraclePresets = preset_names();
 struct preset_param_name {
   std::string operator()(const ::testing::TestParamInfo<std::string>& info) const {
     std::string s = info.param;

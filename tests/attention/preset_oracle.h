@@ -131,7 +131,9 @@ inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool ca
   const float sm = float(1.0 / std::sqrt(double(d)));
   float sl2;
   if (cfg.kind == fa3_like::fa3) sl2 = float(double(sm) * std::numbers::log2e) * (qd * kd);  // 1.2
-  else if (cfg.kind == fa3_like::flashinfer) sl2 = (sm * 1.44269504f) * (qd * kd);
+  // FlashInfer hopper/variants.cuh StandardFP8Attention: q_scale * k_scale * sm_scale * log2e,
+  // evaluated left to right in float.
+  else if (cfg.kind == fa3_like::flashinfer) sl2 = ((qd * kd) * sm) * 1.44269504f;
   else sl2 = float(double(sm) * std::numbers::log2e);
   const float off = cfg.kind == fa3_like::fa3 ? 8.0f : 0.0f;       // 1.8 Max_offset
   const float pmul = cfg.kind == fa3_like::flashinfer ? 448.0f : 1.0f;  // 3.5
@@ -195,6 +197,10 @@ struct sage_cfg {
   float v_max = 2.25f;
   bool fp16_pv = true;  // sm89 fp32+fp16; else fp32 (or rz13) fresh per block
   bool acc13 = false;
+  // KV blocks at the end of the row's range that dequantise first (x = S*dq, eff = sl2), causal or
+  // not: sm89 qk_int_sv_f8_cuda_sm89.cuh runs iter 1..N-2 folded, then a "second last iter" and a
+  // last iter (2); sm90 qk_int_sv_f8_cuda_sm90.cuh only peels the last iteration (1).
+  int tail_blocks = 2;
 };
 
 inline float sage_int8(float x, float scale) {  // x/scale + 0.5 sign, truncate (2a.3)
@@ -251,7 +257,7 @@ inline std::vector<float> run_sage2(const test::layer_data& L, int h, bool causa
     float m = -5e6f, dl[4] = {1, 1, 1, 1};  // 2a.9 initial values
     std::vector<float> O(d, 0.0f);
     for (int b = 0; b < N; ++b) {  // 2a.6 forward
-      const bool masked_block = b >= N - (causal ? 2 : 1);
+      const bool masked_block = b >= N - cfg.tail_blocks;
       const int j0 = b * cfg.cta_k, j1 = std::min(nk, j0 + cfg.cta_k), n = j1 - j0;
       std::vector<float> x(n), eff(n);
       float mt = -INFINITY;
@@ -413,6 +419,134 @@ inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool caus
       o *= veff;
       out[size_t(i) * d + c] = out_cast(o);
     }
+  }
+  return out;
+}
+
+// ---- 2b. SageAttention v1-style Triton (sageattn_qk_int8_pv_fp16_triton) ----
+// quant_per_block.py: Q *= sm_scale*1.44269504 (a Python double passed as the fp32 argument), per
+// block of 128 (Q) / 64 (K) rows scale = max|x|/127, x/scale + 0.5*sign then truncate;
+// core.py: smooth_k (k - mean over tokens, in the input dtype, bf16 here), V in fp16.
+// attn_qk_int8_per_block{,_causal}.py _attn_fwd_inner, per 64-key block (forward):
+//   qk = float(dot) * q_scale * k_scale; causal diagonal stage: qk + where(mask, 0, -1e6);
+//   m = max(m, rowmax qk); p = exp2(qk - m); alpha = exp2(m_prev - m); l = l*alpha + sum p;
+//   acc = acc*alpha + dot(fp16(p), v, out_dtype=fp16); O = acc / l, then the output cast.
+// Modelled choices of the preset ([I] in docs/kernels.md): tl.sum in ascending column order;
+// the fp16 dot as exact 16-product chunks each added and rounded once to fp16; keys past n_kv
+// are absent (Triton's masked load leaves them undefined).
+inline std::vector<float> run_sage1(const test::layer_data& L, int h, bool causal) {
+  head_ops H = head_of(L, h);
+  const int d = H.d, nq = H.n_q, nk = H.n_kv;
+  for (int c = 0; c < d; ++c) {  // smooth_k
+    double s = 0;
+    for (int t = 0; t < nk; ++t) s += H.k[size_t(t) * d + c];
+    const float km = quantize_bf16(float(s / nk));
+    for (int t = 0; t < nk; ++t) H.k[size_t(t) * d + c] = quantize_bf16(H.k[size_t(t) * d + c] - km);
+  }
+  const float qmul = float(1.0 / std::sqrt(double(d)) * 1.44269504);
+  for (float& e : H.q) e *= qmul;
+  auto per_block = [&](std::vector<float>& x, int n, int blk, std::vector<float>& sc) {
+    sc.assign(n, 0.0f);
+    for (int t0 = 0; t0 < n; t0 += blk) {
+      const int t1 = std::min(n, t0 + blk);
+      const float scale = amax_of(x.data() + size_t(t0) * d, size_t(t1 - t0) * d) / 127.0f;
+      for (int t = t0; t < t1; ++t) {
+        sc[t] = scale;
+        for (int c = 0; c < d; ++c) {
+          float y = x[size_t(t) * d + c] / scale;
+          y += 0.5f * (y >= 0 ? 1.0f : -1.0f);  // fp32 add, then .to(int8) truncates
+          x[size_t(t) * d + c] = std::max(-128.0f, std::min(127.0f, std::trunc(y)));
+        }
+      }
+    }
+  };
+  std::vector<float> qs, ks;
+  per_block(H.q, nq, 128, qs);
+  per_block(H.k, nk, 64, ks);
+  for (float& e : H.v) e = float(to_fp16(e));
+  std::vector<float> out(size_t(nq) * d);
+  for (int i = 0; i < nq; ++i) {
+    const int last = causal ? i + nk - nq : nk - 1;
+    const int N = n_blocks_for(i, nq, nk, 128, 64, causal);
+    float m = -INFINITY, l = 1.0f;  // l starts at 1 and is zeroed by the first alpha = 0
+    std::vector<float> acc(d, 0.0f);
+    for (int b = 0; b < N; ++b) {
+      const int j0 = b * 64, j1 = std::min(nk, j0 + 64), n = j1 - j0;
+      std::vector<float> qk(n);
+      float mx = m;
+      for (int j = j0; j < j1; ++j) {
+        long long S = 0;
+        for (int c = 0; c < d; ++c) S += (long long)H.q[size_t(i) * d + c] * (long long)H.k[size_t(j) * d + c];
+        float x = float(S) * qs[i] * ks[j];
+        if (causal && j > last) x += -1.0e6f;
+        qk[j - j0] = x;
+        mx = std::max(mx, x);
+      }
+      const float alpha = std::exp2f(m - mx);
+      m = mx;
+      std::vector<float> p(n);
+      l *= alpha;
+      for (int jj = 0; jj < n; ++jj) {
+        p[jj] = std::exp2f(qk[jj] - m);
+        l += p[jj];
+      }
+      for (float& a : acc) a *= alpha;
+      for (int c = 0; c < d; ++c) {
+        double a16 = 0;  // the dot's fp16 accumulator, fresh per block
+        for (int c0 = 0; c0 < n; c0 += 16) {
+          double ch = 0;
+          for (int jj = c0; jj < std::min(n, c0 + 16); ++jj) ch += to_fp16(p[jj]) * double(H.v[size_t(j0 + jj) * d + c]);
+          a16 = to_fp16(a16 + ch);
+        }
+        acc[c] += float(a16);
+      }
+    }
+    for (int c = 0; c < d; ++c) out[size_t(i) * d + c] = out_cast(l > 0 ? acc[c] / l : 0.0f);
+  }
+  return out;
+}
+
+// ---- fp32 flash attention (the fp32 preset and generic's defaults): no casts, forward 128-key
+// blocks, raw max with -inf masking, sl2 = float(double(sm) * log2e), sequential row sum, fp32
+// accumulators (32-product chunks) with PV into O, O * (1/l), fp32 output ----
+inline std::vector<float> run_fp32(const test::layer_data& L, int h, bool causal) {
+  head_ops H = head_of(L, h);
+  const int d = H.d;
+  const float sl2 = float(double(float(1.0 / std::sqrt(double(d)))) * std::numbers::log2e);
+  std::vector<float> out(size_t(H.n_q) * d);
+  for (int i = 0; i < H.n_q; ++i) {
+    const int last = causal ? i + H.n_kv - H.n_q : H.n_kv - 1;
+    const int N = n_blocks_for(i, H.n_q, H.n_kv, 128, 128, causal);
+    float m = -INFINITY, l = 0;
+    std::vector<float> O(d, 0.0f);
+    for (int b = 0; b < N && last >= 0; ++b) {
+      const int j0 = b * 128, j1 = std::min(H.n_kv, j0 + 128);
+      std::vector<float> S(j1 - j0);
+      float mx = m;
+      for (int j = j0; j < j1; ++j) {
+        S[j - j0] = j > last ? -INFINITY : float(qk_chunks(H, i, j, acc::fp32));
+        mx = std::max(mx, S[j - j0]);
+      }
+      const float cur = mx == -INFINITY ? 0.0f : mx;
+      const float alpha = std::exp2f((m - cur) * sl2);
+      const float ms = mx == -INFINITY ? 0.0f : mx * sl2;
+      m = mx;
+      l *= alpha;
+      for (float& o : O) o *= alpha;
+      std::vector<float> P(S.size());
+      for (size_t j = 0; j < S.size(); ++j) {
+        P[j] = std::exp2f(std::fmaf(S[j], sl2, -ms));
+        l += P[j];
+      }
+      for (int c = 0; c < d; ++c)
+        for (int c0 = j0; c0 < j1; c0 += 32) {
+          double ch = 0;
+          for (int j = c0; j < std::min(j1, c0 + 32); ++j) ch += double(P[j - j0]) * H.v[size_t(j) * d + c];
+          O[c] = float(double(O[c]) + ch);
+        }
+    }
+    const float inv = (l == 0 || l != l) ? 0.0f : 1.0f / l;
+    for (int c = 0; c < d; ++c) out[size_t(i) * d + c] = O[c] * inv;
   }
   return out;
 }
