@@ -4,9 +4,11 @@
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "attnum/attention/amx.h"
 #include "attnum/attention/fast_exp2.h"
+#include "attnum/attention/isa.h"
 #include "attnum/core/version.h"
 #include "cli/command.h"
 
@@ -15,18 +17,34 @@ void setup(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   app.add_flag("--json", *json, "Print JSON");
   app.callback([json] {
+    namespace isa = attnum::attention::isa;
     const bool amx = attnum::attention::amx::available();
-    const bool exp2 = attnum::attention::fast::exp2f_vector_active();
+    const std::string exp2 = attnum::attention::fast::exp2f_path();
+    const std::string path(isa::name(isa::active())), sums(isa::fp8_sums());
+    std::vector<std::string> supported;
+    for (auto p : isa::supported_paths()) supported.emplace_back(isa::name(p));
+    const std::string int8(isa::int8_sums());
     if (*json) {
       const nlohmann::json j = {{"version", attnum::tool_version()},
-                                {"fp8_exact_sums", amx ? "amx-bf16" : "double-gemm"},
-                                {"exp2f", exp2 ? "avx512" : "scalar"}};
+                                {"isa", path},
+                                {"isa_supported", supported},
+                                {"fp8_exact_sums", sums},
+                                {"int8_qk_sums", int8},
+                                {"exp2f", exp2}};
       fmt::print("{}\n", j.dump());
     } else {
+      std::string sup;
+      for (const auto& s : supported) sup += (sup.empty() ? "" : " ") + s;
       fmt::print("attnum {}\n", attnum::tool_version());
+      fmt::print("isa: {} (supported here: {}; ATTNUM_ISA forces one)\n", path, sup);
       fmt::print("exact FP8 chunk sums: {}\n",
-                 amx ? "AMX-BF16 tiles" : "double GEMMs (no AMX-BF16 here, or ATTNUM_NO_AMX)");
-      fmt::print("exp2f: {}\n", exp2 ? "AVX-512 (bit-identical to libm)" : "scalar libm");
+                 amx                    ? "AMX-BF16 tiles"
+                 : sums == "double-gemm" ? "double GEMMs (scalar path)"
+                                         : fmt::format("double-FMA chunk kernels ({})", path == "amx" ? "avx512" : path));
+      fmt::print("INT8 QK sums: {}\n", amx ? std::string("AMX-INT8 tiles")
+                                      : int8 == "fp32-gemm" ? std::string("fp32 GEMM (exact integer sums)")
+                                                            : int8 + " (exact int32 sums)");
+      fmt::print("exp2f: {}\n", exp2 == "scalar" ? std::string("scalar libm") : exp2 + " (bit-identical to libm)");
     }
   });
 }

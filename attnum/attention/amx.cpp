@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "attnum/attention/engine_detail.h"
+#include "attnum/attention/isa.h"
 
 // GCC >= 11 and Clang >= 12 on x86-64 have the AMX intrinsics; the functions that use AVX-512 or
 // AMX carry a target attribute (no file-wide flags, so nothing compiled here leaks AVX-512 into
@@ -41,8 +42,6 @@ std::atomic<bool> g_enabled{true};
 
 #if ATTNUM_HAVE_AMX
 bool detect() {
-  if (const char* e = std::getenv("ATTNUM_NO_AMX"); e && *e && std::strcmp(e, "0") != 0)
-    return false;
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   const bool amx =
@@ -61,13 +60,17 @@ bool detect() {
 
 }  // namespace
 
-bool available() {
+bool hardware() {
 #if ATTNUM_HAVE_AMX
   static const bool hw = detect();
-  return hw && g_enabled.load(std::memory_order_relaxed);
+  return hw;
 #else
   return false;
 #endif
+}
+
+bool available() {
+  return isa::active() == isa::path::amx && g_enabled.load(std::memory_order_relaxed);
 }
 
 void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }

@@ -26,8 +26,9 @@
 //   12 binades, so on typical data plane 2 is rare and most tiles need only D0-D2.
 //
 // available() is false when the CPU or the OS lacks AMX (TILE, BF16 and INT8), when the library
-// was built without it, or when ATTNUM_NO_AMX is set in the environment (or set_enabled(false)
-// was called): the engine then runs its double (FP8) or fp32 (INT8) GEMM paths, same bits.
+// was built without it, or when the runtime dispatch (isa.h) chose another path (ATTNUM_ISA,
+// ATTNUM_NO_AMX) or set_enabled(false) was called: the engine then runs the double-FMA chunk
+// GEMMs of fma_gemm.h (AVX-512 / AVX2) or its scalar paths, same bits.
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -52,7 +53,9 @@ struct line_allocator {
 };
 using plane = std::vector<uint16_t, line_allocator<uint16_t>>;
 
-/// True when the exact tile path can run here (checked once; see the file comment).
+/// True when the CPU and the OS can run the tile path (AMX TILE, BF16, INT8; checked once).
+bool hardware();
+/// True when the tile path runs: hardware(), chosen by isa::active(), not set_enabled(false).
 bool available();
 /// Turns the tile path off (or back on, where available) for this process: for tests and A/B runs.
 void set_enabled(bool on);

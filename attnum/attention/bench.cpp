@@ -3,11 +3,15 @@
 
 #include <omp.h>
 
+// GCC 12 trips -Wmaybe-uninitialized inside Eigen's AVX-512 kernels (their undefined-vector idiom).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <Eigen/Dense>
 #include <chrono>
 #include <random>
 
 #include "attnum/attention/engine.h"
+#include "attnum/attention/isa.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
@@ -43,6 +47,50 @@ struct gemm_case {
   }
 };
 
+// The same GEMMs cut into the engine's blocks: per head, per 64-row tile and block of bn keys,
+// S = Q_tile K_blk^T (64 x bn) and O_tile += S V_blk, over every block (the FLOPs of gemm_case).
+struct block_case {
+  using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  gemm_case<float>& g;
+  int bn;
+  std::vector<mat> s, o;
+  block_case(gemm_case<float>& g_, int bn_) : g(g_), bn(bn_) {}
+  void run() {
+    const int heads = static_cast<int>(g.q.size());
+    if (s.empty()) s.resize(heads), o.resize(heads);
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < heads; ++h) {
+      const auto& Q = g.q[h];
+      const auto& K = g.k[h];
+      const auto& V = g.v[h];
+      const int n = static_cast<int>(Q.rows());
+      o[h].setZero(Q.rows(), Q.cols());
+      for (int r0 = 0; r0 < n; r0 += 64) {
+        const int rows = std::min(64, n - r0);
+        for (int j0 = 0; j0 < n; j0 += bn) {
+          const int cols = std::min(bn, n - j0);
+          s[h].noalias() = Q.middleRows(r0, rows) * K.middleRows(j0, cols).transpose();
+          o[h].middleRows(r0, rows).noalias() += s[h] * V.middleRows(j0, cols);
+        }
+      }
+    }
+  }
+};
+
+// One n x n x n fp32 GEMM per head (thread).
+struct square_case {
+  using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  std::vector<mat> a, b, c;
+  square_case(int heads, int n) : a(heads), b(heads), c(heads) {
+    for (int h = 0; h < heads; ++h) a[h] = mat::Random(n, n), b[h] = mat::Random(n, n), c[h].resize(n, n);
+  }
+  void run() {
+    const int heads = static_cast<int>(a.size());
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < heads; ++h) c[h].noalias() = a[h] * b[h];
+  }
+};
+
 }  // namespace
 
 bench_result bench_attention(const std::string& kernel, int tokens, int d, int repeats) {
@@ -64,9 +112,15 @@ bench_result bench_attention(const std::string& kernel, int tokens, int d, int r
   const double full = 2.0 * useful;
   gemm_case<float> sg(r.heads, tokens, d);
   gemm_case<double> dg(r.heads, tokens, d);
-  // The four timings interleave within each repeat, so a busy spell on a shared machine hits
+  block_case bg(sg, spec.tile_for(d).second);
+  square_case qg(r.heads, tokens);
+  r.isa = isa::name(isa::active());
+  r.fp8_sums = isa::fp8_sums();
+  r.gemm_source = std::string("Eigen ") + std::to_string(EIGEN_WORLD_VERSION) + "." +
+                  std::to_string(EIGEN_MAJOR_VERSION) + " fp32 (" + Eigen::SimdInstructionSetsInUse() + ")";
+  // The timings interleave within each repeat, so a busy spell on a shared machine hits
   // all of them alike; each is the best over the repeats.
-  double t_emu = 1e300, t_ref = 1e300, t_sgemm = 1e300, t_dgemm = 1e300;
+  double t_emu = 1e300, t_ref = 1e300, t_sgemm = 1e300, t_dgemm = 1e300, t_block = 1e300, t_square = 1e300;
   for (int rep = 0; rep < repeats; ++rep) {
     t_emu = std::min(t_emu, seconds([&] {
 #pragma omp parallel for schedule(dynamic, 1)
@@ -78,6 +132,8 @@ bench_result bench_attention(const std::string& kernel, int tokens, int d, int r
       for (int h = 0; h < r.heads; ++h) (void)reference_head(lv, h, true);
     }));
     t_dgemm = std::min(t_dgemm, seconds([&] { dg.run(); }));
+    t_block = std::min(t_block, seconds([&] { bg.run(); }));
+    t_square = std::min(t_square, seconds([&] { qg.run(); }));
   }
   r.gflops = useful / t_emu * 1e-9;
   r.gemm_gflops = full / t_sgemm * 1e-9;
@@ -85,6 +141,10 @@ bench_result bench_attention(const std::string& kernel, int tokens, int d, int r
   r.ref_gflops = useful / t_ref * 1e-9;
   r.dgemm_gflops = full / t_dgemm * 1e-9;
   r.ref_ratio = r.ref_gflops / r.dgemm_gflops;
+  r.block_gemm_gflops = full / t_block * 1e-9;
+  r.ratio_block = r.gflops / r.block_gemm_gflops;
+  r.square_gemm_gflops = 2.0 * tokens * static_cast<double>(tokens) * tokens * r.heads / t_square * 1e-9;
+  r.ratio_square = r.gflops / r.square_gemm_gflops;
   return r;
 }
 

@@ -14,6 +14,14 @@ struct bench_result {
   double ref_gflops = 0;    ///< fp64 reference, useful causal FLOPs / s
   double dgemm_gflops = 0;  ///< the same GEMMs in fp64
   double ref_ratio = 0;     ///< ref_gflops / dgemm_gflops
+  // The baselines a user would compare against (issue 15): the same fp32 FLOPs as the engine's
+  // blocks (64 query rows x block_n keys, S = Q K^T then O += S V per block, every block), and a
+  // square n x n x n fp32 GEMM per thread; ratio_* = gflops over each.
+  double block_gemm_gflops = 0, ratio_block = 0;
+  double square_gemm_gflops = 0, ratio_square = 0;
+  std::string isa;          ///< the engine's instruction-set path (isa.h)
+  std::string fp8_sums;     ///< what gives the exact FP8 chunk sums on that path
+  std::string gemm_source;  ///< the baseline GEMMs: Eigen fp32 and the SIMD it was compiled for
 };
 
 /// Runs `kernel` on one head per thread (at least 2 heads) of random causal attention with

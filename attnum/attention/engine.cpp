@@ -38,6 +38,8 @@
 #include "attnum/attention/engine.h"
 #include "attnum/attention/engine_detail.h"
 #include "attnum/attention/fast_exp2.h"
+#include "attnum/attention/fma_gemm.h"
+#include "attnum/attention/isa.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 
@@ -92,6 +94,10 @@ struct head_ctx {
   amx::exact_pv* apv = nullptr;
   bool amx_i8 = false;  // INT8 QK with int32 sums on AMX-INT8 tiles (Sage)
   amx::int8_qk* ai8 = nullptr;
+  // Without AMX, on an AVX2 / AVX-512 path (isa.h): the exact E4M3 chunk sums come from the
+  // double-FMA chunk GEMM (fma_gemm.h: the ascending double sum of a chunk is its exact sum),
+  // through the ordered loop's code (K transposed) instead of Eigen's double GEMM.
+  bool fma_qk = false, fma_pv = false;
 };
 
 constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
@@ -185,12 +191,16 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       c.amx_pv = planes.build(c.vp, c.n_kv, c.d);
     }
   }
-  if (c.gemm_qk && !c.qk_f32 && !c.amx_qk) {
+  if (isa::at_least(isa::path::avx2)) {
+    c.fma_qk = c.gemm_qk && q_e4 && k_e4 && !c.amx_qk;
+    c.fma_pv = std::is_same_v<T, float> && c.gemm_pv && !c.amx_pv;
+  }
+  if (c.gemm_qk && !c.qk_f32 && !c.amx_qk && !c.fma_qk) {
     c.qd.assign(c.q8, c.q8 + static_cast<size_t>(c.n_q) * c.d);
     c.kd.assign(L.k8.values.begin() + koff * c.d, L.k8.values.begin() + (koff + c.n_kv) * c.d);
   }
-  if (c.gemm_pv && !c.amx_pv) c.vd.assign(c.vp, c.vp + static_cast<size_t>(c.n_kv) * c.d);
-  if (!c.gemm_qk) {  // the ordered QK loop reads K transposed
+  if (c.gemm_pv && !c.amx_pv && !c.fma_pv) c.vd.assign(c.vp, c.vp + static_cast<size_t>(c.n_kv) * c.d);
+  if (!c.gemm_qk || c.fma_qk) {  // the ordered QK loop reads K transposed
     c.kT.resize(static_cast<size_t>(c.d) * c.n_kv);
     for (int j = 0; j < c.n_kv; ++j)
       for (int k = 0; k < c.d; ++k) c.kT[static_cast<size_t>(k) * c.n_kv + j] = c.k8[static_cast<size_t>(j) * c.d + k];
@@ -367,44 +377,13 @@ void ordered_rows(const TA* A, int lda, const float* B, int ldb, int r0, int row
   }
 }
 
-#if defined(__AVX512F__)
-// Float A: every product of two floats is exact in double (24 + 24 significant bits <= 53), so
-// fma(a, b, acc) rounds exactly as acc + a*b and the FMA changes no bit. 4 rows x 32 columns:
-// 16 accumulator vectors, each B row converted once for the 4 rows.
-inline void ordered_4x32(const float* A, int lda, const float* B, int ldb, int kn, double* C, int ldc) {
-  __m512d acc[4][4];
-  for (auto& row : acc)
-    for (auto& v : row) v = _mm512_setzero_pd();
-  for (int k = 0; k < kn; ++k) {
-    const float* b = B + static_cast<size_t>(k) * ldb;
-    const __m512d b0 = _mm512_cvtps_pd(_mm256_loadu_ps(b)), b1 = _mm512_cvtps_pd(_mm256_loadu_ps(b + 8)),
-                  b2 = _mm512_cvtps_pd(_mm256_loadu_ps(b + 16)), b3 = _mm512_cvtps_pd(_mm256_loadu_ps(b + 24));
-    for (int r = 0; r < 4; ++r) {
-      const __m512d a = _mm512_set1_pd(static_cast<double>(A[static_cast<size_t>(r) * lda + k]));
-      acc[r][0] = _mm512_fmadd_pd(a, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_pd(a, b1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_pd(a, b2, acc[r][2]);
-      acc[r][3] = _mm512_fmadd_pd(a, b3, acc[r][3]);
-    }
-  }
-  for (int r = 0; r < 4; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_storeu_pd(C + static_cast<size_t>(r) * ldc + 8 * v, acc[r][v]);
-}
-#endif
-
+// Float A: the double-FMA micro-kernels of fma_gemm.h on AVX2 / AVX-512 (same order, same bits:
+// a float product is exact in double, so the FMA rounds as the separate add does); double A (the
+// fp64 presets) and the scalar path: the loop above.
 template <typename TA>
 void ordered_gemm(const TA* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc) {
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<TA, float>) {
-    const int n32 = n / 32 * 32, r4 = rows / 4 * 4;
-    for (int r = 0; r < r4; r += 4)
-      for (int j = 0; j < n32; j += 32)
-        ordered_4x32(A + static_cast<size_t>(r) * lda, lda, B + j, ldb, kn, C + static_cast<size_t>(r) * ldc + j, ldc);
-    if (n32 < n) ordered_rows(A, lda, B + n32, ldb, 0, r4, n - n32, kn, C + n32, ldc);
-    ordered_rows(A, lda, B, ldb, r4, rows, n, kn, C, ldc);
-    return;
-  }
-#endif
+  if constexpr (std::is_same_v<TA, float>)
+    if (fma::ordered_gemm(A, lda, B, ldb, rows, n, kn, C, ldc)) return;
   ordered_rows(A, lda, B, ldb, 0, rows, n, kn, C, ldc);
 }
 
@@ -425,7 +404,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
         return;
       }
     c.aqk->run(r0, rows, j0, n, c.s.qk_acc, b.sacc.data(), b.bn, off);
-  } else if (!c.gemm_qk) {
+  } else if (!c.gemm_qk || c.fma_qk) {
     const int ks = c.s.qk_acc.k_step;
     b.c.resize(rows, n);
     for (int k0 = 0; k0 < d; k0 += ks) {
@@ -441,10 +420,14 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
   } else if (c.amx_i8) {  // the same exact int32 sums from AMX-INT8 tiles
     c.ai8->run(r0, rows, j0, n, b.sacc.data(), b.bn, off);
   } else if (c.qk_f32) {  // int32 accumulator: one exact sum over all of d (see head_ctx)
-    const fmap Q(c.q8 + static_cast<size_t>(r0) * d, rows, d), K(c.k8 + static_cast<size_t>(j0) * d, n, d);
-    b.cf.noalias() = Q * K.transpose();
-    for (int r = 0; r < rows; ++r)
-      for (int j = 0; j < n; ++j) b.sacc[static_cast<size_t>(r) * b.bn + j] = static_cast<double>(b.cf(r, j));
+    // AVX2 / AVX-512: integer pair products (fma_gemm.h), the same exact sums
+    if (!fma::int8_gemm_nt(c.q8 + static_cast<size_t>(r0) * d, d, c.k8 + static_cast<size_t>(j0) * d, d, rows, n, d,
+                           b.sacc.data(), b.bn)) {
+      const fmap Q(c.q8 + static_cast<size_t>(r0) * d, rows, d), K(c.k8 + static_cast<size_t>(j0) * d, n, d);
+      b.cf.noalias() = Q * K.transpose();
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < n; ++j) b.sacc[static_cast<size_t>(r) * b.bn + j] = static_cast<double>(b.cf(r, j));
+    }
   } else {
     const dmap Q(c.qd.data() + static_cast<size_t>(r0) * d, rows, d), K(c.kd.data() + static_cast<size_t>(j0) * d, n, d);
     // INT8: every partial sum is an integer below 2^53: one GEMM over all of d is exact.

@@ -3,19 +3,28 @@
 
 #include <bit>
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <string_view>
 
-#if defined(__AVX512F__)
+#include "attnum/attention/isa.h"
+
+#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 9)
+#define ATTNUM_EXP2_VEC 1
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_* helpers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#define ATTNUM_AVX2_FN __attribute__((target("avx2,fma")))
+#define ATTNUM_AVX512_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")))
+#else
+#define ATTNUM_EXP2_VEC 0
 #endif
 
 namespace attnum::attention::fast {
 namespace {
 
-#if defined(__AVX512F__)
+#if ATTNUM_EXP2_VEC
 // Bits of 2^(i/32) rounded to the nearest double, minus i << 47 (the exponent part that
 // ki << 47 adds back), as glibc's __exp2f_data table; checked by perf_exp2_test.
 constexpr uint64_t kTable[32] = {
@@ -30,12 +39,22 @@ constexpr uint64_t kTable[32] = {
 constexpr double kShift = 0x1.8p+47;  // 1.5 * 2^52 / 32: xd + kShift rounds x to a multiple of 1/32
 constexpr double kC0 = 0x1.c6af84b912394p-5, kC1 = 0x1.ebfce50fac4f3p-3, kC2 = 0x1.62e42ff0c52d6p-1;
 
+// The lanes in mask (|x| >= 128, +Inf, NaN) are redone with the scalar exp2f: into a copy of
+// the vector results, before anything is stored (in and out may alias).
+template <bool FUSED>
+void scalar_lanes(unsigned mask, const float* x, float a, float b, float* tmp) {
+  for (; mask; mask &= mask - 1) {
+    const int l = __builtin_ctz(mask);
+    tmp[l] = std::exp2f(FUSED ? std::fmaf(x[l], a, b) : x[l]);
+  }
+}
+
 struct table_regs {
   __m512i t0, t1, t2, t3;  // entries 0-7, 8-15, 16-23, 24-31
 };
 
 // 8 lanes of the main path (|x| < 128).
-inline __m256 exp2_8(__m256 x, const table_regs& T) {
+ATTNUM_AVX512_FN inline __m256 exp2_8(__m256 x, const table_regs& T) {
   const __m512d xd = _mm512_cvtps_pd(x);
   const __m512d shift = _mm512_set1_pd(kShift);
   __m512d kd = _mm512_add_pd(xd, shift);
@@ -57,18 +76,9 @@ inline __m256 exp2_8(__m256 x, const table_regs& T) {
 
 // exp2f of fmaf(in[i], a, b) (FUSED) or of in[i].
 template <bool FUSED>
-void exp2f_vec_t(const float* in, float a, float b, float* out, int n) {
+ATTNUM_AVX512_FN void exp2f_vec_t(const float* in, float a, float b, float* out, int n) {
   const table_regs T = {_mm512_loadu_si512(kTable), _mm512_loadu_si512(kTable + 8), _mm512_loadu_si512(kTable + 16),
                         _mm512_loadu_si512(kTable + 24)};
-  auto arg = [&](float v) { return FUSED ? std::fmaf(v, a, b) : v; };
-  // The lanes in mask (|x| >= 128, +Inf, NaN) are redone with the scalar exp2f: into a copy of
-  // the vector results, before anything is stored (in and out may alias).
-  auto scalar_lanes = [&](unsigned mask, const float* x, float* tmp) {
-    for (; mask; mask &= mask - 1) {
-      const int l = __builtin_ctz(mask);
-      tmp[l] = std::exp2f(arg(x[l]));
-    }
-  };
   alignas(64) float tmp[16];
   const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
   // 16 lanes at a time (the float steps at full width, the double steps as two halves); the
@@ -88,16 +98,71 @@ void exp2f_vec_t(const float* in, float a, float b, float* out, int n) {
     y = _mm512_mask_blend_ps(minf, y, _mm512_setzero_ps());
     if (special & ~minf) {
       _mm512_store_ps(tmp, y);
-      scalar_lanes(special & ~minf, in + i, tmp);
+      scalar_lanes<FUSED>(special & ~minf, in + i, a, b, tmp);
       y = _mm512_load_ps(tmp);
     }
     _mm512_mask_storeu_ps(out + i, k, y);
   }
 }
 
-void exp2f_vec(const float* in, float* out, int n) { exp2f_vec_t<false>(in, 0.0f, 0.0f, out, n); }
+// AVX2 + FMA: 4 lanes of the main path (|x| < 128) in double, the same operations as exp2_8; the
+// table entries come from a gather (AVX2 has no two-register permute).
+ATTNUM_AVX2_FN inline __m128 exp2_4(__m128 x) {
+  const __m256d xd = _mm256_cvtps_pd(x);
+  const __m256d shift = _mm256_set1_pd(kShift);
+  __m256d kd = _mm256_add_pd(xd, shift);
+  const __m256i ki = _mm256_castpd_si256(kd);
+  kd = _mm256_sub_pd(kd, shift);
+  const __m256d r = _mm256_sub_pd(xd, kd);
+  const __m256i t = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(kTable),
+                                           _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+  const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(ki, 47)));
+  const __m256d z = _mm256_fmadd_pd(r, _mm256_set1_pd(kC0), _mm256_set1_pd(kC1));
+  const __m256d r2 = _mm256_mul_pd(r, r);
+  __m256d y = _mm256_fmadd_pd(r, _mm256_set1_pd(kC2), _mm256_set1_pd(1.0));
+  y = _mm256_fmadd_pd(z, r2, y);
+  y = _mm256_mul_pd(y, s);
+  return _mm256_cvtpd_ps(y);
+}
 
-bool self_check() {
+template <bool FUSED>
+ATTNUM_AVX2_FN void exp2f_avx2_t(const float* in, float a, float b, float* out, int n) {
+  alignas(32) float tmp[8], buf[8];
+  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  for (int i = 0; i < n; i += 8) {
+    const int m = std::min(8, n - i);
+    const float* src = in + i;
+    if (m < 8) {  // the last group: through a zero-padded copy
+      for (int l = 0; l < 8; ++l) buf[l] = l < m ? in[i + l] : 0.0f;
+      src = buf;
+    }
+    const __m256 in8 = _mm256_loadu_ps(src);
+    const __m256 x = FUSED ? _mm256_fmadd_ps(in8, va, vb) : in8;
+    // lanes with |x| >= 128, Inf or NaN take the scalar path; -Inf (the causal mask) gives +0
+    const __m256 special = _mm256_cmp_ps(_mm256_and_ps(x, absmask), _mm256_set1_ps(128.0f), _CMP_NLT_UQ);
+    const __m256 minf = _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
+    const __m256 xs = _mm256_andnot_ps(special, x);
+    __m256 y = _mm256_set_m128(exp2_4(_mm256_extractf128_ps(xs, 1)), exp2_4(_mm256_castps256_ps128(xs)));
+    y = _mm256_andnot_ps(minf, y);
+    const unsigned rest = static_cast<unsigned>(_mm256_movemask_ps(_mm256_andnot_ps(minf, special))) &
+                          ((1u << m) - 1);
+    _mm256_store_ps(tmp, y);
+    if (rest) scalar_lanes<FUSED>(rest, src, a, b, tmp);
+    for (int l = 0; l < m; ++l) out[i + l] = tmp[l];
+  }
+}
+
+enum class vec { none, avx2, avx512 };
+
+void exp2f_run(vec v, bool fused, const float* in, float a, float b, float* out, int n) {
+  if (v == vec::avx512)
+    fused ? exp2f_vec_t<true>(in, a, b, out, n) : exp2f_vec_t<false>(in, a, b, out, n);
+  else
+    fused ? exp2f_avx2_t<true>(in, a, b, out, n) : exp2f_avx2_t<false>(in, a, b, out, n);
+}
+
+bool self_check(vec v) {
   // A fixed sweep over (-130, 10) with irregular steps, plus exact multiples of 1/32 and ties.
   constexpr int kN = 4096;
   alignas(64) float x[kN], y[kN];
@@ -108,30 +173,47 @@ bool self_check() {
     x[i] = i % 4 == 0 ? static_cast<float>(i / 4 - 512) / 32.0f : -130.0f + 140.0f * u;
   }
   x[1] = -INFINITY, x[kN - 3] = -INFINITY, x[2] = INFINITY, x[3] = -200.0f;
-  exp2f_vec(x, y, kN);
-  for (int i = 0; i < kN; ++i)
+  exp2f_run(v, false, x, 0.0f, 0.0f, y, kN - 5);  // a masked last group too
+  for (int i = 0; i < kN - 5; ++i)
     if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(std::exp2f(x[i]))) return false;
   return true;
 }
 #endif
 
-bool vector_ok() {
-#if defined(__AVX512F__)
-  static const bool ok = self_check();
-  return ok;
-#else
-  return false;
-#endif
+// The vector path the active ISA (isa.h) runs, where it passed its self-check on this libm.
+#if ATTNUM_EXP2_VEC
+vec vector_path() {
+  if (isa::at_least(isa::path::avx512)) {
+    static const bool ok = self_check(vec::avx512);
+    if (ok) return vec::avx512;
+  }
+  if (isa::at_least(isa::path::avx2)) {
+    static const bool ok = self_check(vec::avx2);
+    if (ok) return vec::avx2;
+  }
+  return vec::none;
 }
+#endif
 
 }  // namespace
 
-bool exp2f_vector_active() { return vector_ok(); }
+const char* exp2f_path() {
+#if ATTNUM_EXP2_VEC
+  switch (vector_path()) {
+    case vec::avx512: return "avx512";
+    case vec::avx2: return "avx2";
+    case vec::none: break;
+  }
+#endif
+  return "scalar";
+}
+
+bool exp2f_vector_active() { return std::string_view(exp2f_path()) != "scalar"; }
 
 void exp2f_fma_array(const float* x, float a, float b, float* out, int n) {
-#if defined(__AVX512F__)
-  if (vector_ok()) {
-    exp2f_vec_t<true>(x, a, b, out, n);
+#if ATTNUM_EXP2_VEC
+  if (const vec v = vector_path(); v != vec::none) {
+    exp2f_run(v, true, x, a, b, out, n);
     return;
   }
 #endif
@@ -139,9 +221,9 @@ void exp2f_fma_array(const float* x, float a, float b, float* out, int n) {
 }
 
 void exp2f_array(const float* in, float* out, int n) {
-#if defined(__AVX512F__)
-  if (vector_ok()) {
-    exp2f_vec(in, out, n);
+#if ATTNUM_EXP2_VEC
+  if (const vec v = vector_path(); v != vec::none) {
+    exp2f_run(v, false, in, 0.0f, 0.0f, out, n);
     return;
   }
 #endif

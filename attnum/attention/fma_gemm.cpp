@@ -1,0 +1,330 @@
+// See fma_gemm.h. The AVX2 and AVX-512 kernels carry target attributes (no file-wide flags) and
+// run only when isa::active() picked their path.
+#include "attnum/attention/fma_gemm.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "attnum/attention/isa.h"
+
+#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 9)
+#define ATTNUM_FMA_KERNELS 1
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own undefined-vector idiom.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define ATTNUM_AVX2_FN __attribute__((target("avx2,fma")))
+#define ATTNUM_AVX512_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")))
+// The micro-kernels' loops over rows and vectors unrolled, so their accumulators stay in
+// registers (GCC 12 otherwise keeps a copy of them on the stack, stored at every k).
+#define ATTNUM_UNROLL _Pragma("GCC unroll 16")
+#define ATTNUM_VNNI_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl,avx512vnni")))
+#else
+#define ATTNUM_FMA_KERNELS 0
+#endif
+
+namespace attnum::attention::fma {
+namespace {
+
+#if ATTNUM_FMA_KERNELS
+// Packed operands of one call: A rows as doubles [rows][kn], B as column panels of W doubles,
+// [panel][k][W], zero past n (the padding columns compute zeros that are never stored).
+struct packed {
+  std::vector<double> a, b;
+};
+
+void pack(const float* A, int lda, const float* B, int ldb, int rows, int n, int kn, int W, packed& p) {
+  const int np = (n + W - 1) / W;
+  p.a.resize(static_cast<size_t>(rows) * kn);
+  p.b.resize(static_cast<size_t>(np) * kn * W);
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < kn; ++k) p.a[static_cast<size_t>(r) * kn + k] = A[static_cast<size_t>(r) * lda + k];
+  for (int q = 0; q < np; ++q) {
+    const int j0 = q * W, w = std::min(W, n - j0);
+    double* dst = p.b.data() + static_cast<size_t>(q) * kn * W;
+    for (int k = 0; k < kn; ++k) {
+      const float* src = B + static_cast<size_t>(k) * ldb + j0;
+      double* d = dst + static_cast<size_t>(k) * W;
+      for (int j = 0; j < w; ++j) d[j] = src[j];
+      for (int j = w; j < W; ++j) d[j] = 0.0;
+    }
+  }
+}
+
+// Stores the first m (<= 4, none when m <= 0) lanes of x at c.
+ATTNUM_AVX2_FN inline void store4(double* c, int m, __m256d x) {
+  if (m >= 4)
+    _mm256_storeu_pd(c, x);
+  else if (m > 0)
+    _mm256_maskstore_pd(c, _mm256_cmpgt_epi64(_mm256_set1_epi64x(m), _mm256_setr_epi64x(0, 1, 2, 3)), x);
+}
+
+// ---- AVX2: R rows x 2 vectors of 4 doubles (8 columns); 12 accumulators + 2 B + 1 broadcast
+// of the 16 ymm registers, 8 loads per 12 FMAs (4 x 12 would need 16 loads: load-bound).
+constexpr int kV2 = 2, kW2 = 4 * kV2, kR2 = 6;
+
+template <int R>
+ATTNUM_AVX2_FN void micro_avx2(const double* a, int kn, const double* b, double* C, int ldc, int w) {
+  __m256d acc[R][kV2];
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r)
+    ATTNUM_UNROLL for (int v = 0; v < kV2; ++v) acc[r][v] = _mm256_setzero_pd();
+  for (int k = 0; k < kn; ++k) {
+    const double* bk = b + static_cast<size_t>(k) * kW2;
+    const __m256d b0 = _mm256_loadu_pd(bk), b1 = _mm256_loadu_pd(bk + 4);
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
+      const __m256d x = _mm256_broadcast_sd(a + static_cast<size_t>(r) * kn + k);
+      acc[r][0] = _mm256_fmadd_pd(x, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_pd(x, b1, acc[r][1]);
+    }
+  }
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < kV2; ++v)
+      store4(C + static_cast<size_t>(r) * ldc + 4 * v, w - 4 * v, acc[r][v]);
+}
+
+ATTNUM_AVX2_FN void gemm_avx2(const packed& p, int rows, int n, int kn, double* C, int ldc) {
+  const int np = (n + kW2 - 1) / kW2;
+  for (int q = 0; q < np; ++q) {
+    const int j0 = q * kW2, w = std::min(kW2, n - j0);
+    const double* b = p.b.data() + static_cast<size_t>(q) * kn * kW2;
+    for (int r = 0; r < rows; r += kR2) {
+      const double* a = p.a.data() + static_cast<size_t>(r) * kn;
+      double* c = C + static_cast<size_t>(r) * ldc + j0;
+      switch (std::min(kR2, rows - r)) {
+        case 6: micro_avx2<6>(a, kn, b, c, ldc, w); break;
+        case 5: micro_avx2<5>(a, kn, b, c, ldc, w); break;
+        case 4: micro_avx2<4>(a, kn, b, c, ldc, w); break;
+        case 3: micro_avx2<3>(a, kn, b, c, ldc, w); break;
+        case 2: micro_avx2<2>(a, kn, b, c, ldc, w); break;
+        default: micro_avx2<1>(a, kn, b, c, ldc, w); break;
+      }
+    }
+  }
+}
+
+// ---- AVX-512: R rows x 4 vectors of 8 doubles (32 columns); 24 accumulators + 4 B + 1 broadcast
+// of the 32 zmm registers.
+constexpr int kV5 = 4, kW5 = 8 * kV5, kR5 = 6;
+
+template <int R>
+ATTNUM_AVX512_FN void micro_avx512(const double* a, int kn, const double* b, double* C, int ldc, int w) {
+  __m512d acc[R][kV5];
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r)
+    ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) acc[r][v] = _mm512_setzero_pd();
+  for (int k = 0; k < kn; ++k) {
+    const double* bk = b + static_cast<size_t>(k) * kW5;
+    const __m512d b0 = _mm512_loadu_pd(bk), b1 = _mm512_loadu_pd(bk + 8), b2 = _mm512_loadu_pd(bk + 16),
+                  b3 = _mm512_loadu_pd(bk + 24);
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512d x = _mm512_set1_pd(a[static_cast<size_t>(r) * kn + k]);
+      acc[r][0] = _mm512_fmadd_pd(x, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_pd(x, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_pd(x, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_pd(x, b3, acc[r][3]);
+    }
+  }
+  if (w == kW5) {
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r)
+      ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) _mm512_storeu_pd(C + static_cast<size_t>(r) * ldc + 8 * v, acc[r][v]);
+  } else {
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r)
+      ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) {
+        const int m = std::clamp(w - 8 * v, 0, 8);
+        _mm512_mask_storeu_pd(C + static_cast<size_t>(r) * ldc + 8 * v, static_cast<__mmask8>((1u << m) - 1),
+                              acc[r][v]);
+      }
+  }
+}
+
+ATTNUM_AVX512_FN void gemm_avx512(const packed& p, int rows, int n, int kn, double* C, int ldc) {
+  const int np = (n + kW5 - 1) / kW5;
+  for (int q = 0; q < np; ++q) {
+    const int j0 = q * kW5, w = std::min(kW5, n - j0);
+    const double* b = p.b.data() + static_cast<size_t>(q) * kn * kW5;
+    for (int r = 0; r < rows; r += kR5) {
+      const double* a = p.a.data() + static_cast<size_t>(r) * kn;
+      double* c = C + static_cast<size_t>(r) * ldc + j0;
+      switch (std::min(kR5, rows - r)) {
+        case 6: micro_avx512<6>(a, kn, b, c, ldc, w); break;
+        case 5: micro_avx512<5>(a, kn, b, c, ldc, w); break;
+        case 4: micro_avx512<4>(a, kn, b, c, ldc, w); break;
+        case 3: micro_avx512<3>(a, kn, b, c, ldc, w); break;
+        case 2: micro_avx512<2>(a, kn, b, c, ldc, w); break;
+        default: micro_avx512<1>(a, kn, b, c, ldc, w); break;
+      }
+    }
+  }
+}
+
+// ---- INT8 QK: int16 pairs of consecutive k in one int32 word. A as [rows][d2] words, B as key
+// panels [panel][d2][W] words (zero past n and past d).
+struct packed_i8 {
+  std::vector<int32_t> a, b;
+};
+
+inline int32_t pair16(float lo, float hi) {
+  return static_cast<int32_t>(static_cast<uint16_t>(static_cast<int16_t>(lo)) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(hi))) << 16);
+}
+
+void pack_i8(const float* A, int lda, const float* B, int ldb, int rows, int n, int d, int W, packed_i8& p) {
+  const int d2 = (d + 1) / 2, np = (n + W - 1) / W;
+  p.a.resize(static_cast<size_t>(rows) * d2);
+  p.b.assign(static_cast<size_t>(np) * d2 * W, 0);
+  auto at = [d](const float* row, int k) { return k < d ? row[k] : 0.0f; };
+  for (int r = 0; r < rows; ++r) {
+    const float* row = A + static_cast<size_t>(r) * lda;
+    for (int q = 0; q < d2; ++q) p.a[static_cast<size_t>(r) * d2 + q] = pair16(at(row, 2 * q), at(row, 2 * q + 1));
+  }
+  for (int j = 0; j < n; ++j) {
+    const float* row = B + static_cast<size_t>(j) * ldb;
+    int32_t* dst = p.b.data() + static_cast<size_t>(j / W) * d2 * W + j % W;
+    for (int q = 0; q < d2; ++q) dst[static_cast<size_t>(q) * W] = pair16(at(row, 2 * q), at(row, 2 * q + 1));
+  }
+}
+
+// AVX2: R rows x 3 vectors of 8 int32 (24 keys); vpmaddwd multiplies the int16 pairs and adds each
+// pair into one int32 lane, vpaddd accumulates (both exact: see fma_gemm.h).
+constexpr int kVi2 = 3, kWi2 = 8 * kVi2, kRi2 = 4;
+
+template <int R>
+ATTNUM_AVX2_FN void micro_i8_avx2(const int32_t* a, int d2, const int32_t* b, double* C, int ldc, int w) {
+  __m256i acc[R][kVi2];
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r)
+    ATTNUM_UNROLL for (int v = 0; v < kVi2; ++v) acc[r][v] = _mm256_setzero_si256();
+  for (int q = 0; q < d2; ++q) {
+    const int32_t* bq = b + static_cast<size_t>(q) * kWi2;
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq)),
+                  b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 8)),
+                  b2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 16));
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
+      const __m256i x = _mm256_set1_epi32(a[static_cast<size_t>(r) * d2 + q]);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x, b0));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x, b1));
+      acc[r][2] = _mm256_add_epi32(acc[r][2], _mm256_madd_epi16(x, b2));
+    }
+  }
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < kVi2; ++v) {
+      double* c = C + static_cast<size_t>(r) * ldc + 8 * v;
+      store4(c, w - 8 * v, _mm256_cvtepi32_pd(_mm256_castsi256_si128(acc[r][v])));
+      store4(c + 4, w - 8 * v - 4, _mm256_cvtepi32_pd(_mm256_extracti128_si256(acc[r][v], 1)));
+    }
+}
+
+ATTNUM_AVX2_FN void i8_avx2(const packed_i8& p, int rows, int n, int d2, double* C, int ldc) {
+  for (int q = 0; q * kWi2 < n; ++q) {
+    const int j0 = q * kWi2, w = std::min(kWi2, n - j0);
+    const int32_t* b = p.b.data() + static_cast<size_t>(q) * d2 * kWi2;
+    for (int r = 0; r < rows; r += kRi2) {
+      const int32_t* a = p.a.data() + static_cast<size_t>(r) * d2;
+      double* c = C + static_cast<size_t>(r) * ldc + j0;
+      switch (std::min(kRi2, rows - r)) {
+        case 4: micro_i8_avx2<4>(a, d2, b, c, ldc, w); break;
+        case 3: micro_i8_avx2<3>(a, d2, b, c, ldc, w); break;
+        case 2: micro_i8_avx2<2>(a, d2, b, c, ldc, w); break;
+        default: micro_i8_avx2<1>(a, d2, b, c, ldc, w); break;
+      }
+    }
+  }
+}
+
+// AVX-512: R rows x 2 vectors of 16 int32 (32 keys); vpdpwssd (VNNI) fuses the pair products and
+// the add; without VNNI vpmaddwd + vpaddd as on AVX2.
+constexpr int kVi5 = 2, kWi5 = 16 * kVi5, kRi5 = 8;
+
+template <int R, bool VNNI>
+ATTNUM_VNNI_FN void micro_i8_avx512(const int32_t* a, int d2, const int32_t* b, double* C, int ldc, int w) {
+  __m512i acc[R][kVi5];
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r)
+    ATTNUM_UNROLL for (int v = 0; v < kVi5; ++v) acc[r][v] = _mm512_setzero_si512();
+  for (int q = 0; q < d2; ++q) {
+    const int32_t* bq = b + static_cast<size_t>(q) * kWi5;
+    const __m512i b0 = _mm512_loadu_si512(bq), b1 = _mm512_loadu_si512(bq + 16);
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512i x = _mm512_set1_epi32(a[static_cast<size_t>(r) * d2 + q]);
+      if constexpr (VNNI) {
+        acc[r][0] = _mm512_dpwssd_epi32(acc[r][0], x, b0);
+        acc[r][1] = _mm512_dpwssd_epi32(acc[r][1], x, b1);
+      } else {
+        acc[r][0] = _mm512_add_epi32(acc[r][0], _mm512_madd_epi16(x, b0));
+        acc[r][1] = _mm512_add_epi32(acc[r][1], _mm512_madd_epi16(x, b1));
+      }
+    }
+  }
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r)
+    ATTNUM_UNROLL for (int v = 0; v < kVi5; ++v)
+      ATTNUM_UNROLL for (int h = 0; h < 2; ++h) {
+        const int m = std::clamp(w - 16 * v - 8 * h, 0, 8);
+        if (!m) continue;
+        const __m256i half = h ? _mm512_extracti64x4_epi64(acc[r][v], 1) : _mm512_castsi512_si256(acc[r][v]);
+        _mm512_mask_storeu_pd(C + static_cast<size_t>(r) * ldc + 16 * v + 8 * h, static_cast<__mmask8>((1u << m) - 1),
+                              _mm512_cvtepi32_pd(half));
+      }
+}
+
+template <bool VNNI>
+ATTNUM_VNNI_FN void i8_avx512(const packed_i8& p, int rows, int n, int d2, double* C, int ldc) {
+  for (int q = 0; q * kWi5 < n; ++q) {
+    const int j0 = q * kWi5, w = std::min(kWi5, n - j0);
+    const int32_t* b = p.b.data() + static_cast<size_t>(q) * d2 * kWi5;
+    for (int r = 0; r < rows; r += kRi5) {
+      const int32_t* a = p.a.data() + static_cast<size_t>(r) * d2;
+      double* c = C + static_cast<size_t>(r) * ldc + j0;
+      switch (std::min(kRi5, rows - r)) {
+        case 8: micro_i8_avx512<8, VNNI>(a, d2, b, c, ldc, w); break;
+        case 7: micro_i8_avx512<7, VNNI>(a, d2, b, c, ldc, w); break;
+        case 6: micro_i8_avx512<6, VNNI>(a, d2, b, c, ldc, w); break;
+        case 5: micro_i8_avx512<5, VNNI>(a, d2, b, c, ldc, w); break;
+        case 4: micro_i8_avx512<4, VNNI>(a, d2, b, c, ldc, w); break;
+        case 3: micro_i8_avx512<3, VNNI>(a, d2, b, c, ldc, w); break;
+        case 2: micro_i8_avx512<2, VNNI>(a, d2, b, c, ldc, w); break;
+        default: micro_i8_avx512<1, VNNI>(a, d2, b, c, ldc, w); break;
+      }
+    }
+  }
+}
+
+#endif
+
+}  // namespace
+
+bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, int n, int d, double* C, int ldc) {
+#if ATTNUM_FMA_KERNELS
+  if (d >= (1 << 17)) return false;
+  if (rows <= 0 || n <= 0) return true;
+  static thread_local packed_i8 p;
+  const int d2 = (d + 1) / 2;
+  if (isa::at_least(isa::path::avx512)) {
+    static const bool vnni = isa::has_avx512_vnni();
+    pack_i8(A, lda, B, ldb, rows, n, d, kWi5, p);
+    vnni ? i8_avx512<true>(p, rows, n, d2, C, ldc) : i8_avx512<false>(p, rows, n, d2, C, ldc);
+    return true;
+  }
+  if (isa::at_least(isa::path::avx2)) {
+    pack_i8(A, lda, B, ldb, rows, n, d, kWi2, p);
+    i8_avx2(p, rows, n, d2, C, ldc);
+    return true;
+  }
+#endif
+  return false;
+}
+
+bool ordered_gemm(const float* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc) {
+#if ATTNUM_FMA_KERNELS
+  if (rows <= 0 || n <= 0) return true;
+  static thread_local packed p;
+  if (isa::at_least(isa::path::avx512)) {
+    pack(A, lda, B, ldb, rows, n, kn, kW5, p);
+    gemm_avx512(p, rows, n, kn, C, ldc);
+    return true;
+  }
+  if (isa::at_least(isa::path::avx2)) {
+    pack(A, lda, B, ldb, rows, n, kn, kW2, p);
+    gemm_avx2(p, rows, n, kn, C, ldc);
+    return true;
+  }
+#endif
+  return false;
+}
+
+}  // namespace attnum::attention::fma

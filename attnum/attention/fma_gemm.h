@@ -1,0 +1,45 @@
+#pragma once
+// The engine's chunk GEMMs on a double FMA unit (AVX2 or AVX-512, chosen at run time, isa.h):
+// register-blocked micro-kernels for C = A B over one k_step chunk (QK: Q rows x K^T, PV: P8 rows
+// x V), every output a plain ascending-k sum in double.
+//
+// Why one ordered double kernel serves both the exact FP8 paths and the ordered paths:
+//  * Ordered paths (bf16, fp32, sage1, ...; kernels whose chunk sum the model defines as the
+//    ascending double sum): A and B hold floats, so every product a*b has at most 24 + 24 = 48
+//    significant bits and is exact in double. fma(a, b, acc) rounds acc + a*b once, exactly as
+//    acc + (a*b) with a separate (exact) multiply does: the kernel reproduces the plain loop
+//    `acc += double(a) * double(b)` bit for bit, in the same order.
+//  * Exact FP8 paths (E4M3 x E4M3 with k_step <= 32, FA3 and friends): every E4M3 value is
+//    m * 2^e, |m| <= 15, e in [-9, 5], so every product is a multiple of 2^-18 and the absolute
+//    sum of a chunk's 32 products is at most 32 * 448^2 < 2^22.62: every partial sum, in any
+//    order, is a multiple of 2^-18 below 2^23, i.e. an integer multiple of 2^-18 with at most
+//    41 significant bits < 53: exact in double. So the ascending sum IS the exact chunk sum that
+//    the AMX tiles (amx.h) and Eigen's double GEMM also produce.
+//  * fp32 FMA with the exponent-plane split of amx.h (planes 0-2 of each operand, five
+//    accumulators with products multiples of 2^L and absolute sums below 2^(L+24), so every fp32
+//    partial sum is exact; with FMA no product is rounded either, so the tile bounds of amx.h
+//    carry over unchanged) is exact as well, but costs one fp32 FMA per occupied plane pair:
+//    on per-tensor scaled data nearly every 16 x 32 block holds values from planes 0 and 1 of
+//    both operands, i.e. four plane pairs, four fp32 FMAs per product. One double FMA costs two
+//    fp32 lanes, so the double kernel is twice as fast and needs no plane split, no occupancy
+//    masks and no fallback (NaN propagates as in the ordered loop). docs/kernels.md (Performance)
+//    has the measurement.
+//
+// The kernels pack B (a chunk of kn rows) into doubles once per call, in column panels, and the
+// rows of A into doubles; each micro-kernel keeps R x W accumulators in registers over the chunk.
+
+namespace attnum::attention::fma {
+
+/// C[r * ldc + j] = sum over k in [0, kn) of double(A[r * lda + k]) * double(B[k * ldb + j]),
+/// ascending k from +0, for r < rows, j < n. Returns false (and writes nothing) when the active
+/// ISA path (isa.h) has no vector kernel: the caller runs its scalar loop.
+bool ordered_gemm(const float* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc);
+
+/// Sage's INT8 QK: C[r * ldc + j] = sum over k < d of A[r * lda + k] * B[j * ldb + k] (A and B hold
+/// integers in [-128, 127] as floats; B is K, one key per row), exact: every product is at most
+/// 2^14 in magnitude and an int32 sum of d of them stays below 2^31 for d < 2^17, so vpmaddwd on
+/// sign-extended int16 pairs (AVX2, AVX-512BW) or vpdpwssd (AVX-512 VNNI) gives the exact integer
+/// in any order; stored as doubles (exact). Returns false when the active path has no kernel.
+bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, int n, int d, double* C, int ldc);
+
+}  // namespace attnum::attention::fma

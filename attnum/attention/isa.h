@@ -1,0 +1,44 @@
+#pragma once
+// Runtime choice of the instruction set the engine's fast paths use (one binary for every x86-64
+// CPU: the vector code carries __attribute__((target(...))) and runs only where the CPU and the OS
+// support it; nothing needs -march).
+//
+//   amx     AMX-BF16/INT8 tiles for the exact FP8 chunk sums and INT8 QK (amx.h), AVX-512 elsewhere
+//   avx512  AVX-512 F/DQ/BW/VL: double-FMA chunk GEMMs (fma_gemm.h), exp2f (fast_exp2.h)
+//   avx2    AVX2 + FMA: the same kernels at 256 bits
+//   scalar  no vector kernels: Eigen GEMMs and the plain loops (the reference the others match)
+//
+// Every path gives the same bits (tests/attention/isa_test.cpp runs each one the machine has
+// against the scalar path and the preset oracles). The choice: ATTNUM_ISA=scalar|avx2|avx512|amx
+// forces a path (one this CPU or OS lacks is refused: message on stderr, exit status 2);
+// otherwise the best supported path, minus AMX when ATTNUM_NO_AMX is set (and not "0").
+#include <string_view>
+#include <vector>
+
+namespace attnum::attention::isa {
+
+enum class path { scalar = 0, avx2 = 1, avx512 = 2, amx = 3 };
+
+/// "scalar", "avx2", "avx512", "amx".
+std::string_view name(path p);
+/// True when this build, the CPU and the OS can run p (checked once).
+bool supported(path p);
+/// The paths supported here, scalar first.
+std::vector<path> supported_paths();
+/// The path in use: set_active's, else ATTNUM_ISA's, else the best supported one.
+path active();
+/// Forces a supported path for this process (tests, A/B runs); fails on an unsupported one.
+void set_active(path p);
+/// True when the active path has at least p's vector unit (amx counts as avx512, avx512 as avx2).
+inline bool at_least(path p) { return static_cast<int>(active()) >= static_cast<int>(p); }
+
+/// What gives the exact FP8 (E4M3 x E4M3) chunk sums on the active path: "amx-bf16",
+/// "double-fma-avx512", "double-fma-avx2" or "double-gemm" (Eigen, scalar path).
+std::string_view fp8_sums();
+/// What gives Sage's exact INT8 QK sums: "amx-int8", "vnni-avx512" / "vpmaddwd-avx512" (AVX-512
+/// with or without VNNI), "vpmaddwd-avx2" or "fp32-gemm" (Eigen, scalar path).
+std::string_view int8_sums();
+/// True when the CPU has AVX-512 VNNI (vpdpwssd).
+bool has_avx512_vnni();
+
+}  // namespace attnum::attention::isa

@@ -1,0 +1,243 @@
+// The runtime ISA paths (attention/isa.h) against each other and the independent oracles: every
+// path this machine supports (scalar, avx2, avx512, amx) runs every preset, bit for bit equal to
+// the scalar path, and the presets that have a plain-loop oracle (preset_oracle.h) match it on
+// every path; the double-FMA chunk GEMM (fma_gemm.h) against a plain double loop on extreme
+// operands (E4M3 windows, wide floats, NaN, Inf, signed zeros); exp2f on every path against libm;
+// and ATTNUM_ISA / `attnum version --json` through the binary. Paths the machine lacks are
+// skipped with a message.
+#include "attnum/attention/isa.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sys/wait.h>
+#include <tuple>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/oracle_check.h"
+#include "attention/test_util.h"
+#include "attnum/attention/engine.h"
+#include "attnum/attention/fast_exp2.h"
+#include "attnum/attention/fma_gemm.h"
+#include "attnum/attention/kernel_spec.h"
+#include "attnum/core/error.h"
+#include "attnum/core/parallel.h"
+#include "attnum/formats/format.h"
+
+namespace attnum::attention {
+namespace {
+
+using isa::path;
+
+const path kAll[] = {path::scalar, path::avx2, path::avx512, path::amx};
+
+// Restores the process's ISA choice at scope exit.
+struct isa_guard {
+  path saved = isa::active();
+  ~isa_guard() { isa::set_active(saved); }
+};
+
+// Runs f for every supported path; reports the ones this machine lacks.
+template <typename F>
+void for_each_path(F&& f) {
+  isa_guard g;
+  for (path p : kAll) {
+    if (!isa::supported(p)) {
+      std::printf("[ skipped  ] ISA path %s: not supported on this machine\n", std::string(isa::name(p)).c_str());
+      continue;
+    }
+    isa::set_active(p);
+    SCOPED_TRACE(std::string(isa::name(p)));
+    f(p);
+  }
+}
+
+TEST(isa, scalar_is_always_supported_and_unsupported_paths_are_refused) {
+  EXPECT_TRUE(isa::supported(path::scalar));
+  EXPECT_TRUE(isa::supported(isa::active()));
+  isa_guard g;
+  for (path p : kAll)
+    if (!isa::supported(p)) EXPECT_THROW(isa::set_active(p), attnum::error) << isa::name(p);
+}
+
+// Wide-range inputs: log-normal magnitudes and a few outliers, so every cast spans many binades.
+test::layer_data wide_layer(int n, int d, uint64_t seed) {
+  auto L = test::random_layer(4, 2, n, n, d, seed);
+  std::mt19937_64 rng(seed * 7 + 1);
+  std::normal_distribution<float> nd(0.0f, 2.5f);
+  for (auto* x : {&L.q, &L.k, &L.v})
+    for (auto& e : *x) e *= std::exp(nd(rng));
+  L.k[3] = 900.0f, L.q[10] = -500.0f, L.v[7] = 300.0f;
+  test::refresh(L);
+  return L;
+}
+
+TEST(isa, every_path_gives_the_scalar_bits_for_every_preset) {
+  set_threads(2);
+  for (const auto& name : preset_names()) {
+    // (n, d, causal, wide): tails off every block grid, d not a multiple of 32, both masks
+    for (auto [n, d, causal, wide] : {std::tuple{130, 64, true, false}, std::tuple{77, 80, false, true},
+                                      std::tuple{200, 128, true, true}}) {
+          const auto L = wide ? wide_layer(n, d, 31 + n + d) : test::random_layer(4, 2, n, n, d, 17 + n + d, 3.0f);
+          std::vector<float> want;
+          {
+            isa_guard g;
+            isa::set_active(path::scalar);
+            want = run_layer(preset(name), L.view, condition::plain, causal);
+          }
+          for_each_path([&](path p) {
+            if (p == path::scalar) return;
+            const auto got = run_layer(preset(name), L.view, condition::plain, causal);
+            std::ostringstream what;
+            what << name << " on " << isa::name(p) << " n " << n << " d " << d << " causal " << causal << " wide "
+                 << wide;
+            oracle_check::expect_same_bits(got, want, d, what.str());
+          });
+    }
+  }
+  set_threads(1);
+}
+
+TEST(isa, every_path_matches_the_preset_oracles) {
+  set_threads(1);
+  for_each_path([&](path) {
+    uint64_t seed = 70;
+    for (const auto& name : oracle_check::kOraclePresets)
+      for (bool causal : {true, false}) oracle_check::check_preset(name, 97, 64, true, causal, ++seed);
+  });
+}
+
+// Operands for the chunk GEMM: E4M3 grid values at the windows' extremes (exact-sum case), wide
+// floats (ordered case: the bits depend on the order), and specials.
+std::vector<float> operand(size_t n, uint64_t seed, int kind) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    const int c = pick(rng);
+    if (kind == 0)
+      x = formats::quantize_e4m3_sat(c < 30 ? (c % 2 ? 448.0f : -0x1p-9f) : nd(rng) * std::exp2(static_cast<float>(c % 18 - 9)));
+    else
+      x = nd(rng) * std::exp2(static_cast<float>(c % 60 - 30));
+    if (kind == 2 && c == 0) x = NAN;
+    if (kind == 2 && c == 1) x = (rng() & 1) ? INFINITY : -INFINITY;
+    if (kind == 2 && c == 2) x = -0.0f;
+  }
+  return v;
+}
+
+TEST(isa, fma_chunk_gemm_equals_the_plain_double_loop) {
+  for_each_path([&](path p) {
+    uint64_t seed = 5;
+    for (int kind : {0, 1, 2})
+      for (auto [rows, n, kn] : {std::tuple{64, 192, 32}, std::tuple{7, 13, 5}, std::tuple{13, 33, 16}, std::tuple{1, 1, 1},
+                                 std::tuple{64, 128, 128}}) {
+        const int lda = kn + 3, ldb = n + 5, ldc = n + 1;
+        const auto A = operand(static_cast<size_t>(rows) * lda, ++seed, kind);
+        const auto B = operand(static_cast<size_t>(kn) * ldb, ++seed, kind);
+        std::vector<double> C(static_cast<size_t>(rows) * ldc, -3.0);
+        const bool ran = fma::ordered_gemm(A.data(), lda, B.data(), ldb, rows, n, kn, C.data(), ldc);
+        EXPECT_EQ(ran, p != path::scalar);
+        if (!ran) continue;
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < ldc; ++j) {
+            double want = -3.0;  // columns past n are not written
+            if (j < n) {
+              want = 0.0;
+              for (int k = 0; k < kn; ++k)
+                want += static_cast<double>(A[static_cast<size_t>(r) * lda + k]) *
+                        static_cast<double>(B[static_cast<size_t>(k) * ldb + j]);
+            }
+            const double got = C[static_cast<size_t>(r) * ldc + j];
+            if (std::isnan(want) && std::isnan(got)) continue;
+            ASSERT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want))
+                << "kind " << kind << " rows " << rows << " n " << n << " kn " << kn << " at " << r << "," << j;
+          }
+      }
+  });
+}
+
+// INT8 QK: exact integer sums against a plain int64 loop, the extremes -128 and 127 included, d
+// odd and not a multiple of the vector width.
+TEST(isa, int8_gemm_equals_the_integer_loop) {
+  for_each_path([&](path p) {
+    std::mt19937_64 rng(21);
+    std::uniform_int_distribution<int> u(-128, 127), pick(0, 3);
+    for (auto [rows, n, d] : {std::tuple{64, 192, 128}, std::tuple{9, 37, 7}, std::tuple{17, 33, 200}, std::tuple{1, 1, 1}}) {
+      std::vector<float> q(static_cast<size_t>(rows) * d), k(static_cast<size_t>(n) * d);
+      for (auto* v : {&q, &k})
+        for (auto& x : *v) x = static_cast<float>(pick(rng) == 0 ? (rng() & 1 ? 127 : -128) : u(rng));
+      const int ldc = n + 2;
+      std::vector<double> C(static_cast<size_t>(rows) * ldc, -1.0);
+      const bool ran = fma::int8_gemm_nt(q.data(), d, k.data(), d, rows, n, d, C.data(), ldc);
+      EXPECT_EQ(ran, p != path::scalar);
+      if (!ran) continue;
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < ldc; ++j) {
+          int64_t want = 0;
+          for (int t = 0; t < d && j < n; ++t)
+            want += static_cast<int64_t>(q[static_cast<size_t>(r) * d + t]) * static_cast<int64_t>(k[static_cast<size_t>(j) * d + t]);
+          ASSERT_EQ(C[static_cast<size_t>(r) * ldc + j], j < n ? static_cast<double>(want) : -1.0)
+              << "rows " << rows << " n " << n << " d " << d << " at " << r << "," << j;
+        }
+    }
+  });
+}
+
+TEST(isa, exp2f_every_path_matches_libm) {
+  std::vector<float> x;
+  for (float v = -140.0f; v < 130.0f; v += 0.00137f) x.push_back(v);
+  x.insert(x.end(), {-INFINITY, INFINITY, NAN, -0.0f, 0.0f, 127.99999f, -126.0f, -149.5f});
+  for_each_path([&](path p) {
+    std::vector<float> y(x.size()), z(x.size());
+    fast::exp2f_array(x.data(), y.data(), static_cast<int>(x.size()) - 3);  // a partial last group
+    fast::exp2f_fma_array(x.data(), 0.75f, -1.5f, z.data(), static_cast<int>(x.size()));
+    for (size_t i = 0; i + 3 < x.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(std::exp2f(x[i]))) << x[i];
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(z[i]), std::bit_cast<uint32_t>(std::exp2f(std::fmaf(x[i], 0.75f, -1.5f))))
+          << x[i];
+    if (p != path::scalar) EXPECT_STREQ(fast::exp2f_path(), p == path::avx2 ? "avx2" : "avx512");
+  });
+}
+
+// The binary: ATTNUM_ISA picks the path `version --json` reports; a bad or missing one exits 2.
+int run(const std::string& cmd, std::string* out = nullptr) {
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) return -1;
+  char buf[512];
+  std::string s;
+  while (fgets(buf, sizeof buf, f)) s += buf;
+  const int st = pclose(f);
+  if (out) *out = s;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(isa, attnum_isa_environment_variable) {
+  const std::string bin = ATTNUM_BINARY;
+  for (path p : kAll) {
+    std::string out;
+    const int rc = run("ATTNUM_ISA=" + std::string(isa::name(p)) + " " + bin + " version --json", &out);
+    if (isa::supported(p)) {
+      EXPECT_EQ(rc, 0) << out;
+      EXPECT_NE(out.find("\"isa\":\"" + std::string(isa::name(p)) + "\""), std::string::npos) << out;
+    } else {
+      EXPECT_EQ(rc, 2) << out;
+      EXPECT_NE(out.find("ATTNUM_ISA=" + std::string(isa::name(p))), std::string::npos) << out;
+    }
+  }
+  std::string out;
+  EXPECT_EQ(run("ATTNUM_ISA=sse9 " + bin + " version", &out), 2);
+  EXPECT_NE(out.find("expected one of scalar, avx2, avx512, amx"), std::string::npos) << out;
+  EXPECT_EQ(run("ATTNUM_NO_AMX=1 " + bin + " version --json", &out), 0);
+  EXPECT_EQ(out.find("\"isa\":\"amx\""), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace attnum::attention
