@@ -1,5 +1,5 @@
 // Golden: greedy decoding of stories260K (llama2.c format) from BOS reproduces the documented
-// reference ids and text (../shared/data/stories260K_greedy_reference*.txt, made with run.c).
+// reference ids and text (data/stories260K_greedy_reference*.txt, made with run.c).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,7 +12,7 @@
 #include "attnum/model/transformer.h"
 
 namespace {
-const std::string kData = std::string(ATTNUM_SHARED_DIR) + "/data/";
+const std::string kData = std::string(ATTNUM_DATA_DIR) + "/";
 
 std::vector<int> read_ids(const std::string& path) {
   std::ifstream f(path);
@@ -20,8 +20,7 @@ std::vector<int> read_ids(const std::string& path) {
 }
 
 TEST(stories_golden_test, greedy_from_bos_matches_reference_ids_and_text) {
-  if (!std::filesystem::exists(kData + "stories260K.bin"))
-    GTEST_SKIP() << "shared data absent: " << kData << "stories260K.bin";
+  ASSERT_TRUE(std::filesystem::exists(kData + "stories260K.bin")) << kData << "stories260K.bin";
   auto w = attnum::io::load_llama2c(kData + "stories260K.bin");
   EXPECT_EQ(w.cfg.dim, 64);
   EXPECT_EQ(w.cfg.n_layers, 5);
@@ -48,7 +47,7 @@ TEST(stories_golden_test, greedy_from_bos_matches_reference_ids_and_text) {
 }
 
 TEST(stories_golden_test, tokenizer_round_trips_the_reference_text) {
-  if (!std::filesystem::exists(kData + "tok512.bin")) GTEST_SKIP() << "shared data absent: " << kData;
+  ASSERT_TRUE(std::filesystem::exists(kData + "tok512.bin")) << kData << "tok512.bin";
   auto tok = attnum::model::load_llama2c_tokenizer(kData + "tok512.bin", 512);
   std::ifstream f(kData + "stories260K_greedy_reference.txt");
   std::string ref((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

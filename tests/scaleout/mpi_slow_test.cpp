@@ -119,9 +119,9 @@ TEST(mpi_test, heads_three_shards_merged_equal_single_run) {
 }
 
 TEST(mpi_test, loss_two_ranks_and_shards_equal_single_process) {
-  const fs::path model = fs::path(ATTNUM_SHARED_DIR) / "data" / "stories260K.bin";
-  const fs::path ids = fs::path(ATTNUM_SHARED_DIR) / "data" / "stories260K_greedy_reference_ids.txt";
-  if (!fs::exists(model)) GTEST_SKIP() << "../shared/data/stories260K.bin absent: loss scale-out test skipped";
+  const fs::path model = fs::path(ATTNUM_DATA_DIR) / "stories260K.bin";
+  const fs::path ids = fs::path(ATTNUM_DATA_DIR) / "stories260K_greedy_reference_ids.txt";
+  ASSERT_TRUE(fs::exists(model)) << model;
   const fs::path d = scratch("loss");
   // Four windows of 48 tokens from the reference ids (used as given).
   const std::string args = " loss --model " + model.string() + " --token-ids " + ids.string() +
