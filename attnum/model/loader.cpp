@@ -5,19 +5,17 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
-#include "attnum/io/llama2c.h"
+#include "attnum/model/hf_checkpoint.h"
+#include "attnum/model/llama2c.h"
 
 namespace attnum::model {
 namespace fs = std::filesystem;
 
-// Defined in attnum/io/hf_checkpoint.cpp (weak fallback below until it is built in).
-weights load_hf_folder(const std::string& dir);
-
 weights load_model(const std::string& path) {
-  if (fs::is_directory(path)) return load_hf_folder(path);
+  if (fs::is_directory(path)) return load_hf_checkpoint(path);
   if (!fs::exists(path)) fail("{}: no such model file or folder", path);
-  if (fs::path(path).filename() == "config.json") return load_hf_folder(fs::path(path).parent_path());
-  return io::load_llama2c(path);
+  if (fs::path(path).filename() == "config.json") return load_hf_checkpoint(fs::path(path).parent_path());
+  return load_llama2c(path);
 }
 
 std::unique_ptr<tokenizer> load_tokenizer(const std::string& model_path, const weights& w,

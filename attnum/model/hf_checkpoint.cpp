@@ -1,4 +1,4 @@
-#include "attnum/io/hf_checkpoint.h"
+#include "attnum/model/hf_checkpoint.h"
 
 #include <filesystem>
 #include <map>
@@ -11,7 +11,7 @@
 #include "attnum/io/json_file.h"
 #include "attnum/io/safetensors.h"
 
-namespace attnum::io {
+namespace attnum::model {
 namespace fs = std::filesystem;
 namespace {
 
@@ -77,9 +77,9 @@ class tensor_set {
 
 }  // namespace
 
-model::config read_hf_config(const std::string& path) {
+config read_hf_config(const std::string& path) {
   const nlohmann::json j = read_json_file(path);
-  model::config c;
+  config c;
   c.family = field<std::string>(j, path, "model_type");
   if (c.family != "qwen2" && c.family != "llama")
     fail("{}: model_type '{}' not supported (expected qwen2 or llama)", path, c.family);
@@ -93,7 +93,7 @@ model::config read_hf_config(const std::string& path) {
   c.d_head = field_or<int>(j, path, "head_dim", c.n_head > 0 ? c.dim / c.n_head : 0);
   c.norm_eps = field_or<float>(j, path, "rms_norm_eps", 1e-6f);
   c.rope_theta = field_or<float>(j, path, "rope_theta", 10000.0f);
-  c.rope = model::rope_style::rotate_half;  // HF's rotate_half convention for both families
+  c.rope = rope_style::rotate_half;  // HF's rotate_half convention for both families
   c.tied_embeddings = field_or<bool>(j, path, "tie_word_embeddings", false);
   // qwen2 always has q/k/v biases; llama has them with attention_bias.
   c.qkv_bias = c.family == "qwen2" || field_or<bool>(j, path, "attention_bias", false);
@@ -103,22 +103,22 @@ model::config read_hf_config(const std::string& path) {
     fail("{}: rope_scaling {} is not supported", path, j["rope_scaling"].dump());
   if (field_or<std::string>(j, path, "hidden_act", "silu") != "silu")
     fail("{}: hidden_act '{}' not supported (expected silu)", path, j["hidden_act"].get<std::string>());
-  model::validate(c, path);
+  validate(c, path);
   return c;
 }
 
-model::weights load_hf_checkpoint(const std::string& dir_path) {
+weights load_hf_checkpoint(const std::string& dir_path) {
   const fs::path dir(dir_path);
-  model::weights w;
+  weights w;
   w.cfg = read_hf_config((dir / "config.json").string());
-  const model::config& c = w.cfg;
+  const config& c = w.cfg;
   const tensor_set ts(dir);
   const int64_t D = c.dim, H = c.hidden_dim, V = c.vocab_size, hd = int64_t(c.n_head) * c.d_head,
                 kv = int64_t(c.n_head_kv) * c.d_head;
   w.tok_embeddings = ts.get("model.embed_tokens.weight", {V, D});
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
-    model::layer_weights L;
+    layer_weights L;
     L.attn_norm = ts.get(p + "input_layernorm.weight", {D});
     L.wq = ts.get(p + "self_attn.q_proj.weight", {hd, D});
     L.wk = ts.get(p + "self_attn.k_proj.weight", {kv, D});
@@ -141,12 +141,8 @@ model::weights load_hf_checkpoint(const std::string& dir_path) {
   if (w.id.empty()) w.id = fs::absolute(dir).lexically_normal().parent_path().filename().string();
   // Provenance: hash of config.json only (hashing gigabytes of weights per run is too slow).
   const std::string text = read_file(dir / "config.json");
-  w.source_hash = model::fnv1a_hex(text.data(), text.size());
+  w.source_hash = fnv1a_hex(text.data(), text.size());
   return w;
 }
 
-}  // namespace attnum::io
-
-namespace attnum::model {
-weights load_hf_folder(const std::string& dir) { return io::load_hf_checkpoint(dir); }
 }  // namespace attnum::model

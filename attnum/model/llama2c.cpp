@@ -1,4 +1,4 @@
-#include "attnum/io/llama2c.h"
+#include "attnum/model/llama2c.h"
 
 #include <cstring>
 #include <filesystem>
@@ -6,7 +6,7 @@
 #include "attnum/core/error.h"
 #include "attnum/io/mapped_file.h"
 
-namespace attnum::io {
+namespace attnum::model {
 namespace {
 
 // Reads consecutive fp32 arrays from the mapped body, checking each against the file length.
@@ -32,23 +32,23 @@ struct cursor {
 };
 
 // Splits a stacked [n_layers * per] array into the layers' fields.
-void split(std::vector<float> all, size_t per, std::vector<model::layer_weights>& layers,
-           std::vector<float> model::layer_weights::*field) {
+void split(std::vector<float> all, size_t per, std::vector<layer_weights>& layers,
+           std::vector<float> layer_weights::*field) {
   for (size_t l = 0; l < layers.size(); ++l)
     layers[l].*field = std::vector<float>(all.begin() + l * per, all.begin() + (l + 1) * per);
 }
 
 }  // namespace
 
-model::weights load_llama2c(const std::string& path) {
+weights load_llama2c(const std::string& path) {
   mapped_file f(path);
   constexpr size_t kHeader = 7 * sizeof(int32_t);
   if (f.size() < kHeader)
     fail("{}: truncated: {} bytes, the llama2.c header needs {}", path, f.size(), kHeader);
   int32_t h[7];
   std::memcpy(h, f.data(), kHeader);
-  model::weights w;
-  model::config& c = w.cfg;
+  weights w;
+  config& c = w.cfg;
   c.family = "llama2c";
   c.dim = h[0];
   c.hidden_dim = h[1];
@@ -61,9 +61,9 @@ model::weights load_llama2c(const std::string& path) {
   c.d_head = c.n_head > 0 ? c.dim / c.n_head : 0;
   c.norm_eps = 1e-5f;  // run.c rmsnorm: ss += 1e-5f
   c.rope_theta = 10000.0f;
-  c.rope = model::rope_style::interleaved;
+  c.rope = rope_style::interleaved;
   c.bos_id = 1;
-  model::validate(c, path + " (llama2.c header)");
+  validate(c, path + " (llama2.c header)");
   if (c.dim % c.n_head != 0) fail("{}: dim {} is not a multiple of n_heads {}", path, c.dim, c.n_head);
   // Sizes in floats; check the whole body before allocating anything.
   const size_t L = c.n_layers, D = c.dim, H = c.hidden_dim, V = c.vocab_size;
@@ -81,7 +81,7 @@ model::weights load_llama2c(const std::string& path) {
   cursor cur{f, kHeader};
   w.tok_embeddings = cur.take(V * D, "token_embedding_table");
   w.layers.resize(L);
-  using lw = model::layer_weights;
+  using lw = layer_weights;
   split(cur.take(L * D, "rms_att_weight"), D, w.layers, &lw::attn_norm);
   split(cur.take(L * hd * D, "wq"), hd * D, w.layers, &lw::wq);
   split(cur.take(L * kv * D, "wk"), kv * D, w.layers, &lw::wk);
@@ -95,8 +95,8 @@ model::weights load_llama2c(const std::string& path) {
   cur.skip(2 * freq, "freq_cis_real/freq_cis_imag");  // unused: RoPE is recomputed (run.c too)
   if (!c.tied_embeddings) w.classifier = cur.take(V * D, "wcls");
   w.id = std::filesystem::path(path).stem().string();
-  w.source_hash = model::fnv1a_hex(f.data(), f.size());
+  w.source_hash = fnv1a_hex(f.data(), f.size());
   return w;
 }
 
-}  // namespace attnum::io
+}  // namespace attnum::model
