@@ -8,6 +8,7 @@
 
 namespace attnum::model {
 namespace {
+using io::mapped_file;
 
 // Reads consecutive fp32 arrays from the mapped body, checking each against the file length.
 struct cursor {
@@ -56,7 +57,10 @@ weights load_llama2c(const std::string& path) {
   c.n_head = h[3];
   c.n_head_kv = h[4];
   c.tied_embeddings = h[5] > 0;
-  c.vocab_size = h[5] < 0 ? -h[5] : h[5];
+  // Negated in 64 bits: -INT32_MIN overflows an int32 (and is refused by validate as too large).
+  const int64_t vocab = h[5] < 0 ? -int64_t(h[5]) : int64_t(h[5]);
+  if (vocab > INT32_MAX) fail("{}: vocab_size {} out of range (llama2.c header)", path, h[5]);
+  c.vocab_size = static_cast<int>(vocab);
   c.seq_len = h[6];
   c.d_head = c.n_head > 0 ? c.dim / c.n_head : 0;
   c.norm_eps = 1e-5f;  // run.c rmsnorm: ss += 1e-5f
@@ -69,8 +73,15 @@ weights load_llama2c(const std::string& path) {
   const size_t L = c.n_layers, D = c.dim, H = c.hidden_dim, V = c.vocab_size;
   const size_t kv = size_t(c.n_head_kv) * c.d_head, hd = size_t(c.n_head) * c.d_head;
   const size_t freq = size_t(c.seq_len) * c.d_head / 2;
-  size_t expect = V * D + L * (2 * D + D * hd + 2 * D * kv + hd * D + 3 * D * H) + D + 2 * freq +
-                  (c.tied_embeddings ? 0 : V * D);
+  // In 128 bits: header fields up to 2^31 each must not wrap the product (a lying header).
+  using u128 = unsigned __int128;
+  const u128 expect128 = u128(V) * D + u128(L) * (2 * u128(D) + u128(D) * hd + 2 * u128(D) * kv + u128(hd) * D +
+                                                  3 * u128(D) * H) +
+                         D + 2 * u128(freq) + (c.tied_embeddings ? 0 : u128(V) * D);
+  if (expect128 > u128(f.size()))
+    fail("{}: truncated or lying header: the header implies more weight bytes than the file's {}", path,
+         f.size() - kHeader);
+  const size_t expect = static_cast<size_t>(expect128);
   size_t have = (f.size() - kHeader) / sizeof(float);
   if (have < expect || (f.size() - kHeader) % sizeof(float) != 0)
     fail("{}: truncated or lying header: the header implies {} weight bytes, the file has {}",

@@ -1,7 +1,7 @@
 #include "attnum/model/loader.h"
 
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
@@ -18,7 +18,8 @@ weights load_model(const std::string& path) {
   return load_llama2c(path);
 }
 
-std::unique_ptr<tokenizer> load_tokenizer(const std::string& model_path, const weights& w,
+namespace {
+std::unique_ptr<tokenizer> open_tokenizer(const std::string& model_path, const weights& w,
                                           const std::string& override_path) {
   if (!override_path.empty()) {
     if (fs::path(override_path).extension() == ".json") return load_hf_tokenizer(override_path);
@@ -34,6 +35,17 @@ std::unique_ptr<tokenizer> load_tokenizer(const std::string& model_path, const w
     if (fs::exists(dir / name)) return load_llama2c_tokenizer((dir / name).string(), w.cfg.vocab_size);
   fail("{}: no tok512.bin or tokenizer.bin beside the model (use --tokenizer PATH)", model_path);
 }
+}  // namespace
+
+std::unique_ptr<tokenizer> load_tokenizer(const std::string& model_path, const weights& w,
+                                          const std::string& override_path) {
+  auto tok = open_tokenizer(model_path, w, override_path);
+  // Ids at or above the model's vocab_size would index past its embedding table.
+  if (tok->size() > w.cfg.vocab_size)
+    fail("{}: the tokenizer has {} tokens, the model's vocab_size is {} (wrong tokenizer?)",
+         override_path.empty() ? model_path : override_path, tok->size(), w.cfg.vocab_size);
+  return tok;
+}
 
 std::vector<int> tokenize_file(const std::string& path, const tokenizer& tok, const weights& w) {
   std::vector<int> ids;
@@ -44,8 +56,7 @@ std::vector<int> tokenize_file(const std::string& path, const tokenizer& tok, co
 }
 
 std::vector<int> read_token_ids(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) fail("{}: cannot open token-id file", path);
+  std::istringstream f(read_file(path));  // read_file: a regular file, never a FIFO or folder
   std::vector<int> ids;
   std::string word;
   while (f >> word) {

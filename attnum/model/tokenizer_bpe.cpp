@@ -15,6 +15,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/io/json_file.h"
 #include "attnum/model/nfc.h"
 #include "attnum/model/tokenizer.h"
 #include "attnum/model/utf8.h"
@@ -176,7 +177,7 @@ class bpe_tokenizer final : public tokenizer {
   static int token_id(const nlohmann::json& v, const std::string& path, const std::string& field) {
     if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() >= uint64_t(kMaxTokenId)
                                                              : (v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxTokenId)))
-      fail("{}: {} = {}: expected a token id, an integer in [0, {})", path, field, v.dump(), kMaxTokenId);
+      fail("{}: {} = {}: expected a token id, an integer in [0, {})", path, field, io::json_brief(v), kMaxTokenId);
     return static_cast<int>(v.get<int64_t>());
   }
 
@@ -213,7 +214,7 @@ class bpe_tokenizer final : public tokenizer {
                  nz["normalizers"][0].value("type", "") == "NFC") {
         nfc_ = true;
       } else {
-        fail("{}: normalizer {} not supported (only NFC)", path, nz.dump());
+        fail("{}: normalizer {} not supported (only NFC)", path, nz.is_object() ? io::json_brief(nz.value("type", nlohmann::json())) : io::json_brief(nz));
       }
     }
     if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
@@ -309,12 +310,13 @@ class bpe_tokenizer final : public tokenizer {
     std::vector<int> out;
     for (const auto& s : sym) {
       auto it = vocab_.find(s);
-      if (it == vocab_.end()) fail("tokenizer: symbol '{}' is not in the vocabulary", s);
+      if (it == vocab_.end()) fail("tokenizer {}: merged symbol '{}' is not in model.vocab", source_, s);
       out.push_back(it->second);
     }
     ids.insert(ids.end(), out.begin(), out.end());
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cache_.size() < (1u << 20)) cache_.emplace(std::string(piece), std::move(out));
+    // Short pieces only: words repeat, a megabyte-long pre-token does not (and would bloat the cache).
+    if (cache_.size() < (1u << 20) && piece.size() <= 64) cache_.emplace(std::string(piece), std::move(out));
   }
 
   bool nfc_ = false;
