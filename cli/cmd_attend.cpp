@@ -8,6 +8,7 @@
 #include "attnum/attention/attend.h"
 #include "attnum/attention/metrics.h"
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/io/npy.h"
 #include "attnum/io/safetensors.h"
 #include "cli/command.h"
@@ -44,6 +45,10 @@ loaded load(const std::string& path, const std::string& name) {
   l.rank = l.shape.size();
   if (l.shape.size() == 2) l.shape.insert(l.shape.begin(), 1);
   if (l.shape.size() != 3) fail("{}: expected shape [n_tok, d_head] or [n_head, n_tok, d_head], got {} dims", path, l.shape.size());
+  static const char* const kDims[] = {"n_head", "n_tok", "d_head"};
+  for (int i = 0; i < 3; ++i)  // every count is an int: 1 <= n < 2^31
+    if (l.shape[i] < 1 || l.shape[i] > INT32_MAX)
+      fail("{}: {} = {}: expected 1 <= {} < 2^31", path, kDims[i], l.shape[i], kDims[i]);
   return l;
 }
 
@@ -60,6 +65,10 @@ void run(const opts& o) {
   if (o.kernel.empty() && o.knobs.empty()) fail("attend: give --kernel PRESET or --knob NAME=VALUE flags");
   const kernel_spec spec = apply_knobs(preset(o.kernel.empty() ? "generic" : o.kernel), o.knobs);
   const condition cond = parse_condition(o.condition);
+  // Every argument is checked before anything is written; a failed run leaves --out as it was.
+  if (!o.out.empty() && !ends_with(o.out, ".npy") && !ends_with(o.out, ".safetensors"))
+    fail("--out {}: expected a .npy or .safetensors file name", o.out);
+  attnum::output_guard guard(o.out);
   const auto q = load(o.q, "q"), k = load(o.k, "k"), v = load(o.v, "v");
   if (k.shape != v.shape) fail("attend: --k {} and --v {} shapes differ", o.k, o.v);
   if (q.shape[2] != k.shape[2]) fail("attend: d_head of --q ({}) and --k ({}) differ", q.shape[2], k.shape[2]);
@@ -81,6 +90,7 @@ void run(const opts& o) {
     else
       fail("--out {}: expected a .npy or .safetensors file name", o.out);
   }
+  guard.commit();
   if (nan)
     fmt::print(stderr, "warning: NaN in the output where the real kernel produces it (nan_flagged; e.g. an all-zero V channel without eps)\n");
   std::vector<std::vector<stage_error>> stages;

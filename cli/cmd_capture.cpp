@@ -45,12 +45,17 @@ void run(const capture_options& o) {
     jobs[i].ids.resize(o.tokens);
   }
   if (p == linear_precision::bf16) round_to_bf16(w);
-  fs::create_directories(o.out);
+  attnum::output_guard guard(o.out);  // docs/reliability.md: a failed run leaves --out as it was
+  attnum::begin_output_dir(o.out);
+  std::vector<std::string> written;
   for (const job& j : jobs) {
     const std::string path = (fs::path(o.out) / capture_file_name(w.id, j.src.text_id)).string();
     write_capture(w, j.ids, j.src, p, path);
-    fmt::print("{}\n", path);
+    written.push_back(path);
   }
+  attnum::write_complete_marker(o.out, fmt::format("attnum capture --model {} --tokens {}", o.model, o.tokens));
+  guard.commit();
+  for (const auto& path : written) fmt::print("{}\n", path);
 }
 
 void setup(CLI::App& app) {

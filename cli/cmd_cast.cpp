@@ -27,8 +27,12 @@ double parse_value(const std::string& text) {
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE)
+  if (text.empty() || end != text.c_str() + text.size())
     attnum::fail("cast: '{}' is not a number (expected a decimal or hex float such as 0.3, -1e-3, 0x1p-9, inf)", text);
+  // ERANGE on underflow still gives the nearest double (a subnormal such as 4.9e-324, or 0):
+  // a valid input. Overflow is refused rather than read as inf.
+  if (errno == ERANGE && std::isinf(v))
+    attnum::fail("cast: '{}' is outside the range of a double (write inf for infinity)", text);
   return v;
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/io/json_file.h"
 #include "attnum/pipeline/distributed.h"
 #include "attnum/scaleout/world.h"
@@ -67,6 +68,7 @@ void setup(CLI::App& app) {
   app.callback([a, &app] {
     using namespace attnum;
     if (a->zoo == !a->captures.empty()) fail("heads: give exactly one of --zoo or --captures");
+    if (a->texts < 1) fail("heads: --texts {}: expected a count >= 1", a->texts);
     study::study_options o;
     o.zoo = a->zoo;
     o.captures = a->captures;
@@ -92,16 +94,24 @@ void setup(CLI::App& app) {
             fmt::format("attnum-heads-{}", static_cast<long>(::getpid()));
       dir = tmp;
     }
+    // A failed run leaves --out as it found it (rank 0 owns the folder); stale temp files of
+    // killed runs go; the completion marker is written last (docs/reliability.md).
+    output_guard guard(scaleout::here().root() ? dir : std::filesystem::path());
+    begin_output_dir(dir);
     // Under mpirun every rank computes its share; rank 0 writes the files (pipeline/distributed.h).
     const bool complete =
         pipeline::run_heads(p, dir, ctl.shard_index, ctl.shard_count, ctl.progress);
     if (!scaleout::here().root()) return;
     if (!complete) {
+      write_complete_marker(dir, fmt::format("{} --shard {}", o.command, a->shard));
+      guard.commit();
       fmt::print(stderr, "heads: shard {}/{} done; merge the shard folders with attnum merge\n",
                  ctl.shard_index, ctl.shard_count);
       return;
     }
     const nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");
+    if (tmp.empty()) write_complete_marker(dir, o.command);  // a temporary folder goes whole
+    guard.commit();
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
     if (a->json) {
       nlohmann::json arr = nlohmann::json::array();

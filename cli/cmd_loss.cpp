@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/model/loader.h"
 #include "attnum/model/loss.h"
 #include "attnum/pipeline/distributed.h"
@@ -50,18 +51,28 @@ void run(const loss_options& o) {
     if (o.out.empty()) attnum::fail("--shard needs --out DIR");
     if (attnum::scaleout::here().size > 1) attnum::fail("--shard and mpirun do not combine");
     const auto units = shard_units(p, sh.index, sh.count);
+    attnum::output_guard guard(o.out);  // docs/reliability.md: a failed run leaves --out as it was
+    attnum::begin_output_dir(o.out);
     const nlohmann::json j = shard_to_json(p, w.id, sh.index, sh.count, compute_units(w, p, units));
     write_shard_file(o.out, sh.index, sh.count, j);
+    attnum::write_complete_marker(o.out, fmt::format("attnum loss --shard {}", o.shard));
+    guard.commit();
     fmt::print(stderr, "shard {}/{}: {} units written to {}; combine the shards with attnum merge\n",
                sh.index, sh.count, units.size(), o.out);
     return;
   }
   // Under mpirun the windows are divided among the ranks; rank 0 gathers and prints.
   const bool mpi = attnum::scaleout::here().size > 1;
+  attnum::output_guard guard(attnum::scaleout::here().root() ? o.out : std::string());
+  if (!o.out.empty()) attnum::begin_output_dir(o.out);
   const std::vector<loss_row> rows =
       mpi ? attnum::pipeline::run_loss(w, p, w.id, o.out, 0, 1, false) : run_loss(w, p);
   if (!attnum::scaleout::here().root()) return;
-  if (!o.out.empty()) write_loss_files(o.out, rows);
+  if (!o.out.empty()) {
+    write_loss_files(o.out, rows);
+    attnum::write_complete_marker(o.out, fmt::format("attnum loss --kernel {}", o.kernel));
+  }
+  guard.commit();
   if (o.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& r : rows) arr.push_back(to_json(r));

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/model/loss.h"
 #include "attnum/study/head_study.h"
 #include "cli/command.h"
@@ -30,6 +31,11 @@ void setup(CLI::App& app) {
     if (!heads && !loss)
       attnum::fail("merge: no head-study checkpoints (checkpoints/study.json) or loss shards "
                    "(loss-shard-I-of-N.json) in {}", fmt::join(*dirs, ", "));
+    // Only finished shards merge (a killed shard has no completion marker); a failed merge
+    // leaves --out as it found it (docs/reliability.md).
+    for (const auto& x : d) attnum::require_complete(x, "merge");
+    attnum::output_guard guard(*out);
+    attnum::begin_output_dir(*out);
     nlohmann::json printed = nlohmann::json::array();
     if (heads) {
       const nlohmann::json summary = attnum::study::merge(d, *out);
@@ -39,6 +45,8 @@ void setup(CLI::App& app) {
       const auto rows = attnum::model::merge_shard_dirs(*dirs, *out);
       if (!*json) fmt::print("loss: {} rows merged\n", rows.size());
     }
+    attnum::write_complete_marker(*out, fmt::format("attnum merge {}", fmt::join(*dirs, " ")));
+    guard.commit();
     if (*json)
       fmt::print("{}\n", printed.dump());
     else if (heads)

@@ -104,7 +104,7 @@ void setup_theory(CLI::App& app) {
     const auto rows = attnum::pcast::to_json(
         attnum::pcast::theory_table(parse_list(o->delta, "--delta"), parse_list(o->scale, "--scale"), shape),
         shape);
-    if (!o->out.empty()) attnum::pcast::write_results(o->out, rows, {}, {}, {});
+    attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, rows, {}, {}, {}); });
     print_rows(rows, o->json,
                {"delta", "scale", "k_sink", "delta_k", "underflow_fraction", "underflow_exact", "delta_c"});
   });
@@ -121,7 +121,7 @@ void setup_dp(CLI::App& app) {
   app.add_flag("--json", o->json, "Print a JSON array of rows");
   app.callback([o] {
     const auto rows = attnum::pcast::to_json(attnum::pcast::dp_table(parse_list(o->scale, "--scale")));
-    if (!o->out.empty()) attnum::pcast::write_results(o->out, {}, rows, {}, {});
+    attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, {}, rows, {}, {}); });
     print_rows(rows, o->json, {"scale", "dp"});
   });
 }
@@ -192,7 +192,7 @@ void setup_simulate(CLI::App& app) {
   app.callback([o] {
     const auto c = make_config(*o, attnum::pcast::paper_config(o->quick));
     const auto rows = attnum::pcast::to_json(attnum::pcast::simulate(c, progress_bar("pcast simulate")));
-    if (!o->out.empty()) attnum::pcast::write_results(o->out, {}, {}, rows, {});
+    attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, {}, {}, rows, {}); });
     print_rows(rows, o->json,
                {"delta", "scale", "order", "underflow_measured", "underflow_predicted",
                 "underflow_exact", "mse", "mse_sd", "seeds"});
@@ -205,7 +205,7 @@ void setup_overflow(CLI::App& app) {
   app.callback([o] {
     const auto c = make_config(*o, attnum::pcast::overflow_config(o->quick));
     const auto rows = attnum::pcast::overflow_json(attnum::pcast::simulate(c, progress_bar("pcast overflow")));
-    if (!o->out.empty()) attnum::pcast::write_results(o->out, {}, {}, {}, rows);
+    attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, {}, {}, {}, rows); });
     print_rows(rows, o->json,
                {"delta", "scale", "offset", "threshold", "order", "saturated_fraction",
                 "sink_saturated_fraction", "can_saturate", "mse", "mse_sd"});
@@ -218,7 +218,9 @@ void setup_claims(CLI::App& app) {
   app.callback([o] {
     const auto c = make_config(*o, attnum::pcast::paper_config(o->quick));
     const auto rows = attnum::pcast::to_json(attnum::pcast::paper_claims(c, progress_bar("pcast claims")));
-    if (!o->out.empty()) attnum::write_file_atomic(o->out + "/pcast_claims.csv", attnum::pcast::to_csv(rows));
+    attnum::write_result_dir(o->out, "attnum pcast claims", [&] {
+      attnum::write_file_atomic(o->out + "/pcast_claims.csv", attnum::pcast::to_csv(rows));
+    });
     print_rows(rows, o->json,
                {"claim", "n_tok", "delta", "numerator", "denominator", "ratio", "ratio_lo", "ratio_hi",
                 "seeds"});
@@ -234,7 +236,8 @@ void setup_all(CLI::App& app) {
   app.add_option("--out", o->out, "Folder for pcast_theory/dp/simulate/overflow.csv")->required();
   app.add_flag("--quick", o->quick, "Short simulation and overflow sweeps");
   app.callback([o] {
-    attnum::pcast::write_all(o->out, o->quick, progress_bar("pcast all"));
+    attnum::write_result_dir(o->out, "attnum pcast all",
+                             [&] { attnum::pcast::write_all(o->out, o->quick, progress_bar("pcast all")); });
     fmt::print("wrote {}/pcast_theory.csv, pcast_dp.csv, pcast_simulate.csv, pcast_overflow.csv\n", o->out);
   });
 }

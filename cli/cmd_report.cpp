@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "attnum/core/file.h"
 #include "attnum/report/page.h"
 #include "cli/command.h"
 
@@ -24,9 +25,14 @@ void setup(CLI::App& app) {
                  "the tool or the working directory)");
   app.callback([o] {
     std::vector<std::filesystem::path> dirs(o->results.begin(), o->results.end());
+    // A folder a killed run left (no completion marker) is refused (docs/reliability.md).
+    for (const auto& d : dirs)
+      if (std::filesystem::is_directory(d)) attnum::require_complete(d, "report");
+    attnum::output_guard guard(o->out);
     std::optional<std::filesystem::path> assets;
     if (!o->assets.empty()) assets = o->assets;
     attnum::report::write_report(dirs, o->out, assets);
+    guard.commit();
     fmt::print("wrote {}\n", o->out);
   });
 }

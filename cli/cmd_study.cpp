@@ -4,6 +4,7 @@
 
 #include "attnum/pipeline/study.h"
 #include "attnum/scaleout/world.h"
+#include "attnum/core/file.h"
 #include "cli/command.h"
 #include "cli/list_option.h"
 
@@ -46,8 +47,14 @@ void setup(CLI::App& app) {
     c.report = !f->no_report;
     c.progress = !f->quiet;
     c.command = "attnum study";
+    // A failed run leaves --out as it found it; the completion marker is written last.
+    const bool root = attnum::scaleout::here().root();
+    attnum::output_guard guard(root ? c.out : std::filesystem::path());
+    if (root) attnum::begin_output_dir(c.out);
     const nlohmann::json s = attnum::pipeline::run_study(c);
-    if (!attnum::scaleout::here().root()) return;
+    if (!root) return;
+    attnum::write_complete_marker(c.out, c.command);
+    guard.commit();
     if (f->json)
       fmt::print("{}\n", s.dump(2));
     else

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/io/json_file.h"
 #include "attnum/io/safetensors.h"
 #include "attnum/pipeline/distributed.h"
@@ -70,9 +71,13 @@ void setup(CLI::App& app) {
             fmt::format("attnum-transfer-{}", static_cast<long>(::getpid()));
       dir = tmp;
     }
+    output_guard guard(scaleout::here().root() ? dir : std::filesystem::path());  // docs/reliability.md
+    begin_output_dir(dir);
     pipeline::run_heads(p, dir, 0, 1, !a->quiet);
     if (!attnum::scaleout::here().root()) return;
     const nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");
+    if (tmp.empty()) write_complete_marker(dir, o.command);
+    guard.commit();
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
     if (a->json) {
       fmt::print("{}\n", summary.dump());

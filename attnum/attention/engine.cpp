@@ -755,15 +755,18 @@ void run_head_t(const prepared_layer& L, int h, bool causal, OutT* o, run_stats*
   total.nan_flagged = c.v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
   const int n_tiles = (c.n_q + tile - 1) / tile;
   const int n_threads = omp_in_parallel() ? 1 : threads();
+  worker_errors errors;  // an error in a worker thread reaches the caller
 #pragma omp parallel num_threads(n_threads)
   {
     // scratch reused across heads on this thread (fresh pages cost more than the work here)
     static thread_local std::unique_ptr<tile_buf<T>> cached;
-    if (!cached || cached->bn != c.bn || cached->d != c.d) cached = std::make_unique<tile_buf<T>>(c.bn, c.d);
-    tile_buf<T>& b = *cached;
+    errors.run([&] {
+      if (!cached || cached->bn != c.bn || cached->d != c.d) cached = std::make_unique<tile_buf<T>>(c.bn, c.d);
+    });
     run_stats st;
 #pragma omp for schedule(dynamic, 1)
-    for (int t = 0; t < n_tiles; ++t) run_tile(c, t * tile, std::min(c.n_q, (t + 1) * tile), o, b, st);
+    for (int t = 0; t < n_tiles; ++t)
+      errors.run([&] { run_tile(c, t * tile, std::min(c.n_q, (t + 1) * tile), o, *cached, st); });
 #pragma omp critical
     {  // integer counts: the sum does not depend on the order
       total.p_count += st.p_count;
@@ -771,6 +774,7 @@ void run_head_t(const prepared_layer& L, int h, bool causal, OutT* o, run_stats*
       total.p_saturated += st.p_saturated;
     }
   }
+  errors.rethrow();
   if (stats) *stats = total;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -81,9 +82,57 @@ bool parse_bool(std::string_view knob, std::string_view text) {
 }
 
 int parse_int(std::string_view knob, std::string_view text) {
-  double v = parse_number(knob, text);
-  if (v != static_cast<int>(v)) fail("knob {}: '{}' is not an integer", knob, text);
+  const double v = parse_number(knob, text);
+  // Range first: converting a double outside int's range is undefined behaviour.
+  if (!(v >= -2147483648.0 && v <= 2147483647.0) || v != std::trunc(v))
+    fail("knob {}: '{}' is not an integer in [-2^31, 2^31)", knob, text);
   return static_cast<int>(v);
+}
+
+// Knob ranges (docs/reliability.md): checked once after every assignment, before any kernel
+// runs, so a bad value is a clear error and never reaches a worker thread.
+constexpr int kMaxBlock = 4096;  // block_m / block_n: the largest CTA tile of any kernel is 256
+
+void check_int(const std::string& knob, int v, int lo, int hi) {
+  if (v < lo || v > hi) fail("knob {}: {} out of range: expected {} <= {} <= {}", knob, v, lo, knob, hi);
+}
+
+void check_positive(const std::string& knob, double v) {
+  if (!(std::isfinite(v) && v > 0)) fail("knob {}: {} must be a finite positive number", knob, v);
+}
+
+void validate_operand(const std::string& p, const operand_spec& o) {
+  // 0 means the format's max_finite; anything else must be a usable divisor.
+  if (o.scale_max != 0) check_positive(p + ".scale_max", o.scale_max);
+  if (!(std::isfinite(o.eps) && o.eps >= 0)) fail("knob {}.eps: {} must be finite and >= 0", p, o.eps);
+  if (o.gran == granularity::block || o.gran == granularity::row_group)
+    check_int(p + ".block_rows", o.block_rows, 1, 1 << 20);
+  if (o.group_div < 1 || 8 % o.group_div != 0)
+    fail("knob {}.group_div: {} must be 1, 2, 4 or 8 (it divides the 8 row groups)", p, o.group_div);
+}
+
+void validate_acc(const std::string& p, const accumulator_spec& a) {
+  check_int(p + ".k_step", a.k_step, 1, 1 << 16);
+  check_int(p + ".mant_bits", a.mant_bits, 1, 52);
+}
+
+void validate_knobs(const kernel_spec& s) {
+  validate_operand("q", s.q);
+  validate_operand("k", s.k);
+  validate_operand("v", s.v);
+  validate_acc("qk_acc", s.qk_acc);
+  validate_acc("pv_acc", s.pv_acc);
+  check_int("block_m", s.block_m, 1, kMaxBlock);
+  check_int("block_n", s.block_n, 1, kMaxBlock);
+  for (const auto& t : s.tiles) {
+    check_int("tiles.block_m", t.block_m, 1, kMaxBlock);
+    check_int("tiles.block_n", t.block_n, 1, kMaxBlock);
+  }
+  check_int("masked_tail_blocks", s.masked_tail_blocks, 0, 1 << 20);
+  check_positive("p_scale", s.p_scale);
+  if (!std::isfinite(s.p_offset)) fail("knob p_offset: {} must be finite", s.p_offset);
+  if (std::isnan(s.mask_value) || s.mask_value == INFINITY)
+    fail("knob mask_value: {} must be finite or -inf", s.mask_value);
 }
 
 nlohmann::json operand_json(const operand_spec& o) {
@@ -218,6 +267,7 @@ kernel_spec apply_knobs(kernel_spec spec, const std::vector<std::string>& assign
     }
     it->second(spec, knob, value);
   }
+  if (!assignments.empty()) validate_knobs(spec);
   return spec;
 }
 

@@ -15,12 +15,15 @@
 namespace attnum::io {
 
 mapped_file::mapped_file(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode), fifo = S_ISFIFO(st.st_mode);
     ::close(fd);
-    fail("{}: not a regular file", path);
+    fail("{}: {}, expected a regular file", path,
+         dir ? "is a folder" : fifo ? "is a FIFO (named pipe)" : "is not a regular file");
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

@@ -11,6 +11,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/formats/format.h"
+#include "attnum/io/json_file.h"
 
 namespace attnum::io {
 namespace {
@@ -86,7 +87,7 @@ void convert(const tensor_view& t, Out* out) {
 uint64_t json_uint(const std::string& path, const std::string& name, const char* field, const json& v) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
-  fail("{}: tensor '{}': {} must hold non-negative integers, got {}", path, name, field, v.dump());
+  fail("{}: tensor '{}': {} must hold non-negative integers, got {}", path, name, field, json_brief(v));
 }
 
 tensor_view parse_entry(const std::string& path, const std::string& name, const json& e) {
@@ -105,6 +106,8 @@ tensor_view parse_entry(const std::string& path, const std::string& name, const 
   uint64_t numel = 1;
   for (const json& d : *sh) {
     const uint64_t v = json_uint(path, name, "shape", d);
+    if (v > (uint64_t{1} << 50))
+      fail("{}: tensor '{}': shape dimension {} is larger than 2^50", path, name, v);
     if (v != 0 && numel > (uint64_t{1} << 50) / v) fail("{}: tensor '{}': shape too large", path, name);
     numel *= v;
     t.shape.push_back(static_cast<int64_t>(v));
@@ -156,6 +159,7 @@ int64_t tensor_view::numel() const {
 }
 
 std::vector<float> tensor_view::to_float() const {
+  check_alloc(checked_mul(static_cast<uint64_t>(numel()), sizeof(float)), fmt::format("tensor '{}'", name));
   std::vector<float> out(static_cast<size_t>(numel()));
   convert(*this, out.data());
   return out;
@@ -164,6 +168,7 @@ std::vector<float> tensor_view::to_float() const {
 void tensor_view::to_float(float* out) const { convert(*this, out); }
 
 std::vector<double> tensor_view::to_double() const {
+  check_alloc(checked_mul(static_cast<uint64_t>(numel()), sizeof(double)), fmt::format("tensor '{}'", name));
   std::vector<double> out(static_cast<size_t>(numel()));
   convert(*this, out.data());
   return out;
@@ -189,7 +194,7 @@ safetensors_file::safetensors_file(const std::string& path) : file_(path) {
     if (key == "__metadata__") {
       if (!value.is_object()) fail("{}: __metadata__ must be an object of strings", path);
       for (const auto& [mk, mv] : value.items()) {
-        if (!mv.is_string()) fail("{}: __metadata__ '{}' must be a string, got {}", path, mk, mv.dump());
+        if (!mv.is_string()) fail("{}: __metadata__ '{}' must be a string, got {}", path, mk, json_brief(mv));
         metadata_[mk] = mv.get<std::string>();
       }
       continue;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attnum/attention/engine.h"
+#include "attnum/core/parallel.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
 
@@ -21,11 +22,14 @@ attention_fn engine_reference() {
   return [](int, const qkv_view& x, float* o) {
     const attention::layer_view lv = view_of(x);
     const size_t hs = size_t(x.n_tok) * x.d_head;
+    worker_errors errors;
 #pragma omp parallel for schedule(dynamic)
-    for (int h = 0; h < x.n_head; ++h) {
-      const attention::reference_result r = attention::reference_head(lv, h, true);
-      for (size_t i = 0; i < hs; ++i) o[h * hs + i] = static_cast<float>(r.o[i]);
-    }
+    for (int h = 0; h < x.n_head; ++h)
+      errors.run([&] {
+        const attention::reference_result r = attention::reference_head(lv, h, true);
+        for (size_t i = 0; i < hs; ++i) o[h * hs + i] = static_cast<float>(r.o[i]);
+      });
+    errors.rethrow();
   };
 }
 
@@ -34,8 +38,10 @@ attention_fn engine_kernel(const attention::kernel_spec& spec, attention::condit
     const auto prepared = attention::prepare_layer(spec, view_of(x), cond);
     const size_t hs = size_t(x.n_tok) * x.d_head;
 // Heads in parallel (run_head then runs its tiles on the calling thread).
+    worker_errors errors;
 #pragma omp parallel for schedule(dynamic)
-    for (int h = 0; h < x.n_head; ++h) attention::run_head(*prepared, h, true, o + h * hs);
+    for (int h = 0; h < x.n_head; ++h) errors.run([&] { attention::run_head(*prepared, h, true, o + h * hs); });
+    errors.rethrow();
   };
 }
 

@@ -1,26 +1,25 @@
 #include "attnum/model/loader.h"
 
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
-#include "attnum/io/llama2c.h"
+#include "attnum/model/hf_checkpoint.h"
+#include "attnum/model/llama2c.h"
 
 namespace attnum::model {
 namespace fs = std::filesystem;
 
-// Defined in attnum/io/hf_checkpoint.cpp (weak fallback below until it is built in).
-weights load_hf_folder(const std::string& dir);
-
 weights load_model(const std::string& path) {
-  if (fs::is_directory(path)) return load_hf_folder(path);
+  if (fs::is_directory(path)) return load_hf_checkpoint(path);
   if (!fs::exists(path)) fail("{}: no such model file or folder", path);
-  if (fs::path(path).filename() == "config.json") return load_hf_folder(fs::path(path).parent_path());
-  return io::load_llama2c(path);
+  if (fs::path(path).filename() == "config.json") return load_hf_checkpoint(fs::path(path).parent_path());
+  return load_llama2c(path);
 }
 
-std::unique_ptr<tokenizer> load_tokenizer(const std::string& model_path, const weights& w,
+namespace {
+std::unique_ptr<tokenizer> open_tokenizer(const std::string& model_path, const weights& w,
                                           const std::string& override_path) {
   if (!override_path.empty()) {
     if (fs::path(override_path).extension() == ".json") return load_hf_tokenizer(override_path);
@@ -36,6 +35,17 @@ std::unique_ptr<tokenizer> load_tokenizer(const std::string& model_path, const w
     if (fs::exists(dir / name)) return load_llama2c_tokenizer((dir / name).string(), w.cfg.vocab_size);
   fail("{}: no tok512.bin or tokenizer.bin beside the model (use --tokenizer PATH)", model_path);
 }
+}  // namespace
+
+std::unique_ptr<tokenizer> load_tokenizer(const std::string& model_path, const weights& w,
+                                          const std::string& override_path) {
+  auto tok = open_tokenizer(model_path, w, override_path);
+  // Ids at or above the model's vocab_size would index past its embedding table.
+  if (tok->size() > w.cfg.vocab_size)
+    fail("{}: the tokenizer has {} tokens, the model's vocab_size is {} (wrong tokenizer?)",
+         override_path.empty() ? model_path : override_path, tok->size(), w.cfg.vocab_size);
+  return tok;
+}
 
 std::vector<int> tokenize_file(const std::string& path, const tokenizer& tok, const weights& w) {
   std::vector<int> ids;
@@ -46,8 +56,7 @@ std::vector<int> tokenize_file(const std::string& path, const tokenizer& tok, co
 }
 
 std::vector<int> read_token_ids(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) fail("{}: cannot open token-id file", path);
+  std::istringstream f(read_file(path));  // read_file: a regular file, never a FIFO or folder
   std::vector<int> ids;
   std::string word;
   while (f >> word) {

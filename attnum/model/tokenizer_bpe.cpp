@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <queue>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <utility>
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/io/json_file.h"
 #include "attnum/model/nfc.h"
 #include "attnum/model/tokenizer.h"
 #include "attnum/model/utf8.h"
@@ -99,6 +101,10 @@ size_t match_at(const std::vector<unit>& u, size_t i) {
   return j;
 }
 
+// Token ids are below this (the largest real vocabularies hold about 2^18 tokens); a larger id
+// would make the id -> piece table a memory bomb.
+constexpr int64_t kMaxTokenId = int64_t{1} << 24;
+
 class bpe_tokenizer final : public tokenizer {
  public:
   explicit bpe_tokenizer(const std::string& path) {
@@ -109,52 +115,16 @@ class bpe_tokenizer final : public tokenizer {
     } catch (const nlohmann::json::exception& e) {
       fail("{}: not valid JSON: {}", path, e.what());
     }
-    if (!j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "BPE")
-      fail("{}: model.type must be BPE", path);
-    const auto& m = j["model"];
-    if (!m.contains("vocab") || !m["vocab"].is_object() || !m.contains("merges") || !m["merges"].is_array())
-      fail("{}: model.vocab (object) and model.merges (array) are required", path);
-    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-      if (!it->is_number_integer()) fail("{}: vocab entry {} is not an integer id", path, it.key());
-      vocab_[it.key()] = it->get<int>();
+    try {
+      load(j, path);
+    } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+      fail("{}: unexpected JSON content: {}", path, e.what());
     }
-    int rank = 0;
-    for (const auto& e : m["merges"]) {
-      std::string a, b;
-      if (e.is_string()) {  // older format: "a b"
-        const std::string s = e.get<std::string>();
-        const size_t sp = s.find(' ');
-        if (sp == std::string::npos) fail("{}: merge {} '{}' has no space", path, rank, s);
-        a = s.substr(0, sp), b = s.substr(sp + 1);
-      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-        a = e[0].get<std::string>(), b = e[1].get<std::string>();
-      } else {
-        fail("{}: merge {} is neither \"a b\" nor [a, b]", path, rank);
-      }
-      ranks_.emplace(a + '\n' + b, rank++);
-    }
-    // Normalizer: NFC (Qwen2), alone or in a Sequence; anything else is refused, not ignored.
-    if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-      const auto& nz = j["normalizer"];
-      const std::string type = nz.value("type", "");
-      if (type == "NFC") {
-        nfc_ = true;
-      } else if (type == "Sequence" && nz.contains("normalizers") && nz["normalizers"].size() == 1 &&
-                 nz["normalizers"][0].value("type", "") == "NFC") {
-        nfc_ = true;
-      } else {
-        fail("{}: normalizer {} not supported (only NFC)", path, nz.dump());
-      }
-    }
-    if (j.contains("added_tokens") && j["added_tokens"].is_array())
-      for (const auto& t : j["added_tokens"]) {
-        added_.emplace_back(t.at("content").get<std::string>(), t.at("id").get<int>());
-        vocab_[added_.back().first] = added_.back().second;
-      }
     // Longest added token first, so a prefix never shadows a longer one.
     std::sort(added_.begin(), added_.end(), [](auto& x, auto& y) { return x.first.size() > y.first.size(); });
-    int max_id = 0;
+    int max_id = -1;
     for (const auto& [s, id] : vocab_) max_id = std::max(max_id, id);
+    if (max_id < 0) fail("{}: model.vocab is empty", path);
     pieces_.resize(max_id + 1);
     for (const auto& [s, id] : vocab_) pieces_[id] = s;
     // GPT-2 bytes_to_unicode: printable bytes map to themselves, the others to U+0100 + k.
@@ -201,6 +171,66 @@ class bpe_tokenizer final : public tokenizer {
   int size() const override { return static_cast<int>(pieces_.size()); }
 
  private:
+  static std::string json_quote(const std::string& s) { return nlohmann::json(s).dump(); }
+
+  // A token id: an exact integer in [0, kMaxTokenId).
+  static int token_id(const nlohmann::json& v, const std::string& path, const std::string& field) {
+    if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() >= uint64_t(kMaxTokenId)
+                                                             : (v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxTokenId)))
+      fail("{}: {} = {}: expected a token id, an integer in [0, {})", path, field, io::json_brief(v), kMaxTokenId);
+    return static_cast<int>(v.get<int64_t>());
+  }
+
+  void load(const nlohmann::json& j, const std::string& path) {
+    if (!j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "BPE")
+      fail("{}: model.type must be BPE", path);
+    const auto& m = j["model"];
+    if (!m.contains("vocab") || !m["vocab"].is_object() || !m.contains("merges") || !m["merges"].is_array())
+      fail("{}: model.vocab (object) and model.merges (array) are required", path);
+    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it)
+      vocab_[it.key()] = token_id(*it, path, fmt::format("model.vocab[{}]", json_quote(it.key())));
+    int rank = 0;
+    for (const auto& e : m["merges"]) {
+      std::string a, b;
+      if (e.is_string()) {  // older format: "a b"
+        const std::string s = e.get<std::string>();
+        const size_t sp = s.find(' ');
+        if (sp == std::string::npos) fail("{}: merge {} '{}' has no space", path, rank, s);
+        a = s.substr(0, sp), b = s.substr(sp + 1);
+      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+        a = e[0].get<std::string>(), b = e[1].get<std::string>();
+      } else {
+        fail("{}: merge {} is neither \"a b\" nor [a, b]", path, rank);
+      }
+      ranks_.emplace(a + '\n' + b, rank++);
+    }
+    // Normalizer: NFC (Qwen2), alone or in a Sequence; anything else is refused, not ignored.
+    if (j.contains("normalizer") && !j["normalizer"].is_null()) {
+      const auto& nz = j["normalizer"];
+      const std::string type = nz.value("type", "");
+      if (type == "NFC") {
+        nfc_ = true;
+      } else if (type == "Sequence" && nz.contains("normalizers") && nz["normalizers"].size() == 1 &&
+                 nz["normalizers"][0].value("type", "") == "NFC") {
+        nfc_ = true;
+      } else {
+        fail("{}: normalizer {} not supported (only NFC)", path, nz.is_object() ? io::json_brief(nz.value("type", nlohmann::json())) : io::json_brief(nz));
+      }
+    }
+    if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
+      if (!j["added_tokens"].is_array()) fail("{}: added_tokens must be an array", path);
+      int k = 0;
+      for (const auto& t : j["added_tokens"]) {
+        if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id"))
+          fail("{}: added_tokens[{}] must be an object with a string content and an integer id", path, k);
+        added_.emplace_back(t["content"].get<std::string>(),
+                            token_id(t["id"], path, fmt::format("added_tokens[{}].id", k)));
+        vocab_[added_.back().first] = added_.back().second;
+        ++k;
+      }
+    }
+  }
+
   static std::string utf8(char32_t c) {
     std::string s;
     if (c < 0x80) s += char(c);
@@ -237,28 +267,56 @@ class bpe_tokenizer final : public tokenizer {
         return;
       }
     }
-    std::vector<std::string> sym;
-    for (unsigned char b : piece) sym.push_back(byte_char_[b]);
-    while (sym.size() > 1) {
-      int best = -1;
-      size_t at = 0;
-      for (size_t k = 0; k + 1 < sym.size(); ++k) {
-        auto it = ranks_.find(sym[k] + '\n' + sym[k + 1]);
-        if (it != ranks_.end() && (best < 0 || it->second < best)) best = it->second, at = k;
+    // Symbols in a linked list; candidate pairs in a heap ordered by (rank, left position), so
+    // each merge costs O(log n) and a pre-token of n bytes O(n log n) (the same merges as
+    // rescanning for the lowest-ranked leftmost pair every time, which is O(n^2)).
+    const int n = static_cast<int>(piece.size());
+    std::vector<std::string> sym(n);
+    for (int k = 0; k < n; ++k) sym[k] = byte_char_[static_cast<unsigned char>(piece[k])];
+    std::vector<int> next(n), prev(n);
+    std::vector<uint32_t> version(n, 0);
+    for (int k = 0; k < n; ++k) next[k] = k + 1 < n ? k + 1 : -1, prev[k] = k - 1;
+    struct cand {
+      int rank, left, right;
+      uint32_t lv, rv;
+      bool operator<(const cand& o) const {  // std::priority_queue pops the largest
+        return rank != o.rank ? rank > o.rank : left > o.left;
       }
-      if (best < 0) break;
-      sym[at] += sym[at + 1];
-      sym.erase(sym.begin() + at + 1);
+    };
+    std::priority_queue<cand> heap;
+    auto push = [&](int l) {
+      if (l < 0 || next[l] < 0) return;
+      const int r = next[l];
+      auto it = ranks_.find(sym[l] + '\n' + sym[r]);
+      if (it != ranks_.end()) heap.push({it->second, l, r, version[l], version[r]});
+    };
+    for (int k = 0; k + 1 < n; ++k) push(k);
+    while (!heap.empty()) {
+      const cand c = heap.top();
+      heap.pop();
+      if (version[c.left] != c.lv || version[c.right] != c.rv || next[c.left] != c.right) continue;  // stale
+      sym[c.left] += sym[c.right];
+      sym[c.right].clear();
+      ++version[c.left];
+      ++version[c.right];
+      next[c.left] = next[c.right];
+      if (next[c.left] >= 0) prev[next[c.left]] = c.left;
+      push(prev[c.left]);
+      push(c.left);
     }
+    std::vector<std::string> merged;
+    for (int k = n > 0 ? 0 : -1; k >= 0; k = next[k]) merged.push_back(std::move(sym[k]));
+    sym = std::move(merged);
     std::vector<int> out;
     for (const auto& s : sym) {
       auto it = vocab_.find(s);
-      if (it == vocab_.end()) fail("tokenizer: symbol '{}' is not in the vocabulary", s);
+      if (it == vocab_.end()) fail("tokenizer {}: merged symbol '{}' is not in model.vocab", source_, s);
       out.push_back(it->second);
     }
     ids.insert(ids.end(), out.begin(), out.end());
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cache_.size() < (1u << 20)) cache_.emplace(std::string(piece), std::move(out));
+    // Short pieces only: words repeat, a megabyte-long pre-token does not (and would bloat the cache).
+    if (cache_.size() < (1u << 20) && piece.size() <= 64) cache_.emplace(std::string(piece), std::move(out));
   }
 
   bool nfc_ = false;

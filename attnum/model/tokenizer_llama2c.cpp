@@ -1,6 +1,7 @@
 // llama2.c's tokenizer (run.c encode/decode), with the merge loop done by a heap so whole books
 // tokenize in O(n log n); the merge order (highest score first, leftmost among equal scores) is
 // run.c's, so the ids are identical.
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <queue>
@@ -17,6 +18,10 @@ namespace {
 class llama2c_tokenizer final : public tokenizer {
  public:
   llama2c_tokenizer(const std::string& path, int vocab_size) {
+    // Byte fallback uses ids 3..258 (<0x00>..<0xFF>), so a smaller vocabulary cannot encode text.
+    if (vocab_size < 259 || vocab_size >= (1 << 24))
+      fail("{}: vocab_size {} out of range: a llama2.c tokenizer needs 259 <= vocab_size < 2^24", path,
+           vocab_size);
     io::mapped_file f(path);
     size_t pos = 0;
     auto need = [&](size_t n, const char* what, int i) {
@@ -38,6 +43,7 @@ class llama2c_tokenizer final : public tokenizer {
       std::memcpy(&scores_[i], f.data() + pos, 4);
       std::memcpy(&len, f.data() + pos + 4, 4);
       pos += 8;
+      if (std::isnan(scores_[i])) fail("{}: token {}: score is NaN", path, i);
       if (len < 0 || len > max_len)
         fail("{}: token {} has length {}, expected 0..max_token_length {}", path, i, len, max_len);
       need(len, "bytes", i);
@@ -45,6 +51,11 @@ class llama2c_tokenizer final : public tokenizer {
       pos += len;
       lookup_.emplace(vocab_[i], i);  // first id wins on duplicates
     }
+    // More tokens than the model's vocabulary: the tokenizer belongs to another model, and
+    // its extra ids would index past the embedding table.
+    if (pos != f.size())
+      fail("{}: {} bytes after the model's vocab_size {} tokens: the tokenizer has more tokens than "
+           "the model (wrong tokenizer?)", path, f.size() - pos, vocab_size);
     source_ = fmt::format("{}:{}", std::filesystem::path(path).filename().string(),
                           fnv1a_hex(f.data(), f.size()));
   }

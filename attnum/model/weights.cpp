@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "attnum/core/error.h"
 #include "attnum/formats/format.h"
 
@@ -22,8 +24,9 @@ void validate(const config& c, const std::string& what) {
   if (c.n_head % c.n_head_kv != 0)
     fail("{}: n_heads {} is not a multiple of n_kv_heads {}", what, c.n_head, c.n_head_kv);
   if (c.d_head % 2 != 0) fail("{}: head_dim {} must be even for RoPE", what, c.d_head);
-  if (!(c.norm_eps > 0.0f)) fail("{}: rms_norm_eps must be positive", what);
-  if (!(c.rope_theta > 0.0f)) fail("{}: rope_theta must be positive", what);
+  if (!(c.norm_eps > 0.0f && std::isfinite(c.norm_eps))) fail("{}: rms_norm_eps must be finite and positive", what);
+  if (!(c.rope_theta > 0.0f && std::isfinite(c.rope_theta))) fail("{}: rope_theta must be finite and positive", what);
+  if (c.bos_id >= c.vocab_size) fail("{}: bos_token_id {} outside the vocabulary [0, {})", what, c.bos_id, c.vocab_size);
 }
 
 namespace {
@@ -41,14 +44,6 @@ void round_to_bf16(weights& w) {
                     &l.w1, &l.w2, &l.w3})
       round_vec(*v);
   }
-}
-
-std::string fnv1a_hex(const void* data, size_t n) {
-  // FNV-1a 64: offset basis 14695981039346656037, prime 1099511628211 (Fowler/Noll/Vo).
-  uint64_t h = 14695981039346656037ULL;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return fmt::format("{:016x}", h);
 }
 
 }  // namespace attnum::model

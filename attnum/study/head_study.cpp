@@ -79,6 +79,8 @@ std::vector<capture_model> capture_models(const std::vector<std::string>& files,
 
 }  // namespace
 
+constexpr const char* kShapeNames[] = {"heads", "n_tok", "d_head"};
+
 layer_data load_capture_layer(const std::string& file, int l) {
   const io::safetensors_file st(file);
   layer_data L;
@@ -88,6 +90,10 @@ layer_data load_capture_layer(const std::string& file, int l) {
   const auto& v = st.at(fmt::format("layers.{}.v", l));
   for (const auto* t : {&q, &k, &v})
     if (t->shape.size() != 3) fail("{}: tensor {} has {} dims, expected [heads, n_tok, d_head]", file, t->name, t->shape.size());
+  for (const auto* t : {&q, &k, &v})  // every count is an int >= 1 (docs/reliability.md)
+    for (size_t i = 0; i < 3; ++i)
+      if (t->shape[i] < 1 || t->shape[i] > INT32_MAX)
+        fail("{}: tensor {}: {} = {}: expected 1 <= {} < 2^31", file, t->name, kShapeNames[i], t->shape[i], kShapeNames[i]);
   L.n_head = static_cast<int>(q.shape[0]), L.n = static_cast<int>(q.shape[1]), L.d = static_cast<int>(q.shape[2]);
   L.n_head_kv = static_cast<int>(k.shape[0]);
   if (k.shape != v.shape || k.shape[1] != L.n || k.shape[2] != L.d || L.n_head_kv == 0 ||
@@ -149,10 +155,12 @@ err_metrics errors(const std::vector<float>& o, const std::vector<double>& ref, 
       rn += (a - b) * (a - b), rd += b * b, dot += a * b, o2 += a * a;
     }
     num += rn, den += rd;
-    if (rd > 0) max_row = std::max(max_row, std::sqrt(rn / rd));
+    if (rd > 0 || rn != 0) max_row = std::isnan(rn) ? rn : std::max(max_row, std::sqrt(rn / rd));
   }
   const double cos = (o2 > 0 && den > 0) ? dot / std::sqrt(o2 * den) : 0.0;
-  return {den > 0 ? std::sqrt(num / den) : 0.0, max_row, cos};
+  // A zero reference is exact only when the output is zero too: NaN or any error is not 0
+  // (the same rule as attention::rel_err).
+  return {den > 0 ? std::sqrt(num / den) : (num > 0 || std::isnan(num) ? std::sqrt(num) / 0.0 : 0.0), max_row, cos};
 }
 
 }  // namespace

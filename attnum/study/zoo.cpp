@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/stats/stats.h"
 
 namespace attnum::study {
@@ -60,6 +61,11 @@ void apply_rope(float* x, int n, int d) {
 }  // namespace
 
 std::vector<zoo_model> zoo_models(const zoo_options& opt) {
+  // Checked here, where every zoo path starts: a count outside its range is a clear error.
+  if (opt.n_tok < 1) fail("zoo: --n-tok {}: expected a token count >= 1", opt.n_tok);
+  if (opt.n_layer_cap < 0) fail("zoo: --layers {}: expected 0 (all) or a positive count", opt.n_layer_cap);
+  // The largest group: 16 query heads + K + V of 128 channels, fp32 operands and fp64 reference.
+  check_alloc(checked_mul(uint64_t(opt.n_tok), 18ull * 128 * (4 + 8)), fmt::format("zoo: --n-tok {}", opt.n_tok));
   // 112 query heads per model: 14 layers x 8 heads (d 64) or 7 layers x 16 heads (d 128).
   std::vector<zoo_model> m = {
       {"zoo-a-d64-mha", 64, 14, 8, 8, false, 1, 0.10, 0},

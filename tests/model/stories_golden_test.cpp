@@ -7,7 +7,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "attnum/io/llama2c.h"
+#include "attnum/model/llama2c.h"
 #include "attnum/model/tokenizer.h"
 #include "attnum/model/transformer.h"
 
@@ -21,7 +21,7 @@ std::vector<int> read_ids(const std::string& path) {
 
 TEST(stories_golden_test, greedy_from_bos_matches_reference_ids_and_text) {
   ASSERT_TRUE(std::filesystem::exists(kData + "stories260K.bin")) << kData << "stories260K.bin";
-  auto w = attnum::io::load_llama2c(kData + "stories260K.bin");
+  auto w = attnum::model::load_llama2c(kData + "stories260K.bin");
   EXPECT_EQ(w.cfg.dim, 64);
   EXPECT_EQ(w.cfg.n_layers, 5);
   EXPECT_EQ(w.cfg.n_head, 8);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "attnum/core/file.h"
+
 namespace attnum::test {
 
 inline void write_text(const std::filesystem::path& p, const std::string& s) {
@@ -82,6 +84,7 @@ inline int write_heads_fixture(const std::filesystem::path& dir, const fixture_s
              "{\"tool_version\":\"0.1.0\",\"predictor_version\":\"p1\",\"command\":\"fixture written by "
              "the report tests\",\"kernels\":[\"fa3\"],\"conditions\":[\"plain\",\"rotate\",\"center\","
              "\"center+rotate\"],\"source\":\"zoo\"}\n");
+  attnum::write_complete_marker(dir, "test fixture");
   return n_heads;
 }
 
@@ -114,6 +117,7 @@ inline void write_pcast_fixture(const std::filesystem::path& dir) {
   write_text(dir / "pcast_theory.csv", th);
   write_text(dir / "pcast_simulate.csv", sim);
   write_text(dir / "pcast_dp.csv", dp);
+  attnum::write_complete_marker(dir, "test fixture");  // a finished folder (docs/reliability.md)
 }
 
 /// Writes loss.json and loss.csv into dir.
@@ -135,6 +139,7 @@ inline void write_loss_fixture(const std::filesystem::path& dir) {
   }
   write_text(dir / "loss.csv", csv);
   write_text(dir / "loss.json", json + "]\n");
+  attnum::write_complete_marker(dir, "test fixture");
 }
 
 }  // namespace attnum::test

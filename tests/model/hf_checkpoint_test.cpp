@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
-#include "attnum/io/hf_checkpoint.h"
+#include "attnum/model/hf_checkpoint.h"
 #include "attnum/model/loader.h"
 #include "attnum/model/transformer.h"
 
@@ -320,7 +320,7 @@ TEST(hf_checkpoint_test, llama_config_conventions) {
                       {"num_hidden_layers", 2}, {"num_attention_heads", 8}, {"num_key_value_heads", 2},
                       {"vocab_size", 100}, {"bos_token_id", 7}, {"max_position_embeddings", 256}};
   std::ofstream(dir / "config.json") << c.dump();
-  attnum::model::config cfg = attnum::io::read_hf_config((dir / "config.json").string());
+  attnum::model::config cfg = attnum::model::read_hf_config((dir / "config.json").string());
   EXPECT_EQ(cfg.bos_id, 7);
   EXPECT_FALSE(cfg.qkv_bias);
   EXPECT_FALSE(cfg.tied_embeddings);
@@ -330,13 +330,13 @@ TEST(hf_checkpoint_test, llama_config_conventions) {
   c["attention_bias"] = true;
   c["rope_scaling"] = {{"type", "llama3"}, {"factor", 8.0}};
   std::ofstream(dir / "config.json") << c.dump();
-  EXPECT_THROW(attnum::io::read_hf_config((dir / "config.json").string()), attnum::error);
+  EXPECT_THROW(attnum::model::read_hf_config((dir / "config.json").string()), attnum::error);
   c.erase("rope_scaling");
   std::ofstream(dir / "config.json") << c.dump();
-  EXPECT_TRUE(attnum::io::read_hf_config((dir / "config.json").string()).qkv_bias);
+  EXPECT_TRUE(attnum::model::read_hf_config((dir / "config.json").string()).qkv_bias);
   c["num_key_value_heads"] = 3;  // 8 heads not a multiple of 3
   std::ofstream(dir / "config.json") << c.dump();
-  EXPECT_THROW(attnum::io::read_hf_config((dir / "config.json").string()), attnum::error);
+  EXPECT_THROW(attnum::model::read_hf_config((dir / "config.json").string()), attnum::error);
   fs::remove_all(dir);
 }
 }  // namespace

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "attnum/core/error.h"
-#include "attnum/io/llama2c.h"
+#include "attnum/model/llama2c.h"
 #include "attnum/model/loader.h"
 #include "../model/tiny_model.h"
 
@@ -39,7 +39,7 @@ fs::path tmp(const std::string& name) {
 
 std::string error_of(const fs::path& p) {
   try {
-    attnum::io::load_llama2c(p.string());
+    attnum::model::load_llama2c(p.string());
   } catch (const attnum::error& e) {
     return e.what();
   }
@@ -50,7 +50,7 @@ TEST(llama2c_test, round_trip_separate_and_shared_classifier) {
   const weights w = attnum::test::tiny_model(21);
   const fs::path p = tmp("rt");
   write_llama2c(p, w, false);
-  weights r = attnum::io::load_llama2c(p.string());
+  weights r = attnum::model::load_llama2c(p.string());
   EXPECT_FALSE(r.cfg.tied_embeddings);
   EXPECT_EQ(r.cfg.vocab_size, w.cfg.vocab_size);
   EXPECT_EQ(r.cfg.d_head, 8);
@@ -61,7 +61,7 @@ TEST(llama2c_test, round_trip_separate_and_shared_classifier) {
     EXPECT_EQ(r.layers[l].w2, w.layers[l].w2);
   }
   write_llama2c(p, w, true);
-  r = attnum::io::load_llama2c(p.string());
+  r = attnum::model::load_llama2c(p.string());
   EXPECT_TRUE(r.cfg.tied_embeddings);
   EXPECT_TRUE(r.classifier.empty());
   EXPECT_EQ(&r.output_matrix(), &r.tok_embeddings);

@@ -1,4 +1,4 @@
-#include "attnum/io/hf_checkpoint.h"
+#include "attnum/model/hf_checkpoint.h"
 
 #include <filesystem>
 #include <map>
@@ -11,9 +11,14 @@
 #include "attnum/io/json_file.h"
 #include "attnum/io/safetensors.h"
 
-namespace attnum::io {
+namespace attnum::model {
 namespace fs = std::filesystem;
 namespace {
+using io::dtype_name;
+using io::read_json_file;
+using io::safetensors_file;
+using io::st_dtype;
+using io::tensor_view;
 
 template <typename T>
 T field(const nlohmann::json& j, const std::string& path, const char* key) {
@@ -21,9 +26,27 @@ T field(const nlohmann::json& j, const std::string& path, const char* key) {
   try {
     return j[key].get<T>();
   } catch (const nlohmann::json::exception&) {
-    fail("{}: field {} has the wrong type ({})", path, key, j[key].dump());
+    fail("{}: field {} has the wrong type ({})", path, key, io::json_brief(j[key]));
   }
 }
+
+// An integer field: an exact JSON integer (not 16.5, not true, not 1e30) in [lo, hi].
+int int_field(const nlohmann::json& j, const std::string& path, const char* key, int64_t lo, int64_t hi) {
+  if (!j.contains(key) || j[key].is_null()) fail("{}: missing field {}", path, key);
+  const nlohmann::json& v = j[key];
+  const bool in_range = v.is_number_integer() &&
+                        (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi)
+                                                : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi);
+  if (!in_range) fail("{}: field {} = {}: expected an integer in [{}, {}]", path, key, io::json_brief(v), lo, hi);
+  return static_cast<int>(v.get<int64_t>());
+}
+
+int int_field_or(const nlohmann::json& j, const std::string& path, const char* key, int64_t lo, int64_t hi,
+                 int dflt) {
+  return j.contains(key) && !j[key].is_null() ? int_field(j, path, key, lo, hi) : dflt;
+}
+
+constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;  // every count is an int
 
 template <typename T>
 T field_or(const nlohmann::json& j, const std::string& path, const char* key, T dflt) {
@@ -42,7 +65,9 @@ class tensor_set {
       for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
         if (!it->is_string()) fail("{}: weight_map[{}] is not a file name", index.string(), it.key());
         const std::string file = it->get<std::string>();
-        if (!files_.count(file)) files_[file] = std::make_unique<safetensors_file>((dir / file).string());
+        // A shard name must stay inside the model folder (never "../x" or "/etc/x").
+        const fs::path shard = path_inside(dir, file, fmt::format("{}: weight_map[{}]", index.string(), it.key()));
+        if (!files_.count(file)) files_[file] = std::make_unique<safetensors_file>(shard.string());
         where_[it.key()] = files_[file].get();
       }
     } else if (fs::exists(single)) {
@@ -77,48 +102,48 @@ class tensor_set {
 
 }  // namespace
 
-model::config read_hf_config(const std::string& path) {
+config read_hf_config(const std::string& path) {
   const nlohmann::json j = read_json_file(path);
-  model::config c;
+  config c;
   c.family = field<std::string>(j, path, "model_type");
   if (c.family != "qwen2" && c.family != "llama")
     fail("{}: model_type '{}' not supported (expected qwen2 or llama)", path, c.family);
-  c.dim = field<int>(j, path, "hidden_size");
-  c.hidden_dim = field<int>(j, path, "intermediate_size");
-  c.n_layers = field<int>(j, path, "num_hidden_layers");
-  c.n_head = field<int>(j, path, "num_attention_heads");
-  c.n_head_kv = field_or<int>(j, path, "num_key_value_heads", c.n_head);
-  c.vocab_size = field<int>(j, path, "vocab_size");
-  c.seq_len = field_or<int>(j, path, "max_position_embeddings", 2048);
-  c.d_head = field_or<int>(j, path, "head_dim", c.n_head > 0 ? c.dim / c.n_head : 0);
+  c.dim = int_field(j, path, "hidden_size", 1, kMaxDim);
+  c.hidden_dim = int_field(j, path, "intermediate_size", 1, kMaxDim);
+  c.n_layers = int_field(j, path, "num_hidden_layers", 1, kMaxDim);
+  c.n_head = int_field(j, path, "num_attention_heads", 1, kMaxDim);
+  c.n_head_kv = int_field_or(j, path, "num_key_value_heads", 1, kMaxDim, c.n_head);
+  c.vocab_size = int_field(j, path, "vocab_size", 1, kMaxDim);
+  c.seq_len = int_field_or(j, path, "max_position_embeddings", 1, kMaxDim, 2048);
+  c.d_head = int_field_or(j, path, "head_dim", 1, kMaxDim, c.dim / c.n_head);
   c.norm_eps = field_or<float>(j, path, "rms_norm_eps", 1e-6f);
   c.rope_theta = field_or<float>(j, path, "rope_theta", 10000.0f);
-  c.rope = model::rope_style::rotate_half;  // HF's rotate_half convention for both families
+  c.rope = rope_style::rotate_half;  // HF's rotate_half convention for both families
   c.tied_embeddings = field_or<bool>(j, path, "tie_word_embeddings", false);
   // qwen2 always has q/k/v biases; llama has them with attention_bias.
   c.qkv_bias = c.family == "qwen2" || field_or<bool>(j, path, "attention_bias", false);
   // Qwen2 tokenizers add no BOS; llama tokenizers prepend bos_token_id.
-  c.bos_id = c.family == "llama" ? field_or<int>(j, path, "bos_token_id", 1) : -1;
+  c.bos_id = c.family == "llama" ? int_field_or(j, path, "bos_token_id", 0, c.vocab_size - 1, 1) : -1;
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    fail("{}: rope_scaling {} is not supported", path, j["rope_scaling"].dump());
+    fail("{}: rope_scaling {} is not supported", path, io::json_brief(j["rope_scaling"]));
   if (field_or<std::string>(j, path, "hidden_act", "silu") != "silu")
     fail("{}: hidden_act '{}' not supported (expected silu)", path, j["hidden_act"].get<std::string>());
-  model::validate(c, path);
+  validate(c, path);
   return c;
 }
 
-model::weights load_hf_checkpoint(const std::string& dir_path) {
+weights load_hf_checkpoint(const std::string& dir_path) {
   const fs::path dir(dir_path);
-  model::weights w;
+  weights w;
   w.cfg = read_hf_config((dir / "config.json").string());
-  const model::config& c = w.cfg;
+  const config& c = w.cfg;
   const tensor_set ts(dir);
   const int64_t D = c.dim, H = c.hidden_dim, V = c.vocab_size, hd = int64_t(c.n_head) * c.d_head,
                 kv = int64_t(c.n_head_kv) * c.d_head;
   w.tok_embeddings = ts.get("model.embed_tokens.weight", {V, D});
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
-    model::layer_weights L;
+    layer_weights L;
     L.attn_norm = ts.get(p + "input_layernorm.weight", {D});
     L.wq = ts.get(p + "self_attn.q_proj.weight", {hd, D});
     L.wk = ts.get(p + "self_attn.k_proj.weight", {kv, D});
@@ -141,12 +166,8 @@ model::weights load_hf_checkpoint(const std::string& dir_path) {
   if (w.id.empty()) w.id = fs::absolute(dir).lexically_normal().parent_path().filename().string();
   // Provenance: hash of config.json only (hashing gigabytes of weights per run is too slow).
   const std::string text = read_file(dir / "config.json");
-  w.source_hash = model::fnv1a_hex(text.data(), text.size());
+  w.source_hash = fnv1a_hex(text.data(), text.size());
   return w;
 }
 
-}  // namespace attnum::io
-
-namespace attnum::model {
-weights load_hf_folder(const std::string& dir) { return io::load_hf_checkpoint(dir); }
 }  // namespace attnum::model

@@ -6,10 +6,10 @@
 
 #include "attnum/model/weights.h"
 
-namespace attnum::io {
+namespace attnum::model {
 
 /// Returns the model in a llama2.c checkpoint. Every size is checked against the file length;
 /// bad input throws attnum::error naming the file and the field.
-model::weights load_llama2c(const std::string& path);
+weights load_llama2c(const std::string& path);
 
-}  // namespace attnum::io
+}  // namespace attnum::model

@@ -1,4 +1,4 @@
-#include "attnum/io/llama2c.h"
+#include "attnum/model/llama2c.h"
 
 #include <cstring>
 #include <filesystem>
@@ -6,8 +6,9 @@
 #include "attnum/core/error.h"
 #include "attnum/io/mapped_file.h"
 
-namespace attnum::io {
+namespace attnum::model {
 namespace {
+using io::mapped_file;
 
 // Reads consecutive fp32 arrays from the mapped body, checking each against the file length.
 struct cursor {
@@ -32,23 +33,23 @@ struct cursor {
 };
 
 // Splits a stacked [n_layers * per] array into the layers' fields.
-void split(std::vector<float> all, size_t per, std::vector<model::layer_weights>& layers,
-           std::vector<float> model::layer_weights::*field) {
+void split(std::vector<float> all, size_t per, std::vector<layer_weights>& layers,
+           std::vector<float> layer_weights::*field) {
   for (size_t l = 0; l < layers.size(); ++l)
     layers[l].*field = std::vector<float>(all.begin() + l * per, all.begin() + (l + 1) * per);
 }
 
 }  // namespace
 
-model::weights load_llama2c(const std::string& path) {
+weights load_llama2c(const std::string& path) {
   mapped_file f(path);
   constexpr size_t kHeader = 7 * sizeof(int32_t);
   if (f.size() < kHeader)
     fail("{}: truncated: {} bytes, the llama2.c header needs {}", path, f.size(), kHeader);
   int32_t h[7];
   std::memcpy(h, f.data(), kHeader);
-  model::weights w;
-  model::config& c = w.cfg;
+  weights w;
+  config& c = w.cfg;
   c.family = "llama2c";
   c.dim = h[0];
   c.hidden_dim = h[1];
@@ -56,21 +57,31 @@ model::weights load_llama2c(const std::string& path) {
   c.n_head = h[3];
   c.n_head_kv = h[4];
   c.tied_embeddings = h[5] > 0;
-  c.vocab_size = h[5] < 0 ? -h[5] : h[5];
+  // Negated in 64 bits: -INT32_MIN overflows an int32 (and is refused by validate as too large).
+  const int64_t vocab = h[5] < 0 ? -int64_t(h[5]) : int64_t(h[5]);
+  if (vocab > INT32_MAX) fail("{}: vocab_size {} out of range (llama2.c header)", path, h[5]);
+  c.vocab_size = static_cast<int>(vocab);
   c.seq_len = h[6];
   c.d_head = c.n_head > 0 ? c.dim / c.n_head : 0;
   c.norm_eps = 1e-5f;  // run.c rmsnorm: ss += 1e-5f
   c.rope_theta = 10000.0f;
-  c.rope = model::rope_style::interleaved;
+  c.rope = rope_style::interleaved;
   c.bos_id = 1;
-  model::validate(c, path + " (llama2.c header)");
+  validate(c, path + " (llama2.c header)");
   if (c.dim % c.n_head != 0) fail("{}: dim {} is not a multiple of n_heads {}", path, c.dim, c.n_head);
   // Sizes in floats; check the whole body before allocating anything.
   const size_t L = c.n_layers, D = c.dim, H = c.hidden_dim, V = c.vocab_size;
   const size_t kv = size_t(c.n_head_kv) * c.d_head, hd = size_t(c.n_head) * c.d_head;
   const size_t freq = size_t(c.seq_len) * c.d_head / 2;
-  size_t expect = V * D + L * (2 * D + D * hd + 2 * D * kv + hd * D + 3 * D * H) + D + 2 * freq +
-                  (c.tied_embeddings ? 0 : V * D);
+  // In 128 bits: header fields up to 2^31 each must not wrap the product (a lying header).
+  using u128 = unsigned __int128;
+  const u128 expect128 = u128(V) * D + u128(L) * (2 * u128(D) + u128(D) * hd + 2 * u128(D) * kv + u128(hd) * D +
+                                                  3 * u128(D) * H) +
+                         D + 2 * u128(freq) + (c.tied_embeddings ? 0 : u128(V) * D);
+  if (expect128 > u128(f.size()))
+    fail("{}: truncated or lying header: the header implies more weight bytes than the file's {}", path,
+         f.size() - kHeader);
+  const size_t expect = static_cast<size_t>(expect128);
   size_t have = (f.size() - kHeader) / sizeof(float);
   if (have < expect || (f.size() - kHeader) % sizeof(float) != 0)
     fail("{}: truncated or lying header: the header implies {} weight bytes, the file has {}",
@@ -81,7 +92,7 @@ model::weights load_llama2c(const std::string& path) {
   cursor cur{f, kHeader};
   w.tok_embeddings = cur.take(V * D, "token_embedding_table");
   w.layers.resize(L);
-  using lw = model::layer_weights;
+  using lw = layer_weights;
   split(cur.take(L * D, "rms_att_weight"), D, w.layers, &lw::attn_norm);
   split(cur.take(L * hd * D, "wq"), hd * D, w.layers, &lw::wq);
   split(cur.take(L * kv * D, "wk"), kv * D, w.layers, &lw::wk);
@@ -95,8 +106,8 @@ model::weights load_llama2c(const std::string& path) {
   cur.skip(2 * freq, "freq_cis_real/freq_cis_imag");  // unused: RoPE is recomputed (run.c too)
   if (!c.tied_embeddings) w.classifier = cur.take(V * D, "wcls");
   w.id = std::filesystem::path(path).stem().string();
-  w.source_hash = model::fnv1a_hex(f.data(), f.size());
+  w.source_hash = fnv1a_hex(f.data(), f.size());
   return w;
 }
 
-}  // namespace attnum::io
+}  // namespace attnum::model

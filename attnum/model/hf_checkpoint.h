@@ -5,13 +5,13 @@
 
 #include "attnum/model/weights.h"
 
-namespace attnum::io {
+namespace attnum::model {
 
 /// Returns the config of a Hugging Face config.json (qwen2 / llama families).
-model::config read_hf_config(const std::string& config_json_path);
+config read_hf_config(const std::string& config_json_path);
 
 /// Returns the model in a Hugging Face folder. Every header, offset, dtype and shape is
 /// validated; errors name the file and the tensor.
-model::weights load_hf_checkpoint(const std::string& dir);
+weights load_hf_checkpoint(const std::string& dir);
 
-}  // namespace attnum::io
+}  // namespace attnum::model

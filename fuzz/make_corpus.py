@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora fuzz/corpus/<target>/ (small valid files and broken variants).
+Rerun after changing it; the files are committed so scripts/fuzz needs no Python."""
+import json
+import os
+import struct
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(ROOT, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def safetensors(tensors, metadata=None):
+    header, body = {}, b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(body), len(body) + len(raw)]}
+        body += raw
+    if metadata:
+        header["__metadata__"] = metadata
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + body
+
+
+def bf16(n, v=0.5):
+    return struct.pack("<f", v)[2:] * n
+
+
+f32 = lambda n, v=0.25: struct.pack("<f", v) * n
+
+# safetensors
+ok = safetensors([("a", "F32", [2, 3], f32(6)), ("b", "BF16", [4], bf16(4)), ("c", "I8", [3], b"\x01\x02\xff")],
+                 {"model": "m"})
+put("fuzz_safetensors", "valid", ok)
+put("fuzz_safetensors", "empty_header", safetensors([]))
+put("fuzz_safetensors", "truncated", ok[:-5])
+put("fuzz_safetensors", "overlap", struct.pack("<Q", 96) + json.dumps(
+    {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+     "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}).encode().ljust(96) + b"\0" * 12)
+put("fuzz_safetensors", "huge_shape", safetensors([("a", "F32", [0, 18446744073709551615], b"")]))
+put("fuzz_safetensors", "bad_dtype", safetensors([("a", "Q4", [1], b"\0")]))
+put("fuzz_safetensors", "header_len_lies", struct.pack("<Q", 1 << 40) + b"{}")
+
+# npy
+def npy(descr, shape, data, version=1):
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    pre = 10 if version == 1 else 12
+    d = d.ljust((pre + len(d) + 1 + 63) // 64 * 64 - pre - 1) + "\n"
+    hl = struct.pack("<H", len(d)) if version == 1 else struct.pack("<I", len(d))
+    return b"\x93NUMPY" + bytes([version, 0]) + hl + d.encode() + data
+
+put("fuzz_npy", "valid_f4", npy("<f4", "(2, 3)", f32(6)))
+put("fuzz_npy", "valid_f8_v2", npy("<f8", "(3,)", struct.pack("<d", 1.5) * 3, 2))
+put("fuzz_npy", "valid_f2", npy("<f2", "(2,)", b"\x00\x3c" * 2))
+put("fuzz_npy", "fortran", npy("<f4", "(2, 2)", f32(4)).replace(b"False", b"True "))
+put("fuzz_npy", "short_data", npy("<f4", "(4, 4)", f32(3)))
+put("fuzz_npy", "big_dim", npy("<f4", "(99999999999999999999, 0)", b""))
+put("fuzz_npy", "not_npy", b"PK\x03\x04 zip")
+
+# llama2.c checkpoint (dim 8, hidden 8, 1 layer, 2 heads, 2 kv heads, vocab 4, seq 4)
+def llama2c(vocab=4, extra=0):
+    h = struct.pack("<7i", 8, 8, 1, 2, 2, vocab, 4)
+    v = abs(vocab)
+    n = v * 8 + (16 + 64 + 128 + 64 + 192) + 8 + 2 * 8 + (v * 8 if vocab < 0 else 0)
+    return h + f32(n + extra, 0.01)
+
+put("fuzz_llama2c", "valid", llama2c())
+put("fuzz_llama2c", "untied", llama2c(-4))
+put("fuzz_llama2c", "trailing", llama2c(4, 3))
+put("fuzz_llama2c", "int_min_vocab", struct.pack("<7i", 8, 8, 1, 2, 2, -2**31, 4))
+put("fuzz_llama2c", "huge_dims", struct.pack("<7i", 2**31 - 1, 2**31 - 1, 2**31 - 1, 1, 1, 2**31 - 1, 2**31 - 1))
+tok = struct.pack("<i", 4)
+for i in range(260):
+    s = bytes([32 + i % 90]) if i >= 3 else b"<s>"
+    tok += struct.pack("<fi", -float(i), len(s)) + s
+put("fuzz_llama2c", "tokenizer_260", b"\x0a" + tok)
+put("fuzz_llama2c", "tokenizer_nan", b"\x0a" + tok[:4] + struct.pack("<fi", float("nan"), 1) + b"a" + tok[13:])
+
+# Hugging Face config.json (first byte even) / index.json (first byte odd)
+cfg = {"model_type": "llama", "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1,
+       "num_attention_heads": 2, "vocab_size": 4, "max_position_embeddings": 8}
+put("fuzz_hf_config", "config_valid", b"\0" + json.dumps(cfg).encode())
+put("fuzz_hf_config", "config_qwen2", b"\0" + json.dumps(dict(cfg, model_type="qwen2", num_key_value_heads=1,
+                                                             head_dim=4, tie_word_embeddings=True)).encode())
+for k, v in [("hidden_size", 2**32 + 16), ("hidden_size", 16.5), ("num_attention_heads", True),
+             ("hidden_size", 1e30), ("rms_norm_eps", 1e300), ("bos_token_id", 99)]:
+    put("fuzz_hf_config", "config_%s_%s" % (k, str(v).replace(".", "_")), b"\0" + json.dumps(dict(cfg, **{k: v})).encode())
+put("fuzz_hf_config", "index_valid", b"\1" + json.dumps({"weight_map": {"model.embed_tokens.weight": "a.safetensors"}}).encode())
+put("fuzz_hf_config", "index_escape", b"\1" + json.dumps({"weight_map": {"x": "../../../../etc/passwd"}}).encode())
+put("fuzz_hf_config", "index_absolute", b"\1" + json.dumps({"weight_map": {"x": "/etc/passwd"}}).encode())
+put("fuzz_hf_config", "nested", b"\0" + b"[" * 5000 + b"]" * 5000)
+
+# tokenizer.json: JSON, NUL, text
+vocab = {c: i for i, c in enumerate("abcdefghijklmnopqrstuvwxyz \u0120")}
+vocab.update({"ab": 30, "abc": 31, "\u0120a": 32})
+tj = {"model": {"type": "BPE", "vocab": vocab, "merges": ["a b", "ab c", "\u0120 a"]},
+      "normalizer": {"type": "NFC"}, "added_tokens": [{"content": "<|x|>", "id": 33}]}
+put("fuzz_tokenizer_json", "valid", json.dumps(tj).encode() + b"\0abc abcab <|x|> a\xcc\x81 \xff")
+put("fuzz_tokenizer_json", "pair_merges", json.dumps(dict(tj, model=dict(tj["model"], merges=[["a", "b"]]))).encode() + b"\0ab")
+put("fuzz_tokenizer_json", "negative_id", json.dumps({"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}}).encode())
+put("fuzz_tokenizer_json", "huge_id", json.dumps({"model": {"type": "BPE", "vocab": {"a": 2**31 - 1}, "merges": []}}).encode())
+put("fuzz_tokenizer_json", "type_error", json.dumps(dict(tj, added_tokens=[{"content": 5, "id": 1}])).encode())
+
+# arbitrary text for the Qwen2 tokenizer
+put("fuzz_bpe_encode", "english", "Hello world, it's 2024! \n\n  spaces\ttabs")
+put("fuzz_bpe_encode", "unicode", "caf\u00e9 \u0065\u0301 \ud55c\uad6d\uc5b4 \u4e2d\u6587 \U0001F600 \u00a0\u2028")
+put("fuzz_bpe_encode", "invalid_utf8", b"\xff\xfe\xc3\x28\xe2\x82 \xf0\x9f\x98")
+put("fuzz_bpe_encode", "marks", "a" + "\u0301" * 200)
+put("fuzz_bpe_encode", "special", "<|endoftext|>x<|im_start|>")
+
+# captures and kernel outputs
+q, k, v = bf16(2 * 4 * 8), bf16(4 * 8), bf16(4 * 8)
+put("fuzz_capture", "valid", safetensors([("layers.0.q", "BF16", [2, 4, 8], q), ("layers.0.k", "BF16", [1, 4, 8], k),
+                                          ("layers.0.v", "BF16", [1, 4, 8], v),
+                                          ("layers.0.o.plain", "F32", [2, 4, 8], f32(64))], {"model": "m"}))
+put("fuzz_capture", "n_tok_zero", safetensors([("layers.0.q", "BF16", [2, 0, 8], b""), ("layers.0.k", "BF16", [1, 0, 8], b""),
+                                               ("layers.0.v", "BF16", [1, 0, 8], b"")]))
+put("fuzz_capture", "gqa_mismatch", safetensors([("layers.0.q", "BF16", [3, 4, 8], bf16(96)), ("layers.0.k", "BF16", [2, 4, 8], bf16(64)),
+                                                 ("layers.0.v", "BF16", [2, 4, 8], bf16(64))]))
+put("fuzz_capture", "nan", safetensors([("layers.0.q", "BF16", [1, 1, 2], b"\xc0\x7f\x00\x00"),
+                                        ("layers.0.k", "BF16", [1, 1, 2], bf16(2)), ("layers.0.v", "BF16", [1, 1, 2], bf16(2))]))
+
+# CLI parsers: one argument per line
+put("fuzz_cli_parsers", "valid", "fa3,sage2pp-sm89,,bf16\n0/2\nrotate\nblock_n=64\nq.fmt=e4m3fn\npv_acc.k_step=16\n")
+put("fuzz_cli_parsers", "bad", "pv_acc.k_step=0\nqk_acc.k_step=-1\nblock_n=1000000000\np_scale=nan\nk.group_div=0\n3/2\n-1/4\n")
+put("fuzz_cli_parsers", "numbers", "p_scale=1e400\nblock_m=2147483648\nmask_value=-inf\nk.scale_max=-448\n1/0\nx/y\n")

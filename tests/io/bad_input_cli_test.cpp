@@ -1,0 +1,384 @@
+// Hostile and broken inputs through the built tool (issue 17): every case exits 2 with a message
+// naming the file and the field, and leaves --out as it found it (docs/reliability.md).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "attnum/io/npy.h"
+#include "attnum/io/safetensors.h"
+#include "cli_util.h"
+
+namespace fs = std::filesystem;
+using attnum::test::run_attnum;
+using attnum::test::run_result;
+
+namespace {
+
+const std::string kShared = ATTNUM_SHARED_DIR;
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("attnum-bad-input-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path file(const std::string& name, const std::string& bytes) const {
+    const fs::path p = dir_ / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  // Runs attnum; expects exit 2, every fragment in the message, and `out` not created.
+  run_result refused(const std::string& args, std::initializer_list<std::string> fragments,
+                     const fs::path& out = {}) const {
+    const run_result r = run_attnum(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
+    for (const auto& f : fragments) EXPECT_NE(r.out.find(f), std::string::npos) << "'" << f << "' in:\n" << r.out;
+    EXPECT_EQ(r.out.find("terminate called"), std::string::npos) << r.out;
+    if (!out.empty()) EXPECT_FALSE(fs::exists(out)) << out << " left by: " << args;
+    return r;
+  }
+  // Q, K, V of one small layer as .npy files; returns the attend arguments.
+  std::string qkv(int n = 8, int d = 16) const {
+    std::vector<float> x(size_t(n) * d);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * double(i)) * 0.5f;
+    for (const char* t : {"q", "k", "v"}) attnum::io::write_npy((dir_ / (std::string(t) + ".npy")).string(), x.data(), {n, d});
+    return "attend --q " + (dir_ / "q.npy").string() + " --k " + (dir_ / "k.npy").string() + " --v " +
+           (dir_ / "v.npy").string();
+  }
+  std::string stories() const { return kShared + "/data/stories260K.bin"; }
+  bool have_shared() const { return fs::exists(stories()) && fs::exists(kShared + "/data/tok512.bin"); }
+  // A llama2.c checkpoint: header (7 int32) and a body of the size the header implies.
+  fs::path llama2c(const std::string& name, int32_t vocab) const {
+    const int32_t h[7] = {8, 8, 1, 2, 2, vocab, 4};
+    std::string bytes(reinterpret_cast<const char*>(h), sizeof h);
+    const int64_t V = vocab < 0 ? -int64_t(vocab) : vocab;
+    // V*D + L*(2D + D*hd + 2*D*kv + hd*D + 3*D*H) + D + 2*freq (+ V*D untied)
+    const int64_t floats = V * 8 + (16 + 64 + 128 + 64 + 192) + 8 + 2 * 8 + (vocab < 0 ? V * 8 : 0);
+    if (V < 100000) bytes.append(size_t(floats) * 4, '\0');
+    return file(name, bytes);
+  }
+  // A Hugging Face folder with config.json fields overridden by `extra` (JSON members).
+  fs::path hf(const std::string& name, const std::string& extra) const {
+    const fs::path d = dir_ / name;
+    file(name + "/config.json",
+         "{\"model_type\": \"llama\", \"intermediate_size\": 16, \"num_hidden_layers\": 1, "
+         "\"num_attention_heads\": 2, \"vocab_size\": 32, " + extra + "}");
+    return d;
+  }
+  fs::path dir_;
+};
+
+// --- crashes --------------------------------------------------------------------------------
+
+TEST_F(BadInput, TokenizerJsonIdsOutsideTheRange) {
+  if (!have_shared()) GTEST_SKIP() << "shared data absent";
+  const fs::path text = file("t.txt", "Once upon a time");
+  const fs::path out = dir_ / "out";
+  for (const std::string& id : {"-1", "-2147483648", "2147483647", "1e3", "true", "\"3\""}) {
+    const fs::path tok = file("tok.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": " + id +
+                                              "}, \"merges\": []}}");
+    refused("capture --model " + stories() + " --tokenizer " + tok.string() + " --text " + text.string() +
+                " --out " + out.string(),
+            {tok.string(), "model.vocab[\"a\"]", "token id"}, out);
+  }
+  const fs::path tok = file("tok.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+                                        "\"added_tokens\": [{\"content\": \"<s>\", \"id\": -5}]}");
+  refused("capture --model " + stories() + " --tokenizer " + tok.string() + " --text " + text.string() +
+              " --out " + out.string(),
+          {tok.string(), "added_tokens[0].id"}, out);
+}
+
+TEST_F(BadInput, TokenizerJsonTypeErrorsNameTheFile) {
+  if (!have_shared()) GTEST_SKIP() << "shared data absent";
+  const fs::path text = file("t.txt", "Once upon a time");
+  for (const std::string& body :
+       {std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": [{\"content\": 5, \"id\": 1}]}"),
+        std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": 7}"),
+        std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": 3}"),
+        std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}")}) {
+    const fs::path tok = file("tok.json", body);
+    const run_result r = refused("capture --model " + stories() + " --tokenizer " + tok.string() + " --text " +
+                                     text.string() + " --out " + (dir_ / "out").string(),
+                                 {tok.string()}, dir_ / "out");
+  }
+}
+
+TEST_F(BadInput, ZooTokenCountsOutsideTheRange) {
+  const fs::path out = dir_ / "out";
+  refused("heads --zoo --n-tok 0 --quiet --out " + out.string(), {"--n-tok 0"}, out);
+  refused("heads --zoo --n-tok -8 --quiet --out " + out.string(), {"--n-tok -8"}, out);
+  refused("heads --zoo --n-tok 2000000000 --quiet --out " + out.string(), {"--n-tok 2000000000", "needs", "GiB"}, out);
+  refused("heads --zoo --layers -1 --quiet --out " + out.string(), {"--layers -1"}, out);
+  refused("heads --zoo --texts 0 --quiet --out " + out.string(), {"--texts 0"}, out);
+}
+
+TEST_F(BadInput, ThreadsAboveTheCoresAreCappedNegativeRefused) {
+  const std::string args = qkv();
+  const run_result r = run_attnum("--threads 100000 " + args + " --kernel fa3");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("capped"), std::string::npos) << r.out;
+  refused("--threads -3 " + args + " --kernel fa3", {"--threads -3"});
+}
+
+// --- aborts from worker threads, knob ranges --------------------------------------------------
+
+TEST_F(BadInput, KnobsOutsideTheirRangeAreRefusedBeforeAnyWork) {
+  const std::string args = qkv();
+  const fs::path out = dir_ / "o.npy";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"pv_acc.k_step=0", "pv_acc.k_step"},   {"qk_acc.k_step=-1", "qk_acc.k_step"},
+      {"block_n=1000000000", "block_n"},      {"block_m=0", "block_m"},
+      {"p_scale=nan", "p_scale"},             {"p_scale=0", "p_scale"},
+      {"p_scale=-1", "p_scale"},              {"k.scale_max=-448", "k.scale_max"},
+      {"k.group_div=0", "k.group_div"},       {"k.group_div=3", "k.group_div"},
+      {"qk_acc.mant_bits=99", "qk_acc.mant_bits"}, {"block_n=1e300", "block_n"},
+      {"mask_value=nan", "mask_value"},       {"k.eps=-1", "k.eps"}};
+  for (const auto& [knob, field] : cases)
+    refused(args + " --kernel fa3 --knob " + knob + " --out " + out.string(), {field}, out);
+}
+
+// --- security: file references inside a model folder ----------------------------------------
+
+TEST_F(BadInput, ShardNamesMustStayInsideTheModelFolder) {
+  const std::string secret = "root:x:0:0:SECRET-BYTES";
+  file("outside/secret.safetensors", std::string("\x10\0\0\0\0\0\0\0", 8) + secret);
+  for (const std::string& name : {std::string("../outside/secret.safetensors"), std::string("../../../../../../etc/passwd"),
+                                  (dir_ / "outside/secret.safetensors").string(), std::string("a/../../x")}) {
+    const fs::path m = hf("m", "\"hidden_size\": 8");
+    file("m/model.safetensors.index.json",
+         "{\"weight_map\": {\"model.embed_tokens.weight\": \"" + name + "\"}}");
+    const fs::path ids = file("ids.txt", "1 2 3 4");
+    const run_result r = refused("capture --model " + m.string() + " --token-ids " + ids.string() + " --tokens 4 --out " +
+                                     (dir_ / "out").string(),
+                                 {"model.safetensors.index.json", "weight_map"}, dir_ / "out");
+    EXPECT_EQ(r.out.find("SECRET"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("root:"), std::string::npos) << r.out;
+  }
+}
+
+// --- wrong results with exit 0 ----------------------------------------------------------------
+
+TEST_F(BadInput, HfConfigIntegersMustBeExactAndInRange) {
+  const fs::path ids = file("ids.txt", "1 2 3 4");
+  for (const std::string& v : {"4294967312", "16.5", "true", "1e30", "-16", "0", "\"16\"", "2147483648"}) {
+    const fs::path m = hf("m", "\"hidden_size\": " + v);
+    refused("capture --model " + m.string() + " --token-ids " + ids.string() + " --out " + (dir_ / "out").string(),
+            {"config.json", "hidden_size", "expected an integer"}, dir_ / "out");
+    fs::remove_all(m);
+  }
+  const fs::path m = hf("m", "\"hidden_size\": 16, \"num_key_value_heads\": true");
+  refused("capture --model " + m.string() + " --token-ids " + ids.string() + " --out " + (dir_ / "out").string(),
+          {"config.json", "num_key_value_heads"}, dir_ / "out");
+}
+
+TEST_F(BadInput, Llama2cVocabOutOfRange) {
+  const fs::path ids = file("ids.txt", "1 2 3 4");
+  for (int32_t vocab : {INT32_MIN, 0}) {
+    const fs::path m = llama2c("m.bin", vocab);
+    refused("capture --model " + m.string() + " --token-ids " + ids.string() + " --tokens 4 --out " +
+                (dir_ / "out").string(),
+            {m.string(), "vocab_size"}, dir_ / "out");
+  }
+}
+
+TEST_F(BadInput, TokenizerLargerThanTheModelVocabulary) {
+  if (!have_shared()) GTEST_SKIP() << "shared data absent";
+  const fs::path m = llama2c("m.bin", 300);
+  const fs::path text = file("t.txt", "Once upon a time");
+  refused("capture --model " + m.string() + " --tokenizer " + kShared + "/data/tok512.bin --text " + text.string() +
+              " --tokens 4 --out " + (dir_ / "out").string(),
+          {"tok512.bin", "vocab_size 300"}, dir_ / "out");
+}
+
+TEST_F(BadInput, TokenizerNanScores) {
+  const fs::path m = llama2c("m.bin", 300);
+  std::string tok(4, '\0');
+  const int32_t max_len = 4;
+  std::memcpy(tok.data(), &max_len, 4);
+  for (int i = 0; i < 300; ++i) {
+    const float score = i == 7 ? NAN : -float(i);
+    const int32_t len = 1;
+    tok.append(reinterpret_cast<const char*>(&score), 4).append(reinterpret_cast<const char*>(&len), 4);
+    tok.push_back(char('a' + i % 26));
+  }
+  const fs::path t = file("tok.bin", tok);
+  const fs::path text = file("t.txt", "abc");
+  refused("capture --model " + m.string() + " --tokenizer " + t.string() + " --text " + text.string() +
+              " --tokens 1 --out " + (dir_ / "out").string(),
+          {t.string(), "token 7", "NaN"}, dir_ / "out");
+}
+
+TEST_F(BadInput, CastOfTheSmallestSubnormalGivesACode) {
+  const run_result r = run_attnum("cast --to e4m3fn --json 4.9e-324");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("\"code\":\"0x00\""), std::string::npos) << r.out;
+  refused("cast --to e4m3fn 1e999", {"1e999", "range"});
+}
+
+TEST_F(BadInput, NanOutputIsNeverReportedAsErrorZero) {
+  // All-zero V: the fp64 reference is 0, and sage2pp-sm89's per-channel V scale (no eps) makes
+  // the output NaN. Its rel_err must not read 0 (it was: 0 / 0 was taken as exact).
+  std::vector<float> q(2 * 16 * 8), k(16 * 8), v(16 * 8, 0.0f);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = float(std::sin(0.7 * double(i)));
+  for (size_t i = 0; i < k.size(); ++i) k[i] = float(std::cos(0.3 * double(i)));
+  const fs::path cap = dir_ / "m__t.safetensors";
+  attnum::io::write_safetensors(cap.string(),
+                                {{"layers.0.q", {2, 16, 8}, q.data(), attnum::io::st_dtype::BF16},
+                                 {"layers.0.k", {1, 16, 8}, k.data(), attnum::io::st_dtype::BF16},
+                                 {"layers.0.v", {1, 16, 8}, v.data(), attnum::io::st_dtype::BF16}},
+                                {{"model", "m"}});
+  const fs::path out = dir_ / "out";
+  const run_result r = run_attnum("heads --captures " + cap.string() +
+                                  " --kernel sage2pp-sm89 --conditions plain,rotate --quiet --out " + out.string());
+  ASSERT_TRUE(r.status == 0 || r.status == 2) << r.out;
+  if (r.status == 2) return;  // refusing is allowed; reading 0 is not
+  std::ifstream in(out / "rows.csv");
+  std::string header, line;
+  std::getline(in, header);
+  size_t col = 0, at = 0;
+  for (size_t p = 0; (p = header.find(',', at)) != std::string::npos && header.substr(at, p - at) != "rel_err"; at = p + 1) ++col;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    for (size_t b = 0, e; b <= line.size(); b = e + 1) {
+      e = line.find(',', b);
+      if (e == std::string::npos) e = line.size();
+      cells.push_back(line.substr(b, e - b));
+    }
+    ASSERT_LT(col, cells.size()) << header;
+    const std::string& cell = cells[col];
+    EXPECT_TRUE(cell.empty() || std::isnan(std::strtod(cell.c_str(), nullptr)) || std::strtod(cell.c_str(), nullptr) > 0)
+        << "rel_err '" << cell << "' for a NaN output: " << line;
+    ++rows;
+  }
+  EXPECT_GT(rows, 0);
+}
+
+// --- denial of service ----------------------------------------------------------------------
+
+TEST_F(BadInput, FifoIsRefusedWithoutBlocking) {
+  const std::string args = qkv();
+  const fs::path fifo = dir_ / "q.npy";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // timeout: a regression blocks forever; 124 would be its status.
+  const run_result r = attnum::test::run_command("timeout 60 " + std::string(ATTNUM_BINARY) + " " + args +
+                                                 " --kernel fa3 2>&1");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("FIFO"), std::string::npos) << r.out;
+  const fs::path ids = dir_ / "ids.txt";
+  ASSERT_EQ(::mkfifo(ids.c_str(), 0600), 0);
+  const fs::path m = llama2c("m.bin", 300);
+  const run_result r2 = attnum::test::run_command("timeout 60 " + std::string(ATTNUM_BINARY) + " capture --model " +
+                                                  m.string() + " --token-ids " + ids.string() + " --tokens 4 --out " +
+                                                  (dir_ / "out").string() + " 2>&1");
+  EXPECT_EQ(r2.status, 2) << r2.out;
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+// --- partial folders ------------------------------------------------------------------------
+
+TEST_F(BadInput, CaptureErrorMidRunLeavesNoFolderHeadsNoCheckpoints) {
+  // A capture whose layer 0 K and V disagree: found when the unit is computed, after the
+  // study's checkpoints/study.json was written.
+  std::vector<float> q(2 * 4 * 8, 0.25f), k(1 * 4 * 8, 0.5f), v(1 * 3 * 8, 0.5f);
+  const fs::path cap = dir_ / "m__t.safetensors";
+  attnum::io::write_safetensors(cap.string(),
+                                {{"layers.0.q", {2, 4, 8}, q.data(), attnum::io::st_dtype::BF16},
+                                 {"layers.0.k", {1, 4, 8}, k.data(), attnum::io::st_dtype::BF16},
+                                 {"layers.0.v", {1, 3, 8}, v.data(), attnum::io::st_dtype::BF16}},
+                                {{"model", "m"}});
+  const fs::path out = dir_ / "out";
+  refused("heads --captures " + cap.string() + " --kernel fa3 --conditions plain,rotate --quiet --out " + out.string(),
+          {cap.string(), "layer 0"}, out);
+  // Without --out: the temporary attnum-heads-PID folder goes too.
+  const fs::path tmp = dir_ / "tmp";
+  fs::create_directories(tmp);
+  const run_result r = attnum::test::run_command("TMPDIR=" + tmp.string() + " " + ATTNUM_BINARY + " heads --captures " +
+                                                 cap.string() + " --kernel fa3 --conditions plain,rotate --quiet 2>&1");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_TRUE(fs::is_empty(tmp)) << "left in TMPDIR: " << fs::directory_iterator(tmp)->path();
+  // An existing --out keeps what was there (an earlier run's files) and gains nothing.
+  fs::create_directories(out);
+  file("out/keep.txt", "earlier");
+  refused("heads --captures " + cap.string() + " --kernel fa3 --conditions plain,rotate --quiet --out " + out.string(),
+          {cap.string()});
+  EXPECT_TRUE(fs::exists(out / "keep.txt"));
+  EXPECT_FALSE(fs::exists(out / "checkpoints"));
+}
+
+TEST_F(BadInput, ShapesOutOfRangePrintedUnsigned) {
+  // [0, 2^64-1]: zero elements, but a dimension no count can hold.
+  const std::string header = "{\"q\":{\"dtype\":\"F32\",\"shape\":[0,18446744073709551615],\"data_offsets\":[0,0]}}";
+  std::string bytes(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  const fs::path q = file("q.safetensors", bytes + header);
+  const std::string args = qkv();
+  refused("attend --q " + q.string() + " --k " + (dir_ / "k.npy").string() + " --v " + (dir_ / "v.npy").string() +
+              " --kernel fa3",
+          {q.string(), "18446744073709551615"});
+}
+
+TEST_F(BadInput, UnclearMessagesNowNameTheProblem) {
+  const std::string args = qkv();
+  // --text or --token-ids on a folder
+  const fs::path m = llama2c("m.bin", 300);
+  const fs::path ids_dir = dir_ / "ids";
+  fs::create_directories(ids_dir);
+  refused("capture --model " + m.string() + " --token-ids " + ids_dir.string() + " --tokens 4 --out " +
+              (dir_ / "out").string(),
+          {ids_dir.string(), "is a folder"}, dir_ / "out");
+  if (have_shared())
+    refused("capture --model " + stories() + " --text " + ids_dir.string() + " --tokens 4 --out " +
+                (dir_ / "out").string(),
+            {ids_dir.string(), "is a folder"}, dir_ / "out");
+  // An --out whose folder cannot be created: the system's reason, not "No such file".
+  const fs::path blocker = file("blocker", "a file, not a folder");
+  const run_result r = refused(args + " --kernel fa3 --out " + (blocker / "o.npy").string(), {"blocker", "Not a directory"});
+  EXPECT_EQ(r.out.find("No such file"), std::string::npos) << r.out;
+}
+
+// --- a finished folder says so ----------------------------------------------------------------
+
+TEST_F(BadInput, CompletionMarkerWrittenLastAndRequired) {
+  const std::string small = "heads --zoo --n-tok 16 --layers 1 --texts 1 --quiet --kernel fa3 --conditions plain,rotate ";
+  const fs::path a = dir_ / "a", b = dir_ / "b", merged = dir_ / "merged";
+  // A stale temp file of a killed run (a pid that cannot be alive) goes on the next run.
+  file("a/rows.csv.tmp.2147483646", "half");
+  ASSERT_EQ(run_attnum(small + "--shard 0/2 --out " + a.string()).status, 0);
+  EXPECT_FALSE(fs::exists(a / "rows.csv.tmp.2147483646"));
+  EXPECT_TRUE(fs::exists(a / "complete.json"));
+  // Merging one shard of two: units are missing; --out is not created.
+  refused("merge " + a.string() + " --out " + merged.string(), {}, merged);
+  ASSERT_EQ(run_attnum(small + "--shard 1/2 --out " + b.string()).status, 0);
+  // A shard killed before its marker is refused by merge.
+  fs::remove(b / "complete.json");
+  refused("merge " + a.string() + " " + b.string() + " --out " + merged.string(), {b.string(), "complete.json"}, merged);
+  ASSERT_EQ(run_attnum(small + "--shard 1/2 --out " + b.string()).status, 0);
+  ASSERT_EQ(run_attnum("merge " + a.string() + " " + b.string() + " --out " + merged.string()).status, 0);
+  ASSERT_TRUE(fs::exists(merged / "complete.json"));
+  // report refuses a folder without the marker, or whose files changed after it.
+  const fs::path html = dir_ / "r.html";
+  std::ofstream(merged / "summary.json", std::ios::app) << " ";
+  refused("report --results " + merged.string() + " --out " + html.string(), {"summary.json", "changed"}, html);
+  fs::remove(merged / "complete.json");
+  refused("report --results " + merged.string() + " --out " + html.string(), {merged.string(), "complete.json"}, html);
+}
+
+}  // namespace
