@@ -12,6 +12,7 @@
 #include "attnum/io/npy.h"
 #include "attnum/io/safetensors.h"
 #include "cli/command.h"
+#include "cli/kernel_option.h"
 
 namespace {
 
@@ -53,18 +54,27 @@ loaded load(const std::string& path, const std::string& name) {
 }
 
 struct opts {
-  std::string q, k, v, kernel, condition = "plain", out;
-  std::vector<std::string> knobs;
+  std::string q, k, v, condition = "plain", out, rotation;
+  attnum::cli::kernel_flags kernel;
+  std::string seed;  // legacy --seed N: --rotation random-hadamard:N
   bool no_causal = false, json = false, stages = false;
-  uint64_t seed = 0x5eedULL;
   bool causal_center = false;
 };
 
 void run(const opts& o) {
   using namespace attnum::attention;
-  if (o.kernel.empty() && o.knobs.empty()) fail("attend: give --kernel PRESET or --knob NAME=VALUE flags");
-  const kernel_spec spec = apply_knobs(preset(o.kernel.empty() ? "generic" : o.kernel), o.knobs);
+  if (o.kernel.kernels.empty() && o.kernel.knobs.empty())
+    fail("attend: give --kernel PRESET or --knob NAME=VALUE flags");
+  attnum::cli::kernel_flags kf = o.kernel;
+  if (kf.kernels.empty()) kf.kernels = "generic";
+  const auto specs = attnum::cli::resolve_kernels(kf);
+  if (specs.size() != 1) fail("attend: --kernel takes one preset here, got {}", kf.kernels);
+  const kernel_spec& spec = specs.front();
   const condition cond = parse_condition(o.condition);
+  if (!o.seed.empty() && o.rotation != attnum::transforms::rotation().name())
+    fail("attend: give --rotation or the legacy --seed, not both");
+  const transform_options topt{attnum::cli::parse_rotation(o.seed.empty() ? o.rotation : "random-hadamard:" + o.seed),
+                               o.causal_center};
   // Every argument is checked before anything is written; a failed run leaves --out as it was.
   if (!o.out.empty() && !ends_with(o.out, ".npy") && !ends_with(o.out, ".safetensors"))
     fail("--out {}: expected a .npy or .safetensors file name", o.out);
@@ -76,7 +86,21 @@ void run(const opts& o) {
     fail("attend: --q has {} heads, not a multiple of --k's {} (GQA)", q.shape[0], k.shape[0]);
   const layer_view lv{q.data.data(), k.data.data(), v.data.data(), int(q.shape[0]), int(k.shape[0]),
                       int(q.shape[1]), int(k.shape[1]), int(q.shape[2])};
-  const auto r = attend(spec, lv, cond, !o.no_causal, {o.seed, o.causal_center});
+  if (cond != condition::plain && spec.transform_dtype != attnum::formats::format::fp32) {
+    // Transformed operands are rounded to transform_dtype; untransformed ones are used as given.
+    auto exact = [&](const std::vector<float>& x) {
+      for (float e : x)
+        if (attnum::transforms::round_to(spec.transform_dtype, e) != e) return false;
+      return true;
+    };
+    if (!exact(q.data) || !exact(k.data))
+      fmt::print(stderr,
+                 "warning: --q/--k hold values that are not {0}: the transformed operands are rounded to {0} "
+                 "(transform_dtype) but plain ones are used as given; round the inputs to {0} or pass "
+                 "--knob transform_dtype=fp32 for a like-for-like comparison with plain\n",
+                 attnum::formats::info(spec.transform_dtype).name);
+  }
+  const auto r = attend(spec, lv, cond, !o.no_causal, topt);
   bool nan = false;
   for (const auto& h : r.heads) nan |= h.stats.nan_flagged;
   if (!o.out.empty()) {
@@ -86,7 +110,9 @@ void run(const opts& o) {
       attnum::io::write_npy(o.out, r.o.data(), shape);
     else if (ends_with(o.out, ".safetensors"))
       attnum::io::write_safetensors(o.out, {{"o", shape, r.o.data(), attnum::io::st_dtype::F32}},
-                                    {{"kernel", spec.name}, {"condition", std::string(condition_name(cond))}});
+                                    {{"kernel", spec.name}, {"condition", std::string(condition_name(cond))},
+                                     {"transform_dtype", std::string(attnum::formats::info(spec.transform_dtype).name)},
+                                     {"rotation", topt.rotation.name()}});
     else
       fail("--out {}: expected a .npy or .safetensors file name", o.out);
   }
@@ -95,13 +121,15 @@ void run(const opts& o) {
     fmt::print(stderr, "warning: NaN in the output where the real kernel produces it (nan_flagged; e.g. an all-zero V channel without eps)\n");
   std::vector<std::vector<stage_error>> stages;
   if (o.stages)
-    for (int h = 0; h < lv.n_head; ++h) stages.push_back(stage_attribution(spec, lv, h, cond, !o.no_causal, {o.seed, o.causal_center}));
+    for (int h = 0; h < lv.n_head; ++h) stages.push_back(stage_attribution(spec, lv, h, cond, !o.no_causal, topt));
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
     for (const auto& h : r.heads)
       rows.push_back({{"head", h.head}, {"kv_head", h.kv_head}, {"kernel", spec.name},
-                      {"condition", std::string(condition_name(cond))}, {"rel_err", num(h.rel_err)},
+                      {"condition", std::string(condition_name(cond))}, {"knobs", o.kernel.knobs},
+                      {"transform_dtype", attnum::formats::info(spec.transform_dtype).name},
+                      {"rotation", topt.rotation.name()}, {"rel_err", num(h.rel_err)},
                       {"log_err", num(h.log_err)}, {"cosine", num(h.cosine)}, {"max_row_err", num(h.max_row_err)},
                       {"p_count", h.stats.p_count}, {"p_underflow", h.stats.p_underflow},
                       {"p_saturated", h.stats.p_saturated}, {"nan_flagged", h.stats.nan_flagged}});
@@ -110,7 +138,9 @@ void run(const opts& o) {
     fmt::print("{}\n", rows.dump());
     return;
   }
-  fmt::print("kernel {} condition {} {}\n", spec.name, condition_name(cond), o.no_causal ? "non-causal" : "causal");
+  fmt::print("kernel {} condition {} {} transform_dtype {} rotation {}\n", spec.name, condition_name(cond),
+             o.no_causal ? "non-causal" : "causal", attnum::formats::info(spec.transform_dtype).name,
+             topt.rotation.name());
   fmt::print("{:>5} {:>7} {:>12} {:>12} {:>10} {:>12}\n", "head", "kv_head", "rel_err", "log_err", "cosine", "p_underflow");
   for (const auto& h : r.heads)
     fmt::print("{:>5} {:>7} {:>12.4e} {:>12.4e} {:>10.6f} {:>12}{}\n", h.head, h.kv_head, h.rel_err, h.log_err, h.cosine,
@@ -127,10 +157,10 @@ void setup(CLI::App& app) {
   app.add_option("--q", o->q, "Q (.npy or .safetensors)")->required();
   app.add_option("--k", o->k, "K (.npy or .safetensors)")->required();
   app.add_option("--v", o->v, "V (.npy or .safetensors)")->required();
-  app.add_option("--kernel", o->kernel, "Kernel preset (attnum kernels)");
-  app.add_option("--knob", o->knobs, "Knob NAME=VALUE on top of the preset (generic if no --kernel); repeatable");
+  attnum::cli::add_kernel_options(app, o->kernel, "--kernel", "Kernel preset (attnum kernels; generic if only --knob)");
   app.add_option("--condition", o->condition, "plain, rotate, center, center+rotate")->capture_default_str();
-  app.add_option("--seed", o->seed, "Rotation seed");
+  attnum::cli::add_rotation_option(app, o->rotation);
+  app.add_option("--seed", o->seed, "Rotation seed (legacy: --rotation random-hadamard:SEED)");
   app.add_flag("--causal-center", o->causal_center, "Center keys by the causal prefix mean");
   app.add_flag("--no-causal", o->no_causal, "Non-causal attention");
   app.add_option("--out", o->out, "Write O (.npy or .safetensors)");

@@ -33,7 +33,7 @@ void setup(CLI::App& app) {
     o.zoo_opt.n_tok = a->n_tok;
     o.zoo_opt.n_layer_cap = a->layers;
     o.n_texts = a->texts;
-    o.kernels = {a->kernel};
+    o.kernels = {attention::resolve_kernel(a->kernel)};
     o.command = "attnum bench study";
     const study::plan p = study::make_plan(o);
     int heads = 0;

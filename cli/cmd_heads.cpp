@@ -14,6 +14,7 @@
 #include "attnum/scaleout/world.h"
 #include "attnum/study/head_study.h"
 #include "cli/command.h"
+#include "cli/kernel_option.h"
 #include "cli/list_option.h"
 
 namespace {
@@ -25,7 +26,8 @@ std::string fmt_opt(const nlohmann::json& v, const char* spec = "{:.3f}") {
 struct heads_args {
   std::vector<std::string> captures;
   bool zoo = false;
-  std::string kernels = "fa3";
+  attnum::cli::kernel_flags kernel{"fa3", {}};
+  std::string rotation, zoo_dtype = "bf16";
   std::string conditions = "plain,rotate,center,center+rotate";
   std::string out;
   std::string shard;
@@ -53,7 +55,11 @@ void setup(CLI::App& app) {
   auto a = std::make_shared<heads_args>();
   app.add_option("--captures", a->captures, "Capture files (safetensors), one per (model, text)");
   app.add_flag("--zoo", a->zoo, "Use the embedded synthetic head zoo (672 heads)");
-  app.add_option("--kernel", a->kernels, "Kernels, comma-separated")->capture_default_str();
+  attnum::cli::add_kernel_options(app, a->kernel, "--kernel,--kernels");
+  attnum::cli::add_rotation_option(app, a->rotation);
+  app.add_option("--zoo-dtype", a->zoo_dtype,
+                 "Zoo: operand dtype bf16, fp16 or fp32 (fp32: the zoo before transform_dtype)")
+      ->capture_default_str();
   app.add_option("--conditions", a->conditions, "Conditions: plain,rotate,center,center+rotate")
       ->capture_default_str();
   app.add_option("--out", a->out, "Result folder (resumes from its checkpoints)");
@@ -75,10 +81,16 @@ void setup(CLI::App& app) {
     o.zoo_opt.n_tok = a->n_tok;
     o.zoo_opt.n_layer_cap = a->layers;
     o.n_texts = a->texts;
-    o.kernels = attnum::cli::split_list(a->kernels);
+    o.kernels = attnum::cli::resolve_kernels(a->kernel);
+    o.knobs = a->kernel.knobs;
+    o.rotation = attnum::cli::parse_rotation(a->rotation);
+    o.zoo_opt.dtype = formats::parse_format(a->zoo_dtype);
     o.conditions = attnum::cli::split_list(a->conditions);
-    o.command = fmt::format("attnum heads {} --kernel {} --conditions {}",
-                            a->zoo ? "--zoo" : "--captures ...", a->kernels, a->conditions);
+    std::string knobs;
+    for (const auto& k : a->kernel.knobs) knobs += " --knob " + k;
+    o.command = fmt::format("attnum heads {} --kernel {}{} --rotation {}{} --conditions {}",
+                            a->zoo ? "--zoo" : "--captures ...", a->kernel.kernels, knobs, a->rotation,
+                            a->zoo ? " --zoo-dtype " + a->zoo_dtype : "", a->conditions);
     const study::plan p = study::make_plan(o);
     study::run_controls ctl;
     ctl.progress = !a->quiet;

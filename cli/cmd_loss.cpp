@@ -12,11 +12,13 @@
 #include "attnum/pipeline/distributed.h"
 #include "attnum/scaleout/world.h"
 #include "cli/command.h"
+#include "cli/kernel_option.h"
 #include "cli/list_option.h"
 
 namespace {
 struct loss_options {
-  std::string model, tokenizer, kernel = "fa3", conditions = "plain,rotate,center,center+rotate";
+  attnum::cli::kernel_flags kernel{"fa3", {}};
+  std::string model, tokenizer, rotation, conditions = "plain,rotate,center,center+rotate";
   std::string reference = "bf16", linear = "bf16", out;
   std::vector<std::string> texts, token_ids;
   int tokens = 1024, windows = 1;
@@ -30,7 +32,9 @@ void run(const loss_options& o) {
     attnum::fail("loss: give --text or --token-ids, not both");
   weights w = load_model(o.model);
   loss_params p;
-  p.n_tokens = o.tokens, p.windows = o.windows, p.kernel = o.kernel;
+  const auto specs = attnum::cli::resolve_kernels(o.kernel);
+  p.n_tokens = o.tokens, p.windows = o.windows, p.kernel = specs.front(), p.knobs = o.kernel.knobs;
+  p.rotation = attnum::cli::parse_rotation(o.rotation);
   p.conditions = attnum::cli::split_list(o.conditions);
   p.reference = o.reference;
   if (p.reference != "bf16" && p.reference != "fp64")
@@ -50,6 +54,7 @@ void run(const loss_options& o) {
     const auto sh = attnum::scaleout::parse_shard(o.shard);
     if (o.out.empty()) attnum::fail("--shard needs --out DIR");
     if (attnum::scaleout::here().size > 1) attnum::fail("--shard and mpirun do not combine");
+    if (specs.size() != 1) attnum::fail("loss --shard: give one --kernel per shard run, got {}", o.kernel.kernels);
     const auto units = shard_units(p, sh.index, sh.count);
     attnum::output_guard guard(o.out);  // docs/reliability.md: a failed run leaves --out as it was
     attnum::begin_output_dir(o.out);
@@ -62,15 +67,21 @@ void run(const loss_options& o) {
     return;
   }
   // Under mpirun the windows are divided among the ranks; rank 0 gathers and prints.
+  // Several kernels: one run each (checkpoints under --out/KERNEL), rows in the order given.
   const bool mpi = attnum::scaleout::here().size > 1;
   attnum::output_guard guard(attnum::scaleout::here().root() ? o.out : std::string());
   if (!o.out.empty()) attnum::begin_output_dir(o.out);
-  const std::vector<loss_row> rows =
-      mpi ? attnum::pipeline::run_loss(w, p, w.id, o.out, 0, 1, false) : run_loss(w, p);
+  std::vector<loss_row> rows;
+  for (const auto& spec : specs) {
+    p.kernel = spec;
+    const std::string dir = specs.size() > 1 && !o.out.empty() ? o.out + "/" + spec.name : o.out;
+    const auto r = mpi ? attnum::pipeline::run_loss(w, p, w.id, dir, 0, 1, false) : run_loss(w, p);
+    rows.insert(rows.end(), r.begin(), r.end());
+  }
   if (!attnum::scaleout::here().root()) return;
   if (!o.out.empty()) {
     write_loss_files(o.out, rows);
-    attnum::write_complete_marker(o.out, fmt::format("attnum loss --kernel {}", o.kernel));
+    attnum::write_complete_marker(o.out, fmt::format("attnum loss --kernel {}", o.kernel.kernels));
   }
   guard.commit();
   if (o.json) {
@@ -79,14 +90,17 @@ void run(const loss_options& o) {
     fmt::print("{}\n", arr.dump(2));
     return;
   }
-  fmt::print("model {}  kernel {}  reference {}  linear {}  labels per condition {}\n", w.id,
-             p.kernel, p.reference, o.linear, rows.empty() ? 0 : rows[0].n_labels);
-  fmt::print("{:<14} {:>9} {:>9} {:>9} {:>19} {:>10} {:>7} {:>10} {:>10}\n", "condition", "ce_ref",
-             "ce_var", "ppl_ratio", "95% interval", "kl_mean", "top1", "dp_p01", "dp_p99");
-  for (const auto& r : rows)
-    fmt::print("{:<14} {:>9.5f} {:>9.5f} {:>9.5f} [{:>8.5f},{:>8.5f}] {:>10.3e} {:>7.4f} {:>10.3e} {:>10.3e}\n",
-               r.condition, r.ce_ref, r.ce_variant, r.ppl_ratio, r.ppl_ratio_lo, r.ppl_ratio_hi,
-               r.kl_mean, r.top1_agreement, r.dp_p01, r.dp_p99);
+  for (const auto& spec : specs) {
+    fmt::print("model {}  kernel {}  reference {}  linear {}  labels per condition {}\n", w.id,
+               spec.name, p.reference, o.linear, rows.empty() ? 0 : rows[0].n_labels);
+    fmt::print("{:<14} {:>9} {:>9} {:>9} {:>19} {:>10} {:>7} {:>10} {:>10}\n", "condition", "ce_ref",
+               "ce_var", "ppl_ratio", "95% interval", "kl_mean", "top1", "dp_p01", "dp_p99");
+    for (const auto& r : rows)
+      if (r.kernel == spec.name)
+        fmt::print("{:<14} {:>9.5f} {:>9.5f} {:>9.5f} [{:>8.5f},{:>8.5f}] {:>10.3e} {:>7.4f} {:>10.3e} {:>10.3e}\n",
+                   r.condition, r.ce_ref, r.ce_variant, r.ppl_ratio, r.ppl_ratio_lo, r.ppl_ratio_hi,
+                   r.kl_mean, r.top1_agreement, r.dp_p01, r.dp_p99);
+  }
 }
 
 void setup(CLI::App& app) {
@@ -97,7 +111,8 @@ void setup(CLI::App& app) {
   app.add_option("--tokenizer", o->tokenizer, "Tokenizer file (default: beside the model)");
   app.add_option("--tokens", o->tokens, "N: labels per window")->capture_default_str();
   app.add_option("--windows", o->windows, "K: windows per file")->capture_default_str();
-  app.add_option("--kernel", o->kernel, "Kernel preset of the variant")->capture_default_str();
+  attnum::cli::add_kernel_options(app, o->kernel, "--kernel", "Kernel preset of the variant (or fp64)");
+  attnum::cli::add_rotation_option(app, o->rotation);
   app.add_option("--conditions", o->conditions, "Comma-separated conditions")->capture_default_str();
   app.add_option("--reference", o->reference, "Reference attention: bf16 or fp64")->capture_default_str();
   app.add_option("--linear-precision", o->linear, "Outside attention: bf16 or fp32")->capture_default_str();

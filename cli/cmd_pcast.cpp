@@ -14,6 +14,7 @@
 #include "attnum/pcast/simulate.h"
 #include "attnum/pcast/theory.h"
 #include "cli/command.h"
+#include "cli/kernel_option.h"
 
 namespace {
 using attnum::pcast::parse_list;
@@ -128,8 +129,8 @@ void setup_dp(CLI::App& app) {
 
 // Options shared by simulate and overflow; defaults come from the library's configs.
 struct sim_opts {
-  std::string delta, scale, order, threshold, n_tok, source = "inject", kernel, out;
-  std::vector<std::string> knobs;
+  std::string delta, scale, order, threshold, n_tok, source = "inject", out;
+  attnum::cli::kernel_flags kernel;  // empty: the idealized kernel
   int d_head = 128, k_sink = 4, block = 128, rows = 0, seeds = 0;
   uint64_t seed = 1;
   double sigma = 1.0;
@@ -151,14 +152,36 @@ void add_sim_options(CLI::App& app, sim_opts& o) {
   app.add_option("--sigma", o.sigma, "Std of the score noise (theory assumes 1)")->capture_default_str();
   app.add_option("--source", o.source, "Scores: inject (drawn) or qk (fp32 Q and K built to give them)")
       ->capture_default_str();
-  app.add_option("--kernel", o.kernel,
-                 "Run a kernel preset (fa3, xqa-sm90, hpcops, ...) through the engine instead of the "
-                 "idealized kernel; S, order and block are the preset's");
-  app.add_option("--knob", o.knobs, "With --kernel: knob=value applied to the preset (repeatable)");
+  attnum::cli::add_kernel_options(app, o.kernel, "--kernel",
+                                  "Run kernel presets (fa3, xqa-sm90, hpcops, ...; comma-separated) through "
+                                  "the engine instead of the idealized kernel; S, order and block are the preset's");
   app.add_flag("--quick", o.quick, "A short run (fewer seeds and rows)");
   app.add_flag("--no-cast", o.no_cast, "Disable the P cast (the kernel then matches fp64)");
   app.add_option("--out", o.out, "Write the CSV into DIR");
   app.add_flag("--json", o.json, "Print a JSON array of rows");
+}
+
+// The kernels of --kernel/--knob (one config per kernel), or the idealized kernel alone.
+std::vector<std::optional<attnum::attention::kernel_spec>> sim_kernels(const sim_opts& o) {
+  if (o.kernel.kernels.empty()) {
+    if (!o.kernel.knobs.empty()) attnum::fail("pcast: --knob needs --kernel");
+    return {std::nullopt};
+  }
+  std::vector<std::optional<attnum::attention::kernel_spec>> out;
+  for (auto& k : attnum::cli::resolve_kernels(o.kernel)) out.emplace_back(std::move(k));
+  return out;
+}
+
+// Runs `run` once per kernel and concatenates the rows.
+template <typename F>
+std::vector<attnum::pcast::sim_row> per_kernel(const sim_opts& o, attnum::pcast::sim_config c, F run) {
+  std::vector<attnum::pcast::sim_row> rows;
+  for (const auto& k : sim_kernels(o)) {
+    c.kernel = k;
+    auto r = run(c);
+    rows.insert(rows.end(), r.begin(), r.end());
+  }
+  return rows;
 }
 
 attnum::pcast::sim_config make_config(const sim_opts& o, attnum::pcast::sim_config c) {
@@ -181,8 +204,6 @@ attnum::pcast::sim_config make_config(const sim_opts& o, attnum::pcast::sim_conf
   else
     attnum::fail("pcast: --source '{}': expected inject or qk", o.source);
   c.cast = !o.no_cast;
-  c.kernel = o.kernel;
-  c.knobs = o.knobs;
   return c;
 }
 
@@ -191,7 +212,9 @@ void setup_simulate(CLI::App& app) {
   add_sim_options(app, *o);
   app.callback([o] {
     const auto c = make_config(*o, attnum::pcast::paper_config(o->quick));
-    const auto rows = attnum::pcast::to_json(attnum::pcast::simulate(c, progress_bar("pcast simulate")));
+    const auto rows = attnum::pcast::to_json(per_kernel(*o, c, [&](const attnum::pcast::sim_config& ck) {
+      return attnum::pcast::simulate(ck, progress_bar("pcast simulate"));
+    }));
     attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, {}, {}, rows, {}); });
     print_rows(rows, o->json,
                {"delta", "scale", "order", "underflow_measured", "underflow_predicted",
@@ -204,7 +227,9 @@ void setup_overflow(CLI::App& app) {
   add_sim_options(app, *o);
   app.callback([o] {
     const auto c = make_config(*o, attnum::pcast::overflow_config(o->quick));
-    const auto rows = attnum::pcast::overflow_json(attnum::pcast::simulate(c, progress_bar("pcast overflow")));
+    const auto rows = attnum::pcast::overflow_json(per_kernel(*o, c, [&](const attnum::pcast::sim_config& ck) {
+      return attnum::pcast::simulate(ck, progress_bar("pcast overflow"));
+    }));
     attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, {}, {}, {}, rows); });
     print_rows(rows, o->json,
                {"delta", "scale", "offset", "threshold", "order", "saturated_fraction",
@@ -216,7 +241,10 @@ void setup_claims(CLI::App& app) {
   auto o = std::make_shared<sim_opts>();
   add_sim_options(app, *o);
   app.callback([o] {
-    const auto c = make_config(*o, attnum::pcast::paper_config(o->quick));
+    auto c = make_config(*o, attnum::pcast::paper_config(o->quick));
+    const auto kernels = sim_kernels(*o);
+    if (kernels.size() != 1) attnum::fail("pcast claims: --kernel takes one preset, got {}", o->kernel.kernels);
+    c.kernel = kernels.front();
     const auto rows = attnum::pcast::to_json(attnum::pcast::paper_claims(c, progress_bar("pcast claims")));
     attnum::write_result_dir(o->out, "attnum pcast claims", [&] {
       attnum::write_file_atomic(o->out + "/pcast_claims.csv", attnum::pcast::to_csv(rows));

@@ -6,12 +6,14 @@
 #include "attnum/scaleout/world.h"
 #include "attnum/core/file.h"
 #include "cli/command.h"
+#include "cli/kernel_option.h"
 #include "cli/list_option.h"
 
 namespace {
 struct study_flags {
   attnum::pipeline::study_config c;
-  std::string kernels = "fa3,sage2pp-sm89", conditions = "plain,rotate,center,center+rotate";
+  attnum::cli::kernel_flags kernel{"fa3,sage2pp-sm89", {}};
+  std::string rotation, conditions = "plain,rotate,center,center+rotate";
   std::string out = "results/study", assets;
   bool full_pcast = false, no_report = false, quiet = false, json = false;
 };
@@ -25,7 +27,8 @@ void setup(CLI::App& app) {
   app.add_option("--tokenizer", f->c.tokenizer, "Tokenizer file (default: beside the model)");
   app.add_option("--tokens", f->c.tokens, "Tokens per text (capped by the model's context)")
       ->capture_default_str();
-  app.add_option("--kernels", f->kernels, "Kernel presets")->capture_default_str();
+  attnum::cli::add_kernel_options(app, f->kernel, "--kernel,--kernels");
+  attnum::cli::add_rotation_option(app, f->rotation);
   app.add_option("--conditions", f->conditions, "Conditions")->capture_default_str();
   app.add_option("--linear-precision", f->c.linear, "Model runner outside attention: bf16|fp32")
       ->capture_default_str();
@@ -39,7 +42,9 @@ void setup(CLI::App& app) {
   app.add_flag("--json", f->json, "Print summary.json instead of the table");
   app.callback([f] {
     auto& c = f->c;
-    c.kernels = attnum::cli::split_list(f->kernels);
+    c.kernels = attnum::cli::resolve_kernels(f->kernel);
+    c.knobs = f->kernel.knobs;
+    c.rotation = attnum::cli::parse_rotation(f->rotation);
     c.conditions = attnum::cli::split_list(f->conditions);
     c.out = f->out;
     if (!f->assets.empty()) c.assets = f->assets;

@@ -15,12 +15,14 @@
 #include "attnum/study/emulate.h"
 #include "attnum/study/head_study.h"
 #include "cli/command.h"
+#include "cli/kernel_option.h"
 
 namespace {
 
 struct transfer_args {
   std::vector<std::string> captures, outputs;
-  std::string emulator = "fa3";
+  attnum::cli::kernel_flags kernel{"fa3", {}};
+  std::string rotation;
   std::string out;
   bool json = false, quiet = false;
 };
@@ -40,7 +42,8 @@ void setup(CLI::App& app) {
                  "The real kernel's outputs, one file per capture (same order): "
                  "layers.{l}.o.{condition} [n_head, n_tok, d_head]")
       ->required();
-  app.add_option("--emulator", a->emulator, "Preset that emulates the kernel")->capture_default_str();
+  attnum::cli::add_kernel_options(app, a->kernel, "--kernel,--emulator", "Preset that emulates the kernel");
+  attnum::cli::add_rotation_option(app, a->rotation);
   app.add_option("--out", a->out, "Result folder (resumes from its checkpoints)");
   app.add_flag("--json", a->json, "Print the summary as a JSON array");
   app.add_flag("--quiet", a->quiet, "No progress bar");
@@ -61,9 +64,14 @@ void setup(CLI::App& app) {
     o.zoo = false;
     o.captures = a->captures;
     o.kernel_outputs = a->outputs;
-    o.kernels = {a->emulator};
+    o.kernels = attnum::cli::resolve_kernels(a->kernel);
+    if (o.kernels.size() != 1) fail("transfer: --kernel takes the one preset that emulates the kernel, got {}", a->kernel.kernels);
+    o.knobs = a->kernel.knobs;
+    o.rotation = attnum::cli::parse_rotation(a->rotation);
     o.conditions = conds;
-    o.command = "attnum transfer --emulator " + a->emulator;
+    o.command = "attnum transfer --kernel " + a->kernel.kernels;
+    for (const auto& k : a->kernel.knobs) o.command += " --knob " + k;
+    o.command += " --rotation " + a->rotation;
     const study::plan p = study::make_plan(o);
     std::filesystem::path dir = a->out, tmp;
     if (dir.empty()) {
@@ -91,7 +99,7 @@ void setup(CLI::App& app) {
                  fmt::format("{}/{}", s["n_harmed"].get<int>(), s["n_heads"].get<int>()),
                  cell(s, "auc"), cell(s, "precision"), cell(s, "recall"), cell(s, "spearman"));
     fmt::print("emulator {}; labels from the kernel outputs; intervals: 95% bootstrap over models\n",
-               a->emulator);
+               a->kernel.kernels);
   });
 }
 

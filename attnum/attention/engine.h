@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attnum/attention/kernel_spec.h"
+#include "attnum/transforms/hadamard.h"
 
 namespace attnum::attention {
 
@@ -32,7 +33,7 @@ condition parse_condition(std::string_view text);
 
 /// Options of the transforms.
 struct transform_options {
-  uint64_t rotation_seed = 0x5eedULL;  ///< seed of the random-sign diagonal of the Hadamard
+  transforms::rotation rotation;       ///< the rotation of Q and K (default random-hadamard:0x5eed)
   bool causal_center = false;          ///< subtract the causal prefix mean instead of the full mean
 };
 

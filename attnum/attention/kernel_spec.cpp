@@ -256,6 +256,7 @@ kernel_spec make_fp32() {
   s.p_scale = 1;
   s.p_offset = 0;
   s.enabled.p_cast = false;
+  s.transform_dtype = format::fp32;  // an fp32 attention takes fp32 inputs (kernels.md "Transform dtype")
   return s;
 }
 

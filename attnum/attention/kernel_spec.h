@@ -157,6 +157,11 @@ struct kernel_spec {
   epilogue_mode epilogue = epilogue_mode::combined;
   formats::format out_fmt = formats::format::fp32;
   quant_points enabled;
+  /// The dtype of the transformed operands (fp32, bf16 or fp16): the condition's centering of K
+  /// and rotation of Q and K are each computed in double and their outputs rounded RNE to it
+  /// before the kernel's casts, as a real pipeline stores them (kernel APIs take bf16/fp16).
+  /// Operands the condition does not transform are used as given (docs/kernels.md).
+  formats::format transform_dtype = formats::format::bf16;
 
   /// Returns this spec with only the quantization points in `keep` active (others off).
   kernel_spec with_points(const quant_points& keep) const;
@@ -176,5 +181,8 @@ nlohmann::json to_json(const kernel_spec& spec);
 /// Returns a preset modified by knob assignments "knob=value" (the names of to_json's fields);
 /// throws attnum::error naming an unknown knob or a bad value.
 kernel_spec apply_knobs(kernel_spec spec, const std::vector<std::string>& assignments);
+/// Returns preset `name` (or "fp64": exact_spec()) with `knobs` applied: how every command
+/// resolves --kernel and --knob once. Throws attnum::error naming an unknown preset, knob or value.
+kernel_spec resolve_kernel(std::string_view name, const std::vector<std::string>& knobs = {});
 
 }  // namespace attnum::attention

@@ -198,6 +198,12 @@ const std::map<std::string, setter>& setters() {
     m["pv"] = [](kernel_spec& s, auto k, auto v) { s.pv = parse_enum<pv_mode>(k, v); };
     m["epilogue"] = [](kernel_spec& s, auto k, auto v) { s.epilogue = parse_enum<epilogue_mode>(k, v); };
     m["out_fmt"] = [](kernel_spec& s, auto k, auto v) { s.out_fmt = parse_enum<formats::format>(k, v); };
+    m["transform_dtype"] = [](kernel_spec& s, auto k, auto v) {
+      const auto f = parse_enum<formats::format>(k, v);
+      if (f != formats::format::fp32 && f != formats::format::bf16 && f != formats::format::fp16)
+        fail("knob {}: '{}' is not a transform dtype (expected one of: bf16, fp16, fp32)", k, v);
+      s.transform_dtype = f;
+    };
     m["arith_fp64"] = [](kernel_spec& s, auto k, auto v) { s.arith_fp64 = parse_bool(k, v); };
     const std::pair<const char*, bool quant_points::*> points[] = {
         {"q_cast", &quant_points::q_cast}, {"k_cast", &quant_points::k_cast}, {"v_cast", &quant_points::v_cast},
@@ -249,9 +255,14 @@ nlohmann::json to_json(const kernel_spec& s) {
           {"pv", name_of(s.pv)},
           {"epilogue", name_of(s.epilogue)},
           {"out_fmt", name_of(s.out_fmt)},
+          {"transform_dtype", name_of(s.transform_dtype)},
           {"enabled",
            {{"q_cast", e.q_cast}, {"k_cast", e.k_cast}, {"v_cast", e.v_cast}, {"qk_acc_on", e.qk_acc},
             {"p_cast", e.p_cast}, {"pv_acc_on", e.pv_acc}, {"o_cast", e.o_cast}}}};
+}
+
+kernel_spec resolve_kernel(std::string_view name, const std::vector<std::string>& knobs) {
+  return apply_knobs(name == "fp64" ? exact_spec() : preset(name), knobs);
 }
 
 kernel_spec apply_knobs(kernel_spec spec, const std::vector<std::string>& assignments) {

@@ -213,13 +213,18 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
   p->v.assign(lv.v, lv.v + nk);
   const auto [bm, bn] = spec.tile_for(d);
   if (bm <= 0 || bn <= 0) fail("kernel {}: block sizes must be positive (block_m {}, block_n {})", spec.name, bm, bn);
-  // 1. The condition (design.md): center K per kv head, then rotate Q and K with one matrix.
+  // 1. The condition (design.md): center K per kv head, then rotate Q and K with one matrix;
+  // each step computed in double and its output rounded once to the transform dtype, as a real
+  // pipeline stores the transformed tensors (kernels.md "Transform dtype"). Operands a condition
+  // does not transform (plain: Q and K; center: Q) reach the casts as given.
+  const formats::format td = spec.transform_dtype;
+  transforms::check_transform_dtype(td, fmt::format("kernel {} transform_dtype", spec.name));
   if (cond == condition::center || cond == condition::center_rotate)
     for (int g = 0; g < lv.n_head_kv; ++g)
-      transforms::center_keys(p->k.data() + static_cast<size_t>(g) * lv.n_kv * d, lv.n_kv, d, opts.causal_center);
+      transforms::center_keys(p->k.data() + static_cast<size_t>(g) * lv.n_kv * d, lv.n_kv, d, opts.causal_center, td);
   if (cond == condition::rotate || cond == condition::center_rotate) {
-    transforms::rotate_rows(p->q.data(), static_cast<int64_t>(lv.n_head) * lv.n_q, d, opts.rotation_seed);
-    transforms::rotate_rows(p->k.data(), static_cast<int64_t>(lv.n_head_kv) * lv.n_kv, d, opts.rotation_seed);
+    opts.rotation.apply(p->q.data(), static_cast<int64_t>(lv.n_head) * lv.n_q, d, td);
+    opts.rotation.apply(p->k.data(), static_cast<int64_t>(lv.n_head_kv) * lv.n_kv, d, td);
   }
   // 2. Sage's smooth_k (kernels.md 2a.2): k - mean over tokens, both rounded to the input dtype.
   if (spec.smooth_k && spec.enabled.k_cast) {

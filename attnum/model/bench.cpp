@@ -88,7 +88,7 @@ forward_bench bench_forward(const weights& w, int tokens, linear_precision p,
   for (int& id : ids) id = int(rng() % uint32_t(c.vocab_size));
   forward_options opt;
   opt.linear = p;
-  opt.attention = attention == "fp32" ? fp32_attention() : kernel_attention(attention, "plain");
+  opt.attention = attention == "fp32" ? fp32_attention() : kernel_attention(attention::resolve_kernel(attention), "plain");
   forward_bench b;
   b.tokens = tokens, b.threads = threads(), b.attention = attention, b.linear = std::string(name(p));
   b.seconds = INFINITY;

@@ -33,9 +33,10 @@ attention_fn engine_reference() {
   };
 }
 
-attention_fn engine_kernel(const attention::kernel_spec& spec, attention::condition cond) {
-  return [spec, cond](int, const qkv_view& x, float* o) {
-    const auto prepared = attention::prepare_layer(spec, view_of(x), cond);
+attention_fn engine_kernel(const attention::kernel_spec& spec, attention::condition cond,
+                           const attention::transform_options& topt = {}) {
+  return [spec, cond, topt](int, const qkv_view& x, float* o) {
+    const auto prepared = attention::prepare_layer(spec, view_of(x), cond, topt);
     const size_t hs = size_t(x.n_tok) * x.d_head;
 // Heads in parallel (run_head then runs its tiles on the calling thread).
     worker_errors errors;
@@ -54,14 +55,15 @@ attention_fn reference_attention(std::string_view reference) {
   fail("--reference: expected bf16 or fp64, got '{}'", reference);
 }
 
-attention_fn kernel_attention(std::string_view kernel, std::string_view condition) {
+attention_fn kernel_attention(const attention::kernel_spec& kernel, std::string_view condition,
+                              const attention::transform_options& topt) {
   const attention::condition cond = attention::parse_condition(condition);
-  if (kernel == "fp64") {
+  if (kernel.name == "fp64") {
     if (cond != attention::condition::plain)
       fail("kernel fp64 is the exact reference: only condition plain applies, got '{}'", condition);
     return engine_reference();
   }
-  return engine_kernel(attention::preset(kernel), cond);
+  return engine_kernel(kernel, cond, topt);
 }
 
 }  // namespace attnum::model

@@ -3,6 +3,7 @@
 // under any condition.
 #include <string_view>
 
+#include "attnum/attention/engine.h"
 #include "attnum/model/transformer.h"
 
 namespace attnum::model {
@@ -11,8 +12,10 @@ namespace attnum::model {
 /// native BF16 flash-attention preset, condition plain). Throws attnum::error otherwise.
 attention_fn reference_attention(std::string_view reference);
 
-/// Returns a hook running kernel preset `kernel` (attention::preset names) under `condition`
-/// ("plain", "rotate", "center", "center+rotate"); "fp64" names the fp64 reference.
-attention_fn kernel_attention(std::string_view kernel, std::string_view condition);
+/// Returns a hook running `kernel` under `condition` ("plain", "rotate", "center",
+/// "center+rotate") with the transforms' options; the spec named "fp64" (attention::exact_spec)
+/// is the fp64 reference.
+attention_fn kernel_attention(const attention::kernel_spec& kernel, std::string_view condition,
+                              const attention::transform_options& topt = {});
 
 }  // namespace attnum::model

@@ -114,7 +114,7 @@ std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
   std::vector<unit_result> out;
   for (const loss_unit& u : units) {
     ATTNUM_ASSERT(u.source == units[0].source && u.window == units[0].window, "mixed windows");
-    opt.attention = kernel_attention(p.kernel, p.conditions[u.condition]);
+    opt.attention = kernel_attention(p.kernel, p.conditions[u.condition], {p.rotation, false});
     const std::vector<float> var = forward(w, inputs, opt);
     unit_result r;
     r.unit = u;
@@ -168,7 +168,7 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
       for (uint8_t s : r.top1_same) same += s;
     }
     loss_row row;
-    row.condition = p.conditions[c], row.kernel = p.kernel, row.model = model_id;
+    row.condition = p.conditions[c], row.kernel = p.kernel.name, row.model = model_id;
     row.reference = p.reference, row.linear = std::string(name(p.linear));
     row.n_labels = int64_t(nr.size());
     row.ce_ref = mean(nr), row.ce_variant = mean(nv);
@@ -247,7 +247,9 @@ nlohmann::json shard_to_json(const loss_params& p, const std::string& model_id, 
   return {{"kind", "attnum-loss-shard"},
           {"tool_version", std::string(tool_version())},
           {"params",
-           {{"model", model_id}, {"kernel", p.kernel}, {"conditions", p.conditions},
+           {{"model", model_id}, {"kernel", p.kernel.name}, {"knobs", p.knobs},
+            {"transform_dtype", formats::info(p.kernel.transform_dtype).name},
+            {"rotation", p.rotation.name()}, {"conditions", p.conditions},
             {"reference", p.reference}, {"linear_precision", std::string(name(p.linear))},
             {"n_tokens", p.n_tokens}, {"windows", p.windows}, {"sources", p.source_names},
             {"n_sources", p.sources.size()}, {"bootstrap_samples", p.bootstrap_samples},
@@ -274,7 +276,8 @@ std::vector<loss_row> merge_shards(const std::vector<nlohmann::json>& shards) {
   }
   loss_params p;
   try {
-    p.kernel = params.at("kernel").get<std::string>();
+    p.knobs = params.at("knobs").get<std::vector<std::string>>();
+    p.kernel = attention::resolve_kernel(params.at("kernel").get<std::string>(), p.knobs);
     p.conditions = params.at("conditions").get<std::vector<std::string>>();
     p.reference = params.at("reference").get<std::string>();
     p.linear = parse_linear_precision(params.at("linear_precision").get<std::string>());

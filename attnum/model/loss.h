@@ -16,6 +16,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "attnum/attention/engine.h"
 #include "attnum/model/transformer.h"
 #include "attnum/model/weights.h"
 
@@ -27,7 +28,9 @@ struct loss_params {
   std::vector<std::string> source_names;  ///< for metadata
   int n_tokens = 1024;                    ///< N, labels per window
   int windows = 1;                        ///< K windows per source
-  std::string kernel = "fa3";             ///< kernel preset of the variant
+  attention::kernel_spec kernel = attention::preset("fa3");  ///< the variant's kernel (resolved)
+  std::vector<std::string> knobs;         ///< knobs applied to it (recorded; a merge re-applies them)
+  transforms::rotation rotation;          ///< of Q and K under rotate and center+rotate
   std::vector<std::string> conditions = {"plain"};
   std::string reference = "bf16";         ///< "bf16" (emulated native BF16 attention) or "fp64"
   linear_precision linear = linear_precision::bf16;

@@ -367,11 +367,8 @@ bool can_saturate(double scale, double threshold) {
 std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progress) {
   check_config(config);
   sim_config c = config;
-  const attention::kernel_spec* spec = nullptr;
-  attention::kernel_spec spec_value;
-  if (!c.kernel.empty()) {
-    spec_value = attention::apply_knobs(attention::preset(c.kernel), c.knobs);
-    spec = &spec_value;
+  const attention::kernel_spec* spec = c.kernel ? &*c.kernel : nullptr;
+  if (spec) {
     c.source = score_source::qk;
     c.scales = {preset_scale(*spec)};
     c.orders = {spec->reverse ? block_order::reverse : block_order::forward};
@@ -419,7 +416,7 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
   auto rows = combine_rows(c, vars, parts);
   if (spec)
     for (auto& r : rows) {  // the engine reports totals only, not per-block or per-sink counts
-      r.kernel = c.kernel;
+      r.kernel = spec->name;
       r.underflow_outside_measured = r.sink_saturated_fraction = std::nan("");
     }
   return rows;
@@ -483,7 +480,7 @@ std::vector<claim_row> paper_claims(const sim_config& base, const progress_fn& p
   c.orders = {block_order::forward, block_order::reverse};
   c.thresholds = {0};
   c.n_toks = {1024, 4096, 16384};
-  c.kernel.clear();
+  c.kernel.reset();
   const auto rows = simulate(c, progress);
   auto find = [&](int n, double delta, double s, block_order o) -> const sim_row& {
     for (const auto& r : rows)

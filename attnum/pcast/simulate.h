@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "attnum/attention/kernel_spec.h"
 #include "attnum/pcast/theory.h"
 
 namespace attnum::pcast {
@@ -69,14 +72,12 @@ struct sim_config {
   double sigma = 1.0;  ///< std of the scores' N(0,1) part (the theory assumes 1)
   score_source source = score_source::inject;
   bool cast = true;    ///< false disables the P cast (a check: the kernel then equals fp64)
-  /// A kernel preset (attention::preset) run through the engine instead of the idealized kernel;
-  /// empty for the idealized kernel. With a preset the scores come from fp32 Q and K (source qk),
-  /// Q, K, V are cast as the preset says, and S, the order and the block size are the preset's
-  /// (scales, orders, thresholds and block are then ignored).
-  std::string kernel;
-  /// Knob assignments "knob=value" applied to the preset (attention::apply_knobs), e.g.
-  /// "enabled.q_cast=false" to isolate the P cast inside a preset.
-  std::vector<std::string> knobs;
+  /// A kernel (a resolved preset, knobs applied, e.g. "enabled.q_cast=false" to isolate the P
+  /// cast) run through the engine instead of the idealized kernel; empty for the idealized
+  /// kernel. With a kernel the scores come from fp32 Q and K (source qk), Q, K, V are cast as the
+  /// kernel says, and S, the order and the block size are the kernel's (scales, orders,
+  /// thresholds and block are then ignored).
+  std::optional<attention::kernel_spec> kernel;
   bool exact_applies = true;  ///< set by simulate(): whether underflow_exact models this P cast
 };
 

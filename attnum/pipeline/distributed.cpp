@@ -107,7 +107,10 @@ namespace {
 
 json params_json(const model::loss_params& p, const std::string& model_id) {
   return {{"model", model_id},
-          {"kernel", p.kernel},
+          {"kernel", p.kernel.name},
+          {"knobs", p.knobs},
+          {"kernel_spec", attention::to_json(p.kernel)},
+          {"rotation", p.rotation.name()},
           {"conditions", p.conditions},
           {"n_tokens", p.n_tokens},
           {"windows", p.windows},

@@ -104,6 +104,8 @@ json run_study(const study_config& c) {
 
   study::study_options so;
   so.kernels = c.kernels;
+  so.knobs = c.knobs;
+  so.rotation = c.rotation;
   so.conditions = c.conditions;
   so.command = c.command;
   std::optional<model::weights> w;
@@ -129,7 +131,9 @@ json run_study(const study_config& c) {
 
   // Step 2: the head study.
   auto t0 = clock_type::now();
-  say(c, fmt::format("head study: {} x {} on {}", fmt::join(c.kernels, ","),
+  std::vector<std::string> names;
+  for (const auto& k : c.kernels) names.push_back(k.name);
+  say(c, fmt::format("head study: {} x {} on {}", fmt::join(names, ","),
                      fmt::join(c.conditions, ","), so.zoo ? "the synthetic zoo" : c.model));
   run_heads(study::make_plan(so), c.out / "heads", 0, 1, c.progress);
   timings["heads_s"] = seconds_since(t0);
@@ -145,11 +149,13 @@ json run_study(const study_config& c) {
       p.source_names = inputs.names;
       p.n_tokens = inputs.n;
       p.kernel = k;
+      p.knobs = c.knobs;
+      p.rotation = c.rotation;
       p.conditions = c.conditions;
       p.linear = model::parse_linear_precision(c.linear);
       model::validate(p, *w);
-      say(c, fmt::format("loss: {} on {} texts x {} labels", k, p.sources.size(), p.n_tokens));
-      auto r = run_loss(*w, p, w->id, c.out / "loss" / k, 0, 1, c.progress);
+      say(c, fmt::format("loss: {} on {} texts x {} labels", k.name, p.sources.size(), p.n_tokens));
+      auto r = run_loss(*w, p, w->id, c.out / "loss" / k.name, 0, 1, c.progress);
       rows.insert(rows.end(), r.begin(), r.end());
     }
     if (root) model::write_loss_files((c.out / "loss").string(), rows);
@@ -168,7 +174,9 @@ json run_study(const study_config& c) {
   json summary;
   summary["tool_version"] = std::string(tool_version());
   summary["source"] = c.model.empty() ? json("zoo") : json(c.model);
-  summary["kernels"] = c.kernels;
+  summary["kernels"] = names;
+  summary["knobs"] = c.knobs;
+  summary["rotation"] = c.rotation.name();
   summary["conditions"] = c.conditions;
   summary["heads"] = io::read_json_file(c.out / "heads" / "summary.json");
   summary["loss"] = loss_rows;

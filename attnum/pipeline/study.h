@@ -14,6 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnum/attention/kernel_spec.h"
+#include "attnum/transforms/hadamard.h"
+
 namespace attnum::pipeline {
 
 /// What `attnum study` runs.
@@ -22,7 +25,9 @@ struct study_config {
   std::string tokenizer;                 ///< tokenizer override
   std::vector<std::string> texts;        ///< empty: the three public-domain books
   int tokens = 1024;                     ///< tokens per text (capped by the model's context)
-  std::vector<std::string> kernels{"fa3", "sage2pp-sm89"};
+  std::vector<attention::kernel_spec> kernels{attention::preset("fa3"), attention::preset("sage2pp-sm89")};
+  std::vector<std::string> knobs;        ///< applied to every kernel (recorded)
+  transforms::rotation rotation;         ///< of Q and K (heads and loss)
   std::vector<std::string> conditions{"plain", "rotate", "center", "center+rotate"};
   std::string linear = "bf16";           ///< linear layers of the model runner
   std::filesystem::path out = "results/study";

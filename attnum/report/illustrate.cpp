@@ -29,7 +29,7 @@ constexpr ikeys kKeyRest = {{{0, 0.9, -0.6, 1.3, 0.4, -1.1, 0.2, -0.7},
 
 // The rotation is the study's: the same seeded random-sign Hadamard (transforms/hadamard.h) with
 // the engine's default seed, so the illustration shows the rotation the measured heads used.
-const uint64_t kSignSeed = attention::transform_options{}.rotation_seed;
+const uint64_t kSignSeed = transforms::kDefaultRotationSeed;
 
 // Returns x (s) H8 / sqrt(8), computed in double by transforms::rotate_rows.
 ivec rotate(const ivec& x) {

@@ -7,7 +7,6 @@
 
 #include "attnum/attention/engine.h"
 #include "attnum/core/error.h"
-#include "attnum/stats/stats.h"
 
 namespace attnum::study {
 
@@ -60,40 +59,6 @@ reference reference_causal(const float* q, const float* k, const float* v, int n
   return r;
 }
 
-std::vector<float> transform_rows(const float* x, int n, int d, bool center, bool rotate,
-                                  uint64_t rotation_seed) {
-  std::vector<double> mean(d, 0.0);
-  if (center) {
-    for (int t = 0; t < n; ++t)
-      for (int c = 0; c < d; ++c) mean[c] += x[t * d + c];
-    for (auto& m : mean) m /= n;
-  }
-  std::vector<double> sign(d, 1.0);
-  if (rotate) {
-    if (d & (d - 1)) fail("rotation needs a power-of-two d_head, got {}", d);
-    stats::splitmix64 r(rotation_seed);
-    for (auto& s : sign) s = (r.next() >> 63) ? -1.0 : 1.0;
-  }
-  std::vector<float> out(static_cast<size_t>(n) * d);
-  std::vector<double> row(d);
-  const double norm = 1.0 / std::sqrt(static_cast<double>(d));
-  for (int t = 0; t < n; ++t) {
-    for (int c = 0; c < d; ++c) row[c] = (x[t * d + c] - mean[c]) * sign[c];
-    if (rotate) {
-      // Fast Walsh-Hadamard transform (unnormalized butterflies), then 1/sqrt(d): orthogonal.
-      for (int h = 1; h < d; h *= 2)
-        for (int i = 0; i < d; i += 2 * h)
-          for (int j = i; j < i + h; ++j) {
-            const double a = row[j], b = row[j + h];
-            row[j] = a + b, row[j + h] = a - b;
-          }
-      for (auto& y : row) y *= norm;
-    }
-    for (int c = 0; c < d; ++c) out[t * d + c] = static_cast<float>(row[c]);
-  }
-  return out;
-}
-
 namespace {
 
 // Rounding variances of one cast operand head h: [n, d] from the engine's pre-cast values and
@@ -120,14 +85,13 @@ struct prepared_run {
   std::shared_ptr<const attention::prepared_layer> layer;
 };
 
-std::shared_ptr<const prepared_run> prepare_run(std::string_view kernel, int cond,
-                                                const layer_operands& x, uint64_t seed) {
+std::shared_ptr<const prepared_run> prepare_run(const attention::kernel_spec& kernel, int cond,
+                                                const layer_operands& x,
+                                                const attention::transform_options& topt) {
   if (cond < 0 || cond > 3) fail("bad condition index {}", cond);
   auto r = std::make_shared<prepared_run>();
-  r->spec = attention::preset(kernel);
+  r->spec = kernel;
   attention::layer_view view{x.q, x.k, x.v, x.n_head, x.n_head_kv, x.n, x.n, x.d};
-  attention::transform_options topt;
-  topt.rotation_seed = seed;
   r->layer = attention::prepare_layer(r->spec, view, static_cast<attention::condition>(cond), topt);
   return r;
 }
@@ -159,13 +123,12 @@ head_run run_prepared(const prepared_run& run, int h, bool with_var_v, bool with
   return r;
 }
 
-std::vector<std::string> study_kernel_names() { return attention::preset_names(); }
 std::string_view kernel_backend() { return "engine"; }
 
-std::vector<head_run> run_group(std::string_view kernel, int cond, const float* q,
+std::vector<head_run> run_group(const attention::kernel_spec& kernel, int cond, const float* q,
                                 const float* k, const float* v, int g, int n, int d,
-                                uint64_t rotation_seed) {
-  const auto run = prepare_run(kernel, cond, {q, k, v, g, 1, n, d}, rotation_seed);
+                                const attention::transform_options& topt) {
+  const auto run = prepare_run(kernel, cond, {q, k, v, g, 1, n, d}, topt);
   std::vector<head_run> runs;
   for (int h = 0; h < g; ++h) runs.push_back(run_prepared(*run, h));
   return runs;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attnum/attention/engine.h"
 #include "attnum/predict/predictor.h"
 
 namespace attnum::study {
@@ -40,8 +41,6 @@ struct head_run {
   formats::format out_fmt = formats::format::bf16;
 };
 
-/// Kernels the study can run: the engine's presets.
-std::vector<std::string> study_kernel_names();
 /// Returns the name of the backend that runs kernels ("engine").
 std::string_view kernel_backend();
 
@@ -55,26 +54,21 @@ struct layer_operands {
   const float* v = nullptr;
   int n_head = 0, n_head_kv = 0, n = 0, d = 0;
 };
-/// Prepares (transforms and casts) a layer for kernel `kernel` under condition `cond`.
-std::shared_ptr<const prepared_run> prepare_run(std::string_view kernel, int cond,
+/// Prepares (transforms and casts) a layer for `kernel` under condition `cond` (index into
+/// kConditionNames) with the transforms' options (the rotation).
+std::shared_ptr<const prepared_run> prepare_run(const attention::kernel_spec& kernel, int cond,
                                                 const layer_operands& layer,
-                                                uint64_t rotation_seed = 0x5eedULL);
+                                                const attention::transform_options& topt = {});
 /// Runs query head h of a prepared layer (causal). Without `with_var_v` (`with_var_k`), var_v
 /// (var_k) is left empty: V is never transformed and K is shared by a kv group, so a caller
 /// needs them once per head (per kv head), not per condition (per query head).
 head_run run_prepared(const prepared_run& run, int h, bool with_var_v = true,
                       bool with_var_k = true);
 
-/// Convenience: runs kernel `kernel` under condition `cond` (index into kConditionNames) on one kv group:
-/// q [g, n, d], k and v [n, d]. Returns g head runs. Throws attnum::error for an unknown kernel.
-std::vector<head_run> run_group(std::string_view kernel, int cond, const float* q,
+/// Convenience: runs `kernel` under condition `cond` (index into kConditionNames) on one kv group:
+/// q [g, n, d], k and v [n, d]. Returns g head runs.
+std::vector<head_run> run_group(const attention::kernel_spec& kernel, int cond, const float* q,
                                 const float* k, const float* v, int g, int n, int d,
-                                uint64_t rotation_seed = 0x5eedULL);
-
-/// Returns the transform of one operand matrix x [n, d] (rows are tokens): rotation is the
-/// randomized Hadamard H diag(signs) / sqrt(d); centering subtracts the mean row.
-/// Precondition: d is a power of two when rotating.
-std::vector<float> transform_rows(const float* x, int n, int d, bool center, bool rotate,
-                                  uint64_t rotation_seed);
+                                const attention::transform_options& topt = {});
 
 }  // namespace attnum::study

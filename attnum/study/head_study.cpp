@@ -111,10 +111,9 @@ plan make_plan(const study_options& opt) {
   plan p;
   p.opt = opt;
   if (opt.kernels.empty()) fail("heads: --kernel needs at least one kernel");
-  const auto known = study_kernel_names();
-  for (const auto& k : opt.kernels)
-    if (std::find(known.begin(), known.end(), k) == known.end())
-      fail("heads: kernel '{}' is not available (known: {})", k, fmt::join(known, ", "));
+  for (size_t i = 0; i < opt.kernels.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (opt.kernels[i].name == opt.kernels[j].name) fail("heads: kernel '{}' is given twice", opt.kernels[i].name);
   bool plain = false;
   for (const auto& c : opt.conditions) plain |= parse_condition_index(c) == 0;
   if (!plain) fail("heads: --conditions must include plain (scores are relative to it)");
@@ -202,7 +201,7 @@ std::vector<row> compute_unit(const plan& p, int i) {
   for (const auto& k : opt.kernels)
     for (int c : conds)
       runs.push_back(prepare_run(k, c, {L.q.data(), L.k.data(), L.v.data(), L.n_head, L.n_head_kv, n, d},
-                                 opt.rotation_seed));
+                                 {opt.rotation, false}));
   // Transfer: the real kernel's outputs of this layer, per condition.
   const bool transfer = !opt.kernel_outputs.empty();
   std::vector<std::vector<float>> kernel_o(conds.size());
@@ -256,11 +255,11 @@ std::vector<row> compute_unit(const plan& p, int i) {
           fail("model {} layer {} head {} text {}: kernel {} under {} gives a non-finite output or "
                "prediction (the real kernel would too, e.g. an all-zero V channel with an "
                "unguarded per-channel scale)",
-               L.model, u.layer, h, u.text, opt.kernels[ki], kConditionNames[conds[ci]]);
+               L.model, u.layer, h, u.text, opt.kernels[ki].name, kConditionNames[conds[ci]]);
         row w;
         w.model = L.model;
         w.layer = u.layer, w.head = h, w.kv_head = kvh, w.text = u.text;
-        w.kernel = opt.kernels[ki];
+        w.kernel = opt.kernels[ki].name;
         w.condition = kConditionNames[conds[ci]];
         w.rel_err = e.rel_err, w.log_err = std::log1p(e.rel_err);
         w.predicted_rel_err = pr.o_norm2 > 0 ? std::sqrt(pr.total / pr.o_norm2) : 0.0;
@@ -317,6 +316,20 @@ row row_from(const json& j) {
   if (j.contains("kernel_rel_err")) r.kernel_rel_err = j.at("kernel_rel_err");
   return r;
 }
+std::vector<std::string> kernel_names(const study_options& o) {
+  std::vector<std::string> v;
+  for (const auto& k : o.kernels) v.push_back(k.name);
+  return v;
+}
+json kernel_specs_json(const study_options& o) {
+  json a = json::array();
+  for (const auto& k : o.kernels) a.push_back(attention::to_json(k));
+  return a;
+}
+// An explicit rotation's [d, d] values (null for the Hadamard family, rebuilt from its name).
+json rotation_matrix_json(const transforms::rotation& r) {
+  return r.dim() > 0 ? json(r.matrix(r.dim())) : json(nullptr);
+}
 // Doubles are written in shortest round-trip form: reading a checkpoint back gives the same bits.
 json config_json(const plan& p) {
   const auto& o = p.opt;
@@ -327,13 +340,17 @@ json config_json(const plan& p) {
               {"zoo_n_tok", o.zoo_opt.n_tok},
               {"zoo_n_layer_cap", o.zoo_opt.n_layer_cap},
               {"zoo_seed", o.zoo_opt.seed},
+              {"zoo_dtype", std::string(formats::info(o.zoo_opt.dtype).name)},
               {"n_texts", o.n_texts},
               {"captures", o.captures},
               {"kernel_outputs", o.kernel_outputs},
               {"source_files", source_json(p)},
-              {"kernels", o.kernels},
+              {"kernels", kernel_names(o)},
+              {"knobs", o.knobs},
+              {"kernel_specs", kernel_specs_json(o)},
               {"conditions", o.conditions},
-              {"rotation_seed", o.rotation_seed},
+              {"rotation", o.rotation.name()},
+              {"rotation_matrix", rotation_matrix_json(o.rotation)},
               {"n_probes", o.predictor.n_probes},
               {"probe_seed", o.predictor.probe_seed},
               {"bootstrap_resamples", o.bootstrap_resamples},
@@ -413,12 +430,25 @@ plan read_plan(const fs::path& dir) {
     o.zoo_opt.n_tok = j.at("zoo_n_tok");
     o.zoo_opt.n_layer_cap = j.at("zoo_n_layer_cap");
     o.zoo_opt.seed = j.at("zoo_seed");
+    o.zoo_opt.dtype = formats::parse_format(j.at("zoo_dtype").get<std::string>());
     o.n_texts = j.at("n_texts");
     o.captures = j.at("captures").get<std::vector<std::string>>();
     o.kernel_outputs = j.at("kernel_outputs").get<std::vector<std::string>>();
-    o.kernels = j.at("kernels").get<std::vector<std::string>>();
+    o.knobs = j.at("knobs").get<std::vector<std::string>>();
+    o.kernels.clear();
+    for (const auto& k : j.at("kernels").get<std::vector<std::string>>())
+      o.kernels.push_back(attention::apply_knobs(attention::preset(k), o.knobs));
     o.conditions = j.at("conditions").get<std::vector<std::string>>();
-    o.rotation_seed = j.at("rotation_seed");
+    const std::string rot = j.at("rotation");
+    if (j.at("rotation_matrix").is_null()) {
+      auto r = transforms::rotation::parse_builtin(rot);
+      if (!r) fail("{}: rotation '{}' has no rotation_matrix", f.string(), rot);
+      o.rotation = *r;
+    } else {
+      const auto m = j.at("rotation_matrix").get<std::vector<double>>();
+      const auto d = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(m.size()))));
+      o.rotation = transforms::rotation::from_matrix(m, {d, d}, rot);
+    }
     o.predictor.n_probes = j.at("n_probes");
     o.predictor.probe_seed = j.at("probe_seed");
     o.bootstrap_resamples = j.at("bootstrap_resamples");
@@ -494,8 +524,9 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
   std::map<std::string, int> model_index;
   for (size_t m = 0; m < p.model_names.size(); ++m) model_index[p.model_names[m]] = static_cast<int>(m);
   for (const auto& r : rows) {
-    const int ki = static_cast<int>(std::find(p.opt.kernels.begin(), p.opt.kernels.end(), r.kernel) -
-                                    p.opt.kernels.begin());
+    const int ki = static_cast<int>(
+        std::find_if(p.opt.kernels.begin(), p.opt.kernels.end(), [&](const auto& k) { return k.name == r.kernel; }) -
+        p.opt.kernels.begin());
     auto& a = sums[{model_index.at(r.model), r.layer, r.head, ki, parse_condition_index(r.condition)}];
     a.log_err += r.log_err;
     a.pred += std::log1p(r.predicted_rel_err);
@@ -511,7 +542,7 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
     const double pt = a.pred / a.n, pp = b.pred / b.n;
     const double obs = lt - lp, pred = pt - pp;
     json row{{"model", p.model_names[m]}, {"layer", l}, {"head", h},
-                       {"kernel", p.opt.kernels[ki]}, {"transform", kConditionNames[c]},
+                       {"kernel", p.opt.kernels[ki].name}, {"transform", kConditionNames[c]},
                        {"observed_score", obs}, {"predicted_score", pred},
                        {"harmed", obs > 0}, {"predicted_harmed", pred > 0},
                        {"mean_log_err_plain", lp}, {"mean_log_err_transform", lt},
@@ -681,13 +712,17 @@ json assemble(const plan& p, const fs::path& dir) {
   json meta{{"tool_version", std::string(tool_version())},
             {"predictor_version", std::string(predict::kPredictorVersion)},
             {"command", p.opt.command},
-            {"kernels", p.opt.kernels},
+            {"kernels", kernel_names(p.opt)},
+            {"knobs", p.opt.knobs},
+            {"kernel_specs", kernel_specs_json(p.opt)},
+            {"rotation", p.opt.rotation.name()},
             {"kernel_outputs", p.opt.kernel_outputs},
             {"conditions", p.opt.conditions},
             {"source", source_json(p)},
             {"kernel_backend", std::string(kernel_backend())},
             {"n_units", p.units.size()},
             {"zoo", {{"n_tok", p.opt.zoo_opt.n_tok}, {"seed", p.opt.zoo_opt.seed},
+                     {"dtype", formats::info(p.opt.zoo_opt.dtype).name},
                      {"n_layer_cap", p.opt.zoo_opt.n_layer_cap}, {"n_texts", p.opt.n_texts}}}};
   write_file_atomic(dir / "meta.json", meta.dump(2) + "\n");
   const bool transfer = !p.opt.kernel_outputs.empty();

@@ -22,7 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnum/attention/kernel_spec.h"
 #include "attnum/predict/predictor.h"
+#include "attnum/transforms/hadamard.h"
 #include "attnum/study/zoo.h"
 
 namespace attnum::study {
@@ -36,9 +38,13 @@ struct study_options {
   /// Transfer: a real kernel's outputs, one file per capture file (same order), with
   /// layers.{l}.o.{condition} [n_head, n_tok, d_head]; kernels then holds the one emulator.
   std::vector<std::string> kernel_outputs;
-  std::vector<std::string> kernels{"fa3"};
+  /// The kernels, resolved (names unique; a row's `kernel` is the spec's name).
+  std::vector<attention::kernel_spec> kernels{attention::preset("fa3")};
+  /// The knob assignments applied to every kernel (recorded; read_plan applies them again to the
+  /// named presets, and the recorded specs must then match).
+  std::vector<std::string> knobs;
   std::vector<std::string> conditions{"plain", "rotate", "center", "center+rotate"};
-  uint64_t rotation_seed = 0x5eedULL;
+  transforms::rotation rotation;        ///< of Q and K under rotate and center+rotate
   predict::options predictor;
   int bootstrap_resamples = 1000;
   uint64_t bootstrap_seed = 0xb0075ULL;

@@ -6,6 +6,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/stats/stats.h"
+#include "attnum/transforms/hadamard.h"
 
 namespace attnum::study {
 
@@ -123,7 +124,7 @@ std::vector<head_params> zoo_layer_heads(const zoo_options& opt, int model, int 
   return out;
 }
 
-zoo_group zoo_generate_from(const std::vector<head_params>& heads, int text) {
+zoo_group zoo_generate_from(const std::vector<head_params>& heads, int text, formats::format dtype) {
   ATTNUM_ASSERT(!heads.empty(), "zoo_generate_from: no heads");
   const head_params& kv = heads.front();
   const int n = kv.n_tok, d = kv.d_head, g = static_cast<int>(heads.size());
@@ -189,6 +190,9 @@ zoo_group zoo_generate_from(const std::vector<head_params>& heads, int text) {
     for (int t = 0; t < n; ++t)
       for (int c = 0; c < d; ++c) z.k[t * d + c] += static_cast<float>(norm_b * b_dir[c]);
   }
+  // 5. The operand dtype (a real model's activations are bf16): one RNE rounding of each value.
+  transforms::check_transform_dtype(dtype, "zoo dtype");
+  for (auto* x : {&z.q, &z.k, &z.v}) transforms::round_all(x->data(), x->size(), dtype);
   return z;
 }
 
@@ -198,7 +202,7 @@ zoo_group zoo_generate(const zoo_options& opt, int model, int layer, int kv_head
   for (const auto& p : all)
     if (p.kv_head == kv_head) heads.push_back(p);
   if (heads.empty()) fail("zoo: no kv head {} in model {} layer {}", kv_head, model, layer);
-  return zoo_generate_from(heads, text);
+  return zoo_generate_from(heads, text, opt.dtype);
 }
 
 }  // namespace attnum::study

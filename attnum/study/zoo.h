@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "attnum/formats/format.h"
+
 namespace attnum::study {
 
 /// Parameters that made one query head (and its kv head); recorded with every result row.
@@ -52,6 +54,10 @@ struct zoo_options {
   int n_tok = 1024;
   int n_layer_cap = 0;  ///< when > 0, keep only the first n layers of each model (small tests)
   uint64_t seed = 0x200ULL;
+  /// The operands' dtype: every generated q, k and v value is rounded RNE to it at the end of
+  /// generation, as a real model's bf16 activations are (bf16, fp16 or fp32; fp32 gives the zoo
+  /// of the versions before it had this option, bit for bit).
+  formats::format dtype = formats::format::bf16;
 };
 
 /// Returns the zoo's models (honouring n_layer_cap).
@@ -71,7 +77,8 @@ struct zoo_group {
 zoo_group zoo_generate(const zoo_options& opt, int model, int layer, int kv_head, int text);
 
 /// Builds one group directly from explicit parameters (tests): `heads` share kv head params of
-/// heads[0] (sink, shared vector, outliers, rope, v tails, seed).
-zoo_group zoo_generate_from(const std::vector<head_params>& heads, int text);
+/// heads[0] (sink, shared vector, outliers, rope, v tails, seed); values rounded to `dtype`.
+zoo_group zoo_generate_from(const std::vector<head_params>& heads, int text,
+                            formats::format dtype = formats::format::bf16);
 
 }  // namespace attnum::study

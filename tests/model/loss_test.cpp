@@ -28,7 +28,7 @@ loss_params tiny_params() {
     p.sources.push_back(ids);
     p.source_names.push_back("s" + std::to_string(s));
   }
-  p.n_tokens = 24, p.windows = 2, p.kernel = "fa3", p.conditions = {"plain", "rotate"};
+  p.n_tokens = 24, p.windows = 2, p.kernel = attnum::attention::preset("fa3"), p.conditions = {"plain", "rotate"};
   p.bootstrap_samples = 200;
   return p;
 }
@@ -37,7 +37,7 @@ TEST(loss_test, ppl_ratio_is_exactly_one_when_variant_equals_reference) {
   weights w = attnum::test::tiny_model(1);
   round_to_bf16(w);
   loss_params p = tiny_params();
-  p.kernel = "bf16", p.conditions = {"plain"};  // the reference is the bf16 preset, plain
+  p.kernel = attnum::attention::preset("bf16"), p.conditions = {"plain"};  // the reference is the bf16 preset, plain
   const auto rows = run_loss(w, p);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].n_labels, 2 * 2 * 24);
@@ -49,7 +49,7 @@ TEST(loss_test, ppl_ratio_is_exactly_one_when_variant_equals_reference) {
   EXPECT_EQ(rows[0].ce_ref, rows[0].ce_variant);
   // The fp64 reference against the fp64 "kernel" too, in fp32 linear precision.
   weights w32 = attnum::test::tiny_model(1);
-  p.reference = "fp64", p.kernel = "fp64", p.linear = linear_precision::fp32;
+  p.reference = "fp64", p.kernel = attnum::attention::exact_spec(), p.linear = linear_precision::fp32;
   EXPECT_EQ(run_loss(w32, p)[0].ppl_ratio, 1.0);
 }
 
@@ -80,7 +80,7 @@ TEST(loss_test, swapping_one_layer_keeps_earlier_layers_bit_identical) {
     forward(w, ids, opt);
     return r;
   };
-  const attention_fn base = reference_attention("bf16"), other = kernel_attention("fa3", "rotate");
+  const attention_fn base = reference_attention("bf16"), other = kernel_attention(attnum::attention::preset("fa3"), "rotate");
   const auto a = residuals(base);
   for (int swap = 0; swap < n_layers; ++swap) {
     const auto b = residuals([&](int l, const qkv_view& x, float* o) { (l == swap ? other : base)(l, x, o); });
@@ -110,7 +110,7 @@ TEST(loss_test, forward_is_bit_identical_at_any_thread_count) {
   std::vector<int> ids(33);
   for (int i = 0; i < 33; ++i) ids[i] = (i * 7) % 48;
   forward_options opt;
-  opt.attention = kernel_attention("fa3", "center+rotate");
+  opt.attention = kernel_attention(attnum::attention::preset("fa3"), "center+rotate");
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
   const auto one = forward(w, ids, opt);
@@ -142,8 +142,8 @@ TEST(loss_test, bad_parameters_are_errors) {
   p = tiny_params();
   p.sources[0][5] = 48;  // outside the vocabulary
   EXPECT_THROW(validate(p, w), attnum::error);
-  EXPECT_THROW(kernel_attention("no-such-kernel", "plain"), attnum::error);
-  EXPECT_THROW(kernel_attention("fa3", "sideways"), attnum::error);
+  EXPECT_THROW(attnum::attention::resolve_kernel("no-such-kernel"), attnum::error);
+  EXPECT_THROW(kernel_attention(attnum::attention::preset("fa3"), "sideways"), attnum::error);
   EXPECT_THROW(parse_linear_precision("fp8"), attnum::error);
 }
 }  // namespace
@@ -196,7 +196,7 @@ TEST(loss_test, shard_files_merged_write_the_single_run_files) {
   EXPECT_EQ(slurp(base + "/single/loss.csv"), slurp(base + "/merged/loss.csv"));
   // A shard run with other parameters is refused.
   loss_params q = p;
-  q.kernel = "sage1";
+  q.kernel = attnum::attention::preset("sage1");
   write_shard_file(base + "/shards", 0, 3, shard_to_json(q, w.id, 0, 3, {}));
   EXPECT_THROW(merge_shard_dirs({base + "/shards"}, base + "/merged2"), attnum::error);
   std::filesystem::remove_all(base);

@@ -196,13 +196,13 @@ TEST(simulate_test, kernel_presets_through_the_engine) {
   c.d_head = 64;
   c.q_rows = 8;
   c.seeds = 2;
-  c.kernel = "fp32";
+  c.kernel = attention::preset("fp32");
   for (const auto& r : simulate(c)) {
     EXPECT_EQ(r.kernel, "fp32");
     EXPECT_LT(r.mse, 1e-12) << "delta " << r.delta;
     EXPECT_EQ(r.underflow_measured, 0.0);
   }
-  c.kernel = "fa3";
+  c.kernel = attention::preset("fa3");
   const auto rows = simulate(c);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].order, block_order::reverse);
@@ -222,8 +222,7 @@ TEST(simulate_test, bad_config_throws) {
   c.scales = {-1};
   EXPECT_THROW(simulate(c), attnum::error);
   c.scales = {1};
-  c.kernel = "no-such-kernel";
-  EXPECT_THROW(simulate(c), attnum::error);
+  EXPECT_THROW(attention::resolve_kernel("no-such-kernel"), attnum::error);
 }
 
 }  // namespace
@@ -245,8 +244,7 @@ TEST(simulate_test, engine_and_ideal_kernel_flush_the_same_values) {
   c.scales = {1};
   c.orders = {block_order::forward};
   const auto ideal = simulate(c);
-  c.kernel = "hpcops-s1";
-  c.knobs = {"enabled.q_cast=false", "enabled.k_cast=false"};
+  c.kernel = attention::resolve_kernel("hpcops-s1", {"enabled.q_cast=false", "enabled.k_cast=false"});
   const auto engine = simulate(c);
   ASSERT_EQ(ideal.size(), engine.size());
   for (size_t i = 0; i < ideal.size(); ++i) {

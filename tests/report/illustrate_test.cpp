@@ -135,7 +135,7 @@ void check_against_oracle(double common, bool center) {
 
 TEST(illustrate_test, signs_are_the_studys_rotation_signs) {
   // The illustration uses the same seeded sign diagonal as the study (engine's default seed).
-  const uint64_t seed = attnum::attention::transform_options{}.rotation_seed;
+  const uint64_t seed = attnum::transforms::kDefaultRotationSeed;
   const ivec s = attnum::report::illustration_signs();
   const auto ref = attnum::transforms::random_signs(kD, seed);
   for (int i = 0; i < kD; ++i) EXPECT_EQ(s[i], ref[i]);

@@ -30,7 +30,7 @@ errs run_condition(const study::head_params& hp, int cond, int texts) {
     const auto z = study::zoo_generate_from({hp}, t);
     const int n = z.n_tok, d = z.d_head;
     const auto ref = study::reference_causal(z.q.data(), z.k.data(), z.v.data(), n, d);
-    const auto runs = study::run_group("fa3", cond, z.q.data(), z.k.data(), z.v.data(), 1, n, d);
+    const auto runs = study::run_group(attention::preset("fa3"), cond, z.q.data(), z.k.data(), z.v.data(), 1, n, d);
     double num = 0, den = 0;
     for (size_t i = 0; i < ref.o.size(); ++i)
       num += std::pow(runs[0].o[i] - ref.o[i], 2), den += ref.o[i] * ref.o[i];
@@ -89,7 +89,7 @@ TEST(head_study_test, predictor_within_factor_two_where_first_order_holds) {
       const auto z = study::zoo_generate_from({hp}, 0);
       const int n = z.n_tok, d = z.d_head;
       const auto ref = study::reference_causal(z.q.data(), z.k.data(), z.v.data(), n, d);
-      const auto r = study::run_group("fa3", cond, z.q.data(), z.k.data(), z.v.data(), 1, n, d)[0];
+      const auto r = study::run_group(attention::preset("fa3"), cond, z.q.data(), z.k.data(), z.v.data(), 1, n, d)[0];
       double num = 0, den = 0;
       for (size_t i = 0; i < ref.o.size(); ++i)
         num += std::pow(r.o[i] - ref.o[i], 2), den += ref.o[i] * ref.o[i];
@@ -124,7 +124,7 @@ study::plan small_plan() {
   o.zoo_opt.n_tok = 32;
   o.zoo_opt.n_layer_cap = 1;
   o.n_texts = 2;
-  o.kernels = {"fa3"};
+  o.kernels = {attention::preset("fa3")};
   o.conditions = {"plain", "rotate", "center", "center+rotate"};
   o.bootstrap_resamples = 50;
   o.command = "test";

@@ -72,7 +72,7 @@ TEST(transfer_test, same_preset_as_kernel_transfers_exactly) {
   o.zoo = false;
   o.captures = caps;
   o.kernel_outputs = outs;
-  o.kernels = {"fa3"};
+  o.kernels = {attention::preset("fa3")};
   o.conditions = {"plain", "rotate"};
   o.bootstrap_resamples = 50;
   const study::plan p = study::make_plan(o);
@@ -152,7 +152,7 @@ TEST(transfer_test, zero_value_channel_under_per_channel_scale_fails_loudly) {
   study::study_options o;
   o.zoo = false;
   o.captures = {f};
-  o.kernels = {"sage2pp-sm89"};
+  o.kernels = {attention::preset("sage2pp-sm89")};
   o.conditions = {"plain", "rotate"};
   const study::plan p = study::make_plan(o);
   study::run_controls ctl;
@@ -160,7 +160,7 @@ TEST(transfer_test, zero_value_channel_under_per_channel_scale_fails_loudly) {
   EXPECT_THROW(study::run_study(p, dir / "out", ctl), attnum::error);
   EXPECT_FALSE(fs::exists(dir / "out" / "rows.csv"));
   // fa3 (per-head V scale) has no such problem on the same file.
-  o.kernels = {"fa3"};
+  o.kernels = {attention::preset("fa3")};
   EXPECT_TRUE(study::run_study(study::make_plan(o), dir / "out2", ctl));
   fs::remove_all(dir);
 }

@@ -1,0 +1,62 @@
+#pragma once
+// The kernel and rotation flags shared by every command that runs a kernel (attend, heads, study,
+// loss, transfer, pcast simulate/overflow/claims): --kernel PRESET[,PRESET...] and repeatable
+// --knob KEY=VALUE, resolved once into kernel_spec values (the knobs apply to every listed
+// preset), and --rotation SPEC. An unknown preset, knob or value, or a bad rotation file, throws
+// attnum::error (exit 2, naming it).
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "attnum/attention/kernel_spec.h"
+#include "attnum/core/error.h"
+#include "attnum/io/npy.h"
+#include "attnum/transforms/hadamard.h"
+#include "cli/list_option.h"
+
+namespace attnum::cli {
+
+struct kernel_flags {
+  std::string kernels;             ///< comma-separated presets
+  std::vector<std::string> knobs;  ///< KEY=VALUE, applied to each preset
+};
+
+/// Adds `names` (e.g. "--kernel" or "--kernel,--kernels") and --knob to `app`.
+inline void add_kernel_options(CLI::App& app, kernel_flags& f, const std::string& names,
+                               const std::string& help = "Kernel presets, comma-separated (attnum kernels)") {
+  app.add_option(names, f.kernels, help)->capture_default_str();
+  app.add_option("--knob", f.knobs,
+                 "KEY=VALUE applied to every kernel (names as in attnum kernels --json, e.g. "
+                 "transform_dtype=fp32); repeatable");
+}
+
+/// Returns the kernel specs of the flags, in the order given.
+inline std::vector<attention::kernel_spec> resolve_kernels(const kernel_flags& f) {
+  std::vector<attention::kernel_spec> out;
+  for (const auto& name : split_list(f.kernels)) out.push_back(attention::resolve_kernel(name, f.knobs));
+  if (out.empty()) fail("--kernel: no kernel given");
+  return out;
+}
+
+/// Returns the rotation of --rotation: "random-hadamard:SEED", "hadamard", or FILE.npy holding a
+/// [d, d] float32/float64 orthogonal matrix (validated here; the head dim when it is used).
+inline transforms::rotation parse_rotation(const std::string& spec) {
+  if (auto r = transforms::rotation::parse_builtin(spec)) return *r;
+  if (spec.size() < 4 || spec.compare(spec.size() - 4, 4, ".npy") != 0)
+    fail("--rotation '{}': expected random-hadamard:SEED, hadamard or a FILE.npy", spec);
+  std::vector<int64_t> shape;
+  const std::vector<double> r = io::read_npy_f64(spec, shape);
+  return transforms::rotation::from_matrix(r, shape, spec);
+}
+
+/// Adds --rotation to `app` (default: the randomized Hadamard of seed 0x5eed).
+inline void add_rotation_option(CLI::App& app, std::string& spec) {
+  spec = transforms::rotation().name();
+  app.add_option("--rotation", spec,
+                 "Rotation of Q and K: random-hadamard:SEED, hadamard (no signs), or FILE.npy "
+                 "([d, d] orthogonal float32/float64 R; rows become x·R)")
+      ->capture_default_str();
+}
+
+}  // namespace attnum::cli
