@@ -93,6 +93,7 @@ void run(const opts& o) {
       rows.push_back({{"head", h.head}, {"kv_head", h.kv_head}, {"kernel", spec.name},
                       {"condition", std::string(condition_name(cond))}, {"rel_err", num(h.rel_err)},
                       {"log_err", num(h.log_err)}, {"cosine", num(h.cosine)}, {"max_row_err", num(h.max_row_err)},
+                      {"max_abs_err", num(h.max_abs_err)},
                       {"p_count", h.stats.p_count}, {"p_underflow", h.stats.p_underflow},
                       {"p_saturated", h.stats.p_saturated}, {"nan_flagged", h.stats.nan_flagged}});
     for (size_t h = 0; h < stages.size(); ++h)

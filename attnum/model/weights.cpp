@@ -43,12 +43,4 @@ void round_to_bf16(weights& w) {
   }
 }
 
-std::string fnv1a_hex(const void* data, size_t n) {
-  // FNV-1a 64: offset basis 14695981039346656037, prime 1099511628211 (Fowler/Noll/Vo).
-  uint64_t h = 14695981039346656037ULL;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return fmt::format("{:016x}", h);
-}
-
 }  // namespace attnum::model

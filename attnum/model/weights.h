@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "attnum/core/hash.h"
+
 namespace attnum::model {
 
 /// How RoPE pairs the channels of a head.
@@ -64,7 +66,7 @@ void validate(const config& c, const std::string& what);
 /// Rounds every weight to bfloat16 (RNE), as a model held in bf16 on a GPU.
 void round_to_bf16(weights& w);
 
-/// Returns the FNV-1a 64-bit hash of bytes as 16 hex digits (cheap, for provenance only).
-std::string fnv1a_hex(const void* data, size_t n);
+/// The FNV-1a 64-bit hash of bytes as 16 hex digits (core/hash.h; cheap, for provenance only).
+using core::fnv1a_hex;
 
 }  // namespace attnum::model
