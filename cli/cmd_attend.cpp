@@ -131,6 +131,7 @@ void run(const opts& o) {
                       {"transform_dtype", attnum::formats::info(spec.transform_dtype).name},
                       {"rotation", topt.rotation.name()}, {"rel_err", num(h.rel_err)},
                       {"log_err", num(h.log_err)}, {"cosine", num(h.cosine)}, {"max_row_err", num(h.max_row_err)},
+                      {"max_abs_err", num(h.max_abs_err)},
                       {"p_count", h.stats.p_count}, {"p_underflow", h.stats.p_underflow},
                       {"p_saturated", h.stats.p_saturated}, {"nan_flagged", h.stats.nan_flagged}});
     for (size_t h = 0; h < stages.size(); ++h)

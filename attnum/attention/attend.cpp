@@ -23,11 +23,9 @@ attend_result attend(const kernel_spec& spec, const layer_view& layer, condition
     float* o = r.o.data() + per * h;
     run_head(*p, h, causal, o, &hr.stats);
     const auto ref = reference_head(layer, h, causal);
-    hr.rel_err = rel_err(o, ref.o.data(), per);
-    hr.log_err = log_err(hr.rel_err);
-    hr.cosine = cosine(o, ref.o.data(), per);
-    const auto rows = row_max_err(o, ref.o.data(), layer.n_q, layer.d_head);
-    for (double e : rows) hr.max_row_err = std::isnan(e) ? e : std::max(hr.max_row_err, e);
+    const error_metrics m = measure(o, ref.o.data(), layer.n_q, layer.d_head);
+    hr.rel_err = m.rel_err, hr.log_err = m.log_err, hr.cosine = m.cosine;
+    hr.max_row_err = m.max_row_err, hr.max_abs_err = m.max_abs_err;
   });
   errors.rethrow();
   return r;

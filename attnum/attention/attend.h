@@ -9,7 +9,8 @@ namespace attnum::attention {
 
 struct head_report {
   int head = 0, kv_head = 0;
-  double rel_err = 0, log_err = 0, cosine = 0, max_row_err = 0;
+  // metrics.h's error_metrics: max_row_err relative (per-row L2, as rows.csv), max_abs_err absolute
+  double rel_err = 0, log_err = 0, cosine = 0, max_row_err = 0, max_abs_err = 0;
   run_stats stats;
 };
 

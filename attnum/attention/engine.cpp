@@ -524,7 +524,7 @@ template <typename T>
 void cast_p(const head_ctx<T>& c, const T* p, T* p8, int n, int n_live, run_stats& st) {
   using formats::format;
   const format f = c.s.p_fmt;
-  const double fmax = formats_max(f);
+  const double fmax = formats::info(f).max_finite;
   auto via = [](auto q) { return [q](T v) { return static_cast<T>(q(static_cast<float>(v))); }; };
   switch (f) {
     case format::fp32: cast_p_loop([](T v) { return v; }, p, p8, c.p_scale, n, n_live, fmax, st); break;

@@ -26,6 +26,8 @@ struct layer_view {
 
 /// The transform applied to Q and K before the kernel (never to V).
 enum class condition : uint8_t { plain, rotate, center, center_rotate };
+/// The conditions' names, indexed by `condition` (design.md's canonical order): the one list.
+inline constexpr const char* kConditionNames[] = {"plain", "rotate", "center", "center+rotate"};
 /// Returns "plain", "rotate", "center", "center+rotate".
 std::string_view condition_name(condition c);
 /// Parses a condition name ("tile" is accepted as the legacy name of "plain").
@@ -43,6 +45,7 @@ struct reference_result {
   std::vector<double> row_max;  ///< per row, max of the scaled scores s_ij = q.k / sqrt(d)
   std::vector<double> row_sum;  ///< per row, sum_j exp(s_ij - row_max)
   std::vector<double> lse;      ///< per row, log-sum-exp of the scaled scores
+  std::vector<double> p;        ///< [n_q, n_kv] the normalized softmax (0 where masked); only when asked
 };
 
 /// Returns fp64 attention of query head h (softmax scale 1/sqrt(d_head)).

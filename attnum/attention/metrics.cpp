@@ -38,6 +38,28 @@ double cosine(const float* o, const double* ref, size_t n) {
   return (a > 0 && b > 0) ? dot / (std::sqrt(a) * std::sqrt(b)) : 0.0;
 }
 
+error_metrics measure(const float* o, const double* ref, int rows, int d) {
+  error_metrics m;
+  const size_t n = static_cast<size_t>(rows) * d;
+  m.rel_err = rel_err(o, ref, n);
+  m.log_err = log_err(m.rel_err);
+  m.cosine = cosine(o, ref, n);
+  const auto abs_rows = row_max_err(o, ref, rows, d);
+  for (int r = 0; r < rows; ++r) {
+    double rn = 0, rd = 0;
+    for (int c = 0; c < d; ++c) {
+      const size_t i = static_cast<size_t>(r) * d + c;
+      const double e = static_cast<double>(o[i]) - ref[i];
+      rn += e * e, rd += ref[i] * ref[i];
+    }
+    // NaN stays NaN (std::max would drop it depending on the argument order)
+    if (std::isnan(rn) || std::isnan(m.max_row_err)) m.max_row_err = NAN;
+    else if (rd > 0 || rn != 0) m.max_row_err = std::max(m.max_row_err, std::sqrt(rn / rd));  // zero row with error: inf (as rel_err)
+    m.max_abs_err = std::isnan(abs_rows[r]) || std::isnan(m.max_abs_err) ? NAN : std::max(m.max_abs_err, abs_rows[r]);
+  }
+  return m;
+}
+
 std::vector<stage_error> stage_attribution(const kernel_spec& spec, const layer_view& layer, int h, condition cond,
                                            bool causal, const transform_options& opts) {
   const auto ref = reference_head(layer, h, causal);

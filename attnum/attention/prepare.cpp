@@ -1,12 +1,9 @@
 // prepare_layer: the condition's transform, Sage's smooth_k, and the scaled casts of Q, K and V.
 //
-// Scale rule of every granularity (design.md): scale = amax / scale_max + eps (fp32 arithmetic,
-// as the quantization kernels do it), cast value = fmt(x / scale) or, for Sage's V,
-// fmt(x * (scale_max / amax)). The dequantised value is cast * scale.
-// amax == 0 without eps: a plain division would give 0/0; the scale is set to 1 (the group is all
-// zeros, and a caller computing FA3's descales would do the same), except for the
-// multiply_reciprocal cast (Sage's per-channel V, fused.cu:345-414) whose kernel computes
-// 0 * (scale_max / 0) = NaN: there the NaN is kept and operand_cast::nan_flagged is set.
+// The scale rule, the cast of each element and the rule for all-zero groups are formats/scale.h's
+// (group_scale, cast_in_group: the project's one scaled cast); this file only forms the groups
+// (over heads, tokens and channels, per granularity and scope). The dequantised value is
+// cast * scale; a group that casts to NaN (Sage's all-zero V channel) sets nan_flagged.
 //
 // Scale scope causal: the amax of a token's group only covers tokens before the end of the token's
 // KV block (blocks of block_n tokens), i.e. what a generating kernel has seen by then.
@@ -16,6 +13,7 @@
 #include "attnum/attention/engine.h"
 #include "attnum/attention/engine_detail.h"
 #include "attnum/core/error.h"
+#include "attnum/formats/scale.h"
 #include "attnum/transforms/centering.h"
 #include "attnum/transforms/hadamard.h"
 
@@ -45,22 +43,15 @@ struct cast_request {
   double forced_amax;   // < 0: compute; else this amax for every group (shared K/V scale)
 };
 
-float group_scale(const operand_spec& op, double amax, bool& nan) {
-  const double smax = op.scale_max > 0 ? op.scale_max : formats_max(op.fmt);
-  if (amax == 0 && op.eps == 0) {
-    if (op.multiply_reciprocal) nan = true;
-    return op.multiply_reciprocal ? 0.0f : 1.0f;
-  }
-  return static_cast<float>(amax) / static_cast<float>(smax) + static_cast<float>(op.eps);
-}
-
-float cast_value(const operand_spec& op, float x, double amax, float scale) {
-  if (op.multiply_reciprocal) {
-    const double smax = op.scale_max > 0 ? op.scale_max : formats_max(op.fmt);
-    const float inv = static_cast<float>(smax) / static_cast<float>(amax);  // amax 0 -> inf -> 0*inf = NaN
-    return quantize_value(op.fmt, x * inv, op.rnd);
-  }
-  return quantize_value(op.fmt, x / scale, op.rnd);
+// The formats layer's cast rule of an operand (scale_max 0: the format's max).
+formats::scale_spec cast_rule(const operand_spec& op) {
+  formats::scale_spec r;
+  r.fmt = op.fmt;
+  r.fmt_max = op.scale_max;
+  r.eps = static_cast<float>(op.eps);
+  r.rnd = op.rnd;
+  r.multiply_by_reciprocal = op.multiply_reciprocal;
+  return r;
 }
 
 // Row amax |x| over channels: ra[h*n_tok + t].
@@ -78,6 +69,7 @@ std::vector<double> row_amax(const cast_request& r) {
 // (heads of the head group, tokens of its segment in the same class, before the scope limit).
 void cast_rowwise(const cast_request& r, operand_cast& out) {
   const operand_spec& op = *r.op;
+  const formats::scale_spec rule = cast_rule(op);
   const auto ra = row_amax(r);
   int hg = 1, seg = r.n_tok, div = 8;  // heads per group, segment length, class = (t % 8) / div
   switch (op.gran) {
@@ -114,10 +106,10 @@ void cast_rowwise(const cast_request& r, operand_cast& out) {
       for (int h = h0; h < h0 + hg; ++h) {
         bool nan = false;
         const size_t row = static_cast<size_t>(h) * r.n_tok + t;
-        const float s = group_scale(op, amax, nan);
+        const float s = formats::group_scale(amax, rule, &nan);
         out.nan_flagged |= nan;
         out.row_scale[row] = s;
-        for (int c = 0; c < r.d; ++c) out.values[row * r.d + c] = cast_value(op, r.x[row * r.d + c], amax, s);
+        for (int c = 0; c < r.d; ++c) out.values[row * r.d + c] = formats::cast_in_group(r.x[row * r.d + c], amax, s, rule);
       }
     }
   }
@@ -125,7 +117,7 @@ void cast_rowwise(const cast_request& r, operand_cast& out) {
 
 // Per channel (V): scale per (h, token block, c) from the amax over tokens (prefix with causal scope).
 void cast_channel(const cast_request& r, operand_cast& out) {
-  const operand_spec& op = *r.op;
+  const formats::scale_spec rule = cast_rule(*r.op);
   const int cb = r.scope == scale_scope::causal ? r.scope_block : std::max(1, r.n_tok);
   const int ncb = std::max(1, (r.n_tok + cb - 1) / cb);
   out.col_block = cb;
@@ -142,12 +134,12 @@ void cast_channel(const cast_request& r, operand_cast& out) {
       for (int c = 0; c < r.d; ++c) {
         bool nan = false;
         const double a = r.forced_amax >= 0 ? r.forced_amax : amax[c];
-        const float s = group_scale(op, a, nan);
+        const float s = formats::group_scale(a, rule, &nan);
         out.nan_flagged |= nan;
         out.col_scale[(static_cast<size_t>(h) * ncb + b) * r.d + c] = s;
         for (int t = t0; t < t1; ++t) {
           const size_t i = (static_cast<size_t>(h) * r.n_tok + t) * r.d + c;
-          out.values[i] = cast_value(op, r.x[i], a, s);
+          out.values[i] = formats::cast_in_group(r.x[i], a, s, rule);
         }
       }
     }

@@ -16,51 +16,85 @@ using cmap = Eigen::Map<const mat>;
 constexpr int kRowBlock = 256;
 }  // namespace
 
-reference_result reference_attention(const double* q, const double* k, const double* v, int n_q, int n_kv, int d,
-                                     bool causal) {
+namespace {
+// One row block [r0, r1) whose scaled scores against keys [0, n_cols) are in s: softmax per row
+// (max-subtracted, ascending sum), P into r.p when asked, then O = P V for the block.
+void finish_block(Eigen::Map<mat>& s, Eigen::Map<mat>& o, const cmap& V, int r0, int r1, int n_cols, int n_q,
+                  int n_kv, int d, bool causal, reference_result& r) {
+  for (int i = r0; i < r1; ++i) {
+    const int last = causal ? std::min(n_cols - 1, i + n_kv - n_q) : n_cols - 1;
+    auto row = s.row(i - r0);
+    if (last < 0) {
+      row.setZero();
+      continue;
+    }
+    // Eigen's vectorised exp (within ~1 ulp in double): far below any tolerance we test.
+    auto seen = row.head(last + 1).array();
+    const double m = seen.maxCoeff();
+    seen = (seen - m).exp();
+    double l = 0;
+    for (int j = 0; j <= last; ++j) l += row(j);  // ascending order
+    for (int j = last + 1; j < n_cols; ++j) row(j) = 0;
+    r.row_max[i] = m;
+    r.row_sum[i] = l;
+    r.lse[i] = m + std::log(l);
+    row /= l;
+    if (!r.p.empty())
+      for (int j = 0; j < n_cols; ++j) r.p[static_cast<size_t>(i) * n_kv + j] = row(j);
+  }
+  o.noalias() = s * V.topRows(n_cols);
+  for (int i = r0; i < r1; ++i)
+    for (int c = 0; c < d; ++c) r.o[static_cast<size_t>(i) * d + c] = o(i - r0, c);
+}
+
+reference_result empty_result(int n_q, int n_kv, int d, bool want_p) {
   reference_result r;
   r.o.assign(static_cast<size_t>(n_q) * d, 0.0);
   r.row_max.assign(n_q, -std::numeric_limits<double>::infinity());
   r.row_sum.assign(n_q, 0.0);
   r.lse.assign(n_q, -std::numeric_limits<double>::infinity());
+  if (want_p) r.p.assign(static_cast<size_t>(n_q) * n_kv, 0.0);
+  return r;
+}
+
+// Runs `scores(r0, r1, n_cols, s)` (fills the block's scaled scores) and finish_block per block.
+template <typename F>
+reference_result run_blocks(const double* v, int n_q, int n_kv, int d, bool causal, bool want_p, F scores) {
+  reference_result r = empty_result(n_q, n_kv, d, want_p);
   if (n_q == 0 || n_kv == 0) return r;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  cmap K(k, n_kv, d), V(v, n_kv, d);
+  cmap V(v, n_kv, d);
   // Buffers sized once: resizing per block would fault in fresh pages every time.
   std::vector<double> sbuf(static_cast<size_t>(std::min(n_q, kRowBlock)) * n_kv), obuf(static_cast<size_t>(std::min(n_q, kRowBlock)) * d);
   for (int r0 = 0; r0 < n_q; r0 += kRowBlock) {
     const int r1 = std::min(n_q, r0 + kRowBlock);
-    // q: [r1-r0, d]; keys seen by the block: [0, n_cols)
-    int n_cols = causal ? std::min(n_kv, r1 + n_kv - n_q) : n_kv;
+    // keys seen by the block: [0, n_cols)
+    const int n_cols = causal ? std::min(n_kv, r1 + n_kv - n_q) : n_kv;
     if (n_cols <= 0) continue;
-    cmap Q(q + static_cast<int64_t>(r0) * d, r1 - r0, d);
     Eigen::Map<mat> s(sbuf.data(), r1 - r0, n_cols), o(obuf.data(), r1 - r0, d);
-    s.noalias() = Q * K.topRows(n_cols).transpose();  // a GEMM (a scaled product expression would not be one)
-    s *= scale;
-    for (int i = r0; i < r1; ++i) {
-      const int last = causal ? std::min(n_cols - 1, i + n_kv - n_q) : n_cols - 1;
-      auto row = s.row(i - r0);
-      if (last < 0) {
-        row.setZero();
-        continue;
-      }
-      // Eigen's vectorised exp (within ~1 ulp in double): far below any tolerance we test.
-      auto seen = row.head(last + 1).array();
-      const double m = seen.maxCoeff();
-      seen = (seen - m).exp();
-      double l = 0;
-      for (int j = 0; j <= last; ++j) l += row(j);  // ascending order
-      for (int j = last + 1; j < n_cols; ++j) row(j) = 0;
-      r.row_max[i] = m;
-      r.row_sum[i] = l;
-      r.lse[i] = m + std::log(l);
-      row /= l;
-    }
-    o.noalias() = s * V.topRows(n_cols);
-    for (int i = r0; i < r1; ++i)
-      for (int c = 0; c < d; ++c) r.o[static_cast<size_t>(i) * d + c] = o(i - r0, c);
+    scores(r0, r1, n_cols, s);
+    finish_block(s, o, V, r0, r1, n_cols, n_q, n_kv, d, causal, r);
   }
   return r;
+}
+}  // namespace
+
+reference_result reference_attention(const double* q, const double* k, const double* v, int n_q, int n_kv, int d,
+                                     bool causal, bool want_p) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  cmap K(k, n_kv, d);
+  return run_blocks(v, n_q, n_kv, d, causal, want_p, [&](int r0, int r1, int n_cols, Eigen::Map<mat>& s) {
+    cmap Q(q + static_cast<int64_t>(r0) * d, r1 - r0, d);
+    s.noalias() = Q * K.topRows(n_cols).transpose();  // a GEMM (a scaled product expression would not be one)
+    s *= scale;
+  });
+}
+
+reference_result reference_from_scores(const double* sc, const double* v, int n_q, int n_kv, int d, bool causal,
+                                       bool want_p) {
+  return run_blocks(v, n_q, n_kv, d, causal, want_p, [&](int r0, int r1, int n_cols, Eigen::Map<mat>& s) {
+    for (int i = r0; i < r1; ++i)
+      for (int j = 0; j < n_cols; ++j) s(i - r0, j) = sc[static_cast<size_t>(i) * n_kv + j];
+  });
 }
 
 reference_result reference_head(const layer_view& layer, int h, bool causal) {
@@ -79,20 +113,14 @@ reference_result reference_head(const layer_view& layer, int h, bool causal) {
 }
 
 std::string_view condition_name(condition c) {
-  switch (c) {
-    case condition::plain: return "plain";
-    case condition::rotate: return "rotate";
-    case condition::center: return "center";
-    case condition::center_rotate: return "center+rotate";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(c);
+  return i < std::size(kConditionNames) ? kConditionNames[i] : "?";
 }
 
 condition parse_condition(std::string_view text) {
-  if (text == "plain" || text == "tile") return condition::plain;
-  if (text == "rotate") return condition::rotate;
-  if (text == "center") return condition::center;
-  if (text == "center+rotate") return condition::center_rotate;
+  if (text == "tile") return condition::plain;  // the legacy name of plain
+  for (size_t i = 0; i < std::size(kConditionNames); ++i)
+    if (text == kConditionNames[i]) return static_cast<condition>(i);
   fail("unknown condition '{}' (expected plain, rotate, center or center+rotate)", text);
 }
 

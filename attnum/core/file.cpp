@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
+#include "attnum/core/hash.h"
 #include "attnum/core/version.h"
 
 namespace attnum {
@@ -128,14 +129,6 @@ void check_alloc(uint64_t bytes, std::string_view what) {
        "ATTNUM_MAX_ALLOC_GIB)", what, double(bytes) / gib, double(limit) / gib);
 }
 
-std::string fnv1a_hex(const void* data, size_t n) {
-  // FNV-1a 64: offset basis 14695981039346656037, prime 1099511628211 (Fowler/Noll/Vo).
-  uint64_t h = 14695981039346656037ULL;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return fmt::format("{:016x}", h);
-}
-
 namespace {
 nlohmann::json file_hashes(const fs::path& dir) {
   nlohmann::json files = nlohmann::json::object();
@@ -143,7 +136,7 @@ nlohmann::json file_hashes(const fs::path& dir) {
     const std::string name = e.path().filename().string();
     if (!e.is_regular_file() || name == kCompleteMarker || name.find(".tmp.") != std::string::npos) continue;
     const std::string bytes = read_file(e.path());
-    files[name] = {{"bytes", bytes.size()}, {"fnv1a", fnv1a_hex(bytes.data(), bytes.size())}};
+    files[name] = {{"bytes", bytes.size()}, {"fnv1a", core::fnv1a_hex(bytes.data(), bytes.size())}};
   }
   return files;
 }

@@ -43,9 +43,6 @@ void check_alloc(uint64_t bytes, std::string_view what);
 /// Returns a * b, or UINT64_MAX when the product overflows.
 uint64_t checked_mul(uint64_t a, uint64_t b);
 
-/// Returns the FNV-1a 64-bit hash of bytes as 16 hex digits (cheap, for provenance only).
-std::string fnv1a_hex(const void* data, size_t n);
-
 /// Name of the completion marker a finished result folder holds (written last).
 inline constexpr const char* kCompleteMarker = "complete.json";
 

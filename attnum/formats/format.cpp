@@ -31,41 +31,8 @@
 namespace attnum::formats {
 namespace {
 
-struct layout {
-  int mant;           // explicit fraction bits
-  int emin;           // exponent of the smallest normal
-  int emax;           // exponent of the largest finite binade
-  uint32_t max_code;  // magnitude code of the largest finite value
-  uint32_t inf_code;  // magnitude code of Inf (0 if none)
-  uint32_t sign_bit;
-};
-
-constexpr std::array<format_info, 6> kInfo = {{
-    {"e4m3fn", 8, 3, -6, 448.0, false, false},
-    {"e5m2", 8, 2, -14, 57344.0, true, false},
-    {"bf16", 16, 7, -126, 0x1.fep127, true, false},
-    {"fp16", 16, 10, -14, 65504.0, true, false},
-    {"int8", 8, 0, 0, 127.0, false, true},
-    {"fp32", 32, 23, -126, static_cast<double>(FLT_MAX), true, false},
-}};
-
-const layout& layout_of(format f) {
-  static constexpr layout e4m3{3, -6, 8, 0x7e, 0, 0x80};
-  static constexpr layout e5m2{2, -14, 15, 0x7b, 0x7c, 0x80};
-  static constexpr layout bf16{7, -126, 127, 0x7f7f, 0x7f80, 0x8000};
-  static constexpr layout fp16{10, -14, 15, 0x7bff, 0x7c00, 0x8000};
-  static constexpr layout fp32{23, -126, 127, 0x7f7fffff, 0x7f800000, 0x80000000u};
-  switch (f) {
-    case format::e4m3fn: return e4m3;
-    case format::e5m2: return e5m2;
-    case format::bf16: return bf16;
-    case format::fp16: return fp16;
-    case format::fp32: return fp32;
-    case format::int8: break;
-  }
-  ATTNUM_ASSERT(false, "layout_of: int8 has no floating-point layout");
-  return e4m3;
-}
+// The parameters come from the one table, format.h's kFormatInfo.
+using layout = format_info;
 
 uint64_t double_bits(double x) { return std::bit_cast<uint64_t>(x); }
 
@@ -105,7 +72,7 @@ uint64_t round_significand(double m, rounding r) {
 }
 
 uint32_t encode_float_format(format f, double x, rounding r, bool saturate) {
-  const layout& L = layout_of(f);
+  const layout& L = info(f);
   if (std::isnan(x)) return nan_code(f, x);
   const uint32_t sign = std::signbit(x) ? L.sign_bit : 0;
   const double a = std::fabs(x);
@@ -119,11 +86,11 @@ uint32_t encode_float_format(format f, double x, rounding r, bool saturate) {
   // floor(log2 a) from the exponent field; a double subnormal is far below every format's
   // smallest subnormal, so its exponent field 0 (-1023) still clamps to emin correctly.
   const int e = static_cast<int>((double_bits(a) >> 52) & 0x7ff) - 1023;
-  const int E = e < L.emin ? L.emin : e;
-  if (E > L.emax) return overflow();
-  const double m = a * pow2(L.mant - E);  // exact: a power-of-two scaling within range
+  const int E = e < L.min_exponent ? L.min_exponent : e;
+  if (E > L.max_exponent) return overflow();
+  const double m = a * pow2(L.mantissa_bits - E);  // exact: a power-of-two scaling within range
   const uint64_t k = round_significand(m, r);
-  const uint64_t mag = (static_cast<uint64_t>(E - L.emin) << L.mant) + k;
+  const uint64_t mag = (static_cast<uint64_t>(E - L.min_exponent) << L.mantissa_bits) + k;
   if (mag > L.max_code) return overflow();
   return sign | static_cast<uint32_t>(mag);
 }
@@ -143,12 +110,6 @@ uint32_t encode_int8(double x, rounding r) {
 }
 
 }  // namespace
-
-const format_info& info(format f) {
-  const auto i = static_cast<size_t>(f);
-  ATTNUM_ASSERT(i < kInfo.size(), "info: bad format {}", i);
-  return kInfo[i];
-}
 
 format parse_format(std::string_view text) {
   struct alias {
@@ -191,7 +152,7 @@ uint32_t encode(format f, float x, rounding r, bool saturate) {
 
 double decode(format f, uint32_t code) {
   if (f == format::int8) return static_cast<double>(static_cast<int8_t>(static_cast<uint8_t>(code)));
-  const layout& L = layout_of(f);
+  const layout& L = info(f);
   const bool neg = (code & L.sign_bit) != 0;
   const uint32_t mag = code & (L.sign_bit - 1);
   double v;
@@ -201,11 +162,11 @@ double decode(format f, uint32_t code) {
     v = mag == L.inf_code ? std::numeric_limits<double>::infinity()
                           : std::numeric_limits<double>::quiet_NaN();
   } else {
-    const uint32_t biased = mag >> L.mant;
-    const uint32_t frac = mag & ((1u << L.mant) - 1);
-    v = biased == 0 ? std::ldexp(static_cast<double>(frac), L.emin - L.mant)
-                    : std::ldexp(static_cast<double>(frac | (1u << L.mant)),
-                                 static_cast<int>(biased) - 1 + L.emin - L.mant);
+    const uint32_t biased = mag >> L.mantissa_bits;
+    const uint32_t frac = mag & ((1u << L.mantissa_bits) - 1);
+    v = biased == 0 ? std::ldexp(static_cast<double>(frac), L.min_exponent - L.mantissa_bits)
+                    : std::ldexp(static_cast<double>(frac | (1u << L.mantissa_bits)),
+                                 static_cast<int>(biased) - 1 + L.min_exponent - L.mantissa_bits);
   }
   return neg ? -v : v;
 }
@@ -213,17 +174,17 @@ double decode(format f, uint32_t code) {
 double ulp(format f, double x) {
   if (f == format::int8) return 1.0;
   if (std::isnan(x)) return x;
-  const layout& L = layout_of(f);
+  const layout& L = info(f);
   const double a = std::fabs(x);
-  int E = L.emin;
+  int E = L.min_exponent;
   if (std::isinf(a)) {
-    E = L.emax;
+    E = L.max_exponent;
   } else if (a != 0.0) {
     int e2 = 0;
     std::frexp(a, &e2);
-    E = e2 - 1 < L.emin ? L.emin : (e2 - 1 > L.emax ? L.emax : e2 - 1);
+    E = e2 - 1 < L.min_exponent ? L.min_exponent : (e2 - 1 > L.max_exponent ? L.max_exponent : e2 - 1);
   }
-  return std::ldexp(1.0, E - L.mant);
+  return std::ldexp(1.0, E - L.mantissa_bits);
 }
 
 float quantize(format f, float x, rounding r, bool saturate) {

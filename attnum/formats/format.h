@@ -10,8 +10,10 @@
 //   int8              8    -     -     -   127 (two's complement, -128..127), no NaN/Inf
 //
 // OCP OFP8 spec: https://www.opencompute.org/documents/ocp-8-bit-floating-point-specification-ofp8-revision-1-0-2023-12-01-pdf-1
+#include <array>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -26,19 +28,34 @@ enum class rounding : uint8_t {
   toward_zero,     ///< truncation (accumulator models)
 };
 
-/// Static description of a format.
+/// Static description of a format: the one table of format parameters (the casts below, the
+/// engine's scales and accumulators, the predictor's grids and the illustration all read it).
 struct format_info {
   std::string_view name;   ///< "e4m3fn", "e5m2", "bf16", "fp16", "int8", "fp32"
   int bits;                ///< storage bits
   int mantissa_bits;       ///< explicit fraction bits (0 for int8)
   int min_exponent;        ///< exponent of the smallest normal value (int8: 0)
+  int max_exponent;        ///< exponent of the largest finite binade (int8: 0)
   double max_finite;       ///< largest finite value
   bool has_inf;            ///< whether overflow without saturation gives Inf (else NaN)
   bool is_integer;         ///< int8
+  uint32_t max_code;       ///< magnitude code of the largest finite value (int8: 127)
+  uint32_t inf_code;       ///< magnitude code of Inf (0: none)
+  uint32_t sign_bit;       ///< the sign bit of a code (int8: 0x80, two's complement)
 };
 
+/// The formats' parameters, indexed by `format` (OCP OFP8 1.0, IEEE 754, bfloat16).
+inline constexpr std::array<format_info, 6> kFormatInfo = {{
+    {"e4m3fn", 8, 3, -6, 8, 448.0, false, false, 0x7e, 0, 0x80},
+    {"e5m2", 8, 2, -14, 15, 57344.0, true, false, 0x7b, 0x7c, 0x80},
+    {"bf16", 16, 7, -126, 127, 0x1.fep127, true, false, 0x7f7f, 0x7f80, 0x8000},
+    {"fp16", 16, 10, -14, 15, 65504.0, true, false, 0x7bff, 0x7c00, 0x8000},
+    {"int8", 8, 0, 0, 0, 127.0, false, true, 127, 0, 0x80},
+    {"fp32", 32, 23, -126, 127, 0x1.fffffep127, true, false, 0x7f7fffff, 0x7f800000, 0x80000000u},
+}};
+
 /// Returns the description of a format.
-const format_info& info(format f);
+constexpr const format_info& info(format f) { return kFormatInfo[static_cast<size_t>(f)]; }
 
 /// Parses "e4m3fn", "e5m2", "bf16", "fp16", "int8", "fp32" (also "float8_e4m3fn", "bfloat16",
 /// "float16", "float32"); throws attnum::error naming the text otherwise.
@@ -84,29 +101,34 @@ inline float round_grid_rne(float a) {
 }
 }  // namespace detail
 
-/// Returns x rounded to float8_e4m3fn (RNE, satfinite): cvt.rn.satfinite.e4m3x2.f32.
-inline float quantize_e4m3_sat(float x) {
+namespace detail {
+// x rounded RNE to format f's grid with saturation at its max (fp8's satfinite).
+template <format F>
+inline float quantize_sat(float x) {
+  constexpr format_info I = info(F);
+  constexpr float kMax = static_cast<float>(I.max_finite);
   if (std::isnan(x)) return x;
   float a = std::fabs(x);
-  a = a > 448.0f ? 448.0f : a;  // saturate first: 448 is on the grid, so RNE(min(a,448)) is right
-  return std::copysign(detail::round_grid_rne<3, -6>(a), x);
+  a = a > kMax ? kMax : a;  // saturate first: max is on the grid, so RNE(min(a, max)) is right
+  return std::copysign(round_grid_rne<I.mantissa_bits, I.min_exponent>(a), x);
 }
+}  // namespace detail
+
+/// Returns x rounded to float8_e4m3fn (RNE, satfinite): cvt.rn.satfinite.e4m3x2.f32.
+inline float quantize_e4m3_sat(float x) { return detail::quantize_sat<format::e4m3fn>(x); }
 
 /// Returns x rounded to float8_e5m2 (RNE, satfinite).
-inline float quantize_e5m2_sat(float x) {
-  if (std::isnan(x)) return x;
-  float a = std::fabs(x);
-  a = a > 57344.0f ? 57344.0f : a;
-  return std::copysign(detail::round_grid_rne<2, -14>(a), x);
-}
+inline float quantize_e5m2_sat(float x) { return detail::quantize_sat<format::e5m2>(x); }
 
 /// Returns x rounded to float16 (RNE; overflow to Inf as IEEE does, i.e. __float2half_rn).
 inline float quantize_fp16(float x) {
+  constexpr format_info I = info(format::fp16);
+  // max + half an ulp (65504 + 16 = 65520): the tie rounds to even, which is 2^16, i.e. Inf.
+  constexpr float kOverflow = static_cast<float>(I.max_finite + 0.5 * (1u << (I.max_exponent - I.mantissa_bits)));
   if (std::isnan(x)) return x;
   float a = std::fabs(x);
-  // 65520 = 65504 + half an ulp (16): the tie rounds to even, which is 2^16, i.e. Inf.
-  if (a >= 65520.0f) return std::copysign(INFINITY, x);
-  return std::copysign(detail::round_grid_rne<10, -14>(a), x);
+  if (a >= kOverflow) return std::copysign(INFINITY, x);
+  return std::copysign(detail::round_grid_rne<I.mantissa_bits, I.min_exponent>(a), x);
 }
 
 /// Returns x rounded to bfloat16 (RNE; __float2bfloat16_rn). NaN stays NaN.
@@ -123,6 +145,21 @@ inline float quantize_int8(float x, rounding r) {
   if (std::isnan(x)) return 0.0f;
   float y = r == rounding::half_away ? std::trunc(x + std::copysign(0.5f, x)) : std::nearbyint(x);
   return y > 127.0f ? 127.0f : (y < -128.0f ? -128.0f : y);
+}
+
+/// Returns x converted to format f as the kernels convert it, as a float: fp8 with cvt.rn.satfinite,
+/// bf16 and fp16 RNE with IEEE overflow to Inf (__float2bfloat16_rn, __float2half_rn), int8 per
+/// `r` (saturating), fp32 unchanged. The rounding `r` only matters for int8.
+inline float quantize_value(format f, float x, rounding r = rounding::nearest_even) {
+  switch (f) {
+    case format::e4m3fn: return quantize_e4m3_sat(x);
+    case format::e5m2: return quantize_e5m2_sat(x);
+    case format::bf16: return quantize_bf16(x);
+    case format::fp16: return quantize_fp16(x);
+    case format::int8: return quantize_int8(x, r);
+    case format::fp32: return x;
+  }
+  return x;
 }
 
 /// Returns x rounded to format f with RNE (half_away for int8 when asked) and saturation policy.

@@ -48,8 +48,22 @@ std::string_view granularity_name(scale_granularity g) {
   return "?";
 }
 
-float compute_scale(float amax, const scale_spec& spec) {
-  return amax / format_max(spec) + spec.eps;
+float group_scale(double amax, const scale_spec& spec, bool* zero_nan) {
+  if (amax == 0 && spec.eps == 0) {
+    if (zero_nan && spec.multiply_by_reciprocal) *zero_nan = true;
+    return spec.multiply_by_reciprocal ? 0.0f : 1.0f;
+  }
+  return static_cast<float>(amax) / format_max(spec) + spec.eps;
+}
+
+float scaled_value(float x, double amax, float scale, const scale_spec& spec) {
+  if (!spec.multiply_by_reciprocal) return x / scale;
+  // amax 0 without eps: fmt_max / 0 = Inf and 0 * Inf = NaN, as the kernel computes it.
+  return x * (spec.eps != 0.0f ? 1.0f / scale : format_max(spec) / static_cast<float>(amax));
+}
+
+float cast_in_group(float x, double amax, float scale, const scale_spec& spec) {
+  return quantize_value(spec.fmt, scaled_value(x, amax, scale, spec), spec.rnd);
 }
 
 int64_t group_count(int rows, int cols, const scale_spec& s) {
@@ -105,25 +119,19 @@ scaled_tensor scaled_cast(const float* x, int rows, int cols, const scale_spec& 
       float& m = t.amax[static_cast<size_t>(group_of(r, c, rows, cols, spec))];
       m = std::fabs(v) > m ? std::fabs(v) : m;
     }
-  // Pass 2: scales and the per-group multiplier.
-  const float fmax = format_max(spec);
-  std::vector<float> recip(n_groups);
-  for (size_t g = 0; g < n_groups; ++g) {
-    t.scales[g] = compute_scale(t.amax[g], spec);
-    // With eps the kernel's reciprocal form is 1/scale; without it fmt_max/amax (Sage's V).
-    recip[g] = spec.eps != 0.0f ? 1.0f / t.scales[g] : fmax / t.amax[g];
-  }
-  // Pass 3: cast in the scaled domain.
-  // Saturation: the scaled value lies beyond the format's range ([-128, 127] for int8).
+  // Pass 2: scales (the all-zero rule flags NaN groups).
+  for (size_t g = 0; g < n_groups; ++g) t.scales[g] = group_scale(t.amax[g], spec, &t.has_nan);
+  // Pass 3: cast in the scaled domain; `saturated` counts scaled values beyond the format's range
+  // ([-128, 127] for int8), measured on the same scaled value the cast converts.
   const double hi = info(spec.fmt).max_finite, lo = spec.fmt == format::int8 ? -128.0 : -hi;
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
       const size_t i = static_cast<size_t>(r) * cols + c;
       const auto g = static_cast<size_t>(group_of(r, c, rows, cols, spec));
-      const float y = spec.multiply_by_reciprocal ? x[i] * recip[g] : x[i] / t.scales[g];
+      const float y = scaled_value(x[i], t.amax[g], t.scales[g], spec);
       if (std::isnan(y)) t.has_nan = true;
       if (y > hi || y < lo) ++t.saturated;
-      t.grid[i] = quantize(spec.fmt, y, spec.rnd, spec.saturate);
+      t.grid[i] = quantize_value(spec.fmt, y, spec.rnd);
     }
   return t;
 }

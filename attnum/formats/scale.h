@@ -2,16 +2,25 @@
 // Scaled casts: x -> cast(x / scale) with one scale per group of elements, as the low-precision
 // attention kernels quantize Q, K and V (kernels.md sections 1-6).
 //
-// Scale rule (every kernel in kernels.md): scale = amax / fmt_max (+ eps), in fp32 as the kernel
+// This is the project's one scaled cast: the engine (attention/prepare.cpp) casts every scaled
+// operand through group_scale and cast_in_group, with its own grouping over heads and tokens.
+//
+// Scale rule (every kernel in kernels.md): scale = amax / fmt_max + eps, in fp32 as the kernel
 // computes it, where amax = max |x| over the group. The cast operand is x / scale (fp32 divide),
-// or x * (fmt_max / amax) when multiply_by_reciprocal (SageAttention's V: fused.cu MeanScaleKernel;
-// its int8 per_warp mode: x * (127 / amax)). The grid value decode(encode(...)) is what the tensor
+// or with multiply_by_reciprocal x * (fmt_max / amax) (SageAttention's V: fused.cu MeanScaleKernel;
+// with an eps, x * (1 / scale)). The conversion is the kernels' (formats::quantize_value: fp8
+// satfinite, bf16/fp16 RNE with IEEE overflow, int8 per `rnd`). The grid value is what the tensor
 // core multiplies; the kernel multiplies the product by the scales afterwards.
 //
-// A zero group (amax == 0): with eps > 0 the scale is eps and every value casts to 0. Without eps
-// the scale is 0 and x / 0 (or 0 * Inf) is NaN, exactly as the kernel computes it (Sage's V has no
-// epsilon, kernels.md 2a.5); the NaN stays in `grid` and `has_nan` is set: callers must check it,
-// it is never silent. A NaN input also sets has_nan.
+// All-zero groups (amax == 0), the one rule:
+//   - with eps > 0: scale = eps, every value casts to 0;
+//   - without eps, x / scale: scale = 1 and every value casts to 0 (0/0 would be NaN; a caller
+//     computing FA3-style descales from amax passes 1 for an all-zero tensor, and FA3 treats a
+//     missing descale as 1);
+//   - without eps, multiply_by_reciprocal: the kernel computes 0 * (fmt_max / 0) = NaN (Sage's V
+//     has no epsilon, kernels.md 2a.5): scale 0, the NaN stays in the grid and the group is
+//     flagged (`has_nan`; the engine's operand_cast::nan_flagged): callers must report it.
+// A NaN input also sets has_nan.
 #include <cstdint>
 #include <vector>
 
@@ -47,13 +56,18 @@ struct scale_spec {
   int group_divisor = 1;
   double fmt_max = 0;    ///< the value amax maps to; 0 = the format's max (Sage 2++ V: 2.25)
   float eps = 0;         ///< added to the scale (Sage int8: amax/127 + 1e-7)
-  rounding rnd = rounding::nearest_even;
-  bool saturate = true;  ///< satfinite (int8 always saturates)
+  rounding rnd = rounding::nearest_even;  ///< int8 only (float formats round to nearest even)
   bool multiply_by_reciprocal = false;  ///< x * (fmt_max/amax) instead of x / scale
 };
 
-/// Returns the scale for a group with max |x| = amax: float(amax) / float(fmt_max) + eps, in fp32.
-float compute_scale(float amax, const scale_spec& spec);
+/// Returns the scale of a group with max |x| = amax: float(amax) / float(fmt_max) + eps in fp32,
+/// or the all-zero rule of the file comment (sets *zero_nan where the group casts to NaN).
+float group_scale(double amax, const scale_spec& spec, bool* zero_nan = nullptr);
+/// Returns one element of a group in the scaled domain, before the conversion: x / scale or,
+/// with multiply_by_reciprocal, x * (fmt_max / amax) (x * (1 / scale) with an eps).
+float scaled_value(float x, double amax, float scale, const scale_spec& spec);
+/// Returns one element of a group cast: quantize_value(fmt, scaled_value(...), rnd).
+float cast_in_group(float x, double amax, float scale, const scale_spec& spec);
 
 /// Returns the number of scale groups of a [rows, cols] matrix under `spec`.
 int64_t group_count(int rows, int cols, const scale_spec& spec);

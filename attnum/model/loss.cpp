@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
+#include "attnum/core/same_config.h"
 #include "attnum/core/file.h"
 #include "attnum/core/version.h"
 #include "attnum/io/json_file.h"
@@ -269,9 +270,8 @@ std::vector<loss_row> merge_shards(const std::vector<nlohmann::json>& shards) {
         !s.contains("units"))
       fail("loss merge: shard {} is not an attnum loss shard file", i);
     if (i == 0) params = s["params"];
-    else if (s["params"] != params)
-      fail("loss merge: shard {} was run with different parameters ({} vs {})", i, s["params"].dump(),
-           params.dump());
+    else core::require_same_config(params, s["params"], fmt::format("loss merge: shard {}", i),
+                                   "it was run with different parameters than shard 0");
     for (const auto& u : s["units"]) all.push_back(unit_result_from_json(u));
   }
   loss_params p;

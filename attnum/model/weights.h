@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "attnum/core/file.h"
+#include "attnum/core/hash.h"
 
 namespace attnum::model {
 
@@ -66,7 +66,7 @@ void validate(const config& c, const std::string& what);
 /// Rounds every weight to bfloat16 (RNE), as a model held in bf16 on a GPU.
 void round_to_bf16(weights& w);
 
-/// FNV-1a 64 as 16 hex digits (core/file.h).
-using attnum::fnv1a_hex;
+/// The FNV-1a 64-bit hash of bytes as 16 hex digits (core/hash.h; cheap, for provenance only).
+using core::fnv1a_hex;
 
 }  // namespace attnum::model

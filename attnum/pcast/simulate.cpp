@@ -12,25 +12,26 @@
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
+#include "attnum/core/random.h"
+#include "attnum/attention/reference.h"
 #include "attnum/formats/format.h"
 
 namespace attnum::pcast {
 namespace {
 
-// splitmix64: a seedable, platform-independent stream (std::normal_distribution is not).
-struct rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
-  double normal() {  // Box-Muller; one value per call keeps the stream simple
-    return std::sqrt(-2.0 * std::log(uniform())) * std::cos(2.0 * std::numbers::pi * uniform());
+// core::splitmix64 (std::normal_distribution is not portable), with this simulation's normal:
+// Box-Muller from two uniforms in (0, 1), one value per call (keeps the stream simple).
+struct rng : core::splitmix64 {
+  explicit rng(uint64_t seed) : splitmix64(seed) {}
+  double normal() {
+    return std::sqrt(-2.0 * std::log(uniform_open())) * std::cos(2.0 * std::numbers::pi * uniform_open());
   }
 };
+
+// fp64 softmax(z) . v of one row through the project's one reference (attention/reference.h).
+std::vector<double> reference_row_d(const double* z, const double* v, int n_tok, int d_head) {
+  return attention::reference_from_scores(z, v, 1, n_tok, d_head, false).o;
+}
 
 uint64_t mix(uint64_t a, uint64_t b) { return rng{a * 0x2545f4914f6cdd1dULL ^ b}.next(); }
 
@@ -203,9 +204,10 @@ void run_preset(const sim_config& c, const attention::kernel_spec& spec, const u
   pt.counts.saturated += st.p_saturated;
   std::vector<float> zf, ks;
   std::vector<double> zd;
+  const std::vector<double> vd(u.v.begin(), u.v.end());
   for (int row = 0; row < u.rows; ++row) {
     row_scores(c, u, row, delta, zf, zd, ks);
-    const auto ref = reference_row(zd.data(), u.v.data(), n, d);
+    const auto ref = reference_row_d(zd.data(), vd.data(), n, d);
     for (int i = 0; i < d; ++i) {
       const double e = o[static_cast<size_t>(row) * d + i] - ref[i];
       pt.sumsq += e * e;
@@ -346,18 +348,8 @@ void ideal_row(const float* z, const float* v, int n_tok, int d_head, int k_sink
 }
 
 std::vector<double> reference_row(const double* z, const float* v, int n_tok, int d_head) {
-  double m = z[0];
-  for (int j = 1; j < n_tok; ++j) m = std::max(m, z[j]);
-  std::vector<double> o(d_head, 0.0);
-  double l = 0;
-  for (int j = 0; j < n_tok; ++j) {
-    const double p = std::exp(z[j] - m);
-    l += p;
-    const float* vj = v + static_cast<size_t>(j) * d_head;
-    for (int c = 0; c < d_head; ++c) o[c] += p * vj[c];
-  }
-  for (auto& x : o) x /= l;
-  return o;
+  const std::vector<double> vd(v, v + static_cast<size_t>(n_tok) * d_head);
+  return reference_row_d(z, vd.data(), n_tok, d_head);
 }
 
 bool can_saturate(double scale, double threshold) {
@@ -394,11 +386,12 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
     const unit_data data = make_unit(c, n_tok, unit % c.seeds);
     std::vector<float> zf, ksink, o(c.d_head);
     std::vector<double> zd;
+    const std::vector<double> vd(data.v.begin(), data.v.end());
     for (int di = 0; di < nd; ++di) {
       if (spec) run_preset(c, *spec, data, c.deltas[di], parts[(static_cast<size_t>(unit) * nd + di) * nv]);
       for (int row = 0; row < c.q_rows && !spec; ++row) {
         row_scores(c, data, row, c.deltas[di], zf, zd, ksink);
-        const auto ref = reference_row(zd.data(), data.v.data(), n_tok, c.d_head);
+        const auto ref = reference_row_d(zd.data(), vd.data(), n_tok, c.d_head);
         for (int vi = 0; vi < nv; ++vi) {
           kernel_options opt{vars[vi].scale, vars[vi].order, c.block, c.cast, vars[vi].threshold};
           partial& pt = parts[(static_cast<size_t>(unit) * nd + di) * nv + vi];

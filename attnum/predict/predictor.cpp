@@ -17,22 +17,11 @@ using matf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajo
 using cmapf = Eigen::Map<const matf>;
 using cmapd = Eigen::Map<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>;
 
-// Fraction bits and smallest normal exponent of the floating formats (OCP OFP8, IEEE 754).
+// Fraction bits and smallest normal exponent of a format (formats::info, the one table).
 struct grid {
   int mant, emin;
 };
-grid grid_of(formats::format f) {
-  using formats::format;
-  switch (f) {
-    case format::e4m3fn: return {3, -6};
-    case format::e5m2: return {2, -14};
-    case format::bf16: return {7, -126};
-    case format::fp16: return {10, -14};
-    case format::fp32: return {23, -126};
-    case format::int8: return {0, 0};
-  }
-  return {23, -126};
-}
+grid grid_of(formats::format f) { return {formats::info(f).mantissa_bits, formats::info(f).min_exponent}; }
 }  // namespace
 
 namespace {

@@ -10,6 +10,7 @@
 #include "attnum/attention/engine.h"
 #include "attnum/core/error.h"
 #include "attnum/formats/format.h"
+#include "attnum/formats/scale.h"
 #include "attnum/transforms/hadamard.h"
 
 namespace attnum::report {
@@ -38,20 +39,25 @@ ivec rotate(const ivec& x) {
   return y;
 }
 
-// Max-based E4M3 scale of a set of vectors: amax/448 in float32 (448 = 1.75 * 2^8 is E4M3's
-// largest finite value). An all-zero tensor gets scale 1 (nothing to scale).
-float e4m3_scale(const ivec* v, int n) {
+// The E4M3 per-tensor cast of the engine (formats/scale.h, the one scaled cast).
+const formats::scale_spec kE4m3 = {};  // e4m3fn, per tensor, amax / 448, RNE satfinite
+
+float amax_of(const ivec* v, int n) {
   float amax = 0;
   for (int r = 0; r < n; ++r)
     for (double x : v[r]) amax = std::max(amax, std::fabs(float(x)));
-  return amax > 0 ? amax / 448.0f : 1.0f;
+  return amax;
 }
+
+// Max-based E4M3 scale of a set of vectors: amax/448 in float32 (448 = 1.75 * 2^8 is E4M3's
+// largest finite value); an all-zero tensor gets scale 1 (formats/scale.h's all-zero rule).
+float e4m3_scale(const ivec* v, int n) { return formats::group_scale(amax_of(v, n), kE4m3); }
 
 // Dequantized E4M3 cast of one vector with scale s: float32 x/s, cvt.rn.satfinite, then times s
 // in fp64 (exact: a 4-bit significand times a float32 scale fits a double).
 ivec cast_e4m3(const ivec& x, float s) {
   ivec y{};
-  for (int i = 0; i < kD; ++i) y[i] = double(formats::quantize_e4m3_sat(float(x[i]) / s)) * double(s);
+  for (int i = 0; i < kD; ++i) y[i] = double(formats::cast_in_group(float(x[i]), 0.0, s, kE4m3)) * double(s);
   return y;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "attnum/attention/engine.h"
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/core/version.h"
@@ -62,9 +63,8 @@ nlohmann::json table_json(const std::optional<table>& t) {
 }
 
 int condition_rank(const std::string& c) {
-  static const char* order[] = {"plain", "rotate", "center", "center+rotate"};
   for (int i = 0; i < 4; ++i)
-    if (c == order[i]) return i;
+    if (c == attention::kConditionNames[i]) return i;
   return 4;
 }
 

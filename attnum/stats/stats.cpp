@@ -8,13 +8,6 @@
 
 namespace attnum::stats {
 
-double splitmix64::normal() {
-  // u1 in (0, 1] so log(u1) is finite.
-  const double u1 = 1.0 - uniform();
-  const double u2 = uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
-
 std::vector<double> midranks(std::span<const double> x) {
   const size_t n = x.size();
   std::vector<size_t> order(n);

@@ -12,6 +12,8 @@
 #include <span>
 #include <vector>
 
+#include "attnum/core/random.h"
+
 namespace attnum::stats {
 
 /// Returns the midranks (1-based; tied values share the mean of their ranks) of x.
@@ -62,22 +64,7 @@ using statistic_fn = std::function<std::optional<double>(std::span<const int> id
 interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& stat,
                            const bootstrap_options& opt = {});
 
-/// SplitMix64: a small, portable, seedable generator (Steele et al. 2014).
-struct splitmix64 {
-  uint64_t state;
-  explicit splitmix64(uint64_t seed) : state(seed) {}
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [0, 1) with 53 random bits.
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-  /// Uniform integer in [0, n) (multiply-shift; bias below 2^-32 for n < 2^32).
-  uint64_t below(uint64_t n) { return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64); }
-  /// Standard normal (Box-Muller; uses two uniforms).
-  double normal();
-};
+/// SplitMix64: the project's one generator (core/random.h).
+using splitmix64 = core::splitmix64;
 
 }  // namespace attnum::stats

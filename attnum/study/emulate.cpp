@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "attnum/attention/engine.h"
+#include "attnum/attention/reference.h"
 #include "attnum/core/error.h"
 
 namespace attnum::study {
@@ -16,47 +17,12 @@ using matf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajo
 using cmapf = Eigen::Map<const matf>;
 }  // namespace
 
-int parse_condition_index(std::string_view text) {
-  if (text == "tile") return 0;
-  for (int i = 0; i < 4; ++i)
-    if (text == kConditionNames[i]) return i;
-  fail("unknown condition '{}' (expected plain, rotate, center or center+rotate)", text);
-}
+int parse_condition_index(std::string_view text) { return static_cast<int>(attention::parse_condition(text)); }
 
 reference reference_causal(const float* q, const float* k, const float* v, int n, int d) {
-  // q, k, v: [n, d]; S = Q K^T / sqrt(d) in fp64, causal (j <= i), softmax per row, O = P V.
-  // Row blocks of kBlock queries: each block's scores against the keys it can see are one
-  // general double GEMM written straight into P (the block's few masked entries are zeroed),
-  // then softmax per row, then the block's O = P V over the same keys. Every row's sums run
-  // over its keys in a fixed order: the result does not depend on the thread count.
-  constexpr int kBlock = 128;
-  reference r;
-  r.n = n, r.d = d;
-  const matd Q = cmapf(q, n, d).cast<double>(), K = cmapf(k, n, d).cast<double>();
-  const matd V = cmapf(v, n, d).cast<double>();
-  r.p.assign(static_cast<size_t>(n) * n, 0.0);
-  r.o.assign(static_cast<size_t>(n) * d, 0.0);
-  r.row_sum.assign(n, 0.0);
-  Eigen::Map<matd> P(r.p.data(), n, n), O(r.o.data(), n, d);
-  const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
-  for (int i0 = 0; i0 < n; i0 += kBlock) {
-    const int m = std::min(kBlock, n - i0), jend = i0 + m;
-    auto S = P.block(i0, 0, m, jend);
-    S.noalias() = Q.middleRows(i0, m) * K.topRows(jend).transpose();
-    for (int r0 = 0; r0 < m; ++r0) {
-      const int i = i0 + r0;
-      double* s = &S(r0, 0);
-      double mx = -INFINITY;
-      for (int j = 0; j <= i; ++j) mx = std::max(mx, s[j] *= inv_sqrt_d);
-      double l = 0;
-      for (int j = 0; j <= i; ++j) l += (s[j] = std::exp(s[j] - mx));
-      for (int j = 0; j <= i; ++j) s[j] /= l;
-      for (int j = i + 1; j < jend; ++j) s[j] = 0;
-      r.row_sum[i] = l;
-    }
-    O.middleRows(i0, m).noalias() = S * V.topRows(jend);
-  }
-  return r;
+  const size_t nd = static_cast<size_t>(n) * d;
+  const std::vector<double> qd(q, q + nd), kd(k, k + nd), vd(v, v + nd);
+  return attention::reference_attention(qd.data(), kd.data(), vd.data(), n, n, d, true, true);
 }
 
 namespace {

@@ -15,20 +15,16 @@
 
 namespace attnum::study {
 
-/// The conditions of design.md, in their canonical order.
-inline constexpr const char* kConditionNames[] = {"plain", "rotate", "center", "center+rotate"};
+/// The conditions of design.md, in their canonical order (attention/engine.h's names).
+using attention::kConditionNames;
 /// Returns the index of a condition name ("tile" is the legacy name of "plain"); throws
 /// attnum::error naming the text otherwise.
 int parse_condition_index(std::string_view text);
 
-/// fp64 causal reference of one head: q [n, d], k and v [n, d] (float operands, untransformed).
-struct reference {
-  int n = 0, d = 0;
-  std::vector<double> p;        ///< [n, n] normalized softmax (zeros above the diagonal)
-  std::vector<double> o;        ///< [n, d]
-  std::vector<double> row_sum;  ///< sum_j exp(s_ij - max_j s_ij)
-};
-/// Returns the fp64 causal reference (softmax scale 1/sqrt(d)).
+/// fp64 causal reference of one head with its P: attention/reference.h's, whose fields p [n, n]
+/// (zeros above the diagonal), o [n, d] and row_sum the study reads.
+using reference = attention::reference_result;
+/// Returns the fp64 causal reference of float operands q, k, v [n, d] (untransformed), with P.
 reference reference_causal(const float* q, const float* k, const float* v, int n, int d);
 
 /// One head's run under a kernel and condition.

@@ -12,7 +12,10 @@
 
 #include <unistd.h>
 
+#include "attnum/attention/metrics.h"
 #include "attnum/core/error.h"
+#include "attnum/core/hash.h"
+#include "attnum/core/same_config.h"
 #include "attnum/core/parallel.h"
 #include "attnum/core/version.h"
 #include "attnum/io/safetensors.h"
@@ -31,12 +34,11 @@ namespace {
 std::string fnv1a_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open", path);
-  uint64_t h = 0xcbf29ce484222325ULL;
+  uint64_t h = core::kFnvOffset;
   std::vector<char> buf(1 << 20);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    for (std::streamsize i = 0; i < in.gcount(); ++i)
-      h = (h ^ static_cast<uint8_t>(buf[i])) * 0x100000001b3ULL;
+    h = core::fnv1a64(buf.data(), static_cast<size_t>(in.gcount()), h);  // FNV-1a, chained over the chunks
   }
   return fmt::format("{:016x}", h);
 }
@@ -146,20 +148,8 @@ struct err_metrics {
   double rel_err, max_row_err, cosine;
 };
 err_metrics errors(const std::vector<float>& o, const std::vector<double>& ref, int n, int d) {
-  double num = 0, den = 0, dot = 0, o2 = 0, max_row = 0;
-  for (int i = 0; i < n; ++i) {
-    double rn = 0, rd = 0;
-    for (int c = 0; c < d; ++c) {
-      const double a = o[i * d + c], b = ref[i * d + c];
-      rn += (a - b) * (a - b), rd += b * b, dot += a * b, o2 += a * a;
-    }
-    num += rn, den += rd;
-    if (rd > 0 || rn != 0) max_row = std::isnan(rn) ? rn : std::max(max_row, std::sqrt(rn / rd));
-  }
-  const double cos = (o2 > 0 && den > 0) ? dot / std::sqrt(o2 * den) : 0.0;
-  // A zero reference is exact only when the output is zero too: NaN or any error is not 0
-  // (the same rule as attention::rel_err).
-  return {den > 0 ? std::sqrt(num / den) : (num > 0 || std::isnan(num) ? std::sqrt(num) / 0.0 : 0.0), max_row, cos};
+  const attention::error_metrics m = attention::measure(o.data(), ref.data(), n, d);  // the one metrics module
+  return {m.rel_err, m.max_row_err, m.cosine};
 }
 
 }  // namespace
@@ -403,10 +393,7 @@ void write_plan(const fs::path& dir, const plan& p) {
     } catch (const std::exception& e) {
       fail("{}: not a study config ({})", f.string(), e.what());
     }
-    for (auto it = cfg.begin(); it != cfg.end(); ++it)
-      if (!old.contains(it.key()) || old[it.key()] != it.value())
-        fail("{}: field '{}' is {} but this run has {}; use another --out or remove the folder",
-             f.string(), it.key(), old.value(it.key(), json()).dump(), it.value().dump());
+    core::require_same_config(old, cfg, f.string(), "use another --out or remove the folder", {"command"});
     return;
   }
   json saved = cfg;
@@ -458,12 +445,8 @@ plan read_plan(const fs::path& dir) {
     fail("{}: missing or bad field ({})", f.string(), e.what());
   }
   plan p = make_plan(o);
-  if (config_json(p) != [&] {
-        json c = j;
-        c.erase("command");
-        return c;
-      }())
-    fail("{}: written by a different tool or predictor version", f.string());
+  core::require_same_config(j, config_json(p), f.string(), "written by a different tool or predictor version",
+                            {"command"});
   return p;
 }
 
@@ -740,9 +723,8 @@ json merge(const std::vector<fs::path>& dirs, const fs::path& out) {
   const plan p = read_plan(dirs.front());
   for (const auto& d : dirs) {
     const plan q = read_plan(d);
-    if (config_json(q) != config_json(p))
-      fail("merge: {} holds another study than {} (compare their checkpoints/study.json)",
-           d.string(), dirs.front().string());
+    core::require_same_config(config_json(q), config_json(p), fmt::format("merge: {}", d.string()),
+                              fmt::format("it holds another study than {}", dirs.front().string()));
   }
   write_plan(out, p);
   for (const auto& u : p.units) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "attnum/core/error.h"
+#include "attnum/core/random.h"
 #include "attnum/transforms/centering.h"
 #include "attnum/transforms/hadamard.h"
 
@@ -12,15 +13,8 @@ namespace attnum::transforms {
 
 std::vector<double> random_signs(int d, uint64_t seed) {
   std::vector<double> s(d);
-  uint64_t state = seed;
-  for (int i = 0; i < d; ++i) {
-    // splitmix64 (Steele, Lea, Flood 2014): a fixed, portable generator.
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    s[i] = (z >> 63) ? -1.0 : 1.0;
-  }
+  core::splitmix64 r(seed);  // the top bit of each draw
+  for (int i = 0; i < d; ++i) s[i] = r.sign();
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "attnum/attention/engine.h"
 #include "attnum/core/error.h"
 
 namespace {
@@ -42,7 +43,9 @@ void check_groups(const std::vector<float>& x, int cols, const scale_spec& spec,
         want = spec.rnd == rounding::half_away ? std::trunc(y + (y >= 0 ? 0.5f : -0.5f)) : std::nearbyint(y);
         want = std::clamp(want, -128.0f, 127.0f);
       } else {
-        want = static_cast<float>(decode(spec.fmt, encode(spec.fmt, y, spec.rnd, spec.saturate)));
+        // the kernels' conversion: fp8 satfinite, bf16/fp16 IEEE overflow
+        const bool sat = spec.fmt == format::e4m3fn || spec.fmt == format::e5m2;
+        want = static_cast<float>(decode(spec.fmt, encode(spec.fmt, y, spec.rnd, sat)));
       }
       ASSERT_EQ(t.grid[r * cols + c], want) << r << "," << c;
       ASSERT_EQ(t.dequant(r, c), want * scale);
@@ -134,6 +137,26 @@ TEST(Scale, SageVPerChannelReciprocalAndZeroChannel) {
   EXPECT_EQ(g.grid[2], 0.0f);
 }
 
+// The one all-zero rule (scale.h): x / scale without eps gives scale 1 and zeros, not NaN.
+TEST(Scale, AllZeroGroupWithoutEpsIsScaleOne) {
+  std::vector<float> x = {0.0f, -0.0f, 0.0f, 0.0f, 3.0f, -1.5f};
+  scale_spec s;
+  s.gran = scale_granularity::token;
+  const auto t = scaled_cast(x.data(), 3, 2, s);
+  EXPECT_FALSE(t.has_nan);
+  EXPECT_EQ(t.scales[0], 1.0f);
+  EXPECT_EQ(t.scales[1], 1.0f);
+  EXPECT_EQ(t.scales[2], 3.0f / 448.0f);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(t.grid[i], 0.0f);
+  bool nan = false;
+  EXPECT_EQ(group_scale(0.0, s, &nan), 1.0f);
+  EXPECT_FALSE(nan);
+  s.multiply_by_reciprocal = true;  // Sage's V: 0 * (fmt_max / 0) is NaN in the kernel, flagged
+  EXPECT_EQ(group_scale(0.0, s, &nan), 0.0f);
+  EXPECT_TRUE(nan);
+  EXPECT_TRUE(std::isnan(cast_in_group(0.0f, 0.0, 0.0f, s)));
+}
+
 TEST(Scale, SaturationCountAndErrors) {
   std::vector<float> x = {1.0f, -1.0f, 0.5f, 0.25f};
   scale_spec s;
@@ -141,7 +164,7 @@ TEST(Scale, SaturationCountAndErrors) {
   const auto t = scaled_cast(x.data(), 1, 4, s);
   EXPECT_EQ(t.saturated, 3);
   EXPECT_EQ(t.grid[0], 448.0f);
-  EXPECT_EQ(compute_scale(448.0f, scale_spec{}), 1.0f);
+  EXPECT_EQ(group_scale(448.0, scale_spec{}), 1.0f);
   // int8's range is [-128, 127]: with fmt_max 128 and amax 128 the scale is 1, so -128 fits and
   // 127.5 lies outside (it saturates to 127).
   scale_spec i8;
@@ -159,6 +182,36 @@ TEST(Scale, SaturationCountAndErrors) {
   EXPECT_THROW(scaled_cast(x.data(), 1, 4, bad), attnum::error);
   EXPECT_EQ(parse_granularity("channel"), scale_granularity::channel);
   EXPECT_THROW(parse_granularity("head"), attnum::error);
+}
+
+// The engine casts through this scaled cast: a prepared layer's per-head K (fa3), Sage's
+// per-thread INT8 Q groups and per-channel V (sage2pp-sm89) equal scaled_cast of the same head.
+TEST(Scale, EngineUsesTheOneScaledCast) {
+  const int n = 70, d = 16;
+  const auto q = matrix(n, d, 11), k = matrix(n, d, 12);
+  auto v = matrix(n, d, 13);
+  for (int r = 0; r < n; ++r) v[r * d + 3] = 0.0f;  // an all-zero V channel: NaN, flagged
+  const attnum::attention::layer_view lv{q.data(), k.data(), v.data(), 1, 1, n, n, d};
+  using attnum::attention::preset;
+  const auto fa3 = prepare_layer(preset("fa3"), lv, attnum::attention::condition::plain);
+  const auto kt = scaled_cast(k.data(), n, d, scale_spec{});
+  EXPECT_EQ(fa3->k8.values, kt.grid);
+  for (int t = 0; t < n; ++t) EXPECT_EQ(fa3->k8.row_scale[t], kt.scales[0]);
+  const auto sage = prepare_layer(preset("sage2pp-sm89"), lv, attnum::attention::condition::plain);
+  scale_spec qs;
+  qs.fmt = format::int8, qs.gran = scale_granularity::row_group, qs.eps = 1e-7f, qs.rnd = rounding::half_away;
+  qs.group_segment = 32, qs.group_modulus = 8, qs.group_divisor = 1, qs.fmt_max = 127;
+  const auto qt = scaled_cast(q.data(), n, d, qs);
+  EXPECT_EQ(sage->q8.values, qt.grid);
+  for (int t = 0; t < n; ++t) EXPECT_EQ(sage->q8.row_scale[t], qt.scale_at(t, 0));
+  scale_spec vs;
+  vs.gran = scale_granularity::channel, vs.fmt_max = 2.25, vs.multiply_by_reciprocal = true;
+  const auto vt = scaled_cast(v.data(), n, d, vs);
+  EXPECT_TRUE(vt.has_nan);
+  EXPECT_TRUE(sage->v8.nan_flagged);
+  for (size_t i = 0; i < vt.grid.size(); ++i)
+    EXPECT_TRUE(sage->v8.values[i] == vt.grid[i] || (std::isnan(sage->v8.values[i]) && std::isnan(vt.grid[i]))) << i;
+  for (int c = 0; c < d; ++c) EXPECT_EQ(sage->v8.col_scale[c], vt.scales[c]);
 }
 
 }  // namespace
