@@ -1,5 +1,6 @@
-// attnum transfer: does the emulator's verdict (and the unchanged predictor's) transfer to a real
-// kernel? Reads the kernel's outputs for the same captures and scores them like the emulator.
+// attnum transfer: does the emulator's verdict (and the predictor's, kernel-aware and fixed) transfer
+// to a real kernel? Reads the kernel's outputs for the same captures and scores them like the
+// emulator.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <memory>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/io/json_file.h"
 #include "attnum/io/safetensors.h"
 #include "attnum/pipeline/distributed.h"
@@ -20,6 +22,7 @@ namespace {
 struct transfer_args {
   std::vector<std::string> captures, outputs;
   std::string emulator = "fa3";
+  std::string predictor_model = "fa3";
   std::string out;
   bool json = false, quiet = false;
 };
@@ -40,6 +43,11 @@ void setup(CLI::App& app) {
                  "layers.{l}.o.{condition} [n_head, n_tok, d_head]")
       ->required();
   app.add_option("--emulator", a->emulator, "Preset that emulates the kernel")->capture_default_str();
+  app.add_option("--predictor-model", a->predictor_model,
+                 "The fixed predictor (one preset for every kernel, seed 000's design) reported "
+                 "next to the kernel-aware one (which models the emulator); kernel: the "
+                 "kernel-aware one only")
+      ->capture_default_str();
   app.add_option("--out", a->out, "Result folder (resumes from its checkpoints)");
   app.add_flag("--json", a->json, "Print the summary as a JSON array");
   app.add_flag("--quiet", a->quiet, "No progress bar");
@@ -63,30 +71,65 @@ void setup(CLI::App& app) {
     o.kernels = {a->emulator};
     o.conditions = conds;
     o.command = "attnum transfer --emulator " + a->emulator;
-    const study::plan p = study::make_plan(o);
     std::filesystem::path dir = a->out, tmp;
     if (dir.empty()) {
       tmp = std::filesystem::temp_directory_path() /
             fmt::format("attnum-transfer-{}", static_cast<long>(::getpid()));
       dir = tmp;
     }
-    pipeline::run_heads(p, dir, 0, 1, !a->quiet);
+    // The kernel-aware predictor (it models the emulator) in DIR; the fixed one, when asked
+    // for, in DIR/fixed-PRESET. Both score the same heads against the same kernel labels.
+    pipeline::run_heads(study::make_plan(o), dir, 0, 1, !a->quiet);
+    const bool with_fixed = a->predictor_model != "kernel";
+    const std::filesystem::path fixed_dir = dir / ("fixed-" + a->predictor_model);
+    if (with_fixed) {
+      study::study_options f = o;
+      f.predictor_model = a->predictor_model;
+      f.command += " --predictor-model " + a->predictor_model;
+      pipeline::run_heads(study::make_plan(f), fixed_dir, 0, 1, !a->quiet);
+    }
     if (!attnum::scaleout::here().root()) return;
-    const nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");
+    nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");
+    if (with_fixed) {
+      // Side by side: the fixed predictor's numbers as fixed_* fields of each row.
+      const nlohmann::json fixed = attnum::io::read_json_file(fixed_dir / "summary.json");
+      for (auto& s : summary)
+        for (const auto& t : fixed)
+          if (t["transform"] == s["transform"]) {
+            s["fixed_predictor_model"] = t["predictor_model"];
+            for (const char* k : {"auc", "precision", "recall", "auc_nonnull", "precision_nonnull",
+                                  "recall_nonnull"})
+              for (const std::string suf : {"", "_lo", "_hi"}) s[std::string("fixed_") + k + suf] = t[k + suf];
+            for (const char* k : {"n_predicted_harmed", "tp", "fp", "fn", "tn", "spearman_predicted"})
+              s[std::string("fixed_") + k] = t[k];
+          }
+      write_file_atomic(dir / "transfer_summary.json", summary.dump(2) + "\n");
+    }
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
     if (a->json) {
       fmt::print("{}\n", summary.dump());
       return;
     }
-    fmt::print("{:<14} {:>6} {:>14} {:<21} {:<21} {:<21} {:<21}\n", "transform", "heads",
-               "harmed kernel", "AUC (predictor)", "precision", "recall", "Spearman emu/kernel");
+    fmt::print("{:<14} {:>6} {:>9} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "transform", "heads",
+               "harmed", "null", "predictor", "pred harm", "AUC", "precision", "recall");
+    for (const auto& s : summary) {
+      const std::string harmed = fmt::format("{}/{}", s["n_harmed"].get<int>(), s["n_heads"].get<int>());
+      fmt::print("{:<14} {:>6} {:>9} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n",
+                 s["transform"].get<std::string>(), s["n_heads"].get<int>(), harmed,
+                 s["n_null"].get<int>(), "kernel", s["n_predicted_harmed"].get<int>(),
+                 cell(s, "auc"), cell(s, "precision"), cell(s, "recall"));
+      if (with_fixed)
+        fmt::print("{:<14} {:>6} {:>9} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "", "", "", "",
+                   a->predictor_model, s["fixed_n_predicted_harmed"].get<int>(), cell(s, "fixed_auc"),
+                   cell(s, "fixed_precision"), cell(s, "fixed_recall"));
+    }
+    fmt::print("emulator {}; labels from the kernel outputs; Spearman emulator/kernel:", a->emulator);
     for (const auto& s : summary)
-      fmt::print("{:<14} {:>6} {:>14} {:<21} {:<21} {:<21} {:<21}\n",
-                 s["transform"].get<std::string>(), s["n_heads"].get<int>(),
-                 fmt::format("{}/{}", s["n_harmed"].get<int>(), s["n_heads"].get<int>()),
-                 cell(s, "auc"), cell(s, "precision"), cell(s, "recall"), cell(s, "spearman"));
-    fmt::print("emulator {}; labels from the kernel outputs; intervals: 95% bootstrap over models\n",
-               a->emulator);
+      fmt::print(" {} {}", s["transform"].get<std::string>(), cell(s, "spearman"));
+    fmt::print("\n{}", study::summary_notes(summary));
+    if (with_fixed)
+      fmt::print("predictor rows: kernel = models the emulator ({}); {} = one fixed model\n",
+                 a->emulator, a->predictor_model);
   });
 }
 

@@ -71,6 +71,8 @@ const std::vector<spec>& specs() {
        {"delta", "scale", "underflow_measured", "mse"}, {}},
       {"pcast_overflow", "pcast_overflow.csv", nullptr, {"delta", "scale"}, {"delta", "scale"}, {}},
       {"loss", "loss.csv", "loss.json", {"condition", "kernel", "ppl_ratio"}, {"ppl_ratio"}, {}},
+      {"loss_paired", "loss_paired.csv", "loss_paired.json",
+       {"kernel", "condition_a", "condition_b", "delta_ce"}, {"delta_ce"}, {}},
   };
   return s;
 }
@@ -121,6 +123,7 @@ std::optional<table>& slot(result_set& rs, const std::string& name) {
   if (name == "pcast_dp") return rs.pcast_dp;
   if (name == "pcast_simulate") return rs.pcast_simulate;
   if (name == "pcast_overflow") return rs.pcast_overflow;
+  if (name == "loss_paired") return rs.loss_paired;
   return rs.loss;
 }
 
