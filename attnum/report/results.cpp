@@ -90,6 +90,12 @@ void validate(table& t, const spec& sp, const fs::path& file) {
       if (!v.is_null() && !v.is_number())
         fail("{}: row {}, field '{}': expected a number, got {}", file.string(), r + 1, c, v.dump());
     }
+    // A head's label is the text "null" for a head within its noise floor; the CSV reader
+    // reads that cell as a null value, so it is put back (a label is never absent in a row that
+    // has the column).
+    if (std::string(sp.name) == "heads")
+      for (const char* c : {"label", "kernel_label"})
+        if (row.contains(c) && row[c].is_null()) row[c] = "null";
     for (const char* c : sp.boolean) {
       if (!row.contains(c)) continue;
       auto& v = row[c];
