@@ -34,14 +34,14 @@ struct heads_args {
 };
 
 void print_summary(const nlohmann::json& summary) {
-  fmt::print("{:<10} {:<14} {:>6} {:>7} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n", "kernel",
+  fmt::print("{:<14} {:<14} {:>6} {:>7} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n", "kernel",
              "transform", "heads", "harmed", "null", "AUC [95% CI]", "precision", "recall",
              "Spearman", "AUC non-null");
   for (const auto& s : summary) {
     auto cell = [&](const std::string& k) {
       return fmt::format("{} [{}, {}]", fmt_opt(s[k]), fmt_opt(s[k + "_lo"]), fmt_opt(s[k + "_hi"]));
     };
-    fmt::print("{:<10} {:<14} {:>6} {:>7} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n",
+    fmt::print("{:<14} {:<14} {:>6} {:>7} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n",
                s["kernel"].get<std::string>(), s["transform"].get<std::string>(),
                s["n_heads"].get<int>(), s["n_harmed"].get<int>(), s.value("n_null", 0), cell("auc"),
                cell("precision"), cell("recall"), cell("spearman"), cell("auc_nonnull"));

@@ -108,6 +108,11 @@ TEST(heads_cli_test, fixed_predictor_scores_every_kernel_alike) {
       EXPECT_TRUE(s.contains(f)) << f;
   EXPECT_EQ(j[0]["predictor_model"], "fa3");
   EXPECT_EQ(j[0]["ci_method"], "cluster-jackknife-t");  // 6 models
+  // Seed 000's pattern: the fixed (FA3) predictor's precision falls under Sage, where Sage's
+  // errors are not FA3's (here 0.87 -> 0.45; the kernel-aware predictor gives Sage 0.63).
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1]["kernel"], "sage2pp-sm89");
+  EXPECT_LT(j[1]["precision"].get<double>(), j[0]["precision"].get<double>() - 0.2);
   // Bad value: exit 2.
   EXPECT_EQ(run(c + "--predictor-model no-such-preset").status, 2);
 }
