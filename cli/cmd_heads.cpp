@@ -31,24 +31,25 @@ struct heads_args {
   std::string conditions = "plain,rotate,center,center+rotate";
   std::string out;
   std::string shard;
+  std::string predictor_model = "kernel";
   bool json = false, quiet = false;
   int n_tok = 1024, layers = 0, texts = 3;
 };
 
 void print_summary(const nlohmann::json& summary) {
-  fmt::print("{:<10} {:<14} {:>6} {:>7}  {:<21} {:<21} {:<21} {:<21}\n", "kernel", "transform",
-             "heads", "harmed", "AUC [95% CI]", "precision", "recall", "Spearman");
+  fmt::print("{:<14} {:<14} {:>6} {:>7} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n", "kernel",
+             "transform", "heads", "harmed", "null", "AUC [95% CI]", "precision", "recall",
+             "Spearman", "AUC non-null");
   for (const auto& s : summary) {
-    auto cell = [&](const char* k) {
-      return fmt::format("{} [{}, {}]", fmt_opt(s[k]), fmt_opt(s[std::string(k) + "_lo"]),
-                         fmt_opt(s[std::string(k) + "_hi"]));
+    auto cell = [&](const std::string& k) {
+      return fmt::format("{} [{}, {}]", fmt_opt(s[k]), fmt_opt(s[k + "_lo"]), fmt_opt(s[k + "_hi"]));
     };
-    fmt::print("{:<10} {:<14} {:>6} {:>7}  {:<21} {:<21} {:<21} {:<21}\n",
+    fmt::print("{:<14} {:<14} {:>6} {:>7} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n",
                s["kernel"].get<std::string>(), s["transform"].get<std::string>(),
-               s["n_heads"].get<int>(), s["n_harmed"].get<int>(), cell("auc"),
-               cell("precision"), cell("recall"), cell("spearman"));
+               s["n_heads"].get<int>(), s["n_harmed"].get<int>(), s.value("n_null", 0), cell("auc"),
+               cell("precision"), cell("recall"), cell("spearman"), cell("auc_nonnull"));
   }
-  fmt::print("intervals: 95% bootstrap, resampling whole models\n");
+  fmt::print("{}", attnum::study::summary_notes(summary));
 }
 
 void setup(CLI::App& app) {
@@ -69,6 +70,10 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--texts", a->texts, "Zoo: texts (independent token draws) per head")
       ->capture_default_str();
+  app.add_option("--predictor-model", a->predictor_model,
+                 "kernel: model each kernel's own numerics; PRESET: score every kernel with that "
+                 "one fixed model (seed 000's design)")
+      ->capture_default_str();
   app.add_flag("--json", a->json, "Print the summary as a JSON array");
   app.add_flag("--quiet", a->quiet, "No progress bar");
   app.callback([a, &app] {
@@ -86,11 +91,12 @@ void setup(CLI::App& app) {
     o.rotation = attnum::cli::parse_rotation(a->rotation);
     o.zoo_opt.dtype = formats::parse_format(a->zoo_dtype);
     o.conditions = attnum::cli::split_list(a->conditions);
+    o.predictor_model = a->predictor_model;
     std::string knobs;
     for (const auto& k : a->kernel.knobs) knobs += " --knob " + k;
-    o.command = fmt::format("attnum heads {} --kernel {}{} --rotation {}{} --conditions {}",
+    o.command = fmt::format("attnum heads {} --kernel {}{} --rotation {}{} --conditions {} --predictor-model {}",
                             a->zoo ? "--zoo" : "--captures ...", a->kernel.kernels, knobs, a->rotation,
-                            a->zoo ? " --zoo-dtype " + a->zoo_dtype : "", a->conditions);
+                            a->zoo ? " --zoo-dtype " + a->zoo_dtype : "", a->conditions, a->predictor_model);
     const study::plan p = study::make_plan(o);
     study::run_controls ctl;
     ctl.progress = !a->quiet;

@@ -71,16 +71,21 @@ void run(const loss_options& o) {
   const bool mpi = attnum::scaleout::here().size > 1;
   attnum::output_guard guard(attnum::scaleout::here().root() ? o.out : std::string());
   if (!o.out.empty()) attnum::begin_output_dir(o.out);
+  // Paired comparisons (kPairedComparisons) come from a single-process run.
   std::vector<loss_row> rows;
+  std::vector<paired_row> paired;
   for (const auto& spec : specs) {
     p.kernel = spec;
     const std::string dir = specs.size() > 1 && !o.out.empty() ? o.out + "/" + spec.name : o.out;
-    const auto r = mpi ? attnum::pipeline::run_loss(w, p, w.id, dir, 0, 1, false) : run_loss(w, p);
+    const auto r = mpi ? attnum::pipeline::run_loss(w, p, w.id, dir, 0, 1, false) : run_loss(w, p, paired);
     rows.insert(rows.end(), r.begin(), r.end());
   }
   if (!attnum::scaleout::here().root()) return;
   if (!o.out.empty()) {
     write_loss_files(o.out, rows);
+    // --json keeps its top-level array (one object per condition); the paired rows go to
+    // DIR/loss_paired.json (docs/results.md).
+    if (!paired.empty()) write_paired_files(o.out, paired);
     attnum::write_complete_marker(o.out, fmt::format("attnum loss --kernel {}", o.kernel.kernels));
   }
   guard.commit();
@@ -101,6 +106,20 @@ void run(const loss_options& o) {
                    r.condition, r.ce_ref, r.ce_variant, r.ppl_ratio, r.ppl_ratio_lo, r.ppl_ratio_hi,
                    r.kl_mean, r.top1_agreement, r.dp_p01, r.dp_p99);
   }
+  if (!rows.empty())
+    fmt::print("ppl_ratio intervals: 95% {}, {} blocks of {} positions (from the autocorrelation of "
+               "the per-token CE differences)\n",
+               rows[0].ci_method, rows[0].n_blocks, rows[0].block_length);
+  if (paired.empty()) return;
+  fmt::print("\npaired (a - b, same labels)   {:>14} {:>9} {:>21} {:>10} {:>21} {:>8} {:>6} {:>6}\n",
+             "kernel", "dCE", "95% interval", "dKL", "95% interval", "dtop1", "block", "acf1");
+  for (const auto& r : paired)
+    fmt::print("{:<14} - {:<14} {:>14} {:>9.5f} [{:>9.5f},{:>9.5f}] {:>10.3e} [{:>9.2e},{:>9.2e}] {:>8.4f} {:>6} {:>6.3f}\n",
+               r.condition_a, r.condition_b, r.kernel, r.delta_ce, r.delta_ce_lo, r.delta_ce_hi, r.delta_kl,
+               r.delta_kl_lo, r.delta_kl_hi, r.delta_top1, r.block_length,
+               r.ce_diff_lag1_autocorrelation);
+  fmt::print("paired intervals: 95% moving-block bootstrap over token positions (block length "
+             "from the autocorrelation of the per-token CE differences)\n");
 }
 
 void setup(CLI::App& app) {
@@ -116,7 +135,7 @@ void setup(CLI::App& app) {
   app.add_option("--conditions", o->conditions, "Comma-separated conditions")->capture_default_str();
   app.add_option("--reference", o->reference, "Reference attention: bf16 or fp64")->capture_default_str();
   app.add_option("--linear-precision", o->linear, "Outside attention: bf16 or fp32")->capture_default_str();
-  app.add_option("--out", o->out, "Write DIR/loss.json and DIR/loss.csv");
+  app.add_option("--out", o->out, "Write DIR/loss.json, DIR/loss.csv and the paired comparisons DIR/loss_paired.{json,csv}");
   app.add_option("--shard", o->shard, "Compute shard I of N (I/N) and write DIR/loss-shard-I-of-N.json");
   app.add_flag("--json", o->json, "Print a JSON array, one object per condition");
   app.callback([o] { run(*o); });

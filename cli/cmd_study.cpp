@@ -30,6 +30,10 @@ void setup(CLI::App& app) {
   attnum::cli::add_kernel_options(app, f->kernel, "--kernel,--kernels");
   attnum::cli::add_rotation_option(app, f->rotation);
   app.add_option("--conditions", f->conditions, "Conditions")->capture_default_str();
+  app.add_option("--predictor-model", f->c.predictor_model,
+                 "Head study: kernel (model each kernel's numerics) or a preset (one fixed model "
+                 "for every kernel, seed 000's design)")
+      ->capture_default_str();
   app.add_option("--linear-precision", f->c.linear, "Model runner outside attention: bf16|fp32")
       ->capture_default_str();
   app.add_option("--out", f->out, "Output folder (resumes what is there)")->capture_default_str();

@@ -1,5 +1,6 @@
-// attnum transfer: does the emulator's verdict (and the unchanged predictor's) transfer to a real
-// kernel? Reads the kernel's outputs for the same captures and scores them like the emulator.
+// attnum transfer: does the emulator's verdict (and the predictor's, kernel-aware and fixed) transfer
+// to a real kernel? Reads the kernel's outputs for the same captures and scores them like the
+// emulator.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@ struct transfer_args {
   std::vector<std::string> captures, outputs;
   attnum::cli::kernel_flags kernel{"fa3", {}};
   std::string rotation;
+  std::string predictor_model = "fa3";
   std::string out;
   bool json = false, quiet = false;
 };
@@ -44,6 +46,11 @@ void setup(CLI::App& app) {
       ->required();
   attnum::cli::add_kernel_options(app, a->kernel, "--kernel,--emulator", "Preset that emulates the kernel");
   attnum::cli::add_rotation_option(app, a->rotation);
+  app.add_option("--predictor-model", a->predictor_model,
+                 "The fixed predictor (one preset for every kernel, seed 000's design) reported "
+                 "next to the kernel-aware one (which models the emulator); kernel: the "
+                 "kernel-aware one only")
+      ->capture_default_str();
   app.add_option("--out", a->out, "Result folder (resumes from its checkpoints)");
   app.add_flag("--json", a->json, "Print the summary as a JSON array");
   app.add_flag("--quiet", a->quiet, "No progress bar");
@@ -73,6 +80,13 @@ void setup(CLI::App& app) {
     for (const auto& k : a->kernel.knobs) o.command += " --knob " + k;
     o.command += " --rotation " + a->rotation;
     const study::plan p = study::make_plan(o);
+    const bool with_fixed = a->predictor_model != "kernel";
+    study::study_options f = o;
+    if (with_fixed) {
+      f.predictor_model = a->predictor_model;
+      f.command += " --predictor-model " + a->predictor_model;
+    }
+    const study::plan pf = with_fixed ? study::make_plan(f) : p;  // validates before any output
     std::filesystem::path dir = a->out, tmp;
     if (dir.empty()) {
       tmp = std::filesystem::temp_directory_path() /
@@ -81,9 +95,28 @@ void setup(CLI::App& app) {
     }
     output_guard guard(scaleout::here().root() ? dir : std::filesystem::path());  // docs/reliability.md
     begin_output_dir(dir);
+    // The kernel-aware predictor (it models the emulator) in DIR; the fixed one, when asked
+    // for, in DIR/fixed-PRESET. Both score the same heads against the same kernel labels.
     pipeline::run_heads(p, dir, 0, 1, !a->quiet);
+    const std::filesystem::path fixed_dir = dir / ("fixed-" + a->predictor_model);
+    if (with_fixed) pipeline::run_heads(pf, fixed_dir, 0, 1, !a->quiet);
     if (!attnum::scaleout::here().root()) return;
-    const nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");
+    nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");
+    if (with_fixed) {
+      // Side by side: the fixed predictor's numbers as fixed_* fields of each row.
+      const nlohmann::json fixed = attnum::io::read_json_file(fixed_dir / "summary.json");
+      for (auto& s : summary)
+        for (const auto& t : fixed)
+          if (t["transform"] == s["transform"]) {
+            s["fixed_predictor_model"] = t["predictor_model"];
+            for (const char* k : {"auc", "precision", "recall", "auc_nonnull", "precision_nonnull",
+                                  "recall_nonnull"})
+              for (const std::string suf : {"", "_lo", "_hi"}) s[std::string("fixed_") + k + suf] = t[k + suf];
+            for (const char* k : {"n_predicted_harmed", "tp", "fp", "fn", "tn", "spearman_predicted"})
+              s[std::string("fixed_") + k] = t[k];
+          }
+      write_file_atomic(dir / "transfer_summary.json", summary.dump(2) + "\n");
+    }
     if (tmp.empty()) write_complete_marker(dir, o.command);
     guard.commit();
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
@@ -91,15 +124,26 @@ void setup(CLI::App& app) {
       fmt::print("{}\n", summary.dump());
       return;
     }
-    fmt::print("{:<14} {:>6} {:>14} {:<21} {:<21} {:<21} {:<21}\n", "transform", "heads",
-               "harmed kernel", "AUC (predictor)", "precision", "recall", "Spearman emu/kernel");
+    fmt::print("{:<14} {:>6} {:>9} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "transform", "heads",
+               "harmed", "null", "predictor", "pred harm", "AUC", "precision", "recall");
+    for (const auto& s : summary) {
+      const std::string harmed = fmt::format("{}/{}", s["n_harmed"].get<int>(), s["n_heads"].get<int>());
+      fmt::print("{:<14} {:>6} {:>9} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n",
+                 s["transform"].get<std::string>(), s["n_heads"].get<int>(), harmed,
+                 s["n_null"].get<int>(), "kernel", s["n_predicted_harmed"].get<int>(),
+                 cell(s, "auc"), cell(s, "precision"), cell(s, "recall"));
+      if (with_fixed)
+        fmt::print("{:<14} {:>6} {:>9} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "", "", "", "",
+                   a->predictor_model, s["fixed_n_predicted_harmed"].get<int>(), cell(s, "fixed_auc"),
+                   cell(s, "fixed_precision"), cell(s, "fixed_recall"));
+    }
+    fmt::print("emulator {}; labels from the kernel outputs; Spearman emulator/kernel:", a->kernel.kernels);
     for (const auto& s : summary)
-      fmt::print("{:<14} {:>6} {:>14} {:<21} {:<21} {:<21} {:<21}\n",
-                 s["transform"].get<std::string>(), s["n_heads"].get<int>(),
-                 fmt::format("{}/{}", s["n_harmed"].get<int>(), s["n_heads"].get<int>()),
-                 cell(s, "auc"), cell(s, "precision"), cell(s, "recall"), cell(s, "spearman"));
-    fmt::print("emulator {}; labels from the kernel outputs; intervals: 95% bootstrap over models\n",
-               a->kernel.kernels);
+      fmt::print(" {} {}", s["transform"].get<std::string>(), cell(s, "spearman"));
+    fmt::print("\n{}", study::summary_notes(summary));
+    if (with_fixed)
+      fmt::print("predictor rows: kernel = models the emulator ({}); {} = one fixed model\n",
+                 a->kernel.kernels, a->predictor_model);
   });
 }
 

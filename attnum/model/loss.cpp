@@ -142,8 +142,10 @@ std::vector<unit_result> compute_units(const weights& w, const loss_params& p,
   return out;
 }
 
-std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id,
-                                std::vector<unit_result> results) {
+namespace {
+// Sorts unit results into canonical order (condition, source, window) and checks that every unit
+// is there once.
+void canonical_order(const loss_params& p, std::vector<unit_result>& results) {
   auto key = [](const loss_unit& u) { return std::tuple(u.condition, u.source, u.window); };
   std::sort(results.begin(), results.end(),
             [&](const unit_result& a, const unit_result& b) { return key(a.unit) < key(b.unit); });
@@ -155,39 +157,69 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
     if (key(results[i].unit) != key(want[i]))
       fail("loss merge: unit (condition {}, source {}, window {}) missing or duplicated",
            want[i].condition, want[i].source, want[i].window);
+}
+
+// Per-label results of one condition, concatenated in canonical order (source, window, position).
+struct condition_labels {
+  std::vector<double> nr, nv, kl, dp, same;
+};
+condition_labels labels_of(const std::vector<unit_result>& results, size_t c, size_t per) {
+  condition_labels L;
+  for (size_t i = c * per; i < (c + 1) * per; ++i) {
+    const unit_result& r = results[i];
+    L.nr.insert(L.nr.end(), r.nll_ref.begin(), r.nll_ref.end());
+    L.nv.insert(L.nv.end(), r.nll_var.begin(), r.nll_var.end());
+    L.kl.insert(L.kl.end(), r.kl.begin(), r.kl.end());
+    L.dp.insert(L.dp.end(), r.dp.begin(), r.dp.end());
+    for (uint8_t t : r.top1_same) L.same.push_back(t);
+  }
+  return L;
+}
+
+// Mean of x[i] over a resample's indices.
+std::optional<double> resample_mean(const std::vector<double>& x, std::span<const int> idx) {
+  if (idx.empty()) return std::nullopt;
+  double s = 0;
+  for (int i : idx) s += x[i];
+  return s / double(idx.size());
+}
+}  // namespace
+
+std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id,
+                                std::vector<unit_result> results) {
+  canonical_order(p, results);
   std::vector<loss_row> rows;
   const size_t per = results.size() / p.conditions.size();
   for (size_t c = 0; c < p.conditions.size(); ++c) {
-    std::vector<double> nr, nv, kl, dp;
-    int64_t same = 0;
-    for (size_t i = c * per; i < (c + 1) * per; ++i) {
-      const unit_result& r = results[i];
-      nr.insert(nr.end(), r.nll_ref.begin(), r.nll_ref.end());
-      nv.insert(nv.end(), r.nll_var.begin(), r.nll_var.end());
-      kl.insert(kl.end(), r.kl.begin(), r.kl.end());
-      dp.insert(dp.end(), r.dp.begin(), r.dp.end());
-      for (uint8_t s : r.top1_same) same += s;
-    }
+    condition_labels L = labels_of(results, c, per);
+    const std::vector<double> &nr = L.nr, &nv = L.nv, &kl = L.kl;
+    std::vector<double>& dp = L.dp;
+    double same = 0;
+    for (double t : L.same) same += t;
     loss_row row;
     row.condition = p.conditions[c], row.kernel = p.kernel.name, row.model = model_id;
     row.reference = p.reference, row.linear = std::string(name(p.linear));
     row.n_labels = int64_t(nr.size());
     row.ce_ref = mean(nr), row.ce_variant = mean(nv);
     row.ppl_ratio = std::exp(row.ce_variant - row.ce_ref);
-    // Paired bootstrap over labels: each label is its own cluster, resampled with its pair.
-    std::vector<int> cluster(nr.size());
-    for (size_t i = 0; i < cluster.size(); ++i) cluster[i] = int(i);
+    // Paired moving-block bootstrap over token positions: a label's pair (reference, variant)
+    // moves together, and blocks keep the dependence between neighbouring positions (the
+    // per-token CE differences are autocorrelated: docs/results.md).
+    std::vector<double> diff(nr.size());
+    for (size_t i = 0; i < diff.size(); ++i) diff[i] = nv[i] - nr[i];
     stats::bootstrap_options bo;
     bo.n_resamples = p.bootstrap_samples, bo.seed = p.bootstrap_seed;
-    const stats::interval ci = stats::cluster_bootstrap(
-        cluster,
+    const int block = stats::block_length(diff);
+    const stats::interval ci = stats::block_bootstrap(
+        int(diff.size()), block,
         [&](std::span<const int> idx) -> std::optional<double> {
-          double s = 0;
-          for (int i : idx) s += nv[i] - nr[i];
-          return std::exp(s / double(idx.size()));
+          const auto m = resample_mean(diff, idx);
+          return m ? std::optional<double>(std::exp(*m)) : std::nullopt;
         },
         bo);
     row.ppl_ratio_lo = ci.lo.value_or(NAN), row.ppl_ratio_hi = ci.hi.value_or(NAN);
+    row.ci_method = ci.method, row.block_length = block, row.n_blocks = ci.n_clusters;
+    row.ci_dropped = ci.dropped;
     row.kl_mean = mean(kl);
     row.top1_agreement = double(same) / double(nr.size());
     double sq = 0;
@@ -203,9 +235,76 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
   return rows;
 }
 
+std::vector<paired_row> summarize_paired(const loss_params& p, const std::string& model_id,
+                                         std::vector<unit_result> results) {
+  canonical_order(p, results);
+  const size_t per = results.size() / p.conditions.size();
+  auto index = [&](const char* name) {
+    const auto it = std::find(p.conditions.begin(), p.conditions.end(), name);
+    return it == p.conditions.end() ? -1 : int(it - p.conditions.begin());
+  };
+  std::vector<paired_row> rows;
+  for (const auto& cmp : kPairedComparisons) {
+    const int a = index(cmp[0]), b = index(cmp[1]);
+    if (a < 0 || b < 0) continue;
+    const condition_labels A = labels_of(results, size_t(a), per), B = labels_of(results, size_t(b), per);
+    const size_t n = A.nv.size();
+    std::vector<double> dce(n), dkl(n), dtop(n);
+    for (size_t i = 0; i < n; ++i)
+      dce[i] = A.nv[i] - B.nv[i], dkl[i] = A.kl[i] - B.kl[i], dtop[i] = A.same[i] - B.same[i];
+    paired_row r;
+    r.kernel = p.kernel, r.condition_a = cmp[0], r.condition_b = cmp[1], r.model = model_id;
+    r.n_labels = int64_t(n);
+    r.delta_ce = mean(dce), r.delta_kl = mean(dkl), r.delta_top1 = mean(dtop);
+    r.block_length = stats::block_length(dce);
+    r.ce_diff_lag1_autocorrelation = stats::autocorrelation(dce, 1).back();
+    // One block bootstrap for the three differences (the same resamples: same seed).
+    stats::bootstrap_options bo;
+    bo.n_resamples = p.bootstrap_samples, bo.seed = p.bootstrap_seed;
+    auto ci = [&](const std::vector<double>& x, double& lo, double& hi) {
+      const stats::interval iv = stats::block_bootstrap(
+          int(n), r.block_length, [&](std::span<const int> idx) { return resample_mean(x, idx); }, bo);
+      lo = iv.lo.value_or(NAN), hi = iv.hi.value_or(NAN);
+      r.ci_method = iv.method, r.n_blocks = iv.n_clusters, r.ci_dropped += iv.dropped;
+    };
+    ci(dce, r.delta_ce_lo, r.delta_ce_hi);
+    ci(dkl, r.delta_kl_lo, r.delta_kl_hi);
+    ci(dtop, r.delta_top1_lo, r.delta_top1_hi);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
 std::vector<loss_row> run_loss(const weights& w, const loss_params& p) {
   validate(p, w);
   return summarize(p, w.id, compute_units(w, p, all_units(p)));
+}
+
+std::vector<loss_row> run_loss(const weights& w, const loss_params& p, std::vector<paired_row>& paired) {
+  validate(p, w);
+  std::vector<unit_result> results = compute_units(w, p, all_units(p));
+  paired = summarize_paired(p, w.id, results);
+  return summarize(p, w.id, std::move(results));
+}
+
+nlohmann::json to_json(const paired_row& r) {
+  return {{"kernel", r.kernel}, {"condition_a", r.condition_a}, {"condition_b", r.condition_b},
+          {"n_labels", r.n_labels}, {"delta_ce", r.delta_ce}, {"delta_ce_lo", r.delta_ce_lo},
+          {"delta_ce_hi", r.delta_ce_hi}, {"delta_kl", r.delta_kl}, {"delta_kl_lo", r.delta_kl_lo},
+          {"delta_kl_hi", r.delta_kl_hi}, {"delta_top1", r.delta_top1},
+          {"delta_top1_lo", r.delta_top1_lo}, {"delta_top1_hi", r.delta_top1_hi},
+          {"ce_diff_lag1_autocorrelation", r.ce_diff_lag1_autocorrelation},
+          {"block_length", r.block_length}, {"n_blocks", r.n_blocks}, {"ci_method", r.ci_method},
+          {"ci_level", 0.95}, {"ci_dropped", r.ci_dropped}, {"model", r.model},
+          {"tool_version", std::string(tool_version())}};
+}
+
+void write_paired_files(const std::string& dir, const std::vector<paired_row>& rows) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json arr = nlohmann::json::array();
+  for (const paired_row& r : rows) arr.push_back(to_json(r));
+  write_file_atomic(dir + "/loss_paired.json", arr.dump(2) + "\n");
+  write_file_atomic(dir + "/loss_paired.csv", io::csv_table(arr));
 }
 
 nlohmann::json to_json(const loss_row& r) {
@@ -217,6 +316,8 @@ nlohmann::json to_json(const loss_row& r) {
           {"dp_p10", r.dp_p10}, {"dp_p50", r.dp_p50}, {"dp_p90", r.dp_p90},
           {"dp_p99", r.dp_p99}, {"dp_max", r.dp_max}, {"model", r.model},
           {"reference", r.reference}, {"linear_precision", r.linear},
+          {"ci_method", r.ci_method}, {"ci_level", 0.95}, {"block_length", r.block_length},
+          {"n_blocks", r.n_blocks}, {"ci_dropped", r.ci_dropped},
           {"tool_version", std::string(tool_version())}};
 }
 
@@ -260,7 +361,14 @@ nlohmann::json shard_to_json(const loss_params& p, const std::string& model_id, 
           {"units", units}};
 }
 
-std::vector<loss_row> merge_shards(const std::vector<nlohmann::json>& shards) {
+namespace {
+// The parameters and every unit result of a set of shard files (checked to agree).
+struct merged_shards {
+  loss_params p;
+  std::string model;
+  std::vector<unit_result> all;
+};
+merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
   if (shards.empty()) fail("loss merge: no shard files");
   nlohmann::json params;
   std::vector<unit_result> all;
@@ -290,7 +398,13 @@ std::vector<loss_row> merge_shards(const std::vector<nlohmann::json>& shards) {
   } catch (const nlohmann::json::exception& e) {
     fail("loss merge: shard parameters: {}", e.what());
   }
-  return summarize(p, params.at("model").get<std::string>(), std::move(all));
+  return {std::move(p), params.at("model").get<std::string>(), std::move(all)};
+}
+}  // namespace
+
+std::vector<loss_row> merge_shards(const std::vector<nlohmann::json>& shards) {
+  merged_shards m = read_shards(shards);
+  return summarize(m.p, m.model, std::move(m.all));
 }
 
 void write_shard_file(const std::string& dir, int shard, int n_shards, const nlohmann::json& j) {
@@ -310,8 +424,10 @@ std::vector<loss_row> merge_shard_dirs(const std::vector<std::string>& dirs, con
   std::sort(files.begin(), files.end());
   std::vector<nlohmann::json> shards;
   for (const auto& f : files) shards.push_back(io::read_json_file(f));
-  const std::vector<loss_row> rows = merge_shards(shards);
+  merged_shards m = read_shards(shards);
+  const std::vector<loss_row> rows = summarize(m.p, m.model, m.all);
   write_loss_files(out, rows);
+  write_paired_files(out, summarize_paired(m.p, m.model, std::move(m.all)));
   return rows;
 }
 

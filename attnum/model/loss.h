@@ -60,7 +60,31 @@ struct loss_row {
   double kl_mean = 0, top1_agreement = 0;
   double dp_mean = 0, dp_rms = 0, dp_min = 0, dp_p01 = 0, dp_p10 = 0, dp_p50 = 0, dp_p90 = 0,
          dp_p99 = 0, dp_max = 0;
+  /// The ppl_ratio interval: a moving-block bootstrap over token positions (stats.h); the block
+  /// length follows the autocorrelation of the per-token CE differences (stats::block_length).
+  std::string ci_method;
+  int block_length = 0, n_blocks = 0, ci_dropped = 0;
 };
+
+/// A paired comparison of two conditions on the same labels (docs/results.md): differences of
+/// per-label results, condition_a minus condition_b, with 95% moving-block bootstrap intervals
+/// over token positions (block length from the autocorrelation of the per-token CE
+/// differences).
+struct paired_row {
+  std::string kernel, condition_a, condition_b, model;
+  int64_t n_labels = 0;
+  double delta_ce = 0, delta_ce_lo = 0, delta_ce_hi = 0;    ///< mean nll_a - nll_b
+  double delta_kl = 0, delta_kl_lo = 0, delta_kl_hi = 0;    ///< kl_mean_a - kl_mean_b
+  double delta_top1 = 0, delta_top1_lo = 0, delta_top1_hi = 0;  ///< top-1 agreement a - b
+  double ce_diff_lag1_autocorrelation = 0;
+  std::string ci_method;
+  int block_length = 0, n_blocks = 0, ci_dropped = 0;
+};
+
+/// The comparisons loss reports when both conditions ran: center vs plain, rotate vs plain,
+/// center+rotate vs rotate, center+rotate vs plain.
+inline constexpr const char* kPairedComparisons[][2] = {
+    {"center", "plain"}, {"rotate", "plain"}, {"center+rotate", "rotate"}, {"center+rotate", "plain"}};
 
 /// Throws attnum::error unless every source holds windows*N+1 ids and N fits the context.
 void validate(const loss_params& p, const weights& w);
@@ -87,8 +111,20 @@ std::vector<unit_result> compute_units(const weights& w, const loss_params& p,
 std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id,
                                 std::vector<unit_result> results);
 
+/// Returns the paired rows (kPairedComparisons whose both conditions ran) of the same unit
+/// results summarize() takes; deterministic in the same way. Throws like summarize.
+std::vector<paired_row> summarize_paired(const loss_params& p, const std::string& model_id,
+                                         std::vector<unit_result> results);
+
 /// Runs the whole study in this process: validate, compute_units(all_units), summarize.
 std::vector<loss_row> run_loss(const weights& w, const loss_params& p);
+/// As run_loss, and the paired rows of the same units into `paired`.
+std::vector<loss_row> run_loss(const weights& w, const loss_params& p, std::vector<paired_row>& paired);
+
+/// Returns a paired row as a JSON object (the fields of paired_row plus tool_version).
+nlohmann::json to_json(const paired_row& r);
+/// Writes DIR/loss_paired.json (an array of paired rows) and DIR/loss_paired.csv atomically.
+void write_paired_files(const std::string& dir, const std::vector<paired_row>& rows);
 
 /// Returns a row as a JSON object (fields of docs/results.md plus tool_version).
 nlohmann::json to_json(const loss_row& r);

@@ -199,6 +199,8 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
         keep ? read_window(loss_window_path(dir, k / p.windows, k % p.windows)) : got.at(k);
     all.insert(all.end(), rs.begin(), rs.end());
   }
+  // Paired comparisons between conditions (DIR/loss_paired.json) where there is a folder.
+  if (keep) model::write_paired_files(dir.string(), model::summarize_paired(p, model_id, all));
   return model::summarize(p, model_id, std::move(all));
 }
 

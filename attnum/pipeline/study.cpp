@@ -8,6 +8,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/core/version.h"
+#include "attnum/io/csv.h"
 #include "attnum/io/json_file.h"
 #include "attnum/model/capture.h"
 #include "attnum/model/loader.h"
@@ -107,6 +108,7 @@ json run_study(const study_config& c) {
   so.knobs = c.knobs;
   so.rotation = c.rotation;
   so.conditions = c.conditions;
+  so.predictor_model = c.predictor_model;
   so.command = c.command;
   std::optional<model::weights> w;
   std::unique_ptr<model::tokenizer> tok;
@@ -139,7 +141,7 @@ json run_study(const study_config& c) {
   timings["heads_s"] = seconds_since(t0);
 
   // Step 3: the downstream loss.
-  json loss_rows = json::array();
+  json loss_rows = json::array(), loss_paired = json::array();
   if (w) {
     t0 = clock_type::now();
     std::vector<model::loss_row> rows;
@@ -157,8 +159,16 @@ json run_study(const study_config& c) {
       say(c, fmt::format("loss: {} on {} texts x {} labels", k.name, p.sources.size(), p.n_tokens));
       auto r = run_loss(*w, p, w->id, c.out / "loss" / k.name, 0, 1, c.progress);
       rows.insert(rows.end(), r.begin(), r.end());
+      // Paired rows (center - plain, ...) written by run_loss beside the kernel's checkpoints.
+      if (root && fs::exists(c.out / "loss" / k / "loss_paired.json"))
+        for (const auto& j : io::read_json_file(c.out / "loss" / k / "loss_paired.json"))
+          loss_paired.push_back(j);
     }
     if (root) model::write_loss_files((c.out / "loss").string(), rows);
+    if (root) {
+      write_file_atomic(c.out / "loss" / "loss_paired.json", loss_paired.dump(2) + "\n");
+      write_file_atomic(c.out / "loss" / "loss_paired.csv", io::csv_table(loss_paired));
+    }
     for (const auto& r : rows) loss_rows.push_back(model::to_json(r));
     timings["loss_s"] = seconds_since(t0);
   }
@@ -180,6 +190,7 @@ json run_study(const study_config& c) {
   summary["conditions"] = c.conditions;
   summary["heads"] = io::read_json_file(c.out / "heads" / "summary.json");
   summary["loss"] = loss_rows;
+  summary["loss_paired"] = loss_paired;
   summary["report"] = nullptr;
   if (c.report) {
     t0 = clock_type::now();
@@ -213,15 +224,17 @@ std::string summary_table(const json& s) {
   out += fmt::format("Head study ({}): a head is harmed when its mean log1p(rel_err) under the "
                      "transform exceeds plain's\n",
                      s.value("source", json("")).dump());
-  out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n", "kernel",
-                     "transform", "heads", "harmed", "AUC", "95% CI", "prec", "recall",
-                     "spearman", "95% CI");
+  out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>5} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n",
+                     "kernel", "transform", "heads", "harmed", "null", "AUC", "95% CI", "prec",
+                     "recall", "spearman", "95% CI");
   for (const auto& r : s.at("heads"))
-    out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n",
+    out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>5} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n",
                        r.value("kernel", ""), r.value("transform", ""), num(r, "n_heads"),
-                       num(r, "n_harmed"), num(r, "auc"), interval(r, "auc_lo", "auc_hi"),
-                       num(r, "precision", "{:.2f}"), num(r, "recall", "{:.2f}"),
-                       num(r, "spearman"), interval(r, "spearman_lo", "spearman_hi"));
+                       num(r, "n_harmed"), num(r, "n_null"), num(r, "auc"),
+                       interval(r, "auc_lo", "auc_hi"), num(r, "precision", "{:.2f}"),
+                       num(r, "recall", "{:.2f}"), num(r, "spearman"),
+                       interval(r, "spearman_lo", "spearman_hi"));
+  out += study::summary_notes(s.at("heads"));
   if (!s.at("loss").empty()) {
     out += "\nDownstream loss: exp(CE_variant - CE_ref) against emulated native BF16 attention\n";
     out += fmt::format("{:<14} {:<14} {:>8} {:>10} {:>21} {:>10} {:>7}\n", "kernel", "condition",
@@ -235,6 +248,22 @@ std::string summary_table(const json& s) {
                              : fmt::format("[{:.4f},{:.4f}]", r["ppl_ratio_lo"].get<double>(),
                                            r["ppl_ratio_hi"].get<double>()),
                          num(r, "kl_mean", "{:.2e}"), num(r, "top1_agreement", "{:.4f}"));
+    if (s.contains("loss_paired") && !s["loss_paired"].empty()) {
+      out += "Paired on the same labels (a - b): is the difference between conditions real?\n";
+      out += fmt::format("{:<14} {:<28} {:>9} {:>21} {:>10} {:>8}\n", "kernel", "a - b", "dCE",
+                         "95% CI", "dKL", "dtop1");
+      for (const auto& r : s["loss_paired"])
+        out += fmt::format("{:<14} {:<28} {:>9} {:>21} {:>10} {:>8}\n", r.value("kernel", ""),
+                           r.value("condition_a", "") + " - " + r.value("condition_b", ""),
+                           num(r, "delta_ce", "{:+.4f}"),
+                           r["delta_ce_lo"].is_null()
+                               ? std::string()
+                               : fmt::format("[{:+.4f},{:+.4f}]", r["delta_ce_lo"].get<double>(),
+                                             r["delta_ce_hi"].get<double>()),
+                           num(r, "delta_kl", "{:+.2e}"), num(r, "delta_top1", "{:+.4f}"));
+      out += "Loss intervals: 95% moving-block bootstrap over token positions (loss_paired.json "
+             "records the block length).\n";
+    }
   }
   if (s.contains("report") && !s["report"].is_null())
     out += fmt::format("\nReport: {}\n", s["report"].get<std::string>());

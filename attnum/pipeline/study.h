@@ -30,6 +30,7 @@ struct study_config {
   transforms::rotation rotation;         ///< of Q and K (heads and loss)
   std::vector<std::string> conditions{"plain", "rotate", "center", "center+rotate"};
   std::string linear = "bf16";           ///< linear layers of the model runner
+  std::string predictor_model = "kernel";  ///< head study: "kernel" or one fixed preset
   std::filesystem::path out = "results/study";
   std::optional<std::filesystem::path> assets;  ///< node_modules override for the report
   bool quick_pcast = true;               ///< short P-cast simulation (3 seeds, 8 query rows)

@@ -198,7 +198,8 @@ nlohmann::json page_data(const result_set& rs) {
           {"pcast_dp", table_json(rs.pcast_dp)},
           {"pcast_simulate", table_json(rs.pcast_simulate)},
           {"pcast_overflow", table_json(rs.pcast_overflow)},
-          {"loss", table_json(rs.loss)}};
+          {"loss", table_json(rs.loss)},
+          {"loss_paired", table_json(rs.loss_paired)}};
 }
 
 std::string build_page(const result_set& rs, const page_assets& a) {

@@ -116,12 +116,16 @@ the rounded vectors in the rotated basis.</p>
 predicted score; vertical axis: the observed score. Both compare the transform with the plain
 (unrotated) condition: the mean over texts of log(1 + relative Frobenius output error) with the
 transform minus the same mean without it. Positive means the transform hurts the head; negative
-means it helps. The dashed lines are the zero threshold, which is fixed, not tuned.</p>
+means it helps. Colour is the head's label: <b>harmed</b> or <b>helped</b> when the observed score
+is distinguishable from text-to-text noise, <b>null</b> (grey) when it lies within the noise floor
+(|score| below t(0.975, texts&minus;1) standard errors of the per-text paired differences; with one
+text there is no standard error and the sign decides). The dashed lines are the zero threshold,
+which is fixed, not tuned. <span id="heads-predictor"></span></p>
 <div class="controls">
 <label>Model <select id="f-model"></select></label>
 <label>Kernel <select id="f-kernel"></select></label>
 <label>Transform <select id="f-transform"></select></label>
-<label>Harmed <select id="f-harmed"><option value="">all</option><option value="true">harmed</option><option value="false">not harmed</option></select></label>
+<label>Harmed <select id="f-harmed"><option value="">all</option><option value="true">harmed (score &gt; 0)</option><option value="false">not harmed</option><option value="label:harmed">label harmed</option><option value="label:helped">label helped</option><option value="label:null">label null</option></select></label>
 </div>
 <div class="row">
 <div id="heads-chart" class="chart"></div>
@@ -137,8 +141,15 @@ means it helps. The dashed lines are the zero threshold, which is fixed, not tun
 changes. The predictor needs the ideal attention output: it is a diagnostic, not a runtime
 switch. AUC measures ranking, not calibration; it is undefined where a selection has no harmed or
 no unharmed head. The AUC rows come from summary.json for each kernel and transform over all
-models (intervals: 95% bootstrap clustered by model); the model filter does not change them.
-Heads share layers and models, so they are not independent experiments.</p>
+models; the model filter does not change them. AUC, precision and recall are on all heads (label:
+score &gt; 0, comparable with seed 000) and, in the last column, on the non-null heads only.
+Heads share layers and models, so they are not independent experiments: each interval's row
+names its method and how many clusters (models, or model and layer pairs) it rests on. Below 30
+clusters the intervals are delete-one-cluster jackknife intervals with t critical values, not a
+percentile bootstrap (which covers far less than 95% with 5-6 clusters); "dropped" counts
+resamples or leave-one-out fits where a statistic was undefined. The predictor column says whether
+the predictor modelled each kernel's own numerics (kernel-aware) or scored every kernel with one
+fixed preset. Head tables are exact across machines: the same command gives the same bits.</p>
 
 <h3>Inspector</h3>
 <p>Rows are ordered by observed harm, largest first; the filters above apply. Click a row or
@@ -147,7 +158,7 @@ head: its per-text errors for each condition and exp(mean log error) &minus; 1.<
 <div id="inspector-wrap" tabindex="0" role="grid" aria-label="Heads ordered by observed harm">
 <table id="inspector"><thead><tr><th>#</th><th class="l">Model</th><th>Layer</th><th>Head</th>
 <th class="l">Kernel</th><th class="l">Transform</th><th>Predicted score</th><th>Observed score</th>
-<th class="l">Harmed</th></tr></thead><tbody></tbody></table>
+<th class="l">Harmed</th><th class="l">Label</th></tr></thead><tbody></tbody></table>
 </div>
 <div class="exports" id="heads-exports"></div>
 <div id="head-detail"></div>
@@ -183,10 +194,17 @@ to E4M3, divided by S. It is a sawtooth with its lower envelope 2<sup>&minus;4</
 <div id="loss-present">
 <p>Teacher-forced cross-entropy over held-out next-token labels, with every layer's attention
 replaced by the kernel. The ratio is exp(CE<sub>variant</sub> &minus; CE<sub>reference</sub>) with a
-paired bootstrap 95% interval: a ratio of perplexities, not of cross-entropies. KL is the mean
-divergence from the reference distribution; top-1 is the agreement of the argmax token; &Delta;p
-are percentiles of the change in the probability of the correct token.</p>
+95% moving-block bootstrap interval over token positions (blocks keep neighbouring positions
+together: their CE differences are correlated): a ratio of perplexities, not of cross-entropies.
+KL is the mean divergence from the reference distribution; top-1 is the agreement of the argmax
+token; &Delta;p are percentiles of the change in the probability of the correct token. A ratio
+per condition does not say whether two conditions differ: the paired table below compares them on
+the same labels. Loss numbers are not exact across machines: the model's forward-pass GEMMs
+(outside attention) depend on the CPU's instruction set, so the last digits differ between
+machines; head tables are bit-for-bit.</p>
 <div id="loss-wrap"></div>
+<h3>Paired comparisons (same labels, a &minus; b)</h3>
+<div id="loss-paired-wrap"></div>
 <div class="exports" id="loss-exports"></div>
 </div>
 </section>
@@ -394,27 +412,35 @@ const char* page_js() {
   function applyFilters() {
     const m = $('f-model').value, k = $('f-kernel').value, t = $('f-transform').value, h = $('f-harmed').value;
     filtered = HEADS.rows.filter((r) => (!m || String(r.model) === m) && (!k || String(r.kernel) === k) &&
-      (!t || String(r.transform) === t) && (!h || String(r.harmed) === h));
+      (!t || String(r.transform) === t) &&
+      (!h || (h.startsWith('label:') ? labelOf(r) === h.slice(6) : String(r.harmed) === h)));
     renderInspector();
     renderCounts();
     renderSummary();
     const view = window.attnumReport.views.heads;
     return view ? replaceData(view, 'pts', scatterRows()) : Promise.resolve();
   }
+  // A head's class: its noise-floor label (harmed, helped, null); older results without one
+  // fall back to the sign (harmed or helped).
+  function labelOf(r) {
+    if (r.label === 'harmed' || r.label === 'helped' || r.label === 'null') return r.label;
+    return r.harmed === true ? 'harmed' : r.harmed === false ? 'helped' : 'null';
+  }
   function scatterRows() {
     return filtered.filter((r) => typeof r.predicted_score === 'number' && typeof r.observed_score === 'number')
       .map((r) => ({ model: r.model, layer: r.layer, head: r.head, kernel: r.kernel, transform: r.transform,
         predicted_score: r.predicted_score, observed_score: r.observed_score,
-        harm: r.harmed === true ? 'harmed' : 'not harmed' }));
+        observed_se: typeof r.observed_se === 'number' ? r.observed_se : null, harm: labelOf(r) }));
   }
   function renderCounts() {
-    let harmed = 0, pred = 0, tp = 0;
+    let harmed = 0, pred = 0, tp = 0, nul = 0;
     for (const r of filtered) {
       const ph = typeof r.predicted_score === 'number' && r.predicted_score > 0;
-      harmed += r.harmed === true; pred += ph; tp += ph && r.harmed === true;
+      harmed += r.harmed === true; pred += ph; tp += ph && r.harmed === true; nul += labelOf(r) === 'null';
     }
     $('heads-counts').textContent = filtered.length + ' of ' + HEADS.rows.length + ' head rows shown; ' + harmed +
-      ' harmed (observed score > 0), ' + pred + ' predicted harmed (predicted score > 0), ' + tp + ' both.';
+      ' harmed (observed score > 0), ' + nul + ' null (within the noise floor), ' + pred +
+      ' predicted harmed (predicted score > 0), ' + tp + ' both.';
   }
   function summaryRows() {
     if (!DATA.summary) return [];
@@ -423,16 +449,30 @@ const char* page_js() {
   }
   function renderSummary() {
     if (!DATA.summary) { $('summary-wrap').innerHTML = '<p class="note">No summary.json in these results.</p>'; return; }
-    let h = '<table id="summary"><thead><tr><th class="l">Kernel</th><th class="l">Transform</th><th>Heads</th><th>Harmed</th>' +
-      '<th>AUC [95%]</th><th>Precision</th><th>Recall</th><th>Spearman</th><th>TP / FP / FN / TN</th></tr></thead><tbody>';
+    let h = '<table id="summary"><thead><tr><th class="l">Kernel</th><th class="l">Transform</th><th class="l">Predictor</th><th>Heads</th><th>Harmed</th><th>Null</th>' +
+      '<th>AUC [95%]</th><th>Precision</th><th>Recall</th><th>Spearman</th><th>TP / FP / FN / TN</th><th>AUC non-null</th>' +
+      '<th class="l">Interval method</th></tr></thead><tbody>';
     for (const r of summaryRows()) {
-      h += '<tr><td class="l">' + esc(r.kernel) + '</td><td class="l">' + esc(r.transform) + '</td><td>' + num(r.n_heads, 0) +
-        '</td><td>' + num(r.n_harmed, 0) + '</td><td>' + interval(r.auc, r.auc_lo, r.auc_hi, 3) + '</td><td>' +
+      h += '<tr><td class="l">' + esc(r.kernel) + '</td><td class="l">' + esc(r.transform) + '</td><td class="l">' + esc(predictorName(r.predictor_model)) +
+        '</td><td>' + num(r.n_heads, 0) + '</td><td>' + num(r.n_harmed, 0) + '</td><td>' + num(r.n_null, 0) + '</td><td>' +
+        interval(r.auc, r.auc_lo, r.auc_hi, 3) + '</td><td>' +
         interval(r.precision, r.precision_lo, r.precision_hi, 2) + '</td><td>' + interval(r.recall, r.recall_lo, r.recall_hi, 2) +
         '</td><td>' + interval(r.spearman, r.spearman_lo, r.spearman_hi, 3) + '</td><td>' +
-        [r.tp, r.fp, r.fn, r.tn].map((x) => num(x, 0)).join(' / ') + '</td></tr>';
+        [r.tp, r.fp, r.fn, r.tn].map((x) => num(x, 0)).join(' / ') + '</td><td>' +
+        interval(r.auc_nonnull, r.auc_nonnull_lo, r.auc_nonnull_hi, 3) + '</td><td class="l ci-method">' + esc(methodText(r)) + '</td></tr>';
     }
     $('summary-wrap').innerHTML = h + '</tbody></table>';
+  }
+  function predictorName(m) {
+    if (m === undefined || m === null) return 'kernel-aware';
+    return m === 'kernel' ? 'kernel-aware' : 'fixed: ' + m;
+  }
+  // "jackknife-t, 6 models, 0 dropped": the interval's method and what it rests on.
+  function methodText(r) {
+    const m = r.ci_method ?? 'cluster-bootstrap-percentile';
+    const name = m === 'cluster-jackknife-t' ? 'jackknife-t' : m === 'cluster-bootstrap-percentile' ? 'percentile bootstrap' : m;
+    const kind = r.cluster === 'model+layer' ? 'model+layer clusters' : 'models';
+    return name + ', ' + (r.n_clusters ?? '?') + ' ' + kind + (r.ci_dropped !== undefined ? ', ' + r.ci_dropped + ' dropped' : '');
   }
   function renderInspector() {
     const body = document.querySelector('#inspector tbody');
@@ -443,7 +483,8 @@ const char* page_js() {
         (r.harmed === true ? ' class="harmed"' : '') + '><td>' + (i + 1) + '</td><td class="l">' + esc(r.model) + '</td><td>' +
         esc(r.layer) + '</td><td>' + esc(r.head) + '</td><td class="l">' + esc(r.kernel) + '</td><td class="l">' +
         esc(r.transform) + '</td>' + cell(r.predicted_score, 4) + cell(r.observed_score, 4, 'obs') + '<td class="l">' +
-        (r.harmed === true ? 'yes' : r.harmed === false ? 'no' : '—') + '</td></tr>';
+        (r.harmed === true ? 'yes' : r.harmed === false ? 'no' : '—') + '</td><td class="l label-' + labelOf(r) + '">' +
+        labelOf(r) + (typeof r.observed_se === 'number' ? ' (se ' + num(r.observed_se, 4) + ')' : '') + '</td></tr>';
     }
     body.innerHTML = parts.join('');
     selected = -1;
@@ -508,6 +549,9 @@ const char* page_js() {
       return;
     }
     fillSelect('f-model', 'model'); fillSelect('f-kernel', 'kernel'); fillSelect('f-transform', 'transform');
+    const models = [...new Set(HEADS.rows.map((r) => predictorName(r.predictor_model)))];
+    $('heads-predictor').textContent = 'Predictor: ' + models.join(', ') +
+      ' (kernel-aware: models each kernel\'s own numerics; fixed: one preset scores every kernel, as seed 000 did).';
     for (const id of ['f-model', 'f-kernel', 'f-transform', 'f-harmed']) $(id).addEventListener('change', applyFilters);
     const wrap = $('inspector-wrap');
     wrap.addEventListener('keydown', (e) => {
@@ -542,10 +586,11 @@ const char* page_js() {
           encoding: {
             x: { field: 'predicted_score', type: 'quantitative', title: 'Predicted score (transform minus plain)', scale: { zero: false } },
             y: { field: 'observed_score', type: 'quantitative', title: 'Observed score (transform minus plain)', scale: { zero: false } },
-            color: { field: 'harm', type: 'nominal', title: null, scale: { domain: ['harmed', 'not harmed'], range: ['#c0392b', '#2f6fb0'] },
-              legend: { orient: 'bottom', labelExpr: "datum.label == 'harmed' ? 'Transform hurts (observed > 0)' : 'Transform helps or ties'" } },
+            color: { field: 'harm', type: 'nominal', title: null, scale: { domain: ['harmed', 'helped', 'null'], range: ['#c0392b', '#2f6fb0', '#9a9a9a'] },
+              legend: { orient: 'bottom', labelExpr: "datum.label == 'harmed' ? 'Harmed (above the noise floor)' : datum.label == 'helped' ? 'Helped (above the noise floor)' : 'Null (within the noise floor)'" } },
             tooltip: [{ field: 'model' }, { field: 'layer' }, { field: 'head' }, { field: 'kernel' }, { field: 'transform' },
-              { field: 'predicted_score', format: '.4f' }, { field: 'observed_score', format: '.4f' }]
+              { field: 'predicted_score', format: '.4f' }, { field: 'observed_score', format: '.4f' },
+              { field: 'observed_se', format: '.4f' }, { field: 'harm', title: 'label' }]
           } },
         { data: { values: [{ z: 0 }] }, mark: { type: 'rule', color: '#777', strokeDash: [4, 3] }, encoding: { x: { field: 'z', type: 'quantitative' } } },
         { data: { values: [{ z: 0 }] }, mark: { type: 'rule', color: '#777', strokeDash: [4, 3] }, encoding: { y: { field: 'z', type: 'quantitative' } } }
@@ -613,8 +658,26 @@ const char* page_js() {
         '</td>' + cell(r.ce_ref, 4) + cell(r.ce_variant, 4) + cell(r.kl_mean, 4) + cell(r.top1_agreement, 3) + cell(r.dp_p50, 4) +
         cell(r.dp_p90, 4) + cell(r.dp_p99, 4) + '</tr>';
     }
-    $('loss-wrap').innerHTML = h + '</tbody></table>';
+    $('loss-wrap').innerHTML = h + '</tbody></table>' + (L.rows.length && L.rows[0].ci_method
+      ? '<p class="note" id="loss-ci-method">Ratio intervals: ' + esc(L.rows[0].ci_method) + ', ' + esc(L.rows[0].n_blocks) + ' blocks.</p>' : '');
     addExports('loss-exports', 'loss', 'Loss', () => ({ columns: L.columns, rows: L.rows }));
+    const P = DATA.loss_paired;
+    if (!P || !P.rows.length) {
+      $('loss-paired-wrap').innerHTML = '<p class="absent">No loss_paired.json in these results (written by <code>attnum loss --out DIR</code> since issue 14).</p>';
+      return;
+    }
+    let p = '<table id="loss-paired"><thead><tr><th class="l">Kernel</th><th class="l">a &minus; b</th><th>Labels</th>' +
+      '<th>&Delta;CE [95%]</th><th>&Delta;KL [95%]</th><th>&Delta;top-1 [95%]</th><th>Block</th><th>Lag-1 autocorr.</th></tr></thead><tbody>';
+    for (const r of P.rows) {
+      p += '<tr><td class="l">' + esc(r.kernel) + '</td><td class="l">' + esc(r.condition_a) + ' &minus; ' + esc(r.condition_b) + '</td>' +
+        cell(r.n_labels, 0) + '<td>' + interval(r.delta_ce, r.delta_ce_lo, r.delta_ce_hi, 4) + '</td><td>' +
+        interval(r.delta_kl, r.delta_kl_lo, r.delta_kl_hi, 5) + '</td><td>' + interval(r.delta_top1, r.delta_top1_lo, r.delta_top1_hi, 4) +
+        '</td>' + cell(r.block_length, 0) + cell(r.ce_diff_lag1_autocorrelation, 3) + '</tr>';
+    }
+    $('loss-paired-wrap').innerHTML = p + '</tbody></table><p class="note">Differences of per-label results of two conditions on the same ' +
+      'labels; an interval that contains 0 means the two conditions are not distinguishable on these labels. Intervals: 95% moving-block ' +
+      'bootstrap over token positions; the block length follows the autocorrelation of the per-token CE differences.</p>';
+    addExports('loss-exports', 'loss_paired', 'Paired', () => ({ columns: P.columns, rows: P.rows }));
   }
 
   async function main() {

@@ -71,6 +71,8 @@ const std::vector<spec>& specs() {
        {"delta", "scale", "underflow_measured", "mse"}, {}},
       {"pcast_overflow", "pcast_overflow.csv", nullptr, {"delta", "scale"}, {"delta", "scale"}, {}},
       {"loss", "loss.csv", "loss.json", {"condition", "kernel", "ppl_ratio"}, {"ppl_ratio"}, {}},
+      {"loss_paired", "loss_paired.csv", "loss_paired.json",
+       {"kernel", "condition_a", "condition_b", "delta_ce"}, {"delta_ce"}, {}},
   };
   return s;
 }
@@ -88,6 +90,12 @@ void validate(table& t, const spec& sp, const fs::path& file) {
       if (!v.is_null() && !v.is_number())
         fail("{}: row {}, field '{}': expected a number, got {}", file.string(), r + 1, c, v.dump());
     }
+    // A head's label is the text "null" for a head within its noise floor; the CSV reader
+    // reads that cell as a null value, so it is put back (a label is never absent in a row that
+    // has the column).
+    if (std::string(sp.name) == "heads")
+      for (const char* c : {"label", "kernel_label"})
+        if (row.contains(c) && row[c].is_null()) row[c] = "null";
     for (const char* c : sp.boolean) {
       if (!row.contains(c)) continue;
       auto& v = row[c];
@@ -121,6 +129,7 @@ std::optional<table>& slot(result_set& rs, const std::string& name) {
   if (name == "pcast_dp") return rs.pcast_dp;
   if (name == "pcast_simulate") return rs.pcast_simulate;
   if (name == "pcast_overflow") return rs.pcast_overflow;
+  if (name == "loss_paired") return rs.loss_paired;
   return rs.loss;
 }
 

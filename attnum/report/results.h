@@ -33,7 +33,7 @@ table read_json_table(const std::filesystem::path& file);
 struct result_set {
   std::vector<std::string> dirs;
   std::optional<table> heads, rows, summary, pcast_theory, pcast_dp, pcast_simulate,
-      pcast_overflow, loss;
+      pcast_overflow, loss, loss_paired;
   nlohmann::json meta = nlohmann::json::array();  ///< {dir, meta.json contents}
   std::vector<std::string> absent;  ///< plain sentences naming files not found
 };

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <numeric>
 
+#include <boost/math/distributions/students_t.hpp>
+#include <fmt/format.h>
+
 #include "attnum/core/error.h"
 
 namespace attnum::stats {
@@ -92,9 +95,9 @@ double percentile(const std::vector<double>& sorted, double p) {
 }
 }  // namespace
 
-interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& stat,
-                           const bootstrap_options& opt) {
-  // Group item indices by cluster id, clusters in ascending id order (deterministic).
+namespace {
+// Item indices grouped by cluster id, clusters in ascending id order (deterministic).
+std::vector<std::vector<int>> cluster_members(std::span<const int> cluster) {
   std::vector<int> ids(cluster.begin(), cluster.end());
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
@@ -103,7 +106,26 @@ interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& sta
     const size_t c = std::lower_bound(ids.begin(), ids.end(), cluster[i]) - ids.begin();
     members[c].push_back(static_cast<int>(i));
   }
+  return members;
+}
+
+// Percentile interval of the defined resample values (fewer than half defined: undefined).
+void percentile_interval(std::vector<double>& values, int n_resamples, double level, interval& out) {
+  out.dropped = n_resamples - static_cast<int>(values.size());
+  if (values.size() * 2 < static_cast<size_t>(n_resamples) || values.empty()) return;
+  std::sort(values.begin(), values.end());
+  const double a = (1 - level) / 2;
+  out.lo = percentile(values, a);
+  out.hi = percentile(values, 1 - a);
+}
+}  // namespace
+
+interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& stat,
+                           const bootstrap_options& opt) {
+  const std::vector<std::vector<int>> members = cluster_members(cluster);
   interval out;
+  out.n_clusters = static_cast<int>(members.size());
+  out.method = "cluster-bootstrap-percentile";
   if (members.empty()) return out;
   splitmix64 rng(opt.seed);
   std::vector<double> values;
@@ -116,12 +138,129 @@ interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& sta
     }
     if (auto v = stat(idx); v && std::isfinite(*v)) values.push_back(*v);
   }
-  if (values.size() * 2 < static_cast<size_t>(opt.n_resamples) || values.empty()) return out;
-  std::sort(values.begin(), values.end());
-  const double a = (1 - opt.level) / 2;
-  out.lo = percentile(values, a);
-  out.hi = percentile(values, 1 - a);
+  percentile_interval(values, opt.n_resamples, opt.level, out);
   return out;
+}
+
+interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& stat,
+                             const bootstrap_options& opt) {
+  const std::vector<std::vector<int>> members = cluster_members(cluster);
+  const int g = static_cast<int>(members.size());
+  interval out;
+  out.n_clusters = g;
+  out.method = "cluster-jackknife-t";
+  if (g < 2) {
+    out.method = "none: fewer than 2 clusters";
+    return out;
+  }
+  std::vector<int> all(cluster.size());
+  std::iota(all.begin(), all.end(), 0);
+  const std::optional<double> full = stat(all);
+  std::vector<double> loo;
+  std::vector<int> idx;
+  for (int leave = 0; leave < g; ++leave) {
+    idx.clear();
+    for (int c = 0; c < g; ++c)
+      if (c != leave) idx.insert(idx.end(), members[c].begin(), members[c].end());
+    if (auto v = stat(idx); v && std::isfinite(*v)) loo.push_back(*v);
+    else ++out.dropped;
+  }
+  if (!full || !std::isfinite(*full) || out.dropped > 0) return out;
+  double mean = 0;
+  for (double v : loo) mean += v;
+  mean /= g;
+  double ss = 0;
+  for (double v : loo) ss += (v - mean) * (v - mean);
+  const double se = std::sqrt(ss * (g - 1) / g);
+  const double t = student_t_quantile(0.5 + opt.level / 2, g - 1);
+  out.lo = std::max(opt.range_lo, *full - t * se);
+  out.hi = std::min(opt.range_hi, *full + t * se);
+  return out;
+}
+
+interval cluster_interval(std::span<const int> cluster, const statistic_fn& stat,
+                          const bootstrap_options& opt) {
+  const int g = static_cast<int>(cluster_members(cluster).size());
+  if (g >= kMinBootstrapClusters) return cluster_bootstrap(cluster, stat, opt);
+  return cluster_jackknife_t(cluster, stat, opt);
+}
+
+interval block_bootstrap(int n, int block_len, const statistic_fn& stat,
+                         const bootstrap_options& opt) {
+  ATTNUM_ASSERT(n >= 1 && block_len >= 1 && block_len <= n, "block_bootstrap: n {}, block {}", n,
+                block_len);
+  interval out;
+  out.n_clusters = (n + block_len - 1) / block_len;
+  out.method = fmt::format("moving-block-bootstrap-percentile (block {})", block_len);
+  splitmix64 rng(opt.seed);
+  std::vector<double> values;
+  std::vector<int> idx;
+  const uint64_t n_starts = static_cast<uint64_t>(n - block_len + 1);
+  for (int b = 0; b < opt.n_resamples; ++b) {
+    idx.clear();
+    while (static_cast<int>(idx.size()) < n) {
+      const int s = static_cast<int>(rng.below(n_starts));
+      for (int j = 0; j < block_len && static_cast<int>(idx.size()) < n; ++j) idx.push_back(s + j);
+    }
+    if (auto v = stat(idx); v && std::isfinite(*v)) values.push_back(*v);
+  }
+  percentile_interval(values, opt.n_resamples, opt.level, out);
+  return out;
+}
+
+std::vector<double> autocorrelation(std::span<const double> x, int max_lag) {
+  const size_t n = x.size();
+  std::vector<double> r(static_cast<size_t>(std::max(max_lag, 0)) + 1, 0.0);
+  if (n == 0) return r;
+  double mean = 0;
+  for (double v : x) mean += v;
+  mean /= static_cast<double>(n);
+  double c0 = 0;
+  for (double v : x) c0 += (v - mean) * (v - mean);
+  if (c0 == 0) {
+    r[0] = 1;
+    return r;
+  }
+  for (size_t k = 0; k < r.size(); ++k) {
+    double c = 0;
+    for (size_t i = 0; i + k < n; ++i) c += (x[i] - mean) * (x[i + k] - mean);
+    r[k] = c / c0;
+  }
+  return r;
+}
+
+int block_length(std::span<const double> x) {
+  const int n = static_cast<int>(x.size());
+  if (n < 4) return 1;
+  const int cap = std::max(1, n / 4);
+  const std::vector<double> r = autocorrelation(x, cap);
+  const double band = 2.0 / std::sqrt(static_cast<double>(n));
+  int first = cap;
+  for (int k = 1; k <= cap; ++k)
+    if (std::fabs(r[k]) < band) {
+      first = k;
+      break;
+    }
+  const int floor_len = static_cast<int>(std::ceil(std::cbrt(static_cast<double>(n))));
+  return std::min(cap, std::max(floor_len, 2 * first));
+}
+
+double student_t_quantile(double p, double df) {
+  ATTNUM_ASSERT(p > 0 && p < 1 && df > 0, "student_t_quantile: p {}, df {}", p, df);
+  return boost::math::quantile(boost::math::students_t(df), p);
+}
+
+mean_se mean_and_se(std::span<const double> x) {
+  mean_se r;
+  const size_t n = x.size();
+  if (n == 0) return r;
+  for (double v : x) r.mean += v;
+  r.mean /= static_cast<double>(n);
+  if (n < 2) return r;
+  double ss = 0;
+  for (double v : x) ss += (v - r.mean) * (v - r.mean);
+  r.se = std::sqrt(ss / static_cast<double>(n - 1) / static_cast<double>(n));
+  return r;
 }
 
 }  // namespace attnum::stats

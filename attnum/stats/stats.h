@@ -8,8 +8,10 @@
 // constant) are std::nullopt, never NaN or a made-up value.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "attnum/core/random.h"
@@ -41,28 +43,80 @@ confusion confusion_at(std::span<const double> score, std::span<const uint8_t> l
 /// side is constant.
 std::optional<double> spearman(std::span<const double> x, std::span<const double> y);
 
-/// A two-sided percentile interval.
+/// A two-sided interval and how it was made (docs/study.md "Intervals").
 struct interval {
   std::optional<double> lo, hi;
+  int n_clusters = 0;   ///< independent units resampled (clusters, or blocks of a series)
+  std::string method;   ///< e.g. "cluster-bootstrap-percentile", "cluster-jackknife-t", "none: ..."
+  int dropped = 0;      ///< resamples (or leave-one-out fits) where the statistic was undefined
 };
 
-/// Options of the cluster bootstrap.
+/// Options of the cluster bootstrap (and of cluster_interval).
 struct bootstrap_options {
   int n_resamples = 1000;
   uint64_t seed = 0xb0075ULL;
   double level = 0.95;
+  /// The statistic's range (e.g. [0, 1] for an AUC): a jackknife-t interval is truncated to it.
+  double range_lo = -std::numeric_limits<double>::infinity();
+  double range_hi = std::numeric_limits<double>::infinity();
 };
 
 /// A statistic evaluated on a resample: receives the selected item indices (with repeats).
 using statistic_fn = std::function<std::optional<double>(std::span<const int> idx)>;
 
 /// Returns the percentile interval of `stat` under resampling whole clusters with replacement
-/// (cluster[i] is item i's cluster id). Resamples where the statistic is undefined are skipped;
-/// the interval is undefined when fewer than half the resamples give a value. Deterministic:
-/// the same inputs and seed give the same interval on any machine (own RNG, no std
-/// distributions).
+/// (cluster[i] is item i's cluster id). Resamples where the statistic is undefined are skipped
+/// and counted (`dropped`); the interval is undefined when fewer than half the resamples give a
+/// value. Deterministic: the same inputs and seed give the same interval on any machine (own
+/// RNG, no std distributions). Its coverage falls short of nominal with few clusters (it
+/// ignores the (G-1)/G shrinkage and the t tails): use cluster_interval.
 interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& stat,
                            const bootstrap_options& opt = {});
+
+/// Fewest clusters for which cluster_interval uses the percentile cluster bootstrap; below it
+/// the delete-one-cluster jackknife with t(G-1) critical values (docs/study.md "Intervals").
+inline constexpr int kMinBootstrapClusters = 30;
+
+/// Returns the delete-one-cluster jackknife interval: estimate +- t(level, G-1) * se_J with
+/// se_J^2 = (G-1)/G sum_g (theta_(g) - mean)^2 (the CR3 / jackknife variance; Cameron & Miller
+/// 2015), truncated to [range_lo, range_hi]. Undefined (lo, hi empty, `dropped` counting the
+/// leave-one-out fits without a value) when the statistic is undefined on the whole sample or
+/// on any leave-one-out sample, or with fewer than 2 clusters.
+interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& stat,
+                             const bootstrap_options& opt = {});
+
+/// The study's interval: the jackknife-t with fewer than kMinBootstrapClusters clusters, the
+/// percentile cluster bootstrap with more; none (method says why) with fewer than 2 clusters.
+interval cluster_interval(std::span<const int> cluster, const statistic_fn& stat,
+                          const bootstrap_options& opt = {});
+
+/// A statistic of a series evaluated on a resample given as its item indices (with repeats).
+/// Returns the percentile interval of `stat` under the moving-block bootstrap of a series of n
+/// items (Kunsch 1989): each resample concatenates blocks of `block_len` consecutive items
+/// whose starts are uniform in [0, n - block_len], trimmed to n items. n_clusters reports the
+/// blocks per resample; undefined resamples are counted in `dropped`.
+interval block_bootstrap(int n, int block_len, const statistic_fn& stat,
+                         const bootstrap_options& opt = {});
+
+/// Returns the sample autocorrelation of x at lags 0..max_lag (biased estimator, divisor n).
+std::vector<double> autocorrelation(std::span<const double> x, int max_lag);
+
+/// Returns the block length of the moving-block bootstrap for a series x: twice the first lag
+/// at which the sample autocorrelation falls inside +-2/sqrt(n) (the dependence must fit
+/// inside a block), at least ceil(n^(1/3)) (the order that minimises the variance estimator's
+/// error, Hall, Horowitz & Jing 1995), at most n/4.
+int block_length(std::span<const double> x);
+
+/// Returns the quantile function of Student's t with df > 0 degrees of freedom at p in (0, 1)
+/// (Boost.Math).
+double student_t_quantile(double p, double df);
+
+/// Mean and standard error (sd / sqrt(n), sd with divisor n - 1) of x; se empty when n < 2.
+struct mean_se {
+  double mean = 0;
+  std::optional<double> se;
+};
+mean_se mean_and_se(std::span<const double> x);
 
 /// SplitMix64: the project's one generator (core/random.h).
 using splitmix64 = core::splitmix64;

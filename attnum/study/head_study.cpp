@@ -116,6 +116,12 @@ plan make_plan(const study_options& opt) {
   for (size_t i = 0; i < opt.kernels.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (opt.kernels[i].name == opt.kernels[j].name) fail("heads: kernel '{}' is given twice", opt.kernels[i].name);
+  if (opt.predictor_model != "kernel") {
+    const auto known = attention::preset_names();
+    if (std::find(known.begin(), known.end(), opt.predictor_model) == known.end())
+      fail("heads: --predictor-model: expected kernel or a preset ({}), got '{}'", fmt::join(known, ", "),
+           opt.predictor_model);
+  }
   bool plain = false;
   for (const auto& c : opt.conditions) plain |= parse_condition_index(c) == 0;
   if (!plain) fail("heads: --conditions must include plain (scores are relative to it)");
@@ -186,12 +192,20 @@ std::vector<row> compute_unit(const plan& p, int i) {
   for (const auto& c : opt.conditions) conds.push_back(parse_condition_index(c));
   const int n = L.n, d = L.d, group = L.n_head / L.n_head_kv;
   const size_t hd = static_cast<size_t>(n) * d;
-  // 1. Prepare the layer once per (kernel, condition): scales can span its heads.
+  // 1. Prepare the layer once per (kernel, condition): scales can span its heads. A fixed
+  //    predictor model gets its own runs (one per condition): its predictions are the same for
+  //    every kernel.
+  const layer_operands ops{L.q.data(), L.k.data(), L.v.data(), L.n_head, L.n_head_kv, n, d};
   std::vector<std::shared_ptr<const prepared_run>> runs;
   for (const auto& k : opt.kernels)
-    for (int c : conds)
-      runs.push_back(prepare_run(k, c, {L.q.data(), L.k.data(), L.v.data(), L.n_head, L.n_head_kv, n, d},
-                                 {opt.rotation, false}));
+    for (int c : conds) runs.push_back(prepare_run(k, c, ops, {opt.rotation, false}));
+  // The fixed model is the named preset with the run's knobs (e.g. transform_dtype) applied.
+  const bool fixed = opt.predictor_model != "kernel";
+  std::vector<std::shared_ptr<const prepared_run>> fixed_runs;
+  if (fixed) {
+    const auto spec = attention::apply_knobs(attention::preset(opt.predictor_model), opt.knobs);
+    for (int c : conds) fixed_runs.push_back(prepare_run(spec, c, ops, {opt.rotation, false}));
+  }
   // Transfer: the real kernel's outputs of this layer, per condition.
   const bool transfer = !opt.kernel_outputs.empty();
   std::vector<std::vector<float>> kernel_o(conds.size());
@@ -208,7 +222,7 @@ std::vector<row> compute_unit(const plan& p, int i) {
   // 2. Per head: the fp64 reference and the predictor's context once, then every run.
   std::vector<row> rows;
   // var_k per (kernel, condition) of the current kv head: the group's query heads share it.
-  std::vector<std::vector<double>> var_k(runs.size());
+  std::vector<std::vector<double>> var_k(runs.size()), fixed_var_k(fixed_runs.size());
   for (int h = 0; h < L.n_head; ++h) {
     const int kvh = h / group;
     const bool new_kv = h % group == 0;
@@ -220,28 +234,45 @@ std::vector<row> compute_unit(const plan& p, int i) {
     base.n_q = n, base.n_kv = n, base.d = d;
     base.p = ref.p.data(), base.o = ref.o.data(), base.row_sum = ref.row_sum.data(), base.v = vh;
     const predict::context_ptr ctx = predict::make_context(base);
+    // The predicted rel_err of one run (r) of condition ci. The V, P and output terms do not
+    // depend on the condition (V is never transformed; P and O are the ideal ones): computed
+    // with the first condition (into vpo), reused for the others.
+    auto predict_run = [&](const head_run& r, const std::vector<double>& vk, size_t ci,
+                           predict::prediction& vpo) {
+      predict::head_inputs in = base;
+      in.q = r.q.data(), in.k = r.k.data();
+      in.var_q = r.var_q.empty() ? nullptr : r.var_q.data();
+      in.var_k = vk.empty() ? nullptr : vk.data();
+      in.var_v = r.var_v.empty() ? nullptr : r.var_v.data();
+      in.p_cast = r.p_cast;
+      in.o_cast = r.o_cast;
+      in.out_fmt = r.out_fmt;
+      if (ci == 0) vpo = predict::predict_terms(*ctx, in, opt.predictor, {false, false, true, true, true});
+      predict::prediction pr =
+          predict::predict_terms(*ctx, in, opt.predictor, {true, true, false, false, false});
+      pr.total += vpo.total;
+      if (!std::isfinite(pr.total)) pr.total = std::nan("");
+      return pr.o_norm2 > 0 ? std::sqrt(pr.total / pr.o_norm2) : 0.0;
+    };
+    std::vector<double> fixed_pred(conds.size());
+    if (fixed) {
+      predict::prediction vpo;
+      for (size_t ci = 0; ci < conds.size(); ++ci) {
+        head_run r = run_prepared(*fixed_runs[ci], h, ci == 0, new_kv);
+        if (new_kv) fixed_var_k[ci] = std::move(r.var_k);
+        fixed_pred[ci] = predict_run(r, fixed_var_k[ci], ci, vpo);
+      }
+    }
     for (size_t ki = 0; ki < opt.kernels.size(); ++ki) {
-      // The V, P and output terms do not depend on the condition (V is never transformed; P and
-      // O are the ideal ones): computed with the first condition, reused for the others.
       predict::prediction vpo;
       for (size_t ci = 0; ci < conds.size(); ++ci) {
         const size_t ri = ki * conds.size() + ci;
-        head_run r = run_prepared(*runs[ri], h, ci == 0, new_kv);
-        if (new_kv) var_k[ri] = std::move(r.var_k);
-        predict::head_inputs in = base;
-        in.q = r.q.data(), in.k = r.k.data();
-        in.var_q = r.var_q.empty() ? nullptr : r.var_q.data();
-        in.var_k = var_k[ri].empty() ? nullptr : var_k[ri].data();
-        in.var_v = r.var_v.empty() ? nullptr : r.var_v.data();
-        in.p_cast = r.p_cast;
-        in.o_cast = r.o_cast;
-        in.out_fmt = r.out_fmt;
-        if (ci == 0) vpo = predict::predict_terms(*ctx, in, opt.predictor, {false, false, true, true, true});
-        predict::prediction pr =
-            predict::predict_terms(*ctx, in, opt.predictor, {true, true, false, false, false});
-        pr.total += vpo.total;
+        // A fixed predictor needs no variances of the kernel's own casts.
+        head_run r = run_prepared(*runs[ri], h, !fixed && ci == 0, !fixed && new_kv);
+        if (new_kv && !fixed) var_k[ri] = std::move(r.var_k);
+        const double pred = fixed ? fixed_pred[ci] : predict_run(r, var_k[ri], ci, vpo);
         const err_metrics e = errors(r.o, ref.o, n, d);
-        if (!std::isfinite(e.rel_err) || !std::isfinite(pr.total))
+        if (!std::isfinite(e.rel_err) || !std::isfinite(pred))
           fail("model {} layer {} head {} text {}: kernel {} under {} gives a non-finite output or "
                "prediction (the real kernel would too, e.g. an all-zero V channel with an "
                "unguarded per-channel scale)",
@@ -252,8 +283,9 @@ std::vector<row> compute_unit(const plan& p, int i) {
         w.kernel = opt.kernels[ki].name;
         w.condition = kConditionNames[conds[ci]];
         w.rel_err = e.rel_err, w.log_err = std::log1p(e.rel_err);
-        w.predicted_rel_err = pr.o_norm2 > 0 ? std::sqrt(pr.total / pr.o_norm2) : 0.0;
+        w.predicted_rel_err = pred;
         w.max_row_err = e.max_row_err, w.cosine = e.cosine;
+        w.predictor_model = opt.predictor_model;
         if (transfer) {
           const std::vector<float> ko(kernel_o[ci].begin() + h * hd, kernel_o[ci].begin() + (h + 1) * hd);
           w.kernel_rel_err = errors(ko, ref.o, n, d).rel_err;
@@ -289,7 +321,8 @@ json row_json(const row& r) {
               {"text", r.text},           {"kernel", r.kernel},
               {"condition", r.condition}, {"rel_err", r.rel_err},
               {"log_err", r.log_err},     {"predicted_rel_err", r.predicted_rel_err},
-              {"max_row_err", r.max_row_err}, {"cosine", r.cosine}};
+              {"max_row_err", r.max_row_err}, {"cosine", r.cosine},
+              {"predictor_model", r.predictor_model}};
 }
 json row_json_full(const row& r) {
   json j = row_json(r);
@@ -304,6 +337,7 @@ row row_from(const json& j) {
   r.predicted_rel_err = j.at("predicted_rel_err"), r.max_row_err = j.at("max_row_err");
   r.cosine = j.at("cosine");
   if (j.contains("kernel_rel_err")) r.kernel_rel_err = j.at("kernel_rel_err");
+  r.predictor_model = j.value("predictor_model", "kernel");
   return r;
 }
 std::vector<std::string> kernel_names(const study_options& o) {
@@ -343,6 +377,7 @@ json config_json(const plan& p) {
               {"rotation_matrix", rotation_matrix_json(o.rotation)},
               {"n_probes", o.predictor.n_probes},
               {"probe_seed", o.predictor.probe_seed},
+              {"predictor_model", o.predictor_model},
               {"bootstrap_resamples", o.bootstrap_resamples},
               {"bootstrap_seed", o.bootstrap_seed},
               {"n_units", p.units.size()}};
@@ -438,6 +473,7 @@ plan read_plan(const fs::path& dir) {
     }
     o.predictor.n_probes = j.at("n_probes");
     o.predictor.probe_seed = j.at("probe_seed");
+    o.predictor_model = j.value("predictor_model", "kernel");
     o.bootstrap_resamples = j.at("bootstrap_resamples");
     o.bootstrap_seed = j.at("bootstrap_seed");
     o.command = j.value("command", "");
@@ -499,6 +535,7 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
   struct acc {
     double log_err = 0, pred = 0, kernel = 0;
     int n = 0;
+    std::vector<double> log_errs, kernel_errs;  ///< per text, in text order
   };
   const bool transfer = !p.opt.kernel_outputs.empty();
   // key: model index, layer, head, kernel index, condition index -> sums over texts (in the
@@ -514,8 +551,17 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
     a.log_err += r.log_err;
     a.pred += std::log1p(r.predicted_rel_err);
     a.kernel += std::log1p(r.kernel_rel_err);
+    a.log_errs.push_back(r.log_err);
+    a.kernel_errs.push_back(std::log1p(r.kernel_rel_err));
     a.n += 1;
   }
+  // The standard error of a score from the per-text paired differences (transform - plain of
+  // the same text): sd(d) / sqrt(n); none with one text.
+  auto paired_se = [](const std::vector<double>& t, const std::vector<double>& b) {
+    std::vector<double> dt(t.size());
+    for (size_t i = 0; i < t.size(); ++i) dt[i] = t[i] - b[i];
+    return stats::mean_and_se(dt).se;
+  };
   json out = json::array();
   for (const auto& [key, a] : sums) {
     const auto [m, l, h, ki, c] = key;
@@ -524,6 +570,7 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
     const double lt = a.log_err / a.n, lp = b.log_err / b.n;
     const double pt = a.pred / a.n, pp = b.pred / b.n;
     const double obs = lt - lp, pred = pt - pp;
+    const std::optional<double> se = paired_se(a.log_errs, b.log_errs);
     json row{{"model", p.model_names[m]}, {"layer", l}, {"head", h},
                        {"kernel", p.opt.kernels[ki].name}, {"transform", kConditionNames[c]},
                        {"observed_score", obs}, {"predicted_score", pred},
@@ -531,12 +578,18 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
                        {"mean_log_err_plain", lp}, {"mean_log_err_transform", lt},
                        {"mean_pred_log_err_plain", pp}, {"mean_pred_log_err_transform", pt},
                        {"n_texts", a.n},
+                       {"observed_se", se ? json(*se) : json(nullptr)},
+                       {"label", head_label(obs, se, a.n)},
+                       {"predictor_model", p.opt.predictor_model},
                        {"tool_version", std::string(tool_version())},
                        {"predictor_version", std::string(predict::kPredictorVersion)}};
     if (transfer) {
       const double ks = a.kernel / a.n - b.kernel / b.n;
+      const std::optional<double> kse = paired_se(a.kernel_errs, b.kernel_errs);
       row["kernel_observed_score"] = ks;
       row["kernel_harmed"] = ks > 0;
+      row["kernel_observed_se"] = kse ? json(*kse) : json(nullptr);
+      row["kernel_label"] = head_label(ks, kse, a.n);
     }
     out.push_back(row);
   }
@@ -545,21 +598,23 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
 
 const std::vector<std::string> kRowColumns = {
     "model", "layer", "head", "kv_head", "text", "kernel", "condition", "rel_err", "log_err",
-    "predicted_rel_err", "max_row_err", "cosine", "tool_version", "predictor_version"};
+    "predicted_rel_err", "max_row_err", "cosine", "predictor_model", "tool_version",
+    "predictor_version"};
 const std::vector<std::string> kHeadColumns = {
     "model", "layer", "head", "kernel", "transform", "observed_score", "predicted_score",
     "harmed", "predicted_harmed", "mean_log_err_plain", "mean_log_err_transform",
-    "mean_pred_log_err_plain", "mean_pred_log_err_transform", "n_texts", "tool_version",
-    "predictor_version"};
+    "mean_pred_log_err_plain", "mean_pred_log_err_transform", "n_texts", "observed_se", "label",
+    "predictor_model", "tool_version", "predictor_version"};
 const std::vector<std::string> kTransferRowColumns = {
     "model", "layer", "head", "kv_head", "text", "kernel", "condition", "rel_err", "log_err",
-    "predicted_rel_err", "max_row_err", "cosine", "kernel_rel_err", "tool_version",
-    "predictor_version"};
+    "predicted_rel_err", "max_row_err", "cosine", "kernel_rel_err", "predictor_model",
+    "tool_version", "predictor_version"};
 const std::vector<std::string> kTransferHeadColumns = {
     "model", "layer", "head", "kernel", "transform", "observed_score", "predicted_score",
     "harmed", "predicted_harmed", "mean_log_err_plain", "mean_log_err_transform",
-    "mean_pred_log_err_plain", "mean_pred_log_err_transform", "n_texts",
-    "kernel_observed_score", "kernel_harmed", "tool_version", "predictor_version"};
+    "mean_pred_log_err_plain", "mean_pred_log_err_transform", "n_texts", "observed_se", "label",
+    "kernel_observed_score", "kernel_harmed", "kernel_observed_se", "kernel_label",
+    "predictor_model", "tool_version", "predictor_version"};
 
 std::string to_csv(const json& table, const std::vector<std::string>& cols) { return io::csv_table(cols, table); }
 
@@ -590,6 +645,16 @@ std::string zoo_heads_csv(const plan& p) {
 
 }  // namespace
 
+std::string head_label(double score, std::optional<double> se, int n_texts) {
+  if (se && n_texts >= 2) {
+    const double crit = stats::student_t_quantile(0.975, n_texts - 1);
+    if (std::fabs(score) < crit * *se || score == 0) return "null";
+  } else if (score == 0) {
+    return "null";
+  }
+  return score > 0 ? "harmed" : "helped";
+}
+
 json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer) {
   // Group head rows by (kernel, transform) in first-appearance order.
   std::vector<std::pair<std::string, std::string>> keys;
@@ -601,20 +666,24 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
     groups[key].push_back(&h);
     all_models.emplace(h.at("model").get<std::string>(), 0);
   }
-  // Bootstrap clusters: whole models when there are enough of them for a resample of models to
-  // mean something; with fewer (one captured model, say) a model resample is nearly always the
-  // same set and the interval degenerates to a point, so (model, layer) clusters are used:
-  // layers share a model's weights and texts, so this is the weaker assumption, and it is
-  // recorded in every summary row (`cluster`, `n_clusters`).
+  // Clusters: whole models when there are enough of them; with fewer (one captured model, say)
+  // (model, layer) clusters: layers share a model's weights and texts, so this is the weaker
+  // assumption, and it is recorded in every summary row (`cluster`, `n_clusters`). The interval
+  // method follows from the cluster count (stats::cluster_interval, docs/study.md "Intervals").
   const bool by_model = static_cast<int>(all_models.size()) >= kMinModelClusters;
+  const char* label_key = transfer ? "kernel_label" : "label";
+  const char* se_key = transfer ? "kernel_observed_se" : "observed_se";
   json out = json::array();
   for (const auto& key : keys) {
     const auto& g = groups[key];
     std::vector<double> pred, obs, emu;
-    std::vector<uint8_t> harmed;
+    std::vector<uint8_t> harmed, nonnull;
     std::vector<int> cluster;
     std::map<std::string, int> model_ids;
     std::map<std::pair<std::string, int>, int> cluster_ids;
+    int64_t n_null = 0, n_helped = 0, n_label_harmed = 0;
+    bool se_available = true;
+    std::string predictor_model = "kernel";
     for (const json* h : g) {
       pred.push_back(h->at("predicted_score"));
       // Transfer: labels from the real kernel; Spearman of emulator vs kernel effects (the
@@ -622,16 +691,27 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
       harmed.push_back(h->at(transfer ? "kernel_harmed" : "harmed").get<bool>());
       obs.push_back(h->at(transfer ? "kernel_observed_score" : "observed_score"));
       emu.push_back(h->at("observed_score"));
+      // Heads written before the noise floor have no label: their sign is their label.
+      const std::string label =
+          h->contains(label_key) ? h->at(label_key).get<std::string>() : (harmed.back() ? "harmed" : "helped");
+      nonnull.push_back(label != "null");
+      n_null += label == "null", n_helped += label == "helped", n_label_harmed += label == "harmed";
+      se_available &= h->contains(se_key) && !h->at(se_key).is_null();
+      predictor_model = h->value("predictor_model", "kernel");
       const std::string m = h->at("model");
       model_ids.emplace(m, static_cast<int>(model_ids.size()));
       const auto ck = std::make_pair(m, by_model ? 0 : h->at("layer").get<int>());
       cluster.push_back(cluster_ids.emplace(ck, static_cast<int>(cluster_ids.size())).first->second);
     }
     const stats::confusion c = stats::confusion_at(pred, harmed, 0.0);
-    auto sub = [&](std::span<const int> idx, int which) -> std::optional<double> {
+    // Statistic `which` on the items idx; only_nonnull drops the null heads first.
+    auto sub = [&](std::span<const int> idx, int which, bool only_nonnull) -> std::optional<double> {
       std::vector<double> ps, os, es;
       std::vector<uint8_t> ys;
-      for (int i : idx) ps.push_back(pred[i]), os.push_back(obs[i]), es.push_back(emu[i]), ys.push_back(harmed[i]);
+      for (int i : idx) {
+        if (only_nonnull && !nonnull[i]) continue;
+        ps.push_back(pred[i]), os.push_back(obs[i]), es.push_back(emu[i]), ys.push_back(harmed[i]);
+      }
       if (which == 0) return stats::roc_auc(ps, ys);
       if (which == 1) return stats::confusion_at(ps, ys, 0.0).precision();
       if (which == 2) return stats::confusion_at(ps, ys, 0.0).recall();
@@ -642,18 +722,48 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
     const char* names[] = {"auc", "precision", "recall", "spearman"};
     std::vector<int> all(g.size());
     for (size_t i = 0; i < g.size(); ++i) all[i] = static_cast<int>(i);
-    for (int w = 0; w < 4; ++w) {
-      s[names[w]] = js(sub(all, w));
-      const stats::interval iv = stats::cluster_bootstrap(
-          cluster, [&](std::span<const int> idx) { return sub(idx, w); },
-          {n_resamples, seed + static_cast<uint64_t>(w), 0.95});
-      s[std::string(names[w]) + "_lo"] = js(iv.lo);
-      s[std::string(names[w]) + "_hi"] = js(iv.hi);
-    }
+    int64_t dropped = 0;
+    std::string method;
+    for (int nn = 0; nn < 2; ++nn)
+      for (int w = 0; w < (nn ? 3 : 4); ++w) {
+        const std::string name = std::string(names[w]) + (nn ? "_nonnull" : "");
+        s[name] = js(sub(all, w, nn == 1));
+        stats::bootstrap_options bo{n_resamples, seed + static_cast<uint64_t>(w), 0.95};
+        bo.range_lo = w == 3 ? -1.0 : 0.0, bo.range_hi = 1.0;
+        const stats::interval iv = stats::cluster_interval(
+            cluster, [&](std::span<const int> idx) { return sub(idx, w, nn == 1); }, bo);
+        s[name + "_lo"] = js(iv.lo);
+        s[name + "_hi"] = js(iv.hi);
+        s[name + "_ci_dropped"] = iv.dropped;
+        if (nn == 0) dropped += iv.dropped;
+        method = iv.method;
+      }
     s["tp"] = c.tp, s["fp"] = c.fp, s["fn"] = c.fn, s["tn"] = c.tn;
     s["n_models"] = model_ids.size();
     s["cluster"] = by_model ? "model" : "model+layer";
     s["n_clusters"] = cluster_ids.size();
+    s["ci_method"] = method;
+    s["ci_level"] = 0.95;
+    s["ci_dropped"] = dropped;
+    s["predictor_model"] = predictor_model;
+    s["n_predicted_harmed"] = c.tp + c.fp;
+    s["n_null"] = n_null;
+    s["n_helped"] = n_helped;
+    s["n_label_harmed"] = n_label_harmed;
+    s["n_nonnull"] = n_helped + n_label_harmed;
+    {
+      std::vector<double> pn;
+      std::vector<uint8_t> yn;
+      for (size_t i = 0; i < g.size(); ++i)
+        if (nonnull[i]) pn.push_back(pred[i]), yn.push_back(harmed[i]);
+      const stats::confusion cn = stats::confusion_at(pn, yn, 0.0);
+      s["n_predicted_harmed_nonnull"] = cn.tp + cn.fp;
+      s["fp_nonnull"] = cn.fp;
+    }
+    s["se_available"] = se_available;
+    s["label_rule"] = se_available
+                          ? "null if |score| < t(0.975, n_texts-1) * se (paired over texts), else sign"
+                          : "sign of the score (one text: no standard error; null only if 0)";
     if (transfer) {
       s["emulator"] = key.first;
       s["kernel"] = "kernel-outputs";
@@ -666,6 +776,35 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
     s["predictor_version"] = std::string(predict::kPredictorVersion);
     out.push_back(s);
   }
+  return out;
+}
+
+std::string summary_notes(const json& summary) {
+  std::vector<std::string> lines;
+  auto add = [&](std::string l) {
+    if (std::find(lines.begin(), lines.end(), l) == lines.end()) lines.push_back(std::move(l));
+  };
+  for (const auto& s : summary) {
+    const std::string method = s.value("ci_method", "cluster-bootstrap-percentile");
+    const int64_t n = s.value("n_clusters", 0);
+    const std::string kind = s.value("cluster", "model") == "model" ? "models" : "(model, layer) pairs";
+    std::string what;
+    if (method == "cluster-jackknife-t")
+      what = fmt::format("95% delete-one-cluster jackknife with t({}) critical values over {} {} "
+                         "(fewer than {} clusters: no percentile bootstrap)",
+                         n - 1, n, kind, stats::kMinBootstrapClusters);
+    else if (method == "cluster-bootstrap-percentile")
+      what = fmt::format("95% percentile bootstrap resampling {} {} with replacement", n, kind);
+    else
+      what = fmt::format("{} ({} {})", method, n, kind);
+    add(fmt::format("intervals: {}; undefined resamples/fits: {}", what, s.value("ci_dropped", 0)));
+    add(fmt::format("labels: {}", s.value("label_rule", "sign of the score")));
+    const std::string pm = s.value("predictor_model", "kernel");
+    add(pm == "kernel" ? std::string("predictor: models each kernel's own numerics (kernel-aware)")
+                       : fmt::format("predictor: one fixed model ({}) for every kernel", pm));
+  }
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
   return out;
 }
 
@@ -701,6 +840,7 @@ json assemble(const plan& p, const fs::path& dir) {
             {"rotation", p.opt.rotation.name()},
             {"kernel_outputs", p.opt.kernel_outputs},
             {"conditions", p.opt.conditions},
+            {"predictor_model", p.opt.predictor_model},
             {"source", source_json(p)},
             {"kernel_backend", std::string(kernel_backend())},
             {"n_units", p.units.size()},

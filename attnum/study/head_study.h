@@ -46,6 +46,9 @@ struct study_options {
   std::vector<std::string> conditions{"plain", "rotate", "center", "center+rotate"};
   transforms::rotation rotation;        ///< of Q and K under rotate and center+rotate
   predict::options predictor;
+  /// "kernel": the predictor models each kernel's own numerics (formats, scales, smooth_k);
+  /// a preset name: every kernel is scored with that one fixed model (seed 000's design).
+  std::string predictor_model = "kernel";
   int bootstrap_resamples = 1000;
   uint64_t bootstrap_seed = 0xb0075ULL;
   std::string command;                  ///< the command line, recorded in meta.json
@@ -96,6 +99,7 @@ struct row {
   std::string kernel, condition;
   double rel_err = 0, log_err = 0, predicted_rel_err = 0, max_row_err = 0, cosine = 0;
   double kernel_rel_err = std::nan("");  ///< transfer: the real kernel's rel_err
+  std::string predictor_model = "kernel";  ///< whose numerics predicted_rel_err models
 };
 
 /// Returns the rows of unit i (heads in order, then kernels, then conditions).
@@ -137,16 +141,29 @@ assembled assemble_tables(const plan& p, const std::filesystem::path& dir);
 /// Writes meta.json, rows.*, heads.*, summary.json into dir (atomically); returns the summary.
 nlohmann::json assemble(const plan& p, const std::filesystem::path& dir);
 
-/// Fewest models for which the bootstrap resamples whole models; with fewer it resamples
+/// Fewest models for which the intervals treat whole models as the clusters; with fewer they use
 /// (model, layer) clusters (summary field `cluster`: "model" or "model+layer").
 inline constexpr int kMinModelClusters = 5;
 
-/// Summary rows from per-head rows (heads.jsonl objects), with 95% cluster-bootstrap intervals:
+/// The noise-floor rule of a head's label (docs/study.md "Labels"): with n >= 2 texts, `null`
+/// when |observed_score| < t(0.975, n-1) * observed_se (a paired t-test at 5% per head), else
+/// `harmed` (score > 0) or `helped`; with one text there is no standard error and the label
+/// falls back to the sign (`null` only for a score of exactly 0).
+std::string head_label(double score, std::optional<double> se, int n_texts);
+
+/// Summary rows from per-head rows (heads.jsonl objects), with 95% intervals from
+/// stats::cluster_interval (jackknife-t below 30 clusters, percentile bootstrap above):
 /// clusters are models when there are at least kMinModelClusters, else (model, layer).
-/// With `transfer`, labels are the real kernel's (kernel_harmed) and Spearman compares the
-/// emulator's observed scores with the kernel's.
+/// AUC, precision and recall on all heads (label: score > 0, as seed 000) and on the non-null
+/// heads (`*_nonnull`). With `transfer`, labels are the real kernel's (kernel_harmed,
+/// kernel_label) and Spearman compares the emulator's observed scores with the kernel's.
 nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t seed,
                          bool transfer = false);
+
+/// Returns the printed notes under a summary table: what the intervals are (method, cluster kind
+/// and count, undefined resamples), the label rule and the predictor model, as the summary rows
+/// record them (one line each distinct setting).
+std::string summary_notes(const nlohmann::json& summary);
 
 /// Merges shard folders (same study config) into `out`: copies every complete unit checkpoint,
 /// then assembles. Throws attnum::error naming a folder with another config or a missing unit.

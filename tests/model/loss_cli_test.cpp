@@ -50,6 +50,17 @@ TEST(loss_cli_test, json_contract_out_files_and_errors) {
   EXPECT_EQ(j[1]["condition"], "center");
   EXPECT_EQ(nlohmann::json::parse(std::ifstream(out / "loss.json")), j);
   EXPECT_TRUE(fs::exists(out / "loss.csv"));
+  // --json keeps its array; the paired rows are in DIR/loss_paired.json.
+  const auto paired = nlohmann::json::parse(std::ifstream(out / "loss_paired.json"));
+  ASSERT_EQ(paired.size(), 1u);
+  for (const char* f : {"kernel", "condition_a", "condition_b", "n_labels", "delta_ce", "delta_ce_lo",
+                        "delta_ce_hi", "delta_kl", "delta_top1", "block_length", "ci_method"})
+    EXPECT_TRUE(paired[0].contains(f)) << f;
+  EXPECT_EQ(paired[0]["condition_a"], "center");
+  EXPECT_EQ(paired[0]["condition_b"], "plain");
+  EXPECT_EQ(paired[0]["n_labels"], 128);
+  EXPECT_NEAR(paired[0]["delta_ce"].get<double>(),
+              j[1]["ce_variant"].get<double>() - j[0]["ce_variant"].get<double>(), 1e-12);
   fs::remove_all(out);
 
   r = run("loss" + model + text + " --tokens 1024 --kernel fa3 --conditions plain");

@@ -146,6 +146,9 @@ TEST(loss_test, bad_parameters_are_errors) {
   EXPECT_THROW(kernel_attention(attnum::attention::preset("fa3"), "sideways"), attnum::error);
   EXPECT_THROW(parse_linear_precision("fp8"), attnum::error);
 }
+// Paired rows from synthetic unit results: the differences are the per-label means (a plain
+// loop here), the intervals contain them, and a known autocorrelated difference series gets
+// longer blocks and a wider CE interval than independent labels would.
 }  // namespace
 
 namespace {
@@ -175,6 +178,9 @@ TEST(loss_test, bf16_linear_precision_rounds_every_op_and_stays_close_to_fp32) {
   EXPECT_LT(std::sqrt(num / den), 0.05);
   EXPECT_GT(num, 0.0);
 }
+// Paired rows from synthetic unit results: the differences are the per-label means (a plain
+// loop here), the intervals contain them, and a known autocorrelated difference series gets
+// longer blocks and a wider CE interval than independent labels would.
 }  // namespace
 
 namespace {
@@ -191,8 +197,12 @@ TEST(loss_test, shard_files_merged_write_the_single_run_files) {
   write_loss_files(base + "/single", run_loss(w, p));
   for (int i = 0; i < 3; ++i)
     write_shard_file(base + "/shards", i, 3, shard_to_json(p, w.id, i, 3, compute_units(w, p, shard_units(p, i, 3))));
+  std::vector<paired_row> paired;
+  run_loss(w, p, paired);
+  write_paired_files(base + "/single", paired);
   merge_shard_dirs({base + "/shards"}, base + "/merged");
   EXPECT_EQ(slurp(base + "/single/loss.json"), slurp(base + "/merged/loss.json"));
+  EXPECT_EQ(slurp(base + "/single/loss_paired.json"), slurp(base + "/merged/loss_paired.json"));
   EXPECT_EQ(slurp(base + "/single/loss.csv"), slurp(base + "/merged/loss.csv"));
   // A shard run with other parameters is refused.
   loss_params q = p;
@@ -200,5 +210,75 @@ TEST(loss_test, shard_files_merged_write_the_single_run_files) {
   write_shard_file(base + "/shards", 0, 3, shard_to_json(q, w.id, 0, 3, {}));
   EXPECT_THROW(merge_shard_dirs({base + "/shards"}, base + "/merged2"), attnum::error);
   std::filesystem::remove_all(base);
+}
+// Paired rows from synthetic unit results: the differences are the per-label means (a plain
+// loop here), the intervals contain them, and a known autocorrelated difference series gets
+// longer blocks and a wider CE interval than independent labels would.
+TEST(loss_test, paired_rows_from_known_unit_results) {
+  loss_params p;
+  p.n_tokens = 500, p.windows = 2, p.kernel = "fa3";
+  p.conditions = {"plain", "rotate", "center", "center+rotate"};
+  p.sources = {std::vector<int>(1001, 1)};
+  p.source_names = {"s"};
+  p.bootstrap_samples = 400;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> g;
+  std::vector<unit_result> results;
+  // center's NLL = plain's + 0.01 + AR(1) noise (phi 0.8); others independent noise.
+  std::vector<double> base(1000), ar(1000);
+  double x = 0;
+  for (int i = 0; i < 1000; ++i) base[i] = 2 + 0.1 * g(rng), ar[i] = x = 0.8 * x + 0.05 * g(rng);
+  for (int c = 0; c < 4; ++c)
+    for (int wdw = 0; wdw < 2; ++wdw) {
+      unit_result r;
+      r.unit = {0, wdw, c};
+      for (int i = 0; i < 500; ++i) {
+        const int k = wdw * 500 + i;
+        const double nv = base[k] + (c == 2 ? 0.01 + ar[k] : c == 0 ? 0.0 : 0.02 * g(rng));
+        r.nll_ref.push_back(base[k]);
+        r.nll_var.push_back(nv);
+        r.kl.push_back(c == 2 ? 0.001 : 0.002);
+        r.dp.push_back(0);
+        r.top1_same.push_back(c == 2 ? (k % 10 != 0) : (k % 5 != 0));
+      }
+      results.push_back(r);
+    }
+  const std::vector<paired_row> rows = summarize_paired(p, "m", results);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].condition_a, "center");
+  EXPECT_EQ(rows[0].condition_b, "plain");
+  EXPECT_EQ(rows[3].condition_a, "center+rotate");
+  EXPECT_EQ(rows[3].condition_b, "plain");
+  double d = 0;
+  for (int k = 0; k < 1000; ++k) d += 0.01 + ar[k];
+  EXPECT_NEAR(rows[0].delta_ce, d / 1000, 1e-12);
+  EXPECT_LE(rows[0].delta_ce_lo, rows[0].delta_ce);
+  EXPECT_GE(rows[0].delta_ce_hi, rows[0].delta_ce);
+  EXPECT_NEAR(rows[0].delta_kl, -0.001, 1e-15);
+  EXPECT_NEAR(rows[0].delta_top1, 0.9 - 0.8, 1e-12);
+  EXPECT_EQ(rows[0].n_labels, 1000);
+  EXPECT_GT(rows[0].block_length, 10);              // AR(1) 0.8: dependence over ~15 lags
+  EXPECT_NEAR(rows[0].ce_diff_lag1_autocorrelation, 0.8, 0.06);
+  EXPECT_EQ(rows[1].block_length, 10);              // independent noise: the ceil(1000^(1/3)) floor
+  // The interval of the AR(1) difference is about sqrt((1+phi)/(1-phi)) = 3x an i.i.d. one.
+  const double sd = 0.05 / std::sqrt(1 - 0.64), iid_half = 1.96 * sd / std::sqrt(1000.0);
+  EXPECT_GT(rows[0].delta_ce_hi - rows[0].delta_ce_lo, 2 * 2 * iid_half);
+  // Ratios get the same block bootstrap (the per-condition rows).
+  const std::vector<loss_row> ratios = summarize(p, "m", results);
+  EXPECT_GT(ratios[2].block_length, 10);
+  EXPECT_EQ(ratios[2].ci_method.rfind("moving-block-bootstrap", 0), 0u);
+  EXPECT_LE(ratios[2].ppl_ratio_lo, ratios[2].ppl_ratio);
+  EXPECT_GE(ratios[2].ppl_ratio_hi, ratios[2].ppl_ratio);
+  // Only the comparisons whose two conditions ran.
+  p.conditions = {"plain", "center"};
+  std::vector<unit_result> two;
+  for (const auto& r : results)
+    if (r.unit.condition == 0 || r.unit.condition == 2) {
+      two.push_back(r);
+      two.back().unit.condition = r.unit.condition == 0 ? 0 : 1;
+    }
+  const auto pc = summarize_paired(p, "m", two);
+  ASSERT_EQ(pc.size(), 1u);
+  EXPECT_EQ(pc[0].delta_ce, rows[0].delta_ce);
 }
 }  // namespace

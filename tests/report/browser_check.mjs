@@ -139,6 +139,18 @@ try {
   check(obs.every((x, i) => i === 0 || obs[i - 1] >= x), 'inspector rows are ordered by observed score, largest first');
   const plotN = await page.evaluate(() => window.attnumReport.views.heads.data('pts').length);
   check(plotN === heads.rows.length, `plot shows ${plotN} points with no filter`);
+  // Null heads are their own class in the plot; the summary names each interval's method,
+  // cluster count and the predictor model; the paired loss table is shown.
+  const nNull = await page.evaluate(() => window.attnumReport.views.heads.data('pts').filter((p) => p.harm === 'null').length);
+  const wantNull = heads.rows.filter((r) => r.label === 'null').length;
+  check(wantNull > 0 && nNull === wantNull, `plot draws ${nNull} null heads as their own class (heads.csv: ${wantNull})`);
+  const methods = await page.$$eval('#summary td.ci-method', (tds) => tds.map((t) => t.textContent));
+  check(methods.length > 0 && methods[0].includes('jackknife-t') && methods[0].includes('2 models'),
+    `summary names the interval method and cluster count (${methods[0]})`);
+  const summaryText = await page.textContent('#summary');
+  check(summaryText.includes('fixed: fa3') && summaryText.includes('kernel-aware'), 'summary names the predictor model');
+  const pairedRows = await page.locator('#loss-paired tbody tr').count();
+  check(pairedRows === 2, `paired loss table has ${pairedRows} rows (loss_paired.csv has 2)`);
 
   // Keyboard: focus, down x3, up x1, Enter.
   await page.focus('#inspector-wrap');

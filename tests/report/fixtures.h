@@ -44,7 +44,8 @@ inline int write_heads_fixture(const std::filesystem::path& dir, const fixture_s
   std::string heads =
       "model,layer,head,kernel,transform,observed_score,predicted_score,harmed,predicted_harmed,"
       "mean_log_err_plain,mean_log_err_transform,mean_pred_log_err_plain,"
-      "mean_pred_log_err_transform,n_texts,tool_version,predictor_version\n";
+      "mean_pred_log_err_transform,n_texts,observed_se,label,predictor_model,tool_version,"
+      "predictor_version\n";
   int n_heads = 0;
   for (size_t m = 0; m < s.models.size(); ++m)
     for (int l = 0; l < s.layers; ++l)
@@ -63,9 +64,11 @@ inline int write_heads_fixture(const std::filesystem::path& dir, const fixture_s
             }
           for (int c = 1; c < 4; ++c) {
             const double obs = mean[c] - mean[0], pred = pmean[c] - pmean[0];
-            heads += fmt::format("{},{},{},{},{},{:.17g},{:.17g},{},{},{:.17g},{:.17g},{:.17g},{:.17g},{},0.1.0,p1\n",
+            // Head 0 of every layer lies within its noise floor (label null).
+            const char* label = h == 0 ? "null" : obs > 0 ? "harmed" : "helped";
+            heads += fmt::format("{},{},{},{},{},{:.17g},{:.17g},{},{},{:.17g},{:.17g},{:.17g},{:.17g},{},0.01,{},kernel,0.1.0,p1\n",
                                  s.models[m], l, h, k, conds[c], obs, pred, obs > 0, pred > 0,
-                                 mean[0], mean[c], pmean[0], pmean[c], s.texts.size());
+                                 mean[0], mean[c], pmean[0], pmean[c], s.texts.size(), label);
             ++n_heads;
           }
         }
@@ -75,7 +78,9 @@ inline int write_heads_fixture(const std::filesystem::path& dir, const fixture_s
              "[{\"kernel\":\"fa3\",\"transform\":\"rotate\",\"n_heads\":16,\"n_harmed\":8,\"auc\":0.93,"
              "\"auc_lo\":0.8,\"auc_hi\":1.0,\"precision\":0.8,\"precision_lo\":0.5,\"precision_hi\":1.0,"
              "\"recall\":1.0,\"recall_lo\":0.7,\"recall_hi\":1.0,\"spearman\":0.9,\"spearman_lo\":0.7,"
-             "\"spearman_hi\":0.97,\"tp\":8,\"fp\":2,\"fn\":0,\"tn\":6,\"n_models\":2},\n"
+             "\"spearman_hi\":0.97,\"tp\":8,\"fp\":2,\"fn\":0,\"tn\":6,\"n_models\":2,\"cluster\":\"model\","
+             "\"n_clusters\":2,\"ci_method\":\"cluster-jackknife-t\",\"ci_dropped\":0,\"n_null\":4,"
+             "\"predictor_model\":\"fa3\",\"auc_nonnull\":0.95,\"auc_nonnull_lo\":0.85,\"auc_nonnull_hi\":1.0},\n"
              "{\"kernel\":\"fa3\",\"transform\":\"center\",\"n_heads\":16,\"n_harmed\":0,\"auc\":null,"
              "\"auc_lo\":null,\"auc_hi\":null,\"precision\":null,\"precision_lo\":null,\"precision_hi\":null,"
              "\"recall\":null,\"recall_lo\":null,\"recall_hi\":null,\"spearman\":0.5,\"spearman_lo\":0.1,"
@@ -139,6 +144,11 @@ inline void write_loss_fixture(const std::filesystem::path& dir) {
   }
   write_text(dir / "loss.csv", csv);
   write_text(dir / "loss.json", json + "]\n");
+  write_text(dir / "loss_paired.csv",
+             "kernel,condition_a,condition_b,n_labels,delta_ce,delta_ce_lo,delta_ce_hi,delta_kl,"
+             "delta_kl_lo,delta_kl_hi,delta_top1,delta_top1_lo,delta_top1_hi,block_length\n"
+             "fa3,center,plain,3072,-0.05,-0.09,-0.01,-0.01,-0.012,-0.008,0.01,0.0,0.02,24\n"
+             "fa3,rotate,plain,3072,0.64,0.6,0.68,0.01,0.008,0.012,-0.01,-0.02,0.0,30\n");
   attnum::write_complete_marker(dir, "test fixture");
 }
 

@@ -94,3 +94,117 @@ TEST(stats_test, cluster_bootstrap_undefined_statistic) {
   EXPECT_FALSE(a.lo.has_value());
   EXPECT_FALSE(a.hi.has_value());
 }
+
+TEST(stats_test, student_t_quantiles_match_tables) {
+  // Two-sided 95% critical values from standard tables (e.g. Abramowitz & Stegun 26.10).
+  EXPECT_NEAR(student_t_quantile(0.975, 1), 12.7062047, 1e-6);
+  EXPECT_NEAR(student_t_quantile(0.975, 2), 4.30265273, 1e-7);
+  EXPECT_NEAR(student_t_quantile(0.975, 4), 2.77644511, 1e-7);
+  EXPECT_NEAR(student_t_quantile(0.975, 5), 2.57058184, 1e-7);
+  EXPECT_NEAR(student_t_quantile(0.975, 9), 2.26215716, 1e-7);
+  EXPECT_NEAR(student_t_quantile(0.975, 23), 2.06865761, 1e-7);
+  EXPECT_NEAR(student_t_quantile(0.995, 10), 3.16927267, 1e-7);
+  EXPECT_NEAR(student_t_quantile(0.025, 5), -2.57058184, 1e-7);
+}
+
+TEST(stats_test, jackknife_t_of_a_mean_is_the_cluster_t_interval) {
+  // Equal clusters: leave-one-out means are (S - s_g) / (G - 1) per item count, so the jackknife
+  // se equals sd(cluster means) / sqrt(G), and the interval is the classic t interval on the
+  // cluster means: means 1, 2, 4, 5 -> mean 3, sd sqrt(10/3), se sqrt(10/3)/2.
+  const std::vector<double> y{1, 1, 2, 2, 4, 4, 5, 5};
+  const std::vector<int> cl{0, 0, 1, 1, 2, 2, 3, 3};
+  const auto mean = [&](std::span<const int> idx) -> std::optional<double> {
+    double s = 0;
+    for (int i : idx) s += y[i];
+    return s / static_cast<double>(idx.size());
+  };
+  const interval iv = cluster_jackknife_t(cl, mean);
+  const double half = 3.18244631 * std::sqrt(10.0 / 3.0) / 2;  // t(0.975, 3)
+  EXPECT_NEAR(*iv.lo, 3 - half, 1e-7);
+  EXPECT_NEAR(*iv.hi, 3 + half, 1e-7);
+  EXPECT_EQ(iv.n_clusters, 4);
+  EXPECT_EQ(iv.method, "cluster-jackknife-t");
+  EXPECT_EQ(iv.dropped, 0);
+  // Truncated to the statistic's range.
+  bootstrap_options o;
+  o.range_hi = 4;
+  EXPECT_EQ(*cluster_jackknife_t(cl, mean, o).hi, 4.0);
+}
+
+TEST(stats_test, jackknife_counts_undefined_leave_outs_and_gives_no_interval) {
+  // The statistic is undefined without cluster 2: one dropped fit, no interval.
+  const std::vector<int> cl{0, 1, 2};
+  const auto stat = [](std::span<const int> idx) -> std::optional<double> {
+    for (int i : idx)
+      if (i == 2) return static_cast<double>(idx.size());
+    return std::nullopt;
+  };
+  const interval iv = cluster_jackknife_t(cl, stat);
+  EXPECT_EQ(iv.dropped, 1);
+  EXPECT_FALSE(iv.lo.has_value());
+  // One cluster: no interval, and the method says why.
+  const std::vector<int> one{0, 0};
+  const interval none = cluster_interval(one, stat);
+  EXPECT_FALSE(none.lo.has_value());
+  EXPECT_EQ(none.method.rfind("none", 0), 0u);
+}
+
+TEST(stats_test, bootstrap_counts_undefined_resamples) {
+  // Undefined whenever item 0 is missing from a resample of 4 singleton clusters: about
+  // (3/4)^4 = 32% of resamples.
+  const std::vector<int> cl{0, 1, 2, 3};
+  const auto stat = [](std::span<const int> idx) -> std::optional<double> {
+    for (int i : idx)
+      if (i == 0) return 1.0;
+    return std::nullopt;
+  };
+  const interval iv = cluster_bootstrap(cl, stat, {1000, 5, 0.95});
+  EXPECT_GT(iv.dropped, 250);
+  EXPECT_LT(iv.dropped, 380);
+  EXPECT_TRUE(iv.lo.has_value());
+}
+
+TEST(stats_test, block_length_follows_the_autocorrelation) {
+  // AR(1) with phi = 0.9: the autocorrelation stays above 2/sqrt(n) for tens of lags, so the
+  // blocks are long; white noise gets the n^(1/3) floor.
+  splitmix64 rng(11);
+  std::vector<double> ar(4000), white(4000);
+  double x = 0;
+  for (size_t i = 0; i < ar.size(); ++i) {
+    x = 0.9 * x + rng.normal();
+    ar[i] = x;
+    white[i] = rng.normal();
+  }
+  const std::vector<double> r = autocorrelation(ar, 3);
+  EXPECT_NEAR(r[1], 0.9, 0.03);
+  EXPECT_EQ(r[0], 1.0);
+  EXPECT_GT(block_length(ar), 40);
+  EXPECT_EQ(block_length(white), 16);  // ceil(4000^(1/3)) = 16
+}
+
+TEST(stats_test, block_bootstrap_widens_for_dependent_series) {
+  // Mean of an AR(1) series: the block bootstrap's interval is much wider than the i.i.d.
+  // bootstrap's (block 1), which ignores the dependence.
+  splitmix64 rng(3);
+  std::vector<double> ar(2000);
+  double x = 0;
+  for (double& v : ar) v = x = 0.8 * x + rng.normal();
+  const auto mean = [&](std::span<const int> idx) -> std::optional<double> {
+    double s = 0;
+    for (int i : idx) s += ar[i];
+    return s / static_cast<double>(idx.size());
+  };
+  const interval blocks = block_bootstrap(2000, block_length(ar), mean, {400, 1, 0.95});
+  const interval iid = block_bootstrap(2000, 1, mean, {400, 1, 0.95});
+  EXPECT_GT(*blocks.hi - *blocks.lo, 2.0 * (*iid.hi - *iid.lo));
+  EXPECT_EQ(iid.n_clusters, 2000);
+}
+
+TEST(stats_test, mean_and_se) {
+  const std::vector<double> x{1, 2, 3, 6};
+  const mean_se m = mean_and_se(x);
+  EXPECT_DOUBLE_EQ(m.mean, 3);
+  EXPECT_DOUBLE_EQ(*m.se, std::sqrt(14.0 / 3.0 / 4.0));
+  const std::vector<double> one{2};
+  EXPECT_FALSE(mean_and_se(one).se.has_value());
+}

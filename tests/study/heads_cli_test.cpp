@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -66,4 +67,52 @@ TEST(heads_cli_test, shards_merged_equal_single_run) {
                         "summary.json", "zoo_heads.csv"})
     EXPECT_EQ(slurp(base / "single" / f), slurp(base / "merged" / f)) << f;
   fs::remove_all(base);
+}
+
+// --predictor-model fa3: one fixed model scores every kernel (seed 000's design), so every head
+// gets the same predicted score under fa3 and sage2pp-sm89; the kernel-aware default does not.
+TEST(heads_cli_test, fixed_predictor_scores_every_kernel_alike) {
+  const fs::path base = fs::temp_directory_path() / "attnum_heads_cli_fixed";
+  fs::remove_all(base);
+  const std::string c =
+      "heads --zoo --n-tok 64 --layers 1 --texts 2 --quiet --kernel fa3,sage2pp-sm89 "
+      "--conditions plain,rotate ";
+  const result r = run(c + "--predictor-model fa3 --json --out " + (base / "fixed").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_EQ(run(c + "--out " + (base / "aware").string()).status, 0);
+  auto heads = [&](const char* d) {
+    std::map<std::string, std::map<std::string, double>> by_head;  // head key -> kernel -> score
+    std::istringstream in(slurp(base / d / "heads.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      const auto h = nlohmann::json::parse(line);
+      EXPECT_EQ(h["predictor_model"], std::string(d) == "fixed" ? "fa3" : "kernel");
+      EXPECT_TRUE(h.contains("observed_se") && h.contains("label"));
+      const std::string key = h["model"].get<std::string>() + "/" + std::to_string(h["layer"].get<int>()) +
+                              "/" + std::to_string(h["head"].get<int>());
+      by_head[key][h["kernel"]] = h["predicted_score"];
+    }
+    return by_head;
+  };
+  const auto fixed = heads("fixed"), aware = heads("aware");
+  ASSERT_EQ(fixed.size(), 72u);
+  int differ = 0;
+  for (const auto& [key, k] : fixed) EXPECT_EQ(k.at("fa3"), k.at("sage2pp-sm89")) << key;
+  for (const auto& [key, k] : aware) differ += k.at("fa3") != k.at("sage2pp-sm89");
+  EXPECT_GT(differ, 36);
+  // The fixed model is fa3's own: under fa3 its scores are the kernel-aware ones.
+  for (const auto& [key, k] : fixed) EXPECT_EQ(k.at("fa3"), aware.at(key).at("fa3")) << key;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& s : j)
+    for (const char* f : {"predictor_model", "n_null", "n_clusters", "ci_method", "ci_dropped",
+                          "auc_nonnull", "precision_nonnull", "recall_nonnull", "n_predicted_harmed"})
+      EXPECT_TRUE(s.contains(f)) << f;
+  EXPECT_EQ(j[0]["predictor_model"], "fa3");
+  EXPECT_EQ(j[0]["ci_method"], "cluster-jackknife-t");  // 6 models
+  // Seed 000's pattern: the fixed (FA3) predictor's precision falls under Sage, where Sage's
+  // errors are not FA3's (here 0.87 -> 0.45; the kernel-aware predictor gives Sage 0.63).
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1]["kernel"], "sage2pp-sm89");
+  EXPECT_LT(j[1]["precision"].get<double>(), j[0]["precision"].get<double>() - 0.2);
+  // Bad value: exit 2.
+  EXPECT_EQ(run(c + "--predictor-model no-such-preset").status, 2);
 }

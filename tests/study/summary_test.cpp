@@ -1,5 +1,7 @@
-// The head-study summary's bootstrap clusters: whole models when there are enough of them
-// (kMinModelClusters), else (model, layer), so that a one-model study gets a real interval.
+// The head-study summary's clusters: whole models when there are enough of them
+// (kMinModelClusters), else (model, layer), so that a one-model study gets a real interval; the
+// interval method follows the cluster count (jackknife-t below 30 clusters); labels with a
+// noise floor.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -51,7 +53,9 @@ TEST(summary_test, many_models_cluster_by_model_as_before) {
   const json s = study::summarize(heads, 300, 21)[0];
   EXPECT_EQ(s["cluster"], "model");
   EXPECT_EQ(s["n_clusters"], 6);
-  // The interval is the model-cluster bootstrap of the AUC, computed here directly.
+  EXPECT_EQ(s["ci_method"], "cluster-jackknife-t");  // 6 clusters: no percentile bootstrap
+  EXPECT_EQ(s["ci_dropped"], 0);
+  // The interval is the model-cluster jackknife-t of the AUC, computed here directly.
   std::vector<double> pred;
   std::vector<uint8_t> harmed;
   std::vector<int> cluster;
@@ -60,7 +64,9 @@ TEST(summary_test, many_models_cluster_by_model_as_before) {
     harmed.push_back(h["harmed"].get<bool>());
     cluster.push_back(std::stoi(h["model"].get<std::string>().substr(1)));
   }
-  const auto iv = stats::cluster_bootstrap(
+  stats::bootstrap_options bo{300, 21, 0.95};
+  bo.range_lo = 0, bo.range_hi = 1;
+  const auto iv = stats::cluster_jackknife_t(
       cluster,
       [&](std::span<const int> idx) -> std::optional<double> {
         std::vector<double> p;
@@ -68,7 +74,7 @@ TEST(summary_test, many_models_cluster_by_model_as_before) {
         for (int i : idx) p.push_back(pred[i]), y.push_back(harmed[i]);
         return stats::roc_auc(p, y);
       },
-      {300, 21, 0.95});
+      bo);
   EXPECT_EQ(s["auc_lo"].get<double>(), *iv.lo);
   EXPECT_EQ(s["auc_hi"].get<double>(), *iv.hi);
 }
@@ -77,4 +83,54 @@ TEST(summary_test, threshold_is_five_models) {
   EXPECT_EQ(study::summarize(heads_of(4, 3, 4), 50, 1)[0]["cluster"], "model+layer");
   EXPECT_EQ(study::summarize(heads_of(4, 3, 4), 50, 1)[0]["n_clusters"], 12);
   EXPECT_EQ(study::summarize(heads_of(5, 3, 4), 50, 1)[0]["cluster"], "model");
+}
+
+TEST(summary_test, thirty_clusters_use_the_percentile_bootstrap) {
+  const json s = study::summarize(heads_of(2, 15, 6), 200, 3)[0];
+  EXPECT_EQ(s["n_clusters"], 30);
+  EXPECT_EQ(s["ci_method"], "cluster-bootstrap-percentile");
+  const json t = study::summarize(heads_of(1, 29, 6), 200, 3)[0];
+  EXPECT_EQ(t["ci_method"], "cluster-jackknife-t");
+}
+
+TEST(summary_test, noise_floor_label_rule) {
+  // n = 3 texts: t(0.975, 2) = 4.303; a score of 4 se is null, 4.4 se is not.
+  EXPECT_EQ(study::head_label(0.4, 0.1, 3), "null");
+  EXPECT_EQ(study::head_label(0.44, 0.1, 3), "harmed");
+  EXPECT_EQ(study::head_label(-0.44, 0.1, 3), "helped");
+  // Many texts: about 2 se (t(0.975, 99) = 1.984).
+  EXPECT_EQ(study::head_label(0.199, 0.1, 100), "harmed");
+  EXPECT_EQ(study::head_label(0.197, 0.1, 100), "null");
+  // One text: no standard error; the sign decides, 0 is null.
+  EXPECT_EQ(study::head_label(1e-9, std::nullopt, 1), "harmed");
+  EXPECT_EQ(study::head_label(-1e-9, std::nullopt, 1), "helped");
+  EXPECT_EQ(study::head_label(0.0, std::nullopt, 1), "null");
+}
+
+TEST(summary_test, null_heads_are_counted_and_excluded_from_the_nonnull_statistics) {
+  json heads = heads_of(6, 2, 10);
+  // Mark every head with |score| < 0.2 null: the non-null AUC uses the others only.
+  int n_null = 0;
+  std::vector<double> pred;
+  std::vector<uint8_t> y;
+  for (auto& h : heads) {
+    const double obs = h["observed_score"];
+    const bool null = std::fabs(obs) < 0.2;
+    h["label"] = null ? "null" : (obs > 0 ? "harmed" : "helped");
+    h["observed_se"] = 0.05;
+    h["predictor_model"] = "fa3";
+    n_null += null;
+    if (!null) pred.push_back(h["predicted_score"]), y.push_back(obs > 0);
+  }
+  const json s = study::summarize(heads, 100, 5)[0];
+  EXPECT_EQ(s["n_null"], n_null);
+  EXPECT_GT(n_null, 0);
+  EXPECT_EQ(s["n_nonnull"].get<int>() + n_null, 120);
+  EXPECT_EQ(s["auc_nonnull"].get<double>(), *stats::roc_auc(pred, y));
+  EXPECT_EQ(s["predictor_model"], "fa3");
+  EXPECT_TRUE(s["se_available"].get<bool>());
+  // Dropping near-zero scores makes the ranking easier.
+  EXPECT_GT(s["auc_nonnull"].get<double>(), s["auc"].get<double>());
+  for (const char* f : {"auc_nonnull_lo", "auc_nonnull_hi", "precision_nonnull", "recall_nonnull"})
+    EXPECT_TRUE(s[f].is_number()) << f;
 }

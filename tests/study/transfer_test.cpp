@@ -110,6 +110,16 @@ TEST(transfer_test, same_preset_as_kernel_transfers_exactly) {
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["n_harmed"], harmed);
   EXPECT_EQ(j[0]["transform"], "rotate");
+  // Side by side: the kernel-aware predictor (models the emulator, fa3) and the fixed one
+  // (default fa3): the same model here, so the same numbers.
+  EXPECT_EQ(j[0]["predictor_model"], "kernel");
+  EXPECT_EQ(j[0]["fixed_predictor_model"], "fa3");
+  for (const char* f : {"auc", "precision", "recall"}) EXPECT_EQ(j[0][std::string("fixed_") + f], j[0][f]) << f;
+  EXPECT_EQ(j[0]["fixed_n_predicted_harmed"], j[0]["n_predicted_harmed"]);
+  for (const auto& h : a.heads) {
+    EXPECT_EQ(h["kernel_label"], h["label"]);  // the kernel is the emulator: same noise floor
+    EXPECT_EQ(h["kernel_observed_se"], h["observed_se"]);
+  }
 
   // A different kernel (sage2pp-sm89 outputs, fa3 emulator): errors differ, the files still work.
   std::vector<std::string> caps2, outs2;
