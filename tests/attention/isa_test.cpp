@@ -62,7 +62,9 @@ TEST(isa, scalar_is_always_supported_and_unsupported_paths_are_refused) {
   EXPECT_TRUE(isa::supported(isa::active()));
   isa_guard g;
   for (path p : kAll)
-    if (!isa::supported(p)) EXPECT_THROW(isa::set_active(p), attnum::error) << isa::name(p);
+    if (!isa::supported(p)) {
+      EXPECT_THROW(isa::set_active(p), attnum::error) << isa::name(p);
+    }
 }
 
 // Wide-range inputs: log-normal magnitudes and a few outliers, so every cast spans many binades.
@@ -82,7 +84,7 @@ TEST(isa, every_path_gives_the_scalar_bits_for_every_preset) {
   for (const auto& name : preset_names()) {
     // (n, d, causal, wide): tails off every block grid, d not a multiple of 32, both masks
     for (auto [n, d, causal, wide] : {std::tuple{130, 64, true, false}, std::tuple{77, 80, false, true},
-                                      std::tuple{200, 128, true, true}}) {
+                                      std::tuple{40, 128, true, true}}) {
           const auto L = wide ? wide_layer(n, d, 31 + n + d) : test::random_layer(4, 2, n, n, d, 17 + n + d, 3.0f);
           std::vector<float> want;
           {
@@ -203,7 +205,9 @@ TEST(isa, exp2f_every_path_matches_libm) {
     for (size_t i = 0; i < x.size(); ++i)
       ASSERT_EQ(std::bit_cast<uint32_t>(z[i]), std::bit_cast<uint32_t>(std::exp2f(std::fmaf(x[i], 0.75f, -1.5f))))
           << x[i];
-    if (p != path::scalar) EXPECT_STREQ(fast::exp2f_path(), p == path::avx2 ? "avx2" : "avx512");
+    if (p != path::scalar) {
+      EXPECT_STREQ(fast::exp2f_path(), p == path::avx2 ? "avx2" : "avx512");
+    }
   });
 }
 
