@@ -98,6 +98,11 @@ struct head_ctx {
   // double-FMA chunk GEMM (fma_gemm.h: the ascending double sum of a chunk is its exact sum),
   // through the ordered loop's code (K transposed) instead of Eigen's double GEMM.
   bool fma_qk = false, fma_pv = false;
+  // K (QK: B = K^T) and V (PV) of the head packed once into the kernels' double panels, for the
+  // ordered / double-FMA chunk GEMMs on AVX2 / AVX-512 (thread-local storage reused from head to
+  // head, as the AMX planes); null where not used.
+  const fma::packed_b* kpack = nullptr;
+  const fma::packed_b* vpack = nullptr;
 };
 
 constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
@@ -200,7 +205,19 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     c.kd.assign(L.k8.values.begin() + koff * c.d, L.k8.values.begin() + (koff + c.n_kv) * c.d);
   }
   if (c.gemm_pv && !c.amx_pv && !c.fma_pv) c.vd.assign(c.vp, c.vp + static_cast<size_t>(c.n_kv) * c.d);
-  if (!c.gemm_qk || c.fma_qk) {  // the ordered QK loop reads K transposed
+  if (const int W = isa::at_least(isa::path::avx2) ? fma::panel_width() : 0; W > 0) {
+    if ((!c.gemm_qk || c.fma_qk) && c.bn % W == 0) {
+      static thread_local fma::packed_b kp;
+      kp.build(c.k8, c.d, true, c.d, c.n_kv);
+      c.kpack = &kp;
+    }
+    if (std::is_same_v<T, float> && (!c.gemm_pv || c.fma_pv)) {
+      static thread_local fma::packed_b vp;
+      vp.build(c.vp, c.d, false, c.n_kv, c.d);
+      c.vpack = &vp;
+    }
+  }
+  if ((!c.gemm_qk || c.fma_qk) && !c.kpack) {  // the ordered QK loop reads K transposed
     c.kT.resize(static_cast<size_t>(c.d) * c.n_kv);
     for (int j = 0; j < c.n_kv; ++j)
       for (int k = 0; k < c.d; ++k) c.kT[static_cast<size_t>(k) * c.n_kv + j] = c.k8[static_cast<size_t>(j) * c.d + k];
@@ -409,8 +426,14 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     b.c.resize(rows, n);
     for (int k0 = 0; k0 < d; k0 += ks) {
       const int kn = std::min(d, k0 + ks) - k0;
-      ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, c.kT.data() + static_cast<size_t>(k0) * c.n_kv + j0, c.n_kv,
+      if (c.kpack) {  // make_ctx packed K for this path and block width: the call cannot refuse
+        const bool ran = fma::ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, *c.kpack, k0, kn, j0, n, rows,
+                                           b.c.data(), n);
+        ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
+      } else {
+        ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, c.kT.data() + static_cast<size_t>(k0) * c.n_kv + j0, c.n_kv,
                    rows, n, kn, b.c.data(), n);
+      }
       for (int r = 0; r < rows; ++r) {
         double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
         if (k0 == 0) std::fill(acc, acc + n, 0.0);
@@ -495,7 +518,11 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
     b.c.resize(rows, d);
     for (int c0 = j0; c0 < j1; c0 += ks) {
       const int cn = std::min(j1, c0 + ks) - c0;
-      ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.vp + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);
+      bool packed = false;
+      if constexpr (std::is_same_v<T, float>)
+        packed = c.vpack && fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, b.c.data(), d);
+      if (!packed)
+        ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.vp + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);
       for (int r = 0; r < rows; ++r)
         if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, &b.c(r, 0), d);
     }

@@ -82,13 +82,13 @@ ATTNUM_AVX2_FN void micro_avx2(const double* a, int kn, const double* b, double*
       store4(C + static_cast<size_t>(r) * ldc + 4 * v, w - 4 * v, acc[r][v]);
 }
 
-ATTNUM_AVX2_FN void gemm_avx2(const packed& p, int rows, int n, int kn, double* C, int ldc) {
+ATTNUM_AVX2_FN void gemm_avx2(const double* pa, int rows, int kn, const double* pb, size_t pstride, int n, double* C, int ldc) {
   const int np = (n + kW2 - 1) / kW2;
   for (int q = 0; q < np; ++q) {
     const int j0 = q * kW2, w = std::min(kW2, n - j0);
-    const double* b = p.b.data() + static_cast<size_t>(q) * kn * kW2;
+    const double* b = pb + static_cast<size_t>(q) * pstride;
     for (int r = 0; r < rows; r += kR2) {
-      const double* a = p.a.data() + static_cast<size_t>(r) * kn;
+      const double* a = pa + static_cast<size_t>(r) * kn;
       double* c = C + static_cast<size_t>(r) * ldc + j0;
       switch (std::min(kR2, rows - r)) {
         case 6: micro_avx2<6>(a, kn, b, c, ldc, w); break;
@@ -136,13 +136,13 @@ ATTNUM_AVX512_FN void micro_avx512(const double* a, int kn, const double* b, dou
   }
 }
 
-ATTNUM_AVX512_FN void gemm_avx512(const packed& p, int rows, int n, int kn, double* C, int ldc) {
+ATTNUM_AVX512_FN void gemm_avx512(const double* pa, int rows, int kn, const double* pb, size_t pstride, int n, double* C, int ldc) {
   const int np = (n + kW5 - 1) / kW5;
   for (int q = 0; q < np; ++q) {
     const int j0 = q * kW5, w = std::min(kW5, n - j0);
-    const double* b = p.b.data() + static_cast<size_t>(q) * kn * kW5;
+    const double* b = pb + static_cast<size_t>(q) * pstride;
     for (int r = 0; r < rows; r += kR5) {
-      const double* a = p.a.data() + static_cast<size_t>(r) * kn;
+      const double* a = pa + static_cast<size_t>(r) * kn;
       double* c = C + static_cast<size_t>(r) * ldc + j0;
       switch (std::min(kR5, rows - r)) {
         case 6: micro_avx512<6>(a, kn, b, c, ldc, w); break;
@@ -315,16 +315,65 @@ bool ordered_gemm(const float* A, int lda, const float* B, int ldb, int rows, in
   static thread_local packed p;
   if (isa::at_least(isa::path::avx512)) {
     pack(A, lda, B, ldb, rows, n, kn, kW5, p);
-    gemm_avx512(p, rows, n, kn, C, ldc);
+    gemm_avx512(p.a.data(), rows, kn, p.b.data(), static_cast<size_t>(kn) * kW5, n, C, ldc);
     return true;
   }
   if (isa::at_least(isa::path::avx2)) {
     pack(A, lda, B, ldb, rows, n, kn, kW2, p);
-    gemm_avx2(p, rows, n, kn, C, ldc);
+    gemm_avx2(p.a.data(), rows, kn, p.b.data(), static_cast<size_t>(kn) * kW2, n, C, ldc);
     return true;
   }
 #endif
   return false;
+}
+
+int panel_width() {
+#if ATTNUM_FMA_KERNELS
+  if (isa::at_least(isa::path::avx512)) return kW5;
+  if (isa::at_least(isa::path::avx2)) return kW2;
+#endif
+  return 0;
+}
+
+void packed_b::build(const float* B, int ldb, bool transposed, int k_rows, int n_cols) {
+  W = panel_width(), k = k_rows, n = n_cols;
+  if (!W) return;
+  const int np = (n + W - 1) / W;
+  p.resize(static_cast<size_t>(np) * k * W);
+  for (int q = 0; q < np; ++q) {
+    const int j0 = q * W, w = std::min(W, n - j0);
+    double* dst = p.data() + static_cast<size_t>(q) * k * W;
+    if (transposed) {  // B(kk, j) = src[j * ldb + kk]: one source row per column
+      for (int j = 0; j < W; ++j)
+        for (int kk = 0; kk < k; ++kk)
+          dst[static_cast<size_t>(kk) * W + j] = j < w ? B[static_cast<size_t>(j0 + j) * ldb + kk] : 0.0;
+    } else {
+      for (int kk = 0; kk < k; ++kk)
+        for (int j = 0; j < W; ++j)
+          dst[static_cast<size_t>(kk) * W + j] = j < w ? B[static_cast<size_t>(kk) * ldb + j0 + j] : 0.0;
+    }
+  }
+}
+
+bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, int j0, int n, int rows, double* C,
+                  int ldc) {
+#if ATTNUM_FMA_KERNELS
+  if (B.W == 0 || B.W != panel_width() || j0 % B.W || k0 + kn > B.k || j0 + n > B.n) return false;
+  if (rows <= 0 || n <= 0) return true;
+  static thread_local std::vector<double> a;
+  a.resize(static_cast<size_t>(rows) * kn);
+  for (int r = 0; r < rows; ++r)
+    for (int kk = 0; kk < kn; ++kk) a[static_cast<size_t>(r) * kn + kk] = A[static_cast<size_t>(r) * lda + kk];
+  const size_t pstride = static_cast<size_t>(B.k) * B.W;
+  const double* b = B.p.data() + static_cast<size_t>(j0 / B.W) * pstride + static_cast<size_t>(k0) * B.W;
+  if (B.W == kW5)
+    gemm_avx512(a.data(), rows, kn, b, pstride, n, C, ldc);
+  else
+    gemm_avx2(a.data(), rows, kn, b, pstride, n, C, ldc);
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace attnum::attention::fma

@@ -28,12 +28,32 @@
 // The kernels pack B (a chunk of kn rows) into doubles once per call, in column panels, and the
 // rows of A into doubles; each micro-kernel keeps R x W accumulators in registers over the chunk.
 
+#include <vector>
+
 namespace attnum::attention::fma {
 
 /// C[r * ldc + j] = sum over k in [0, kn) of double(A[r * lda + k]) * double(B[k * ldb + j]),
 /// ascending k from +0, for r < rows, j < n. Returns false (and writes nothing) when the active
 /// ISA path (isa.h) has no vector kernel: the caller runs its scalar loop.
 bool ordered_gemm(const float* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc);
+
+/// The column panel width of the active path's double kernels (0 on the scalar path).
+int panel_width();
+
+/// B packed once for many calls (K of a head for QK, V for PV): doubles in column panels of the
+/// active path's width, [panel][k][W], zero past n. Empty (W == 0) on the scalar path.
+struct packed_b {
+  int W = 0, k = 0, n = 0;
+  std::vector<double> p;
+  /// B(kk, j) for kk < k_rows, j < n_cols is B[kk * ldb + j], or B[j * ldb + kk] when transposed.
+  void build(const float* B, int ldb, bool transposed, int k_rows, int n_cols);
+};
+
+/// ordered_gemm with B = rows [k0, k0 + kn) and columns [j0, j0 + n) of a packed B. Returns false
+/// (nothing written) when the active path differs from the one B was packed for, j0 is not a
+/// multiple of the panel width, or the range leaves B: the caller takes the unpacked call.
+bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, int j0, int n, int rows, double* C,
+                  int ldc);
 
 /// Sage's INT8 QK: C[r * ldc + j] = sum over k < d of A[r * lda + k] * B[j * ldb + k] (A and B hold
 /// integers in [-128, 127] as floats; B is K, one key per row), exact: every product is at most

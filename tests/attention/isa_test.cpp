@@ -62,7 +62,9 @@ TEST(isa, scalar_is_always_supported_and_unsupported_paths_are_refused) {
   EXPECT_TRUE(isa::supported(isa::active()));
   isa_guard g;
   for (path p : kAll)
-    if (!isa::supported(p)) EXPECT_THROW(isa::set_active(p), attnum::error) << isa::name(p);
+    if (!isa::supported(p)) {
+      EXPECT_THROW(isa::set_active(p), attnum::error) << isa::name(p);
+    }
 }
 
 // Wide-range inputs: log-normal magnitudes and a few outliers, so every cast spans many binades.
@@ -82,7 +84,7 @@ TEST(isa, every_path_gives_the_scalar_bits_for_every_preset) {
   for (const auto& name : preset_names()) {
     // (n, d, causal, wide): tails off every block grid, d not a multiple of 32, both masks
     for (auto [n, d, causal, wide] : {std::tuple{130, 64, true, false}, std::tuple{77, 80, false, true},
-                                      std::tuple{200, 128, true, true}}) {
+                                      std::tuple{40, 128, true, true}}) {
           const auto L = wide ? wide_layer(n, d, 31 + n + d) : test::random_layer(4, 2, n, n, d, 17 + n + d, 3.0f);
           std::vector<float> want;
           {
@@ -163,6 +165,39 @@ TEST(isa, fma_chunk_gemm_equals_the_plain_double_loop) {
   });
 }
 
+// B packed once (K transposed for QK, V as is for PV): every chunk and column block from it equals
+// the plain loop, and a block start off the panel grid is refused.
+TEST(isa, packed_chunk_gemm_equals_the_plain_double_loop) {
+  for_each_path([&](path p) {
+    const int K = 70, N = 96, rows = 13, lda = K;
+    for (bool transposed : {false, true}) {
+      const auto A = operand(static_cast<size_t>(rows) * lda, 3, 1);
+      const auto B = operand(static_cast<size_t>(K) * N, 4, 1);  // [K][N], or [N][K] when transposed
+      fma::packed_b pb;
+      pb.build(B.data(), transposed ? K : N, transposed, K, N);
+      const int W = pb.W;
+      EXPECT_EQ(W, fma::panel_width());
+      std::vector<double> C(static_cast<size_t>(rows) * N);
+      EXPECT_EQ(fma::ordered_gemm(A.data(), lda, pb, 0, 32, 0, N, rows, C.data(), N), p != path::scalar);
+      if (p == path::scalar) continue;
+      if (W > 1) EXPECT_FALSE(fma::ordered_gemm(A.data(), lda, pb, 0, 32, 1, N - W, rows, C.data(), N));
+      for (auto [k0, kn, j0, n] : {std::tuple{0, 32, 0, N}, std::tuple{32, 32, W, N - W}, std::tuple{64, 6, 0, 5}}) {
+        std::vector<double> got(static_cast<size_t>(rows) * n);
+        ASSERT_TRUE(fma::ordered_gemm(A.data() + k0, lda, pb, k0, kn, j0, n, rows, got.data(), n));
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < n; ++j) {
+            double want = 0.0;
+            for (int k = k0; k < k0 + kn; ++k)
+              want += static_cast<double>(A[static_cast<size_t>(r) * lda + k]) *
+                      static_cast<double>(transposed ? B[static_cast<size_t>(j0 + j) * K + k] : B[static_cast<size_t>(k) * N + j0 + j]);
+            ASSERT_EQ(std::bit_cast<uint64_t>(got[static_cast<size_t>(r) * n + j]), std::bit_cast<uint64_t>(want))
+                << "transposed " << transposed << " k0 " << k0 << " j0 " << j0 << " at " << r << "," << j;
+          }
+      }
+    }
+  });
+}
+
 // INT8 QK: exact integer sums against a plain int64 loop, the extremes -128 and 127 included, d
 // odd and not a multiple of the vector width.
 TEST(isa, int8_gemm_equals_the_integer_loop) {
@@ -203,7 +238,9 @@ TEST(isa, exp2f_every_path_matches_libm) {
     for (size_t i = 0; i < x.size(); ++i)
       ASSERT_EQ(std::bit_cast<uint32_t>(z[i]), std::bit_cast<uint32_t>(std::exp2f(std::fmaf(x[i], 0.75f, -1.5f))))
           << x[i];
-    if (p != path::scalar) EXPECT_STREQ(fast::exp2f_path(), p == path::avx2 ? "avx2" : "avx512");
+    if (p != path::scalar) {
+      EXPECT_STREQ(fast::exp2f_path(), p == path::avx2 ? "avx2" : "avx512");
+    }
   });
 }
 
