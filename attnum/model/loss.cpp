@@ -253,7 +253,7 @@ std::vector<paired_row> summarize_paired(const loss_params& p, const std::string
     for (size_t i = 0; i < n; ++i)
       dce[i] = A.nv[i] - B.nv[i], dkl[i] = A.kl[i] - B.kl[i], dtop[i] = A.same[i] - B.same[i];
     paired_row r;
-    r.kernel = p.kernel, r.condition_a = cmp[0], r.condition_b = cmp[1], r.model = model_id;
+    r.kernel = p.kernel.name, r.condition_a = cmp[0], r.condition_b = cmp[1], r.model = model_id;
     r.n_labels = int64_t(n);
     r.delta_ce = mean(dce), r.delta_kl = mean(dkl), r.delta_top1 = mean(dtop);
     r.block_length = stats::block_length(dce);

@@ -160,8 +160,8 @@ json run_study(const study_config& c) {
       auto r = run_loss(*w, p, w->id, c.out / "loss" / k.name, 0, 1, c.progress);
       rows.insert(rows.end(), r.begin(), r.end());
       // Paired rows (center - plain, ...) written by run_loss beside the kernel's checkpoints.
-      if (root && fs::exists(c.out / "loss" / k / "loss_paired.json"))
-        for (const auto& j : io::read_json_file(c.out / "loss" / k / "loss_paired.json"))
+      if (root && fs::exists(c.out / "loss" / k.name / "loss_paired.json"))
+        for (const auto& j : io::read_json_file(c.out / "loss" / k.name / "loss_paired.json"))
           loss_paired.push_back(j);
     }
     if (root) model::write_loss_files((c.out / "loss").string(), rows);
