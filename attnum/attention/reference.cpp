@@ -28,12 +28,12 @@ void finish_block(Eigen::Map<mat>& s, Eigen::Map<mat>& o, const cmap& V, int r0,
       row.setZero();
       continue;
     }
-    // Eigen's vectorised exp (within ~1 ulp in double): far below any tolerance we test.
-    auto seen = row.head(last + 1).array();
-    const double m = seen.maxCoeff();
-    seen = (seen - m).exp();
+    // std::exp element by element: Eigen's vectorised exp takes a scalar path for the elements
+    // before the first aligned packet, so its bits would depend on the buffer's address (and so
+    // on the thread count); the reference must not.
+    const double m = row.head(last + 1).maxCoeff();
     double l = 0;
-    for (int j = 0; j <= last; ++j) l += row(j);  // ascending order
+    for (int j = 0; j <= last; ++j) l += (row(j) = std::exp(row(j) - m));  // ascending order
     for (int j = last + 1; j < n_cols; ++j) row(j) = 0;
     r.row_max[i] = m;
     r.row_sum[i] = l;
