@@ -28,7 +28,10 @@ void finish_block(Eigen::Map<mat>& s, Eigen::Map<mat>& o, const cmap& V, int r0,
       row.setZero();
       continue;
     }
-    // Eigen's vectorised exp (within ~1 ulp in double): far below any tolerance we test.
+    // Eigen's vectorised exp (within ~1 ulp in double): far below any tolerance we test. It takes
+    // a scalar path for the elements before the first aligned packet, so the score buffer is
+    // allocated aligned: which path an element takes then depends on its index only, never on
+    // the heap (or the thread count).
     auto seen = row.head(last + 1).array();
     const double m = seen.maxCoeff();
     seen = (seen - m).exp();
@@ -64,7 +67,8 @@ reference_result run_blocks(const double* v, int n_q, int n_kv, int d, bool caus
   if (n_q == 0 || n_kv == 0) return r;
   cmap V(v, n_kv, d);
   // Buffers sized once: resizing per block would fault in fresh pages every time.
-  std::vector<double> sbuf(static_cast<size_t>(std::min(n_q, kRowBlock)) * n_kv), obuf(static_cast<size_t>(std::min(n_q, kRowBlock)) * d);
+  std::vector<double, Eigen::aligned_allocator<double>> sbuf(static_cast<size_t>(std::min(n_q, kRowBlock)) * n_kv);
+  std::vector<double> obuf(static_cast<size_t>(std::min(n_q, kRowBlock)) * d);
   for (int r0 = 0; r0 < n_q; r0 += kRowBlock) {
     const int r1 = std::min(n_q, r0 + kRowBlock);
     // keys seen by the block: [0, n_cols)
