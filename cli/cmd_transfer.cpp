@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
@@ -79,15 +80,19 @@ void setup(CLI::App& app) {
     }
     // The kernel-aware predictor (it models the emulator) in DIR; the fixed one, when asked
     // for, in DIR/fixed-PRESET. Both score the same heads against the same kernel labels.
-    pipeline::run_heads(study::make_plan(o), dir, 0, 1, !a->quiet);
+    // Both plans first: a bad --predictor-model is refused before anything is written.
     const bool with_fixed = a->predictor_model != "kernel";
     const std::filesystem::path fixed_dir = dir / ("fixed-" + a->predictor_model);
+    const study::plan aware = study::make_plan(o);
+    std::optional<study::plan> fixed_plan;
     if (with_fixed) {
       study::study_options f = o;
       f.predictor_model = a->predictor_model;
       f.command += " --predictor-model " + a->predictor_model;
-      pipeline::run_heads(study::make_plan(f), fixed_dir, 0, 1, !a->quiet);
+      fixed_plan = study::make_plan(f);
     }
+    pipeline::run_heads(aware, dir, 0, 1, !a->quiet);
+    if (fixed_plan) pipeline::run_heads(*fixed_plan, fixed_dir, 0, 1, !a->quiet);
     if (!attnum::scaleout::here().root()) return;
     nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");
     if (with_fixed) {
