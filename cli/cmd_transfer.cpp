@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"

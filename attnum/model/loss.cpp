@@ -299,12 +299,20 @@ nlohmann::json to_json(const paired_row& r) {
           {"tool_version", std::string(tool_version())}};
 }
 
-void write_paired_files(const std::string& dir, const std::vector<paired_row>& rows) {
+namespace {
+// Writes DIR/STEM.json (a JSON array of the rows' objects) and DIR/STEM.csv atomically.
+template <typename Row>
+void write_table_files(const std::string& dir, const std::string& stem, const std::vector<Row>& rows) {
   std::filesystem::create_directories(dir);
   nlohmann::json arr = nlohmann::json::array();
-  for (const paired_row& r : rows) arr.push_back(to_json(r));
-  write_file_atomic(dir + "/loss_paired.json", arr.dump(2) + "\n");
-  write_file_atomic(dir + "/loss_paired.csv", io::csv_table(arr));
+  for (const Row& r : rows) arr.push_back(to_json(r));
+  write_file_atomic(dir + "/" + stem + ".json", arr.dump(2) + "\n");
+  write_file_atomic(dir + "/" + stem + ".csv", io::csv_table(arr));
+}
+}  // namespace
+
+void write_paired_files(const std::string& dir, const std::vector<paired_row>& rows) {
+  write_table_files(dir, "loss_paired", rows);
 }
 
 nlohmann::json to_json(const loss_row& r) {
@@ -432,11 +440,7 @@ std::vector<loss_row> merge_shard_dirs(const std::vector<std::string>& dirs, con
 }
 
 void write_loss_files(const std::string& dir, const std::vector<loss_row>& rows) {
-  std::filesystem::create_directories(dir);
-  nlohmann::json arr = nlohmann::json::array();
-  for (const loss_row& r : rows) arr.push_back(to_json(r));
-  write_file_atomic(dir + "/loss.json", arr.dump(2) + "\n");
-  write_file_atomic(dir + "/loss.csv", io::csv_table(arr));
+  write_table_files(dir, "loss", rows);
 }
 
 }  // namespace attnum::model

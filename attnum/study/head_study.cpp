@@ -315,29 +315,48 @@ json source_json(const plan& p) {
   return files;
 }
 
-json row_json(const row& r) {
-  return json{{"model", r.model},         {"layer", r.layer},
-              {"head", r.head},           {"kv_head", r.kv_head},
-              {"text", r.text},           {"kernel", r.kernel},
-              {"condition", r.condition}, {"rel_err", r.rel_err},
-              {"log_err", r.log_err},     {"predicted_rel_err", r.predicted_rel_err},
-              {"max_row_err", r.max_row_err}, {"cosine", r.cosine},
-              {"predictor_model", r.predictor_model}};
+// The per-row schema, written once: every field of a row (rows.csv, rows.jsonl and the unit
+// checkpoints, which the merge copies) with how it is written and read back. kernel_rel_err is
+// transfer-only (written when set); predictor_model reads back as "kernel" from checkpoints
+// written before it existed.
+struct row_field {
+  const char* name;
+  json (*get)(const row&);
+  void (*set)(row&, const json&);
+  bool transfer_only = false;  ///< a column of transfer studies only, written when set
+  bool optional = false;       ///< may be absent when read back (older checkpoints)
+};
+#define ATTNUM_ROW_FIELD(f) \
+  row_field { #f, [](const row& r) { return json(r.f); }, [](row& r, const json& j) { j.get_to(r.f); } }
+const std::vector<row_field>& row_fields() {
+  static const std::vector<row_field> fields = {
+      ATTNUM_ROW_FIELD(model),         ATTNUM_ROW_FIELD(layer),
+      ATTNUM_ROW_FIELD(head),          ATTNUM_ROW_FIELD(kv_head),
+      ATTNUM_ROW_FIELD(text),          ATTNUM_ROW_FIELD(kernel),
+      ATTNUM_ROW_FIELD(condition),     ATTNUM_ROW_FIELD(rel_err),
+      ATTNUM_ROW_FIELD(log_err),       ATTNUM_ROW_FIELD(predicted_rel_err),
+      ATTNUM_ROW_FIELD(max_row_err),   ATTNUM_ROW_FIELD(cosine),
+      row_field{"kernel_rel_err", [](const row& r) { return json(r.kernel_rel_err); },
+                [](row& r, const json& j) { j.get_to(r.kernel_rel_err); }, true, true},
+      row_field{"predictor_model", [](const row& r) { return json(r.predictor_model); },
+                [](row& r, const json& j) { j.get_to(r.predictor_model); }, false, true}};
+  return fields;
 }
+#undef ATTNUM_ROW_FIELD
+// Version columns every result row ends with.
+const std::vector<std::string> kVersionColumns = {"tool_version", "predictor_version"};
+
+// The row's fields; kernel_rel_err only when set (transfer).
 json row_json_full(const row& r) {
-  json j = row_json(r);
-  if (!std::isnan(r.kernel_rel_err)) j["kernel_rel_err"] = r.kernel_rel_err;
+  json j = json::object();
+  for (const auto& f : row_fields())
+    if (!f.transfer_only || !std::isnan(r.kernel_rel_err)) j[f.name] = f.get(r);
   return j;
 }
 row row_from(const json& j) {
   row r;
-  r.model = j.at("model"), r.layer = j.at("layer"), r.head = j.at("head");
-  r.kv_head = j.at("kv_head"), r.text = j.at("text"), r.kernel = j.at("kernel");
-  r.condition = j.at("condition"), r.rel_err = j.at("rel_err"), r.log_err = j.at("log_err");
-  r.predicted_rel_err = j.at("predicted_rel_err"), r.max_row_err = j.at("max_row_err");
-  r.cosine = j.at("cosine");
-  if (j.contains("kernel_rel_err")) r.kernel_rel_err = j.at("kernel_rel_err");
-  r.predictor_model = j.value("predictor_model", "kernel");
+  for (const auto& f : row_fields())
+    if (!f.optional || j.contains(f.name)) f.set(r, j.at(f.name));  // at(): throws if absent
   return r;
 }
 std::vector<std::string> kernel_names(const study_options& o) {
@@ -353,6 +372,14 @@ json kernel_specs_json(const study_options& o) {
 // An explicit rotation's [d, d] values (null for the Hadamard family, rebuilt from its name).
 json rotation_matrix_json(const transforms::rotation& r) {
   return r.dim() > 0 ? json(r.matrix(r.dim())) : json(nullptr);
+}
+// The columns of rows.csv.
+std::vector<std::string> row_columns(bool transfer) {
+  std::vector<std::string> c;
+  for (const auto& f : row_fields())
+    if (transfer || !f.transfer_only) c.push_back(f.name);
+  c.insert(c.end(), kVersionColumns.begin(), kVersionColumns.end());
+  return c;
 }
 // Doubles are written in shortest round-trip form: reading a checkpoint back gives the same bits.
 json config_json(const plan& p) {
@@ -596,19 +623,11 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
   return out;
 }
 
-const std::vector<std::string> kRowColumns = {
-    "model", "layer", "head", "kv_head", "text", "kernel", "condition", "rel_err", "log_err",
-    "predicted_rel_err", "max_row_err", "cosine", "predictor_model", "tool_version",
-    "predictor_version"};
 const std::vector<std::string> kHeadColumns = {
     "model", "layer", "head", "kernel", "transform", "observed_score", "predicted_score",
     "harmed", "predicted_harmed", "mean_log_err_plain", "mean_log_err_transform",
     "mean_pred_log_err_plain", "mean_pred_log_err_transform", "n_texts", "observed_se", "label",
     "predictor_model", "tool_version", "predictor_version"};
-const std::vector<std::string> kTransferRowColumns = {
-    "model", "layer", "head", "kv_head", "text", "kernel", "condition", "rel_err", "log_err",
-    "predicted_rel_err", "max_row_err", "cosine", "kernel_rel_err", "predictor_model",
-    "tool_version", "predictor_version"};
 const std::vector<std::string> kTransferHeadColumns = {
     "model", "layer", "head", "kernel", "transform", "observed_score", "predicted_score",
     "harmed", "predicted_harmed", "mean_log_err_plain", "mean_log_err_transform",
@@ -781,6 +800,7 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
 
 std::string summary_notes(const json& summary) {
   std::vector<std::string> lines;
+  int64_t dropped = 0;
   auto add = [&](std::string l) {
     if (std::find(lines.begin(), lines.end(), l) == lines.end()) lines.push_back(std::move(l));
   };
@@ -797,7 +817,8 @@ std::string summary_notes(const json& summary) {
       what = fmt::format("95% percentile bootstrap resampling {} {} with replacement", n, kind);
     else
       what = fmt::format("{} ({} {})", method, n, kind);
-    add(fmt::format("intervals: {}; undefined resamples/fits: {}", what, s.value("ci_dropped", 0)));
+    add(fmt::format("intervals: {}", what));
+    dropped += s.value("ci_dropped", int64_t{0});
     add(fmt::format("labels: {}", s.value("label_rule", "sign of the score")));
     const std::string pm = s.value("predictor_model", "kernel");
     add(pm == "kernel" ? std::string("predictor: models each kernel's own numerics (kernel-aware)")
@@ -805,6 +826,8 @@ std::string summary_notes(const json& summary) {
   }
   std::string out;
   for (const auto& l : lines) out += l + "\n";
+  out += fmt::format("undefined statistics in resamples or leave-one-out fits (ci_dropped, all rows): {}\n",
+                     dropped);
   return out;
 }
 
@@ -849,7 +872,7 @@ json assemble(const plan& p, const fs::path& dir) {
                      {"n_layer_cap", p.opt.zoo_opt.n_layer_cap}, {"n_texts", p.opt.n_texts}}}};
   write_file_atomic(dir / "meta.json", meta.dump(2) + "\n");
   const bool transfer = !p.opt.kernel_outputs.empty();
-  write_file_atomic(dir / "rows.csv", to_csv(rows, transfer ? kTransferRowColumns : kRowColumns));
+  write_file_atomic(dir / "rows.csv", to_csv(rows, row_columns(transfer)));
   write_file_atomic(dir / "rows.jsonl", to_jsonl(rows));
   write_file_atomic(dir / "heads.csv", to_csv(a.heads, transfer ? kTransferHeadColumns : kHeadColumns));
   write_file_atomic(dir / "heads.jsonl", to_jsonl(a.heads));

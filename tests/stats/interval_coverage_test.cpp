@@ -36,20 +36,22 @@ data draw(splitmix64& rng, int g, bool binary) {
   return d;
 }
 
+// The pooled mean of a resample's items.
+statistic_fn mean_of(const data& d) {
+  return [&d](std::span<const int> idx) -> std::optional<double> {
+    double s = 0;
+    for (int i : idx) s += d.y[i];
+    return s / static_cast<double>(idx.size());
+  };
+}
+
 double coverage(int g, bool binary, int reps, uint64_t seed, std::string* method) {
   splitmix64 rng(seed);
   const double truth = binary ? 0.3 : 1.5;
   int covered = 0;
   for (int r = 0; r < reps; ++r) {
     const data d = draw(rng, g, binary);
-    const interval iv = cluster_interval(
-        d.cluster,
-        [&](std::span<const int> idx) -> std::optional<double> {
-          double s = 0;
-          for (int i : idx) s += d.y[i];
-          return s / static_cast<double>(idx.size());
-        },
-        {500, seed + static_cast<uint64_t>(r), 0.95});
+    const interval iv = cluster_interval(d.cluster, mean_of(d), {500, seed + static_cast<uint64_t>(r), 0.95});
     EXPECT_EQ(iv.n_clusters, g);
     EXPECT_EQ(iv.dropped, 0);
     *method = iv.method;
@@ -84,14 +86,7 @@ TEST(interval_coverage_test, percentile_bootstrap_undercovers_with_few_clusters)
   const int reps = 200;
   for (int r = 0; r < reps; ++r) {
     const data d = draw(rng, 5, false);
-    const interval iv = cluster_bootstrap(
-        d.cluster,
-        [&](std::span<const int> idx) -> std::optional<double> {
-          double s = 0;
-          for (int i : idx) s += d.y[i];
-          return s / static_cast<double>(idx.size());
-        },
-        {300, 7 + static_cast<uint64_t>(r), 0.95});
+    const interval iv = cluster_bootstrap(d.cluster, mean_of(d), {300, 7 + static_cast<uint64_t>(r), 0.95});
     if (iv.lo && iv.hi && *iv.lo <= 1.5 && 1.5 <= *iv.hi) ++covered;
   }
   const double cov = static_cast<double>(covered) / reps;
