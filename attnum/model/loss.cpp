@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
@@ -169,6 +171,8 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
     }
     loss_row row;
     row.condition = p.conditions[c], row.kernel = p.kernel.name, row.model = model_id;
+    row.knobs = p.knobs, row.rotation = p.rotation.name();
+    row.transform_dtype = formats::info(p.kernel.transform_dtype).name;
     row.reference = p.reference, row.linear = std::string(name(p.linear));
     row.n_labels = int64_t(nr.size());
     row.ce_ref = mean(nr), row.ce_variant = mean(nv);
@@ -215,7 +219,8 @@ nlohmann::json to_json(const loss_row& r) {
           {"dp_rms", r.dp_rms}, {"dp_min", r.dp_min}, {"dp_p01", r.dp_p01},
           {"dp_p10", r.dp_p10}, {"dp_p50", r.dp_p50}, {"dp_p90", r.dp_p90},
           {"dp_p99", r.dp_p99}, {"dp_max", r.dp_max}, {"model", r.model},
-          {"reference", r.reference}, {"linear_precision", r.linear},
+          {"reference", r.reference}, {"linear_precision", r.linear}, {"knobs", fmt::format("{}", fmt::join(r.knobs, ";"))},
+          {"transform_dtype", r.transform_dtype}, {"rotation", r.rotation},
           {"tool_version", std::string(tool_version())}};
 }
 
@@ -290,7 +295,9 @@ std::vector<loss_row> merge_shards(const std::vector<nlohmann::json>& shards) {
   } catch (const nlohmann::json::exception& e) {
     fail("loss merge: shard parameters: {}", e.what());
   }
-  return summarize(p, params.at("model").get<std::string>(), std::move(all));
+  auto rows = summarize(p, params.at("model").get<std::string>(), std::move(all));
+  for (auto& r : rows) r.rotation = params.value("rotation", r.rotation);  // a file need not be here
+  return rows;
 }
 
 void write_shard_file(const std::string& dir, int shard, int n_shards, const nlohmann::json& j) {
