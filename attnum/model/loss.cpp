@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
@@ -198,6 +200,8 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
     for (double t : L.same) same += t;
     loss_row row;
     row.condition = p.conditions[c], row.kernel = p.kernel.name, row.model = model_id;
+    row.knobs = p.knobs, row.rotation = p.rotation.name();
+    row.transform_dtype = formats::info(p.kernel.transform_dtype).name;
     row.reference = p.reference, row.linear = std::string(name(p.linear));
     row.n_labels = int64_t(nr.size());
     row.ce_ref = mean(nr), row.ce_variant = mean(nv);
@@ -323,7 +327,8 @@ nlohmann::json to_json(const loss_row& r) {
           {"dp_rms", r.dp_rms}, {"dp_min", r.dp_min}, {"dp_p01", r.dp_p01},
           {"dp_p10", r.dp_p10}, {"dp_p50", r.dp_p50}, {"dp_p90", r.dp_p90},
           {"dp_p99", r.dp_p99}, {"dp_max", r.dp_max}, {"model", r.model},
-          {"reference", r.reference}, {"linear_precision", r.linear},
+          {"reference", r.reference}, {"linear_precision", r.linear}, {"knobs", fmt::format("{}", fmt::join(r.knobs, ";"))},
+          {"transform_dtype", r.transform_dtype}, {"rotation", r.rotation},
           {"ci_method", r.ci_method}, {"ci_level", 0.95}, {"block_length", r.block_length},
           {"n_blocks", r.n_blocks}, {"ci_dropped", r.ci_dropped},
           {"tool_version", std::string(tool_version())}};
@@ -375,6 +380,7 @@ struct merged_shards {
   loss_params p;
   std::string model;
   std::vector<unit_result> all;
+  std::string rotation;  ///< as recorded (a rotation file need not be here)
 };
 merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
   if (shards.empty()) fail("loss merge: no shard files");
@@ -406,13 +412,17 @@ merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
   } catch (const nlohmann::json::exception& e) {
     fail("loss merge: shard parameters: {}", e.what());
   }
-  return {std::move(p), params.at("model").get<std::string>(), std::move(all)};
+  return {std::move(p), params.at("model").get<std::string>(), std::move(all),
+          params.value("rotation", std::string())};
 }
 }  // namespace
 
 std::vector<loss_row> merge_shards(const std::vector<nlohmann::json>& shards) {
   merged_shards m = read_shards(shards);
-  return summarize(m.p, m.model, std::move(m.all));
+  auto rows = summarize(m.p, m.model, std::move(m.all));
+  if (!m.rotation.empty())
+    for (auto& r : rows) r.rotation = m.rotation;  // a file need not be here
+  return rows;
 }
 
 void write_shard_file(const std::string& dir, int shard, int n_shards, const nlohmann::json& j) {

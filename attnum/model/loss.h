@@ -55,6 +55,8 @@ struct unit_result {
 /// One output row per condition (docs/results.md, `attnum loss`).
 struct loss_row {
   std::string condition, kernel, model, reference, linear;
+  std::vector<std::string> knobs;           ///< applied to the kernel's preset
+  std::string transform_dtype, rotation;    ///< of the kernel's transformed Q and K
   int64_t n_labels = 0;
   double ce_ref = 0, ce_variant = 0, ppl_ratio = 0, ppl_ratio_lo = 0, ppl_ratio_hi = 0;
   double kl_mean = 0, top1_agreement = 0;

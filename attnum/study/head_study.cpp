@@ -128,7 +128,10 @@ plan make_plan(const study_options& opt) {
   if (opt.zoo) {
     if (opt.n_texts < 1) fail("heads: need at least one text");
     const auto models = zoo_models(opt.zoo_opt);
+    bool rotates = false;
+    for (const auto& c : opt.conditions) rotates |= parse_condition_index(c) % 2 == 1;  // rotate, center+rotate
     for (size_t m = 0; m < models.size(); ++m) {
+      if (rotates) opt.rotation.check(models[m].d_head);  // a user matrix of another d: exit 2 now
       p.model_names.push_back(models[m].name);
       for (int l = 0; l < models[m].n_layer; ++l)
         for (int t = 0; t < opt.n_texts; ++t)

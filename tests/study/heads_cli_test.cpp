@@ -116,3 +116,53 @@ TEST(heads_cli_test, fixed_predictor_scores_every_kernel_alike) {
   // Bad value: exit 2.
   EXPECT_EQ(run(c + "--predictor-model no-such-preset").status, 2);
 }
+
+// --knob and --rotation reach every kernel, are recorded in meta.json and checkpoints/study.json,
+// and a merge (which rebuilds the kernels and rotation from study.json) gives the single run.
+TEST(heads_cli_test, knobs_and_rotation_recorded_and_merged) {
+  const fs::path base = fs::temp_directory_path() / "attnum_heads_cli_knob_test";
+  fs::remove_all(base);
+  const std::string c = "heads --zoo --n-tok 32 --layers 1 --texts 1 --quiet --kernels fa3,sage2pp-sm89 "
+                        "--knob transform_dtype=fp16 --rotation hadamard --conditions plain,rotate ";
+  ASSERT_EQ(run(c + "--out " + (base / "single").string()).status, 0);
+  ASSERT_EQ(run(c + "--shard 0/2 --out " + (base / "s0").string()).status, 0);
+  ASSERT_EQ(run(c + "--shard 1/2 --out " + (base / "s1").string()).status, 0);
+  ASSERT_EQ(run("merge " + (base / "s0").string() + " " + (base / "s1").string() + " --out " +
+                (base / "merged").string()).status, 0);
+  for (const char* f : {"meta.json", "rows.csv", "summary.json"})
+    EXPECT_EQ(slurp(base / "single" / f), slurp(base / "merged" / f)) << f;
+  const auto meta = nlohmann::json::parse(slurp(base / "single" / "meta.json"));
+  EXPECT_EQ(meta["knobs"], nlohmann::json::array({"transform_dtype=fp16"}));
+  EXPECT_EQ(meta["rotation"], "hadamard");
+  EXPECT_EQ(meta["zoo"]["dtype"], "bf16");
+  ASSERT_EQ(meta["kernel_specs"].size(), 2u);
+  for (const auto& k : meta["kernel_specs"]) EXPECT_EQ(k["transform_dtype"], "fp16");
+  // The knob and rotation change the rotate rows (plain rows are the same).
+  ASSERT_EQ(run("heads --zoo --n-tok 32 --layers 1 --texts 1 --quiet --kernels fa3,sage2pp-sm89 "
+                "--conditions plain,rotate --out " + (base / "default").string()).status, 0);
+  EXPECT_NE(slurp(base / "single" / "rows.csv"), slurp(base / "default" / "rows.csv"));
+  // A [64, 64] rotation file on a zoo with d 128 heads: exit 2 naming the file and the dims.
+  fs::create_directories(base);
+  {
+    std::ofstream f(base / "r64.npy", std::ios::binary);
+    const std::string hdr = "{'descr': '<f8', 'fortran_order': False, 'shape': (64, 64), }";
+    std::string h = hdr + std::string(64 - (10 + hdr.size() + 1) % 64, ' ') + "\n";
+    f.write("\x93NUMPY\x01\x00", 8);
+    const uint16_t len = static_cast<uint16_t>(h.size());
+    f.write(reinterpret_cast<const char*>(&len), 2);
+    f << h;
+    for (int i = 0; i < 64; ++i)
+      for (int j = 0; j < 64; ++j) {
+        const double v = i == j ? 1.0 : 0.0;
+        f.write(reinterpret_cast<const char*>(&v), 8);
+      }
+  }
+  const result bad = attnum::test::run_attnum("heads --zoo --n-tok 32 --layers 1 --texts 1 --quiet --kernel fa3 "
+                                              "--rotation " + (base / "r64.npy").string() + " --conditions plain,rotate");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("r64.npy: the rotation is [64, 64] but the head dim is 128"), std::string::npos) << bad.out;
+  const result badk = attnum::test::run_attnum(kSmall + "--knob transform_dtype=e5m2 --conditions plain,rotate");
+  EXPECT_EQ(badk.status, 2);
+  EXPECT_NE(badk.out.find("transform_dtype"), std::string::npos) << badk.out;
+  fs::remove_all(base);
+}
