@@ -19,13 +19,19 @@ std::string run(const std::string& cmd) {
 }
 }  // namespace
 
-// `attnum version --json` names the exact-sum path; ATTNUM_NO_AMX forces the double GEMMs.
+// `attnum version --json` names the exact-sum path; ATTNUM_NO_AMX leaves the tiles, and
+// ATTNUM_ISA=scalar forces the double GEMMs.
 TEST(version_test, json_reports_fast_paths_and_no_amx_switch) {
   const std::string on = run(ATTNUM_BINARY " version --json");
   EXPECT_NE(on.find("\"version\":\"" + std::string(attnum::tool_version()) + "\""), std::string::npos) << on;
-  EXPECT_TRUE(on.find("\"fp8_exact_sums\":\"amx-bf16\"") != std::string::npos ||
-              on.find("\"fp8_exact_sums\":\"double-gemm\"") != std::string::npos)
-      << on;
+  bool known = false;
+  for (const char* v : {"amx-bf16", "double-fma-avx512", "double-fma-avx2", "double-gemm"})
+    known = known || on.find("\"fp8_exact_sums\":\"" + std::string(v) + "\"") != std::string::npos;
+  EXPECT_TRUE(known) << on;
   const std::string off = run("ATTNUM_NO_AMX=1 " ATTNUM_BINARY " version --json");
-  EXPECT_NE(off.find("\"fp8_exact_sums\":\"double-gemm\""), std::string::npos) << off;
+  EXPECT_EQ(off.find("\"fp8_exact_sums\":\"amx-bf16\""), std::string::npos) << off;
+  EXPECT_EQ(off.find("\"isa\":\"amx\""), std::string::npos) << off;
+  const std::string scalar = run("ATTNUM_ISA=scalar " ATTNUM_BINARY " version --json");
+  EXPECT_NE(scalar.find("\"fp8_exact_sums\":\"double-gemm\""), std::string::npos) << scalar;
+  EXPECT_NE(scalar.find("\"exp2f\":\"scalar\""), std::string::npos) << scalar;
 }
