@@ -44,10 +44,11 @@ reference_result reference_attention(const double* q, const double* k, const dou
         row.setZero();
         continue;
       }
-      // Eigen's vectorised exp (within ~1 ulp in double): far below any tolerance we test.
-      auto seen = row.head(last + 1).array();
-      const double m = seen.maxCoeff();
-      seen = (seen - m).exp();
+      // std::exp one element at a time: Eigen's vectorised exp takes a scalar path for the
+      // elements before the first aligned packet, so its bits depended on where the buffer
+      // happened to lie in memory (they differed between thread counts and between calls).
+      const double m = row.head(last + 1).maxCoeff();
+      for (int j = 0; j <= last; ++j) row(j) = std::exp(row(j) - m);
       double l = 0;
       for (int j = 0; j <= last; ++j) l += row(j);  // ascending order
       for (int j = last + 1; j < n_cols; ++j) row(j) = 0;
