@@ -5,6 +5,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/core/progress.h"
 #include "attnum/model/capture.h"
 #include "attnum/model/loader.h"
 #include "cli/command.h"
@@ -46,11 +47,17 @@ void run(const capture_options& o) {
   }
   if (p == linear_precision::bf16) round_to_bf16(w);
   fs::create_directories(o.out);
-  for (const job& j : jobs) {
-    const std::string path = (fs::path(o.out) / capture_file_name(w.id, j.src.text_id)).string();
-    write_capture(w, j.ids, j.src, p, path);
-    fmt::print("{}\n", path);
+  // The written paths go to stdout at the end, not between redraws of the progress line.
+  std::vector<std::string> written;
+  {
+    attnum::progress bar("capture", static_cast<int64_t>(jobs.size()), "texts");
+    for (const job& j : jobs) {
+      written.push_back((fs::path(o.out) / capture_file_name(w.id, j.src.text_id)).string());
+      write_capture(w, j.ids, j.src, p, written.back());
+      bar.add();
+    }
   }
+  for (const auto& path : written) fmt::print("{}\n", path);
 }
 
 void setup(CLI::App& app) {
