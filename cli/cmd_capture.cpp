@@ -5,6 +5,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/core/progress.h"
 #include "attnum/model/capture.h"
 #include "attnum/model/loader.h"
 #include "cli/command.h"
@@ -47,11 +48,15 @@ void run(const capture_options& o) {
   if (p == linear_precision::bf16) round_to_bf16(w);
   attnum::output_guard guard(o.out);  // docs/reliability.md: a failed run leaves --out as it was
   attnum::begin_output_dir(o.out);
+  // The written paths go to stdout at the end, not between redraws of the progress line.
   std::vector<std::string> written;
-  for (const job& j : jobs) {
-    const std::string path = (fs::path(o.out) / capture_file_name(w.id, j.src.text_id)).string();
-    write_capture(w, j.ids, j.src, p, path);
-    written.push_back(path);
+  {
+    attnum::progress bar("capture", static_cast<int64_t>(jobs.size()), "texts");
+    for (const job& j : jobs) {
+      written.push_back((fs::path(o.out) / capture_file_name(w.id, j.src.text_id)).string());
+      write_capture(w, j.ids, j.src, p, written.back());
+      bar.add();
+    }
   }
   attnum::write_complete_marker(o.out, fmt::format("attnum capture --model {} --tokens {}", o.model, o.tokens));
   guard.commit();

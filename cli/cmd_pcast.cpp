@@ -3,13 +3,13 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/core/progress.h"
 #include "attnum/pcast/output.h"
 #include "attnum/pcast/simulate.h"
 #include "attnum/pcast/theory.h"
@@ -50,18 +50,22 @@ void print_rows(const json& rows, bool as_json, const std::vector<std::string>& 
   }
 }
 
-// A one-line progress bar on stderr, redrawn at most ~10 times a second.
+// The progress line (core/progress.h), made at the first report of each simulation (the total
+// is known then; `pcast all` runs two simulations through the same callback).
 attnum::pcast::progress_fn progress_bar(const char* what) {
-  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
-  return [what, last](int64_t done, int64_t total) {
-    const auto now = std::chrono::steady_clock::now();
-    if (done != total && now - *last < std::chrono::milliseconds(100)) return;
-    *last = now;
-    const int width = 30, fill = static_cast<int>(width * done / std::max<int64_t>(1, total));
-    fmt::print(stderr, "\r{} [{}{}] {}/{}", what, std::string(fill, '#'),
-               std::string(width - fill, '.'), done, total);
-    if (done == total) fmt::print(stderr, "\n");
-    std::fflush(stderr);
+  struct state {
+    std::unique_ptr<attnum::progress> bar;
+    int64_t total = -1, done = 0;
+  };
+  auto st = std::make_shared<state>();
+  return [what, st](int64_t done, int64_t total) {
+    if (!st->bar || total != st->total || done < st->done) {
+      st->bar.reset();  // finishes the previous line
+      st->bar = std::make_unique<attnum::progress>(what, total, "steps");
+      st->total = total;
+    }
+    st->done = done;
+    st->bar->update(done);
   };
 }
 

@@ -7,6 +7,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
+#include "attnum/core/progress.h"
 #include "attnum/core/version.h"
 #include "attnum/scaleout/world.h"
 #include "cli/command.h"
@@ -80,13 +81,25 @@ int main(int argc, char** argv) {
   int n_threads = 0;
   app.add_option("--threads", n_threads, "Threads for parallel loops (0 = all cores)")
       ->capture_default_str();
-  app.parse_complete_callback([&] { set_threads(n_threads); });
+  // --quiet / --progress anywhere on the line (fallthrough: after the subcommand too).
+  bool quiet = false, progress = false;
+  app.add_flag("--quiet", quiet, "No progress lines or status messages on stderr");
+  app.add_flag("--progress", progress, "Progress lines on stderr even when it is not a terminal");
+  app.fallthrough();
+  app.parse_complete_callback([&] {
+    set_threads(n_threads);
+    set_progress_mode(quiet ? progress_mode::never : progress ? progress_mode::always : progress_mode::automatic);
+  });
   std::map<std::string, CLI::App*> made;
   // Parents before children so a parent's help text is kept.
   auto& reg = cli::registry();
   std::stable_sort(reg.begin(), reg.end(),
                    [](const cli::command& a, const cli::command& b) { return a.path < b.path; });
-  for (const auto& c : reg) c.setup(*cli::subcommand_for(app, c.path, c.help, made));
+  for (const auto& c : reg) {
+    CLI::App* sub = cli::subcommand_for(app, c.path, c.help, made);
+    c.setup(*sub);
+    if (sub->get_allow_extras()) sub->fallthrough(false);  // its extras are its values (cast)
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

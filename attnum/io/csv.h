@@ -38,7 +38,10 @@ std::string csv_cell(const J& v) {
 template <typename J>
 std::string csv_table(const std::vector<std::string>& columns, const J& rows) {
   std::string out;
-  for (size_t c = 0; c < columns.size(); ++c) out += (c ? "," : "") + csv_quote(columns[c]);
+  for (size_t c = 0; c < columns.size(); ++c) {
+    if (c) out += ',';
+    out += csv_quote(columns[c]);
+  }
   out += "\n";
   for (const auto& r : rows) {
     for (size_t c = 0; c < columns.size(); ++c) {

@@ -10,6 +10,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/core/parallel.h"
+#include "attnum/core/progress.h"
 #include "attnum/io/json_file.h"
 #include "attnum/scaleout/world.h"
 
@@ -31,13 +32,6 @@ std::vector<int> split_ints(const std::string& s) {
   int x;
   while (in >> x) v.push_back(x);
   return v;
-}
-
-// A progress line on stderr (rank 0 only).
-void progress_line(const char* what, int done, int total) {
-  const int width = 40, filled = total ? done * width / total : width;
-  fmt::print(stderr, "\r{} [{:<{}}] {}/{}", what, std::string(filled, '#'), width, done, total);
-  if (done == total) fmt::print(stderr, "\n");
 }
 
 // A scratch folder private to this process (non-root ranks write unit files there first).
@@ -70,6 +64,7 @@ bool run_heads(const study::plan& p, const fs::path& dir, int shard_index, int s
   }
   const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
   const fs::path scratch = world.root() ? fs::path() : scratch_dir();
+  attnum::progress bar("heads", static_cast<int64_t>(todo.size()), "units", progress && world.root());
   scaleout::distribute(
       todo,
       [&](int i) -> std::string {
@@ -90,9 +85,7 @@ bool run_heads(const study::plan& p, const fs::path& dir, int shard_index, int s
         fs::create_directories(f.parent_path());
         write_file_atomic(f, bytes);
       },
-      attnum::threads(),
-      progress ? std::function<void(int, int)>([](int d, int t) { progress_line("heads", d, t); })
-               : std::function<void(int, int)>());
+      attnum::threads(), [&bar](int d, int) { bar.update(d); });
   if (!scratch.empty()) fs::remove_all(scratch);
   if (!world.root()) return false;
   study::assemble(p, dir);
@@ -167,6 +160,7 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
   }
   const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
   std::map<int, std::vector<model::unit_result>> got;  // rank 0 without a folder keeps them here
+  attnum::progress bar("loss", static_cast<int64_t>(todo.size()), "windows", progress && world.root());
   // Windows run one at a time per rank: a window's forward passes are parallel inside.
   scaleout::distribute(
       todo,
@@ -189,9 +183,7 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
           got[k] = std::move(rs);
         }
       },
-      1,
-      progress ? std::function<void(int, int)>([](int d, int t) { progress_line("loss", d, t); })
-               : std::function<void(int, int)>());
+      1, [&bar](int d, int) { bar.update(d); });
   if (!world.root() || shard_count != 1) return {};
   std::vector<model::unit_result> all;
   for (int k = 0; k < n_windows; ++k) {

@@ -7,6 +7,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/core/progress.h"
 #include "attnum/core/version.h"
 #include "attnum/io/csv.h"
 #include "attnum/io/json_file.h"
@@ -33,7 +34,8 @@ double seconds_since(clock_type::time_point t0) {
 }
 
 void say(const study_config& c, const std::string& line) {
-  if (c.progress && scaleout::here().root()) fmt::print(stderr, "study: {}\n", line);
+  if (c.progress && get_progress_mode() != progress_mode::never && scaleout::here().root())
+    fmt::print(stderr, "study: {}\n", line);
 }
 
 // Step 4: P-cast theory, dp(S), a short sink simulation and the stale-max side (rank 0; cheap).
@@ -69,6 +71,7 @@ model_inputs capture_model(const study_config& c, const model::weights& w,
   }
   const auto lin = model::parse_linear_precision(c.linear);
   if (scaleout::here().root()) fs::create_directories(dir);
+  attnum::progress bar("capture", static_cast<int64_t>(texts.size()), "texts", c.progress && scaleout::here().root());
   for (const auto& t : texts) {
     std::vector<int> ids = model::tokenize_file(t, tok, w);
     if (static_cast<int>(ids.size()) < in.n + 1)
@@ -89,6 +92,7 @@ model_inputs capture_model(const study_config& c, const model::weights& w,
     in.captures.push_back(cap.string());
     in.names.push_back(t);
     in.ids.push_back(std::move(ids));
+    bar.add();
   }
   scaleout::barrier();
   return in;

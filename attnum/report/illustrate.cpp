@@ -155,7 +155,7 @@ nlohmann::json illustration_rows(const illustration& ill) {
   q["w_exact"] = q["w_fp8"] = q["w_fp8_rot"] = nullptr;
   rows.push_back(q);
   for (int j = 0; j < kN; ++j) {
-    nlohmann::json k = base("k" + std::to_string(j + 1));
+    nlohmann::json k = base(std::string("k").append(std::to_string(j + 1)));
     k["original"] = ill.k[j];
     k["fp8"] = ill.k_fp8[j];
     k["rotated"] = ill.k_rot[j];

@@ -17,6 +17,7 @@
 #include "attnum/core/hash.h"
 #include "attnum/core/same_config.h"
 #include "attnum/core/parallel.h"
+#include "attnum/core/progress.h"
 #include "attnum/core/version.h"
 #include "attnum/io/safetensors.h"
 #include "attnum/stats/stats.h"
@@ -526,6 +527,7 @@ bool run_study(const plan& p, const fs::path& dir, const run_controls& ctl) {
   if (ctl.stop_after >= 0 && static_cast<int>(todo.size()) > ctl.stop_after) todo.resize(ctl.stop_after);
   std::atomic<int> done{0};
   const int n_todo = static_cast<int>(todo.size());
+  attnum::progress bar("heads", n_todo, "units", ctl.progress);
   std::string first_error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(attnum::threads())
   for (int t = 0; t < n_todo; ++t) {
@@ -536,15 +538,7 @@ bool run_study(const plan& p, const fs::path& dir, const run_controls& ctl) {
 #pragma omp critical(attnum_study_error)
       if (first_error.empty()) first_error = e.what();
     }
-    const int k = ++done;
-    if (ctl.progress) {
-#pragma omp critical(attnum_study_progress)
-      {
-        const int w = 40, f = n_todo ? k * w / n_todo : w;
-        fmt::print(stderr, "\rheads [{:<{}}] {}/{} units", std::string(f, '#'), w, k, n_todo);
-        if (k == n_todo) fmt::print(stderr, "\n");
-      }
-    }
+    bar.update(++done);
   }
   if (!first_error.empty()) fail("heads: {}", first_error);
   for (const auto& u : p.units)

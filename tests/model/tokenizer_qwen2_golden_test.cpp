@@ -54,7 +54,7 @@ TEST(tokenizer_qwen2_golden_test, matches_every_ggml_test_vector) {
   EXPECT_EQ(failures, 0) << "of " << inputs.size() << " cases";
 }
 TEST(tokenizer_qwen2_golden_test, nfc_normalizer_applies_before_the_split) {
-  if (!std::filesystem::exists(kTokenizer)) GTEST_SKIP() << "absent (run scripts/setup): " << kTokenizer;
+  ASSERT_TRUE(std::filesystem::exists(kTokenizer)) << "absent (run scripts/setup): " << kTokenizer;
   auto tok = attnum::model::load_hf_tokenizer(kTokenizer);
   // "Äpfel" is a test vector (86975 15897 301); its decomposed form must tokenize the same.
   EXPECT_EQ(tok->encode("A\u0308pfel"), (std::vector<int>{86975, 15897, 301}));

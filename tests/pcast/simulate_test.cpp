@@ -169,8 +169,9 @@ TEST(simulate_test, stale_max_saturation_condition) {
   c.q_rows = 8;
   c.seeds = 2;
   for (const auto& r : simulate(c)) {
-    if (!can_saturate(r.scale, r.threshold))
+    if (!can_saturate(r.scale, r.threshold)) {
       EXPECT_EQ(r.saturated_fraction, 0.0) << "tau " << r.threshold << " delta " << r.delta;
+    }
   }
   // Reverse order, tau = 4, Delta = 5: the sink block raises the max by about Delta + 1 - 3.4,
   // under 4 ln 2 = 2.77, so the max stays stale and sink P saturate.

@@ -52,7 +52,7 @@ TEST(report_integration_slow_test, report_reads_the_producers_folders) {
   ASSERT_EQ(run(bin + " --threads 2 heads --zoo --n-tok 128 --layers 1 --texts 2 --quiet --out '" +
                     (dir / "heads").string() + "'", &out), 0) << out;
   ASSERT_EQ(run(bin + " --threads 2 pcast all --quick --out '" + (dir / "pcast").string() + "'", &out), 0) << out;
-  std::string results = "'" + (dir / "heads").string() + "' '" + (dir / "pcast").string() + "'";
+  std::string results = std::string("'").append((dir / "heads").string()) + "' '" + (dir / "pcast").string() + "'";
   // stories260K ships in data/; the book comes from a Debian package (scripts/setup).
   const fs::path data_dir = ATTNUM_DATA_DIR;
   const fs::path book = "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/pg1661.txt";

@@ -1,0 +1,307 @@
+// attnum._core: the thin C++ layer of the Python package (python/attnum/__init__.py is the API
+// users see). Every function takes C-contiguous NumPy arrays of the exact dtype it documents
+// (the Python layer converts torch tensors and checks shapes first), releases the GIL while it
+// computes, and turns attnum::error (bad input) into ValueError with the library's message.
+// Written against the public headers only: attention/{attend,kernel_spec,metrics,reference}.h,
+// formats/format.h, predict/predictor.h, study/emulate.h (the predictor's operands), pcast/theory.h.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "attnum/attention/attend.h"
+#include "attnum/attention/kernel_spec.h"
+#include "attnum/attention/metrics.h"
+#include "attnum/attention/reference.h"
+#include "attnum/core/error.h"
+#include "attnum/core/parallel.h"
+#include "attnum/core/version.h"
+#include "attnum/formats/format.h"
+#include "attnum/pcast/theory.h"
+#include "attnum/predict/predictor.h"
+#include "attnum/study/emulate.h"
+
+namespace py = pybind11;
+using attnum::fail;
+
+namespace {
+
+using f32_array = py::array_t<float, py::array::c_style>;
+using f64_array = py::array_t<double, py::array::c_style>;
+
+// OpenMP's thread count is per calling thread: every computing call applies the count that
+// set_threads stored (0 = all cores), whichever Python thread it runs on.
+std::atomic<int> g_threads{0};
+
+struct compute_scope {
+  py::gil_scoped_release release;
+  compute_scope() { attnum::set_threads(g_threads.load()); }
+};
+
+// Shapes: [n_head, n_tok, d_head] (the Python layer adds the head axis to 2-D arrays).
+struct dims {
+  int n_head = 0, n_tok = 0, d = 0;
+};
+dims dims_of(const f32_array& a, const char* name) {
+  if (a.ndim() != 3) fail("{}: expected shape [n_head, n_tok, d_head], got {} dims", name, a.ndim());
+  return {static_cast<int>(a.shape(0)), static_cast<int>(a.shape(1)), static_cast<int>(a.shape(2))};
+}
+
+attnum::attention::layer_view layer_of(const f32_array& q, const f32_array& k, const f32_array& v) {
+  const dims dq = dims_of(q, "q"), dk = dims_of(k, "k"), dv = dims_of(v, "v");
+  if (dk.n_head != dv.n_head || dk.n_tok != dv.n_tok || dk.d != dv.d)
+    fail("k {}x{}x{} and v {}x{}x{}: shapes differ", dk.n_head, dk.n_tok, dk.d, dv.n_head, dv.n_tok, dv.d);
+  if (dq.d != dk.d) fail("d_head of q ({}) and k ({}) differ", dq.d, dk.d);
+  if (dq.n_head == 0 || dk.n_head == 0 || dq.n_tok == 0 || dk.n_tok == 0 || dq.d == 0)
+    fail("q {}x{}x{}, k {}x{}x{}: every dimension must be at least 1", dq.n_head, dq.n_tok, dq.d, dk.n_head,
+         dk.n_tok, dk.d);
+  if (dq.n_head % dk.n_head != 0) fail("q has {} heads, not a multiple of k's {} (GQA)", dq.n_head, dk.n_head);
+  return {q.data(), k.data(), v.data(), dq.n_head, dk.n_head, dq.n_tok, dk.n_tok, dq.d};
+}
+
+// Knobs as "name=value" assignments on top of the preset (attnum attend --kernel --knob).
+attnum::attention::kernel_spec spec_of(const std::string& kernel, const std::vector<std::string>& knobs) {
+  using namespace attnum::attention;
+  return apply_knobs(preset(kernel.empty() ? "generic" : kernel), knobs);
+}
+
+py::dict attend(const f32_array& q, const f32_array& k, const f32_array& v, const std::string& kernel,
+                const std::string& condition, const std::vector<std::string>& knobs, bool causal,
+                uint64_t rotation_seed, bool causal_center, bool stages) {
+  using namespace attnum::attention;
+  const layer_view lv = layer_of(q, k, v);
+  const kernel_spec spec = spec_of(kernel, knobs);
+  const attnum::attention::condition cond = parse_condition(condition);
+  const transform_options topt{rotation_seed, causal_center};
+  f32_array o({lv.n_head, lv.n_q, lv.d_head});
+  attend_result r;
+  std::vector<std::vector<stage_error>> st;
+  {
+    compute_scope scope;
+    r = attend(spec, lv, cond, causal, topt);
+    if (stages)
+      for (int h = 0; h < lv.n_head; ++h) st.push_back(stage_attribution(spec, lv, h, cond, causal, topt));
+    std::copy(r.o.begin(), r.o.end(), o.mutable_data());
+  }
+  const auto n = static_cast<py::ssize_t>(r.heads.size());
+  f64_array rel(n), log_err(n), cos(n), max_row(n);
+  py::array_t<int64_t> kv(n), p_count(n), p_under(n), p_sat(n);
+  py::array_t<bool> nan(n);
+  for (py::ssize_t h = 0; h < n; ++h) {
+    const head_report& hr = r.heads[h];
+    rel.mutable_at(h) = hr.rel_err, log_err.mutable_at(h) = hr.log_err, cos.mutable_at(h) = hr.cosine;
+    max_row.mutable_at(h) = hr.max_row_err, kv.mutable_at(h) = hr.kv_head;
+    p_count.mutable_at(h) = hr.stats.p_count, p_under.mutable_at(h) = hr.stats.p_underflow;
+    p_sat.mutable_at(h) = hr.stats.p_saturated, nan.mutable_at(h) = hr.stats.nan_flagged;
+  }
+  // Stage attribution: one array [n_head] per stage, in the library's stage order.
+  py::dict stage_dict;
+  for (size_t i = 0; !st.empty() && i < st[0].size(); ++i) {
+    f64_array a(n);
+    for (py::ssize_t h = 0; h < n; ++h) a.mutable_at(h) = st[h][i].rel_err;
+    stage_dict[py::str(st[0][i].stage)] = a;
+  }
+  py::dict out;
+  out["o"] = o;
+  out["rel_err"] = rel, out["log_err"] = log_err, out["cosine"] = cos, out["max_row_err"] = max_row;
+  out["kv_head"] = kv, out["p_count"] = p_count, out["p_underflow"] = p_under, out["p_saturated"] = p_sat;
+  out["nan_flagged"] = nan, out["stages"] = stage_dict;
+  out["kernel"] = to_json(spec).dump();
+  out["condition"] = std::string(condition_name(cond));
+  return out;
+}
+
+f64_array reference(const f32_array& q, const f32_array& k, const f32_array& v, bool causal) {
+  using namespace attnum::attention;
+  const layer_view lv = layer_of(q, k, v);
+  f64_array o({lv.n_head, lv.n_q, lv.d_head});
+  double* dst = o.mutable_data();
+  compute_scope scope;
+  const size_t hd = static_cast<size_t>(lv.n_q) * lv.d_head;
+  for (int h = 0; h < lv.n_head; ++h) {
+    const reference_result r = reference_head(lv, h, causal);
+    std::copy(r.o.begin(), r.o.end(), dst + h * hd);
+  }
+  return o;
+}
+
+// The predictor's expected rel_err per head, built as the head study builds it (study/emulate.h:
+// the transformed operands and the casts' rounding variances; the causal fp64 reference's P).
+f64_array predict(const f32_array& q, const f32_array& k, const f32_array& v, const std::string& kernel,
+                  const std::string& condition, uint64_t rotation_seed) {
+  const attnum::attention::layer_view lv = layer_of(q, k, v);
+  if (lv.n_q != lv.n_kv) fail("predict: q has {} tokens and k {}; the predictor needs the same count", lv.n_q, lv.n_kv);
+  const int cond = attnum::study::parse_condition_index(condition);
+  const int n = lv.n_q, d = lv.d_head, group = lv.n_head / lv.n_head_kv;
+  const size_t hd = static_cast<size_t>(n) * d;
+  f64_array out(lv.n_head);
+  double* dst = out.mutable_data();
+  compute_scope scope;
+  const auto run = attnum::study::prepare_run(kernel, cond, {lv.q, lv.k, lv.v, lv.n_head, lv.n_head_kv, n, d},
+                                              rotation_seed);
+  for (int h = 0; h < lv.n_head; ++h) {
+    const float* qh = lv.q + h * hd;
+    const float* kh = lv.k + (h / group) * hd;
+    const float* vh = lv.v + (h / group) * hd;
+    const attnum::study::reference ref = attnum::study::reference_causal(qh, kh, vh, n, d);
+    const attnum::study::head_run r = attnum::study::run_prepared(*run, h);
+    attnum::predict::head_inputs in;
+    in.n_q = n, in.n_kv = n, in.d = d;
+    in.p = ref.p.data(), in.o = ref.o.data(), in.row_sum = ref.row_sum.data();
+    in.q = r.q.data(), in.k = r.k.data(), in.v = vh;
+    in.var_q = r.var_q.empty() ? nullptr : r.var_q.data();
+    in.var_k = r.var_k.empty() ? nullptr : r.var_k.data();
+    in.var_v = r.var_v.empty() ? nullptr : r.var_v.data();
+    in.p_cast = r.p_cast, in.o_cast = r.o_cast, in.out_fmt = r.out_fmt;
+    const attnum::predict::prediction p = attnum::predict::predict_head(in);
+    dst[h] = p.o_norm2 > 0 ? std::sqrt(p.total / p.o_norm2) : 0.0;
+  }
+  return out;
+}
+
+// attnum cast: code = encode(f, x / S), decoded = decode(code) * S, in double (cli/cmd_cast.cpp).
+py::tuple cast(const f64_array& x, const std::string& to, bool saturate, double scale, const std::string& round) {
+  using namespace attnum::formats;
+  const format f = parse_format(to);
+  if (f == format::fp32) fail("cast: to='fp32' is the identity; expected e4m3fn, e5m2, bf16, fp16 or int8");
+  if (!(scale > 0) || !std::isfinite(scale)) fail("cast: scale {}: expected a positive finite number", scale);
+  rounding r;
+  if (round == "rne" || round == "nearest_even") r = rounding::nearest_even;
+  else if (round == "away" || round == "half_away") r = rounding::half_away;
+  else if (round == "rz" || round == "toward_zero") r = rounding::toward_zero;
+  else fail("cast: round '{}': expected rne, away or rz", round);
+  const std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+  const bool wide = info(f).bits > 8;
+  py::array codes = wide ? py::array(py::dtype::of<uint16_t>(), shape) : py::array(py::dtype::of<uint8_t>(), shape);
+  f64_array decoded(shape);
+  const py::ssize_t n = x.size();
+  const double* src = x.data();
+  double* dec = decoded.mutable_data();
+  void* cp = codes.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t i = 0; i < n; ++i) {
+      const uint32_t c = encode(f, src[i] / scale, r, saturate);
+      dec[i] = decode(f, c) * scale;
+      if (wide) static_cast<uint16_t*>(cp)[i] = static_cast<uint16_t>(c);
+      else static_cast<uint8_t*>(cp)[i] = static_cast<uint8_t>(c);
+    }
+  }
+  return py::make_tuple(codes, decoded);
+}
+
+std::string kernels_json() {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& name : attnum::attention::preset_names()) rows.push_back(attnum::attention::to_json(attnum::attention::preset(name)));
+  return rows.dump();
+}
+
+std::string knobs_json(const std::string& kernel, const std::vector<std::string>& knobs) {
+  return attnum::attention::to_json(spec_of(kernel, knobs)).dump();
+}
+
+// pcast theory: one array per field of theory_row, deltas outer.
+py::dict pcast_theory(const std::vector<double>& deltas, const std::vector<double>& scales, int n_tok, int block,
+                      int k_sink) {
+  if (n_tok < 1 || block < 1 || k_sink < 1 || k_sink > n_tok)
+    fail("pcast.theory: n_tok {}, block {}, k_sink {}: expected n_tok >= 1, block >= 1, 1 <= k_sink <= n_tok", n_tok,
+         block, k_sink);
+  std::vector<attnum::pcast::theory_row> rows;
+  {
+    compute_scope scope;
+    rows = attnum::pcast::theory_table(deltas, scales, {n_tok, block, k_sink});
+  }
+  const auto n = static_cast<py::ssize_t>(rows.size());
+  f64_array delta(n), scale(n), dk(n), fraction(n), exact(n), dc(n);
+  for (py::ssize_t i = 0; i < n; ++i) {
+    delta.mutable_at(i) = rows[i].delta, scale.mutable_at(i) = rows[i].scale, dk.mutable_at(i) = rows[i].delta_k;
+    fraction.mutable_at(i) = rows[i].underflow_fraction, exact.mutable_at(i) = rows[i].underflow_exact;
+    dc.mutable_at(i) = rows[i].delta_c;
+  }
+  py::dict out;
+  out["delta"] = delta, out["scale"] = scale, out["delta_k"] = dk, out["underflow_fraction"] = fraction;
+  out["underflow_exact"] = exact, out["delta_c"] = dc;
+  return out;
+}
+
+f64_array pcast_dp(const std::vector<double>& scales) {
+  for (double s : scales)
+    if (!(s > 0) || !std::isfinite(s)) fail("pcast.dp: scale {}: expected a positive finite number", s);
+  f64_array out(static_cast<py::ssize_t>(scales.size()));
+  for (size_t i = 0; i < scales.size(); ++i) out.mutable_at(i) = attnum::pcast::dp(scales[i]);
+  return out;
+}
+
+py::dict pcast_reverse_bound(int64_t n_tok, double scale) {
+  if (n_tok < 1) fail("pcast.reverse_bound: n_tok {}: expected >= 1", n_tok);
+  if (!(scale > 0) || !std::isfinite(scale)) fail("pcast.reverse_bound: scale {}: expected a positive finite number", scale);
+  const attnum::pcast::reverse_bound_row r = attnum::pcast::reverse_bound(n_tok, scale);
+  py::dict out;
+  out["n_tok"] = r.n_tok, out["scale"] = r.scale, out["flush"] = r.flush, out["max_mean"] = r.max_mean;
+  out["sqrt_2_ln_n"] = r.sqrt_2_ln_n, out["max_q999999"] = r.max_q999999, out["p_underflow"] = r.p_underflow;
+  out["expected_count"] = r.expected_count, out["paper_m"] = r.paper_m;
+  return out;
+}
+
+void check_k_sink(int k_sink) {
+  if (k_sink < 1) fail("pcast: k_sink {}: expected >= 1", k_sink);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "attnum's C++ core (use the attnum package, not this module)";
+  // Bad input is attnum::error: a ValueError carrying the library's message (as the CLI prints it).
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const attnum::error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  m.def("version", [] { return std::string(attnum::tool_version()); });
+  m.def("set_threads", [](int n) {
+    if (n < 0) fail("set_threads: {}: expected 0 (all cores) or a positive count", n);
+    g_threads = n;
+    attnum::set_threads(n);
+  });
+  m.def("threads", [] {
+    attnum::set_threads(g_threads.load());
+    return attnum::threads();
+  });
+  m.def("attend", &attend);
+  m.def("reference", &reference);
+  m.def("predict", &predict);
+  m.def("cast", &cast);
+  m.def("kernels_json", &kernels_json);
+  m.def("knobs_json", &knobs_json);
+  m.def("preset_names", &attnum::attention::preset_names);
+  m.def("pcast_theory", &pcast_theory);
+  m.def("pcast_dp", &pcast_dp);
+  m.def("pcast_reverse_bound", &pcast_reverse_bound);
+  m.def("pcast_delta_k", [](int k_sink) {
+    check_k_sink(k_sink);
+    return attnum::pcast::delta_k(k_sink);
+  });
+  m.def("pcast_delta_c", [](double scale, int k_sink) {
+    check_k_sink(k_sink);
+    return attnum::pcast::delta_c(scale, k_sink);
+  });
+  m.def("pcast_underflow_closed_form", [](double delta, double scale, int k_sink) {
+    check_k_sink(k_sink);
+    return attnum::pcast::underflow_closed_form(delta, scale, k_sink);
+  });
+  m.def("pcast_underflow_exact", [](double delta, double scale, int n_tok, int block, int k_sink, const std::string& order) {
+    if (n_tok < 1 || block < 1 || k_sink < 1 || k_sink > n_tok)
+      fail("pcast.underflow_exact: n_tok {}, block {}, k_sink {}: expected n_tok >= 1, block >= 1, 1 <= k_sink <= n_tok",
+           n_tok, block, k_sink);
+    const auto o = attnum::pcast::parse_order(order.c_str());
+    py::gil_scoped_release release;
+    return attnum::pcast::underflow_exact(delta, scale, {n_tok, block, k_sink}, o);
+  });
+}

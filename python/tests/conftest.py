@@ -1,0 +1,25 @@
+"""Shared helpers of the Python tests: the CLI built beside the module (ATTNUM_BINARY, set by
+ctest; default build/attnum) and the repository's data/ folder."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARY = os.environ.get("ATTNUM_BINARY", str(ROOT / "build" / "attnum"))
+DATA = Path(os.environ.get("ATTNUM_DATA_DIR", str(ROOT / "data")))
+
+
+def cli(*args, json_out=False):
+    """Runs the attnum CLI; returns stdout (parsed as JSON with json_out). Fails on exit != 0."""
+    r = subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True)
+    assert r.returncode == 0, f"attnum {' '.join(map(str, args))}: exit {r.returncode}\n{r.stderr}"
+    return json.loads(r.stdout) if json_out else r.stdout
+
+
+@pytest.fixture(scope="session")
+def attnum_cli():
+    assert Path(BINARY).exists(), f"{BINARY}: the CLI is not built (scripts/build)"
+    return cli
