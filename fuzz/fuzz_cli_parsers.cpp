@@ -1,4 +1,5 @@
 // The CLI's list, knob, shard and condition parsers; each line of the input is one argument.
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "attnum/attention/kernel_spec.h"

@@ -209,8 +209,10 @@ const std::map<std::string, setter>& setters() {
         {"q_cast", &quant_points::q_cast}, {"k_cast", &quant_points::k_cast}, {"v_cast", &quant_points::v_cast},
         {"qk_acc_on", &quant_points::qk_acc}, {"p_cast", &quant_points::p_cast},
         {"pv_acc_on", &quant_points::pv_acc}, {"o_cast", &quant_points::o_cast}};
-    for (const auto& [n, p] : points)
-      m[std::string("enabled.") + n] = [p](kernel_spec& s, auto k, auto v) { s.enabled.*p = parse_bool(k, v); };
+    for (const auto& point : points) {
+      const auto p = point.second;  // a copy: clang 14 cannot capture a structured binding
+      m[std::string("enabled.") + point.first] = [p](kernel_spec& s, auto k, auto v) { s.enabled.*p = parse_bool(k, v); };
+    }
     return m;
   }();
   return m;

@@ -35,7 +35,7 @@ int int_field(const nlohmann::json& j, const std::string& path, const char* key,
   if (!j.contains(key) || j[key].is_null()) fail("{}: missing field {}", path, key);
   const nlohmann::json& v = j[key];
   const bool in_range = v.is_number_integer() &&
-                        (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi)
+                        (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi) && int64_t(v.get<uint64_t>()) >= lo
                                                 : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi);
   if (!in_range) fail("{}: field {} = {}: expected an integer in [{}, {}]", path, key, io::json_brief(v), lo, hi);
   return static_cast<int>(v.get<int64_t>());

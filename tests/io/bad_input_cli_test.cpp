@@ -49,7 +49,9 @@ class BadInput : public ::testing::Test {
     EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
     for (const auto& f : fragments) EXPECT_NE(r.out.find(f), std::string::npos) << "'" << f << "' in:\n" << r.out;
     EXPECT_EQ(r.out.find("terminate called"), std::string::npos) << r.out;
-    if (!out.empty()) EXPECT_FALSE(fs::exists(out)) << out << " left by: " << args;
+    if (!out.empty()) {
+      EXPECT_FALSE(fs::exists(out)) << out << " left by: " << args;
+    }
     return r;
   }
   // Q, K, V of one small layer as .npy files; returns the attend arguments.
@@ -89,16 +91,16 @@ TEST_F(BadInput, TokenizerJsonIdsOutsideTheRange) {
   if (!have_shared()) GTEST_SKIP() << "shared data absent";
   const fs::path text = file("t.txt", "Once upon a time");
   const fs::path out = dir_ / "out";
-  for (const std::string& id : {"-1", "-2147483648", "2147483647", "1e3", "true", "\"3\""}) {
-    const fs::path tok = file("tok.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": " + id +
+  for (const char* id : {"-1", "-2147483648", "2147483647", "1e3", "true", "\"3\""}) {
+    const fs::path tok = file("tok.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": " + std::string(id) +
                                               "}, \"merges\": []}}");
-    refused("capture --model " + stories() + " --tokenizer " + tok.string() + " --text " + text.string() +
+    refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " + text.string() +
                 " --out " + out.string(),
             {tok.string(), "model.vocab[\"a\"]", "token id"}, out);
   }
   const fs::path tok = file("tok.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
                                         "\"added_tokens\": [{\"content\": \"<s>\", \"id\": -5}]}");
-  refused("capture --model " + stories() + " --tokenizer " + tok.string() + " --text " + text.string() +
+  refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " + text.string() +
               " --out " + out.string(),
           {tok.string(), "added_tokens[0].id"}, out);
 }
@@ -112,7 +114,7 @@ TEST_F(BadInput, TokenizerJsonTypeErrorsNameTheFile) {
         std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": 3}"),
         std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}")}) {
     const fs::path tok = file("tok.json", body);
-    const run_result r = refused("capture --model " + stories() + " --tokenizer " + tok.string() + " --text " +
+    const run_result r = refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " +
                                      text.string() + " --out " + (dir_ / "out").string(),
                                  {tok.string()}, dir_ / "out");
   }
@@ -175,8 +177,8 @@ TEST_F(BadInput, ShardNamesMustStayInsideTheModelFolder) {
 
 TEST_F(BadInput, HfConfigIntegersMustBeExactAndInRange) {
   const fs::path ids = file("ids.txt", "1 2 3 4");
-  for (const std::string& v : {"4294967312", "16.5", "true", "1e30", "-16", "0", "\"16\"", "2147483648"}) {
-    const fs::path m = hf("m", "\"hidden_size\": " + v);
+  for (const char* v : {"4294967312", "16.5", "true", "1e30", "-16", "0", "\"16\"", "2147483648"}) {
+    const fs::path m = hf("m", "\"hidden_size\": " + std::string(v));
     refused("capture --model " + m.string() + " --token-ids " + ids.string() + " --out " + (dir_ / "out").string(),
             {"config.json", "hidden_size", "expected an integer"}, dir_ / "out");
     fs::remove_all(m);
