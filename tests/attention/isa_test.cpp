@@ -180,7 +180,9 @@ TEST(isa, packed_chunk_gemm_equals_the_plain_double_loop) {
       std::vector<double> C(static_cast<size_t>(rows) * N);
       EXPECT_EQ(fma::ordered_gemm(A.data(), lda, pb, 0, 32, 0, N, rows, C.data(), N), p != path::scalar);
       if (p == path::scalar) continue;
-      if (W > 1) EXPECT_FALSE(fma::ordered_gemm(A.data(), lda, pb, 0, 32, 1, N - W, rows, C.data(), N));
+      if (W > 1) {
+        EXPECT_FALSE(fma::ordered_gemm(A.data(), lda, pb, 0, 32, 1, N - W, rows, C.data(), N));
+      }
       for (auto [k0, kn, j0, n] : {std::tuple{0, 32, 0, N}, std::tuple{32, 32, W, N - W}, std::tuple{64, 6, 0, 5}}) {
         std::vector<double> got(static_cast<size_t>(rows) * n);
         ASSERT_TRUE(fma::ordered_gemm(A.data() + k0, lda, pb, k0, kn, j0, n, rows, got.data(), n));
