@@ -91,7 +91,9 @@ void check_against_oracle(double common, bool center) {
   std::vector<ivec> k(ill.k.begin(), ill.k.end());
   std::vector<ivec> orig = k;
   for (int j = 0; j < kN; ++j) {
-    if (!center) EXPECT_EQ(k[j][0], common);
+    if (!center) {
+      EXPECT_EQ(k[j][0], common);
+    }
   }
   if (center) {  // the keys given to the casts have zero mean per channel
     for (int i = 0; i < kD; ++i) {

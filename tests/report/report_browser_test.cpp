@@ -25,7 +25,7 @@ namespace {
 // Runs a shell command, capturing stdout and stderr together.
 attnum::test::run_result run(const std::string& cmd) { return attnum::test::run_command(cmd + " 2>&1"); }
 
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string q(const fs::path& p) { return std::string("'").append(p.string()) + "'"; }
 
 bool under_ci() {
   const char* ci = std::getenv("CI");
@@ -45,7 +45,7 @@ TEST(report_browser_test, page_works_in_headless_chromium) {
   const fs::path src = ATTNUM_SOURCE_DIR;
   const fs::path chromium = std::getenv("ATTNUM_CHROMIUM") ? std::getenv("ATTNUM_CHROMIUM") : "/usr/bin/chromium";
   std::string missing;
-  if (!fs::exists(chromium)) missing += " " + chromium.string();
+  if (!fs::exists(chromium)) missing.append(" ").append(chromium.string());
   if (run("command -v node").status != 0) missing += " node";
   if (!fs::exists(src / "node_modules/playwright-core/package.json")) missing += " node_modules/playwright-core";
   if (!fs::exists(src / "node_modules/vega/build/vega.min.js")) missing += " node_modules/vega";

@@ -57,10 +57,10 @@ TEST(heads_cli_test, shards_merged_equal_single_run) {
   ASSERT_EQ(run(c + "--out " + (base / "single").string()).status, 0);
   std::string dirs;
   for (int s = 0; s < 3; ++s) {
-    const fs::path d = base / ("s" + std::to_string(s));
+    const fs::path d = base / std::string("s").append(std::to_string(s));
     ASSERT_EQ(run(c + "--shard " + std::to_string(s) + "/3 --out " + d.string()).status, 0);
     EXPECT_FALSE(fs::exists(d / "rows.csv"));
-    dirs += " " + d.string();
+    dirs.append(" ").append(d.string());
   }
   ASSERT_EQ(run("merge" + dirs + " --out " + (base / "merged").string()).status, 0);
   for (const char* f : {"meta.json", "rows.csv", "rows.jsonl", "heads.csv", "heads.jsonl",

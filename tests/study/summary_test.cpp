@@ -25,7 +25,7 @@ json heads_of(int n_models, int n_layers, int n_heads) {
       for (int h = 0; h < n_heads; ++h) {
         const double obs = rng.uniform() - 0.5;
         const double pred = obs + (rng.uniform() - 0.5) * 0.3 * (1 + l % 3);
-        out.push_back({{"model", "m" + std::to_string(m)}, {"layer", l}, {"head", h},
+        out.push_back({{"model", std::string("m").append(std::to_string(m))}, {"layer", l}, {"head", h},
                        {"kernel", "fa3"}, {"transform", "rotate"}, {"observed_score", obs},
                        {"predicted_score", pred}, {"harmed", obs > 0}});
       }
