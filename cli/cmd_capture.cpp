@@ -58,7 +58,8 @@ void run(const capture_options& o) {
       bar.add();
     }
   }
-  attnum::write_complete_marker(o.out, fmt::format("attnum capture --model {} --tokens {}", o.model, o.tokens));
+  // No completion marker here: users pass the folder's files as --captures DIR/* (each file is
+  // written atomically and read whole, so a killed capture leaves no half file).
   guard.commit();
   for (const auto& path : written) fmt::print("{}\n", path);
 }

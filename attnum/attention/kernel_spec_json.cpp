@@ -113,7 +113,7 @@ void validate_operand(const std::string& p, const operand_spec& o) {
 
 void validate_acc(const std::string& p, const accumulator_spec& a) {
   check_int(p + ".k_step", a.k_step, 1, 1 << 16);
-  check_int(p + ".mant_bits", a.mant_bits, 1, 52);
+  if (a.kind == acc_kind::truncated) check_int(p + ".mant_bits", a.mant_bits, 1, 52);  // unused otherwise
 }
 
 void validate_knobs(const kernel_spec& s) {

@@ -148,7 +148,7 @@ TEST_F(BadInput, KnobsOutsideTheirRangeAreRefusedBeforeAnyWork) {
       {"p_scale=nan", "p_scale"},             {"p_scale=0", "p_scale"},
       {"p_scale=-1", "p_scale"},              {"k.scale_max=-448", "k.scale_max"},
       {"k.group_div=0", "k.group_div"},       {"k.group_div=3", "k.group_div"},
-      {"qk_acc.mant_bits=99", "qk_acc.mant_bits"}, {"block_n=1e300", "block_n"},
+      {"qk_acc.kind=truncated --knob qk_acc.mant_bits=99", "qk_acc.mant_bits"}, {"block_n=1e300", "block_n"},
       {"mask_value=nan", "mask_value"},       {"k.eps=-1", "k.eps"}};
   for (const auto& [knob, field] : cases)
     refused(args + " --kernel fa3 --knob " + knob + " --out " + out.string(), {field}, out);
