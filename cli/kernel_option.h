@@ -11,7 +11,7 @@
 
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
-#include "attnum/io/npy.h"
+#include "attnum/study/rotation_spec.h"
 #include "attnum/transforms/hadamard.h"
 #include "cli/list_option.h"
 
@@ -41,14 +41,7 @@ inline std::vector<attention::kernel_spec> resolve_kernels(const kernel_flags& f
 
 /// Returns the rotation of --rotation: "random-hadamard:SEED", "hadamard", or FILE.npy holding a
 /// [d, d] float32/float64 orthogonal matrix (validated here; the head dim when it is used).
-inline transforms::rotation parse_rotation(const std::string& spec) {
-  if (auto r = transforms::rotation::parse_builtin(spec)) return *r;
-  if (spec.size() < 4 || spec.compare(spec.size() - 4, 4, ".npy") != 0)
-    fail("--rotation '{}': expected random-hadamard:SEED, hadamard or a FILE.npy", spec);
-  std::vector<int64_t> shape;
-  const std::vector<double> r = io::read_npy_f64(spec, shape);
-  return transforms::rotation::from_matrix(r, shape, spec);
-}
+inline transforms::rotation parse_rotation(const std::string& spec) { return study::parse_rotation(spec); }
 
 /// Adds --rotation to `app` (default: the randomized Hadamard of seed 0x5eed).
 inline void add_rotation_option(CLI::App& app, std::string& spec) {

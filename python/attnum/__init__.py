@@ -11,6 +11,7 @@ PyTorch CPU tensors; results come back as the kind that went in (a torch tensor 
 from __future__ import annotations
 
 import json as _json
+import os as _os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
@@ -125,21 +126,20 @@ def _knob_list(knobs) -> list:
     return [str(k) for k in knobs]
 
 
-def _rotation_seed(rotation) -> int:
-    """None: the default random-sign Hadamard; an int or 'random-hadamard:SEED': that seed."""
+def _rotation_spec(rotation) -> str:
+    """The rotation as the CLI's --rotation names it: None -> "" (the default random-sign Hadamard,
+    seed DEFAULT_ROTATION_SEED); an int -> "random-hadamard:SEED"; a string is passed on as is
+    ("random-hadamard:SEED", "hadamard", or a FILE.npy holding a [d, d] orthogonal matrix)."""
     if rotation is None:
-        return DEFAULT_ROTATION_SEED
+        return ""
     if isinstance(rotation, (int, _np.integer)) and not isinstance(rotation, bool):
         if rotation < 0 or rotation >= 2 ** 64:
             raise ValueError(f"rotation seed {rotation}: expected 0 <= seed < 2**64")
-        return int(rotation)
-    if isinstance(rotation, str) and rotation.startswith("random-hadamard:"):
-        text = rotation.split(":", 1)[1]
-        try:
-            return int(text, 0)
-        except ValueError:
-            raise ValueError(f"rotation '{rotation}': expected random-hadamard:SEED with an integer SEED") from None
-    raise ValueError(f"rotation {rotation!r}: expected None, an integer seed or 'random-hadamard:SEED'")
+        return f"random-hadamard:{int(rotation)}"
+    if isinstance(rotation, (str, _os.PathLike)):
+        return _os.fspath(rotation)
+    raise ValueError(f"rotation {rotation!r}: expected None, an integer seed, 'random-hadamard:SEED', "
+                     "'hadamard' or a FILE.npy path")
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ def attend(q, k, v, kernel: str = "fa3", condition: str = "plain", rotation=None
     """
     q3, k3, v3, two, torch_out = _operands(q, k, v)
     r = _core.attend(q3, k3, v3, kernel, condition, _knob_list(knobs), bool(causal),
-                     _rotation_seed(rotation), bool(causal_center), bool(stages))
+                     _rotation_spec(rotation), bool(causal_center), bool(stages))
     return AttendResult(o=_out(r["o"], two, torch_out), rel_err=r["rel_err"], log_err=r["log_err"],
                         cosine=r["cosine"], max_row_err=r["max_row_err"], kv_head=r["kv_head"],
                         p_count=r["p_count"], p_underflow=r["p_underflow"], p_saturated=r["p_saturated"],
@@ -216,7 +216,7 @@ def predict(q, k, v, kernel: str = "fa3", condition: str = "plain", rotation=Non
     """Returns the rounding-noise predictor's expected rel_err per query head, float64 [n_head]
     (causal; n_q == n_kv), as the head study computes its `predicted_rel_err`."""
     q3, k3, v3, _, _ = _operands(q, k, v)
-    return _core.predict(q3, k3, v3, kernel, condition, _rotation_seed(rotation))
+    return _core.predict(q3, k3, v3, kernel, condition, _rotation_spec(rotation))
 
 
 def cast(x, to: str = "e4m3fn", saturate: bool = True, scale: Optional[float] = None,

@@ -25,6 +25,7 @@
 #include "attnum/pcast/theory.h"
 #include "attnum/predict/predictor.h"
 #include "attnum/study/emulate.h"
+#include "attnum/study/rotation_spec.h"
 
 namespace py = pybind11;
 using attnum::fail;
@@ -64,6 +65,11 @@ attnum::attention::layer_view layer_of(const f32_array& q, const f32_array& k, c
   return {q.data(), k.data(), v.data(), dq.n_head, dk.n_head, dq.n_tok, dk.n_tok, dq.d};
 }
 
+// The rotation named as the CLI's --rotation ("" = the default random-sign Hadamard).
+attnum::transforms::rotation rotation_of(const std::string& spec) {
+  return spec.empty() ? attnum::transforms::rotation() : attnum::study::parse_rotation(spec);
+}
+
 // Knobs as "name=value" assignments on top of the preset (attnum attend --kernel --knob).
 attnum::attention::kernel_spec spec_of(const std::string& kernel, const std::vector<std::string>& knobs) {
   using namespace attnum::attention;
@@ -72,12 +78,12 @@ attnum::attention::kernel_spec spec_of(const std::string& kernel, const std::vec
 
 py::dict attend(const f32_array& q, const f32_array& k, const f32_array& v, const std::string& kernel,
                 const std::string& condition, const std::vector<std::string>& knobs, bool causal,
-                uint64_t rotation_seed, bool causal_center, bool stages) {
+                const std::string& rotation, bool causal_center, bool stages) {
   using namespace attnum::attention;
   const layer_view lv = layer_of(q, k, v);
   const kernel_spec spec = spec_of(kernel, knobs);
   const attnum::attention::condition cond = parse_condition(condition);
-  const transform_options topt{rotation_seed, causal_center};
+  const transform_options topt{rotation_of(rotation), causal_center};
   f32_array o({lv.n_head, lv.n_q, lv.d_head});
   attend_result r;
   std::vector<std::vector<stage_error>> st;
@@ -133,7 +139,7 @@ f64_array reference(const f32_array& q, const f32_array& k, const f32_array& v, 
 // The predictor's expected rel_err per head, built as the head study builds it (study/emulate.h:
 // the transformed operands and the casts' rounding variances; the causal fp64 reference's P).
 f64_array predict(const f32_array& q, const f32_array& k, const f32_array& v, const std::string& kernel,
-                  const std::string& condition, uint64_t rotation_seed) {
+                  const std::string& condition, const std::string& rotation) {
   const attnum::attention::layer_view lv = layer_of(q, k, v);
   if (lv.n_q != lv.n_kv) fail("predict: q has {} tokens and k {}; the predictor needs the same count", lv.n_q, lv.n_kv);
   const int cond = attnum::study::parse_condition_index(condition);
@@ -143,7 +149,7 @@ f64_array predict(const f32_array& q, const f32_array& k, const f32_array& v, co
   double* dst = out.mutable_data();
   compute_scope scope;
   const auto run = attnum::study::prepare_run(kernel, cond, {lv.q, lv.k, lv.v, lv.n_head, lv.n_head_kv, n, d},
-                                              rotation_seed);
+                                              {rotation_of(rotation), false});
   for (int h = 0; h < lv.n_head; ++h) {
     const float* qh = lv.q + h * hd;
     const float* kh = lv.k + (h / group) * hd;
