@@ -66,7 +66,7 @@ void bpe_combining(benchmark::State& st) {
 }
 
 void llama2c_long_word(benchmark::State& st) {
-  const std::string path = ATTNUM_SHARED_DIR "/data/tok512.bin";
+  const std::string path = ATTNUM_DATA_DIR "/tok512.bin";
   if (!fs::exists(path)) return st.SkipWithError("shared/data/tok512.bin absent");
   const auto tok = attnum::model::load_llama2c_tokenizer(path, 512);
   const std::string text(static_cast<size_t>(st.range(0)), 'a');

@@ -148,7 +148,7 @@ f64_array predict(const f32_array& q, const f32_array& k, const f32_array& v, co
   f64_array out(lv.n_head);
   double* dst = out.mutable_data();
   compute_scope scope;
-  const auto run = attnum::study::prepare_run(kernel, cond, {lv.q, lv.k, lv.v, lv.n_head, lv.n_head_kv, n, d},
+  const auto run = attnum::study::prepare_run(spec_of(kernel, {}), cond, {lv.q, lv.k, lv.v, lv.n_head, lv.n_head_kv, n, d},
                                               {rotation_of(rotation), false});
   for (int h = 0; h < lv.n_head; ++h) {
     const float* qh = lv.q + h * hd;

@@ -115,10 +115,15 @@ TEST(transform_dtype_test, fp32_knob_is_the_previous_path_bit_for_bit) {
     for (condition cond : {condition::rotate, condition::center, condition::center_rotate}) {
       std::vector<float> q = L.q, k = L.k;
       if (cond != condition::rotate) k = centered(k, nkv, n, d, format::fp32);
-      if (cond != condition::center) old_rotate(q.data(), nh * n, d, 0x5eed), old_rotate(k.data(), nkv * n, d, 0x5eed);
+      if (cond != condition::center) {
+        old_rotate(q.data(), nh * n, d, 0x5eed);
+        old_rotate(k.data(), nkv * n, d, 0x5eed);
+      }
       const auto p = prepare_layer(spec, L.view, cond);
       EXPECT_EQ(p->q, q) << name;
-      if (!spec.smooth_k) EXPECT_EQ(p->k, k) << name;  // Sage's prepared k is after smooth_k
+      if (!spec.smooth_k) {
+        EXPECT_EQ(p->k, k) << name;  // Sage's prepared k is after smooth_k
+      }
       // The kernel then sees exactly these operands: the same output as feeding them under plain.
       auto T = L;
       T.q = q, T.k = k;

@@ -23,7 +23,7 @@ using attnum::test::run_result;
 
 namespace {
 
-const std::string kShared = ATTNUM_SHARED_DIR;
+const std::string kData = ATTNUM_DATA_DIR;  // data/ in the repository (stories260K, tok512)
 
 class BadInput : public ::testing::Test {
  protected:
@@ -62,8 +62,7 @@ class BadInput : public ::testing::Test {
     return "attend --q " + (dir_ / "q.npy").string() + " --k " + (dir_ / "k.npy").string() + " --v " +
            (dir_ / "v.npy").string();
   }
-  std::string stories() const { return kShared + "/data/stories260K.bin"; }
-  bool have_shared() const { return fs::exists(stories()) && fs::exists(kShared + "/data/tok512.bin"); }
+  std::string stories() const { return kData + "/stories260K.bin"; }
   // A llama2.c checkpoint: header (7 int32) and a body of the size the header implies.
   fs::path llama2c(const std::string& name, int32_t vocab) const {
     const int32_t h[7] = {8, 8, 1, 2, 2, vocab, 4};
@@ -88,7 +87,7 @@ class BadInput : public ::testing::Test {
 // --- crashes --------------------------------------------------------------------------------
 
 TEST_F(BadInput, TokenizerJsonIdsOutsideTheRange) {
-  if (!have_shared()) GTEST_SKIP() << "shared data absent";
+  ASSERT_TRUE(fs::exists(stories())) << stories();
   const fs::path text = file("t.txt", "Once upon a time");
   const fs::path out = dir_ / "out";
   for (const char* id : {"-1", "-2147483648", "2147483647", "1e3", "true", "\"3\""}) {
@@ -106,7 +105,7 @@ TEST_F(BadInput, TokenizerJsonIdsOutsideTheRange) {
 }
 
 TEST_F(BadInput, TokenizerJsonTypeErrorsNameTheFile) {
-  if (!have_shared()) GTEST_SKIP() << "shared data absent";
+  ASSERT_TRUE(fs::exists(stories())) << stories();
   const fs::path text = file("t.txt", "Once upon a time");
   for (const std::string& body :
        {std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": [{\"content\": 5, \"id\": 1}]}"),
@@ -199,10 +198,10 @@ TEST_F(BadInput, Llama2cVocabOutOfRange) {
 }
 
 TEST_F(BadInput, TokenizerLargerThanTheModelVocabulary) {
-  if (!have_shared()) GTEST_SKIP() << "shared data absent";
+  ASSERT_TRUE(fs::exists(stories())) << stories();
   const fs::path m = llama2c("m.bin", 300);
   const fs::path text = file("t.txt", "Once upon a time");
-  refused("capture --model " + m.string() + " --tokenizer " + kShared + "/data/tok512.bin --text " + text.string() +
+  refused("capture --model " + m.string() + " --tokenizer " + kData + "/tok512.bin --text " + text.string() +
               " --tokens 4 --out " + (dir_ / "out").string(),
           {"tok512.bin", "vocab_size 300"}, dir_ / "out");
 }
@@ -346,7 +345,7 @@ TEST_F(BadInput, UnclearMessagesNowNameTheProblem) {
   refused("capture --model " + m.string() + " --token-ids " + ids_dir.string() + " --tokens 4 --out " +
               (dir_ / "out").string(),
           {ids_dir.string(), "is a folder"}, dir_ / "out");
-  if (have_shared())
+  if (fs::exists(stories()))
     refused("capture --model " + stories() + " --text " + ids_dir.string() + " --tokens 4 --out " +
                 (dir_ / "out").string(),
             {ids_dir.string(), "is a folder"}, dir_ / "out");

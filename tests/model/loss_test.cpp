@@ -216,7 +216,7 @@ TEST(loss_test, shard_files_merged_write_the_single_run_files) {
 // longer blocks and a wider CE interval than independent labels would.
 TEST(loss_test, paired_rows_from_known_unit_results) {
   loss_params p;
-  p.n_tokens = 500, p.windows = 2, p.kernel = "fa3";
+  p.n_tokens = 500, p.windows = 2, p.kernel = attnum::attention::preset("fa3");
   p.conditions = {"plain", "rotate", "center", "center+rotate"};
   p.sources = {std::vector<int>(1001, 1)};
   p.source_names = {"s"};
