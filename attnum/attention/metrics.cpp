@@ -54,7 +54,7 @@ error_metrics measure(const float* o, const double* ref, int rows, int d) {
     }
     // NaN stays NaN (std::max would drop it depending on the argument order)
     if (std::isnan(rn) || std::isnan(m.max_row_err)) m.max_row_err = NAN;
-    else if (rd > 0 || rn != 0) m.max_row_err = std::max(m.max_row_err, std::sqrt(rn / rd));  // zero row with error: inf (as rel_err)
+    else if (rd > 0) m.max_row_err = std::max(m.max_row_err, std::sqrt(rn / rd));
     m.max_abs_err = std::isnan(abs_rows[r]) || std::isnan(m.max_abs_err) ? NAN : std::max(m.max_abs_err, abs_rows[r]);
   }
   return m;
