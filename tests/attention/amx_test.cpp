@@ -256,18 +256,6 @@ TEST(AmxExact, PvNanInALiveRowFallsBackUntouched) {
       e.run(p.data(), 64, 16, live.data(), 0, 64, {acc_kind::fp32, 23, 32}, acc.data(), 32));
 }
 
-// Wide-range inputs: log-normal magnitudes and a few outliers, so every cast spans many binades.
-test::layer_data wide_layer(int n_head, int n_head_kv, int n, int d, uint64_t seed) {
-  auto L = test::random_layer(n_head, n_head_kv, n, n, d, seed);
-  std::mt19937_64 rng(seed * 7 + 1);
-  std::normal_distribution<float> nd(0.0f, 2.5f);
-  for (auto* x : {&L.q, &L.k, &L.v})
-    for (auto& e : *x) e *= std::exp(nd(rng));
-  L.k[3] = 900.0f, L.q[10] = -500.0f, L.v[7] = 300.0f;
-  test::refresh(L);
-  return L;
-}
-
 TEST(AmxExact, EngineWithTilesEqualsEngineWithout) {
   REQUIRE_AMX();
   set_threads(1);
@@ -278,7 +266,7 @@ TEST(AmxExact, EngineWithTilesEqualsEngineWithout) {
       for (int d : {64, 80, 128})
         for (bool causal : {true, false})
           for (bool wide : {false, true}) {
-            auto L = wide ? wide_layer(4, 2, n, d, 1000 + n + d)
+            auto L = wide ? test::wide_layer(4, 2, n, d, 1000 + n + d)
                           : test::random_layer(4, 2, n, n, d, 2000 + n + d, 3.0f);
             const uint64_t before = amx::run_count();
             const auto with = run_layer(s, L.view, condition::plain, causal);

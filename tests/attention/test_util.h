@@ -1,5 +1,6 @@
 #pragma once
 // Shared helpers of the attention tests: seeded random layers.
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -28,5 +29,17 @@ inline layer_data random_layer(int n_head, int n_head_kv, int n_q, int n_kv, int
 }
 
 inline void refresh(layer_data& L) { L.view.q = L.q.data(), L.view.k = L.k.data(), L.view.v = L.v.data(); }
+
+/// Wide-range inputs: log-normal magnitudes and a few outliers, so every cast spans many binades.
+inline layer_data wide_layer(int n_head, int n_head_kv, int n, int d, uint64_t seed) {
+  auto L = random_layer(n_head, n_head_kv, n, n, d, seed);
+  std::mt19937_64 rng(seed * 7 + 1);
+  std::normal_distribution<float> nd(0.0f, 2.5f);
+  for (auto* x : {&L.q, &L.k, &L.v})
+    for (auto& e : *x) e *= std::exp(nd(rng));
+  L.k[3] = 900.0f, L.q[10] = -500.0f, L.v[7] = 300.0f;
+  refresh(L);
+  return L;
+}
 
 }  // namespace attnum::attention::test
