@@ -207,10 +207,7 @@ TEST(head_study_test, zoo_is_deterministic_and_records_parameters) {
   study::zoo_options zo;
   zo.n_tok = 32;
   int n_heads = 0;
-  for (size_t m = 0; m < study::zoo_models(zo).size(); ++m) {
-    const auto& zm = study::zoo_models(zo)[m];
-    n_heads += zm.n_layer * zm.n_head;
-  }
+  for (const auto& zm : study::zoo_models(zo)) n_heads += zm.n_layer * zm.n_head;
   EXPECT_EQ(n_heads, 672);
   const auto a = study::zoo_generate(zo, 2, 3, 1, 0), b = study::zoo_generate(zo, 2, 3, 1, 0);
   EXPECT_EQ(a.q, b.q);
