@@ -12,7 +12,9 @@
 #if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 9)
 #define ATTNUM_FMA_KERNELS 1
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own undefined-vector idiom.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define ATTNUM_AVX2_FN __attribute__((target("avx2,fma")))
 #define ATTNUM_AVX512_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")))
