@@ -151,19 +151,6 @@ plan make_plan(const study_options& opt) {
   return p;
 }
 
-namespace {
-
-// Error metrics of a kernel output o (float) against the fp64 reference (both [n, d]).
-struct err_metrics {
-  double rel_err, max_row_err, cosine;
-};
-err_metrics errors(const std::vector<float>& o, const std::vector<double>& ref, int n, int d) {
-  const attention::error_metrics m = attention::measure(o.data(), ref.data(), n, d);  // the one metrics module
-  return {m.rel_err, m.max_row_err, m.cosine};
-}
-
-}  // namespace
-
 layer_data load_layer(const plan& p, int i) {
   ATTNUM_ASSERT(i >= 0 && i < static_cast<int>(p.units.size()), "unit {} out of range", i);
   const unit& u = p.units[i];
@@ -275,7 +262,7 @@ std::vector<row> compute_unit(const plan& p, int i) {
         head_run r = run_prepared(*runs[ri], h, !fixed && ci == 0, !fixed && new_kv);
         if (new_kv && !fixed) var_k[ri] = std::move(r.var_k);
         const double pred = fixed ? fixed_pred[ci] : predict_run(r, var_k[ri], ci, vpo);
-        const err_metrics e = errors(r.o, ref.o, n, d);
+        const attention::error_metrics e = attention::measure(r.o.data(), ref.o.data(), n, d);
         if (!std::isfinite(e.rel_err) || !std::isfinite(pred))
           fail("model {} layer {} head {} text {}: kernel {} under {} gives a non-finite output or "
                "prediction (the real kernel would too, e.g. an all-zero V channel with an "
@@ -292,7 +279,7 @@ std::vector<row> compute_unit(const plan& p, int i) {
         w.predictor_model = opt.predictor_model;
         if (transfer) {
           const std::vector<float> ko(kernel_o[ci].begin() + h * hd, kernel_o[ci].begin() + (h + 1) * hd);
-          w.kernel_rel_err = errors(ko, ref.o, n, d).rel_err;
+          w.kernel_rel_err = attention::measure(ko.data(), ref.o.data(), n, d).rel_err;
         }
         rows.push_back(std::move(w));
       }
