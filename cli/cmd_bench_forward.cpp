@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnum/core/error.h"
 #include "attnum/model/bench.h"
 #include "cli/command.h"
 
@@ -16,6 +17,8 @@ struct bench_options {
 
 void run(const bench_options& o) {
   using namespace attnum::model;
+  if (o.tokens < 1) attnum::fail("bench forward: --tokens {}: expected >= 1", o.tokens);
+  if (o.layers < 0) attnum::fail("bench forward: --layers {}: expected >= 0 (0: all of the model's)", o.layers);
   config c = qwen25_05b_config();
   if (o.layers > 0) c.n_layers = o.layers;
   weights w = random_weights(c, 42);

@@ -108,8 +108,7 @@ void setup(CLI::App& app) {
     std::filesystem::path dir = a->out;
     std::filesystem::path tmp;
     if (dir.empty()) {
-      tmp = std::filesystem::temp_directory_path() /
-            fmt::format("attnum-heads-{}", static_cast<long>(::getpid()));
+      tmp = private_temp_dir("heads");  // also removes those of killed runs
       dir = tmp;
     }
     // A failed run leaves --out as it found it (rank 0 owns the folder); stale temp files of

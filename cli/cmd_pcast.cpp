@@ -83,7 +83,7 @@ std::vector<attnum::pcast::block_order> parse_orders(const std::string& text) {
 std::vector<int> to_ints(const std::vector<double>& x, const char* what) {
   std::vector<int> v;
   for (double d : x) {
-    if (d != std::floor(d) || d < 1 || d > 1e9) attnum::fail("pcast: {} {}: expected a positive integer", what, d);
+    if (d != std::floor(d) || d < 1 || d > 1e9) attnum::fail("pcast: {} {}: expected an integer in [1, 1000000000]", what, d);
     v.push_back(static_cast<int>(d));
   }
   return v;

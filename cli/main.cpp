@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "attnum/core/allocator.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/core/progress.h"
@@ -72,6 +73,7 @@ int fatal(const char* what) {
 
 int main(int argc, char** argv) {
   using namespace attnum;
+  tune_allocator();
   scaleout::init(&argc, &argv);
   if (!scaleout::here().root()) (void)std::freopen("/dev/null", "w", stdout);
   CLI::App app{

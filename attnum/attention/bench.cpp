@@ -14,6 +14,7 @@
 #include "attnum/attention/isa.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/parallel.h"
 
 namespace attnum::attention {
@@ -95,6 +96,14 @@ struct square_case {
 
 bench_result bench_attention(const std::string& kernel, int tokens, int d, int repeats) {
   if (tokens <= 0 || d <= 0) fail("bench attention: --tokens {} and --d-head {} must be positive", tokens, d);
+  {
+    // What the cases below hold at once, per head: Q, K, V in fp32 and fp64, the operands of the
+    // emulation and its output; the n x n scores of the fp32, fp64 and square GEMMs; refused up
+    // front ("needs N GiB") rather than failing (or swapping) part way.
+    const double heads = std::max(2, threads()), n = tokens;
+    const double bytes = heads * (n * d * (3 * (4 + 8) + 4 * 4) + n * n * (4 + 8 + 3 * 4));
+    check_alloc(bytes < 1.8e19 ? static_cast<uint64_t>(bytes) : UINT64_MAX, "bench attention");
+  }
   const kernel_spec& spec = preset(kernel);
   bench_result r;
   r.kernel = kernel, r.tokens = tokens, r.d_head = d, r.threads = threads();

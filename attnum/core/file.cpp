@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
@@ -169,6 +170,37 @@ void require_complete(const fs::path& dir, std::string_view what) {
       fail("{}: {}: file {} changed or is missing since the run finished", what, dir.string(), it.key());
 }
 
+namespace {
+// True when `pid_text` is a whole positive number naming a process that no longer exists (a
+// live process, this one included, or text that is not a PID gives false).
+bool names_dead_process(const std::string& pid_text) {
+  if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 10)
+    return false;
+  const long long pid = std::stoll(pid_text);
+  return pid > 0 && pid <= 2147483647 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+}  // namespace
+
+fs::path private_temp_dir(std::string_view name) {
+  std::error_code ec;
+  const fs::path tmp = fs::temp_directory_path(ec);
+  if (ec) fail("no temporary folder for scratch files: {}", ec.message());
+  for (auto it = fs::directory_iterator(tmp, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string f = it->path().filename().string();
+    const size_t dash = f.rfind('-');
+    if (dash == std::string::npos || !it->is_directory(ec)) continue;
+    const std::string kind = f.substr(0, dash);
+    const bool ours = kind == "attnum-heads" ||
+                      (kind.rfind("attnum-rank", 0) == 0 && kind.size() > 11 &&
+                       kind.find_first_not_of("0123456789", 11) == std::string::npos);
+    if (ours && names_dead_process(f.substr(dash + 1))) {
+      std::error_code ec2;
+      fs::remove_all(it->path(), ec2);
+    }
+  }
+  return tmp / fmt::format("attnum-{}-{}", name, static_cast<long>(::getpid()));
+}
+
 void begin_output_dir(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
@@ -177,12 +209,8 @@ void begin_output_dir(const fs::path& dir) {
     const std::string name = it->path().filename().string();
     const size_t at = name.rfind(".tmp.");
     if (at == std::string::npos || !it->is_regular_file()) continue;
-    const std::string pid_text = name.substr(at + 5);
-    char* end = nullptr;
-    const long pid = std::strtol(pid_text.c_str(), &end, 10);
-    if (pid_text.empty() || *end != 0 || pid <= 0) continue;
     // A temp file of a live process (a concurrent shard) stays; a dead writer's is stale.
-    if (pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+    if (names_dead_process(name.substr(at + 5))) {
       std::error_code ec2;
       fs::remove(it->path(), ec2);
     }

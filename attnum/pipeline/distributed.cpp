@@ -1,7 +1,6 @@
 #include "attnum/pipeline/distributed.h"
 
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
@@ -34,14 +33,6 @@ std::vector<int> split_ints(const std::string& s) {
   return v;
 }
 
-// A scratch folder private to this process (non-root ranks write unit files there first).
-fs::path scratch_dir() {
-  fs::path d = fs::temp_directory_path() / fmt::format("attnum-rank{}-{}",
-                                                       scaleout::here().rank, ::getpid());
-  fs::create_directories(d);
-  return d;
-}
-
 }  // namespace
 
 bool run_heads(const study::plan& p, const fs::path& dir, int shard_index, int shard_count,
@@ -63,7 +54,11 @@ bool run_heads(const study::plan& p, const fs::path& dir, int shard_index, int s
     todo_text = join_ints(todo);
   }
   const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
-  const fs::path scratch = world.root() ? fs::path() : scratch_dir();
+  // Non-root ranks write unit files into a scratch folder private to the process first; a rank
+  // that fails removes it (the guard), a killed one's is removed by the next run's sweep.
+  const fs::path scratch = world.root() ? fs::path() : private_temp_dir(fmt::format("rank{}", world.rank));
+  output_guard scratch_guard(scratch);
+  if (!scratch.empty()) fs::create_directories(scratch);
   attnum::progress bar("heads", static_cast<int64_t>(todo.size()), "units", progress && world.root());
   scaleout::distribute(
       todo,

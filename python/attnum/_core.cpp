@@ -18,6 +18,7 @@
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/attention/metrics.h"
 #include "attnum/attention/reference.h"
+#include "attnum/core/allocator.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/core/version.h"
@@ -262,6 +263,7 @@ void check_k_sink(int k_sink) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "attnum's C++ core (use the attnum package, not this module)";
+  attnum::tune_allocator();  // core/allocator.h: heads allocate megabytes each; keep them off mmap
   // Bad input is attnum::error: a ValueError carrying the library's message (as the CLI prints it).
   py::register_exception_translator([](std::exception_ptr p) {
     try {

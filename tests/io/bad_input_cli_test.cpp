@@ -128,6 +128,21 @@ TEST_F(BadInput, ZooTokenCountsOutsideTheRange) {
   refused("heads --zoo --texts 0 --quiet --out " + out.string(), {"--texts 0"}, out);
 }
 
+TEST_F(BadInput, PcastAndBenchSizesOutsideTheRange) {
+  const fs::path out = dir_ / "out";
+  for (const char* n : {"0", "-3", "2147483647", "1.5"})
+    refused(std::string("pcast simulate --quick --n-tok ") + n + " --out " + out.string(),
+            {"--n-tok", n, "expected an integer in [1, 1000000000]"}, out);
+  refused("pcast bound --n-tok 0", {"--n-tok 0"});
+  refused("pcast simulate --quick --n-tok 1000000000 --out " + out.string(), {"n_tok 1000000000", "too large"}, out);
+  refused("bench attention --tokens 10000000", {"bench attention", "needs", "GiB"});
+  refused("bench attention --d-head 100000000", {"bench attention", "needs", "GiB"});
+  refused("bench attention --tokens -1", {"--tokens -1"});
+  refused("bench forward --tokens -4", {"--tokens -4", "expected >= 1"});
+  refused("bench forward --tokens 0", {"--tokens 0"});
+  refused("bench forward --layers -2", {"--layers -2"});
+}
+
 TEST_F(BadInput, ThreadsAboveTheCoresAreCappedNegativeRefused) {
   const std::string args = qkv();
   const run_result r = run_attnum("--threads 100000 " + args + " --kernel fa3");
