@@ -16,6 +16,7 @@
 #include "attnum/scaleout/world.h"
 #include "attnum/study/emulate.h"
 #include "attnum/study/head_study.h"
+#include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
 
@@ -75,7 +76,7 @@ void setup(CLI::App& app) {
     o.kernels = attnum::cli::resolve_kernels(a->kernel);
     if (o.kernels.size() != 1) fail("transfer: --kernel takes the one preset that emulates the kernel, got {}", a->kernel.kernels);
     o.knobs = a->kernel.knobs;
-    o.rotation = attnum::cli::parse_rotation(a->rotation);
+    o.rotation = attnum::study::parse_rotation(a->rotation);
     o.conditions = conds;
     o.command = "attnum transfer --kernel " + a->kernel.kernels;
     for (const auto& k : a->kernel.knobs) o.command += " --knob " + k;
