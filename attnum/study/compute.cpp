@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <span>
 
 #include "attnum/attention/metrics.h"
 #include "attnum/core/error.h"
@@ -68,7 +69,13 @@ layer_data load_layer(const plan& p, int i) {
   return L;
 }
 
-std::vector<row> compute_unit(const plan& p, int i) {
+std::vector<std::vector<row>> compute_unit(std::span<const plan> plans, int i) {
+  ATTNUM_ASSERT(!plans.empty(), "compute_unit: no plan");
+  const plan& p = plans.front();
+  for (const plan& q : plans)
+    ATTNUM_ASSERT(q.units.size() == p.units.size() && q.opt.conditions == p.opt.conditions &&
+                      kernel_names(q.opt) == kernel_names(p.opt) && q.opt.kernel_outputs == p.opt.kernel_outputs,
+                  "compute_unit: plans computed together must differ in their predictor model only");
   const unit& u = p.units[i];
   const auto& opt = p.opt;
   const layer_data L = load_layer(p, i);
@@ -76,19 +83,38 @@ std::vector<row> compute_unit(const plan& p, int i) {
   for (const auto& c : opt.conditions) conds.push_back(parse_condition_index(c));
   const int n = L.n, d = L.d, group = L.n_head / L.n_head_kv;
   const size_t hd = static_cast<size_t>(n) * d;
+  // The predictor models of the plans: the kernel-aware one (its inputs are each kernel run's
+  // casts) and the fixed ones (one preset each; the same predictions for every kernel).
+  bool aware = false;
+  std::vector<std::string> fixed_models;
+  std::vector<int> model_of(plans.size(), -1);  // -1: kernel-aware, else into fixed_models
+  for (size_t j = 0; j < plans.size(); ++j) {
+    const std::string& m = plans[j].opt.predictor_model;
+    if (m == "kernel") {
+      aware = true;
+      continue;
+    }
+    auto it = std::find(fixed_models.begin(), fixed_models.end(), m);
+    if (it == fixed_models.end()) it = fixed_models.insert(fixed_models.end(), m);
+    model_of[j] = static_cast<int>(it - fixed_models.begin());
+  }
   // 1. Prepare the layer once per (kernel, condition): scales can span its heads. A fixed
-  //    predictor model gets its own runs (one per condition): its predictions are the same for
-  //    every kernel.
+  //    predictor model gets its own runs (one per condition) unless it is one of the kernels.
   const layer_operands ops{L.q.data(), L.k.data(), L.v.data(), L.n_head, L.n_head_kv, n, d};
   std::vector<std::shared_ptr<const prepared_run>> runs;
   for (const auto& k : opt.kernels)
     for (int c : conds) runs.push_back(prepare_run(k, c, ops, {opt.rotation, false}));
   // The fixed model is the named preset with the run's knobs (e.g. transform_dtype) applied.
-  const bool fixed = opt.predictor_model != "kernel";
-  std::vector<std::shared_ptr<const prepared_run>> fixed_runs;
-  if (fixed) {
-    const auto spec = attention::apply_knobs(attention::preset(opt.predictor_model), opt.knobs);
-    for (int c : conds) fixed_runs.push_back(prepare_run(spec, c, ops, {opt.rotation, false}));
+  std::vector<std::vector<std::shared_ptr<const prepared_run>>> fixed_runs(fixed_models.size());
+  for (size_t f = 0; f < fixed_models.size(); ++f) {
+    const auto spec = attention::apply_knobs(attention::preset(fixed_models[f]), opt.knobs);
+    const nlohmann::json spec_json = attention::to_json(spec);
+    size_t same = opt.kernels.size();
+    for (size_t ki = 0; ki < opt.kernels.size() && same == opt.kernels.size(); ++ki)
+      if (attention::to_json(opt.kernels[ki]) == spec_json) same = ki;
+    for (size_t ci = 0; ci < conds.size(); ++ci)
+      fixed_runs[f].push_back(same < opt.kernels.size() ? runs[same * conds.size() + ci]
+                                                        : prepare_run(spec, conds[ci], ops, {opt.rotation, false}));
   }
   // Transfer: the real kernel's outputs of this layer, per condition.
   const bool transfer = !opt.kernel_outputs.empty();
@@ -104,9 +130,11 @@ std::vector<row> compute_unit(const plan& p, int i) {
     }
   }
   // 2. Per head: the fp64 reference and the predictor's context once, then every run.
-  std::vector<row> rows;
+  std::vector<std::vector<row>> rows(plans.size());
   // var_k per (kernel, condition) of the current kv head: the group's query heads share it.
-  std::vector<std::vector<double>> var_k(runs.size()), fixed_var_k(fixed_runs.size());
+  std::vector<std::vector<double>> var_k(runs.size());
+  std::vector<std::vector<std::vector<double>>> fixed_var_k(fixed_models.size(),
+                                                            std::vector<std::vector<double>>(conds.size()));
   for (int h = 0; h < L.n_head; ++h) {
     const int kvh = h / group;
     const bool new_kv = h % group == 0;
@@ -138,47 +166,56 @@ std::vector<row> compute_unit(const plan& p, int i) {
       if (!std::isfinite(pr.total)) pr.total = std::nan("");
       return pr.o_norm2 > 0 ? std::sqrt(pr.total / pr.o_norm2) : 0.0;
     };
-    std::vector<double> fixed_pred(conds.size());
-    if (fixed) {
+    // A fixed model needs its casts' operands and variances, never its output.
+    std::vector<std::vector<double>> fixed_pred(fixed_models.size(), std::vector<double>(conds.size()));
+    for (size_t f = 0; f < fixed_models.size(); ++f) {
       predict::prediction vpo;
       for (size_t ci = 0; ci < conds.size(); ++ci) {
-        head_run r = run_prepared(*fixed_runs[ci], h, ci == 0, new_kv);
-        if (new_kv) fixed_var_k[ci] = std::move(r.var_k);
-        fixed_pred[ci] = predict_run(r, fixed_var_k[ci], ci, vpo);
+        head_run r = run_prepared(*fixed_runs[f][ci], h, {false, true, ci == 0, new_kv});
+        if (new_kv) fixed_var_k[f][ci] = std::move(r.var_k);
+        fixed_pred[f][ci] = predict_run(r, fixed_var_k[f][ci], ci, vpo);
       }
     }
     for (size_t ki = 0; ki < opt.kernels.size(); ++ki) {
       predict::prediction vpo;
       for (size_t ci = 0; ci < conds.size(); ++ci) {
         const size_t ri = ki * conds.size() + ci;
-        // A fixed predictor needs no variances of the kernel's own casts.
-        head_run r = run_prepared(*runs[ri], h, !fixed && ci == 0, !fixed && new_kv);
-        if (new_kv && !fixed) var_k[ri] = std::move(r.var_k);
-        const double pred = fixed ? fixed_pred[ci] : predict_run(r, var_k[ri], ci, vpo);
+        // The kernel's output always (the row's errors); its casts only for the kernel-aware
+        // predictor.
+        head_run r = run_prepared(*runs[ri], h, {true, aware, aware && ci == 0, aware && new_kv});
+        if (new_kv && aware) var_k[ri] = std::move(r.var_k);
+        const double aware_pred = aware ? predict_run(r, var_k[ri], ci, vpo) : std::nan("");
         const attention::error_metrics e = attention::measure(r.o.data(), ref.o.data(), n, d);
-        if (!std::isfinite(e.rel_err) || !std::isfinite(pred))
-          fail("model {} layer {} head {} text {}: kernel {} under {} gives a non-finite output or "
-               "prediction (the real kernel would too, e.g. an all-zero V channel with an "
-               "unguarded per-channel scale)",
-               L.model, u.layer, h, u.text, opt.kernels[ki].name, kConditionNames[conds[ci]]);
-        row w;
-        w.model = L.model;
-        w.layer = u.layer, w.head = h, w.kv_head = kvh, w.text = u.text;
-        w.kernel = opt.kernels[ki].name;
-        w.condition = kConditionNames[conds[ci]];
-        w.rel_err = e.rel_err, w.log_err = std::log1p(e.rel_err);
-        w.predicted_rel_err = pred;
-        w.max_row_err = e.max_row_err, w.cosine = e.cosine;
-        w.predictor_model = opt.predictor_model;
+        double kernel_rel_err = std::nan("");
         if (transfer) {
           const std::vector<float> ko(kernel_o[ci].begin() + h * hd, kernel_o[ci].begin() + (h + 1) * hd);
-          w.kernel_rel_err = attention::measure(ko.data(), ref.o.data(), n, d).rel_err;
+          kernel_rel_err = attention::measure(ko.data(), ref.o.data(), n, d).rel_err;
         }
-        rows.push_back(std::move(w));
+        for (size_t j = 0; j < plans.size(); ++j) {
+          const double pred = model_of[j] < 0 ? aware_pred : fixed_pred[model_of[j]][ci];
+          if (!std::isfinite(e.rel_err) || !std::isfinite(pred))
+            fail("model {} layer {} head {} text {}: kernel {} under {} gives a non-finite output or "
+                 "prediction (the real kernel would too, e.g. an all-zero V channel with an "
+                 "unguarded per-channel scale)",
+                 L.model, u.layer, h, u.text, opt.kernels[ki].name, kConditionNames[conds[ci]]);
+          row w;
+          w.model = L.model;
+          w.layer = u.layer, w.head = h, w.kv_head = kvh, w.text = u.text;
+          w.kernel = opt.kernels[ki].name;
+          w.condition = kConditionNames[conds[ci]];
+          w.rel_err = e.rel_err, w.log_err = std::log1p(e.rel_err);
+          w.predicted_rel_err = pred;
+          w.max_row_err = e.max_row_err, w.cosine = e.cosine;
+          w.predictor_model = plans[j].opt.predictor_model;
+          w.kernel_rel_err = kernel_rel_err;
+          rows[j].push_back(std::move(w));
+        }
       }
     }
   }
   return rows;
 }
+
+std::vector<row> compute_unit(const plan& p, int i) { return compute_unit(std::span<const plan>(&p, 1), i).front(); }
 
 }  // namespace attnum::study

@@ -4,6 +4,7 @@
 // reference and the predictor's context once per head, the kernel emulations
 // (study/emulate.h), the metrics (attention/metrics.h) and the predictor, into rows
 // (study/rows.h). Each unit is independent and deterministic (one thread, fixed order).
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,10 @@ layer_data load_capture_layer(const std::string& file, int l);
 
 /// Returns the rows of unit i (heads in order, then kernels, then conditions).
 std::vector<row> compute_unit(const plan& p, int i);
+/// Returns the rows of unit i for each of `plans` (in order), plans that differ only in their
+/// predictor model (transfer scores the kernel-aware and a fixed predictor side by side): the
+/// operands, fp64 references and kernel emulations are computed once for all of them. Each
+/// plan's rows are those compute_unit(plan, i) returns.
+std::vector<std::vector<row>> compute_unit(std::span<const plan> plans, int i);
 
 }  // namespace attnum::study

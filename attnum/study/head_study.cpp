@@ -18,12 +18,25 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 bool run_study(const plan& p, const fs::path& dir, const run_controls& ctl) {
+  return run_study(std::span<const plan>(&p, 1), std::span<const fs::path>(&dir, 1), ctl);
+}
+
+bool run_study(std::span<const plan> plans, std::span<const fs::path> dirs, const run_controls& ctl) {
+  ATTNUM_ASSERT(!plans.empty() && plans.size() == dirs.size(), "run_study: {} plans for {} folders",
+                plans.size(), dirs.size());
   if (ctl.shard_count < 1 || ctl.shard_index < 0 || ctl.shard_index >= ctl.shard_count)
     fail("--shard: expected I/N with 0 <= I < N, got {}/{}", ctl.shard_index, ctl.shard_count);
-  write_plan(dir, p);
+  require_predictor_variants(plans);
+  for (size_t j = 0; j < plans.size(); ++j) write_plan(dirs[j], plans[j]);
+  // A unit missing from any folder is computed (for all of them: the same bits).
+  auto missing = [&](int i) {
+    for (const auto& d : dirs)
+      if (!read_unit(d, i)) return true;
+    return false;
+  };
   std::vector<int> todo;
-  for (const auto& u : p.units)
-    if (u.index % ctl.shard_count == ctl.shard_index && !read_unit(dir, u.index)) todo.push_back(u.index);
+  for (const auto& u : plans.front().units)
+    if (u.index % ctl.shard_count == ctl.shard_index && missing(u.index)) todo.push_back(u.index);
   if (ctl.stop_after >= 0 && static_cast<int>(todo.size()) > ctl.stop_after) todo.resize(ctl.stop_after);
   std::atomic<int> done{0};
   const int n_todo = static_cast<int>(todo.size());
@@ -32,8 +45,8 @@ bool run_study(const plan& p, const fs::path& dir, const run_controls& ctl) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(attnum::threads())
   for (int t = 0; t < n_todo; ++t) {
     try {
-      const std::vector<row> rows = compute_unit(p, todo[t]);
-      write_unit(dir, todo[t], rows);
+      const std::vector<std::vector<row>> rows = compute_unit(plans, todo[t]);
+      for (size_t j = 0; j < dirs.size(); ++j) write_unit(dirs[j], todo[t], rows[j]);
     } catch (const std::exception& e) {
 #pragma omp critical(attnum_study_error)
       if (first_error.empty()) first_error = e.what();
@@ -41,9 +54,9 @@ bool run_study(const plan& p, const fs::path& dir, const run_controls& ctl) {
     bar.update(++done);
   }
   if (!first_error.empty()) fail("heads: {}", first_error);
-  for (const auto& u : p.units)
-    if (!read_unit(dir, u.index)) return false;
-  assemble(p, dir);
+  for (const auto& u : plans.front().units)
+    if (missing(u.index)) return false;
+  for (size_t j = 0; j < plans.size(); ++j) assemble(plans[j], dirs[j]);
   return true;
 }
 

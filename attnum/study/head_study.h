@@ -19,6 +19,7 @@
 //   for (unit u : p.units) if (mine(u)) write_unit(dir, u.index, compute_unit(p, u.index));
 //   if (all_units_present(p, dir)) assemble(p, dir);
 #include <filesystem>
+#include <span>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +43,12 @@ struct run_controls {
 /// checkpoints each, and assembles the result files when every unit is present. Returns true
 /// when the result files were written.
 bool run_study(const plan& p, const std::filesystem::path& dir, const run_controls& ctl = {});
+/// The same for studies that differ only in their predictor model (transfer's kernel-aware and
+/// fixed predictors), plans[j] into dirs[j]: each missing unit is computed once for all of them
+/// (compute_unit), and every folder gets the files run_study(plans[j], dirs[j]) writes. Returns
+/// true when every folder's result files were written.
+bool run_study(std::span<const plan> plans, std::span<const std::filesystem::path> dirs,
+               const run_controls& ctl = {});
 
 /// Merges shard folders (same study config) into `out`: copies every complete unit checkpoint,
 /// then assembles. Throws attnum::error naming a folder with another config or a missing unit.

@@ -171,6 +171,13 @@ json config_json(const plan& p) {
               {"n_units", p.units.size()}};
 }
 
+void require_predictor_variants(std::span<const plan> plans) {
+  for (const plan& q : plans)
+    core::require_same_config(config_json(plans.front()), config_json(q), "heads",
+                              "studies computed together differ in their predictor model only",
+                              {"predictor_model"});
+}
+
 plan plan_from_config(const json& j, const std::string& what) {
   study_options o;
   try {

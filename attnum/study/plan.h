@@ -8,6 +8,7 @@
 // independent unit because scales can span its heads (per tensor, per kv group) and the fp64
 // reference of a head is shared by all conditions and kernels.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,10 @@ nlohmann::json config_json(const plan& p);
 /// the field that differs when the plan rebuilt here has another configuration (another tool or
 /// predictor version).
 plan plan_from_config(const nlohmann::json& config, const std::string& what);
+
+/// Throws attnum::error naming the first field in which a plan of `plans` differs from the first
+/// in more than its predictor model: plans computed together (study/compute.h) must.
+void require_predictor_variants(std::span<const plan> plans);
 
 /// The source as recorded in meta.json: "zoo", or each capture file with its hash (and its kernel
 /// outputs for transfer).
