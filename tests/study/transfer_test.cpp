@@ -63,6 +63,19 @@ void make_files(const fs::path& dir, int texts, const std::string& kernel,
   }
 }
 
+// A transfer study of the files with `emulator`, conditions plain and rotate.
+study::study_options transfer_options(const std::vector<std::string>& caps, const std::vector<std::string>& outs,
+                                      const std::string& emulator) {
+  study::study_options o;
+  o.zoo = false;
+  o.captures = caps;
+  o.kernel_outputs = outs;
+  o.kernels = {attention::preset(emulator)};
+  o.conditions = {"plain", "rotate"};
+  o.bootstrap_resamples = 50;
+  return o;
+}
+
 }  // namespace
 
 TEST(transfer_test, same_preset_as_kernel_transfers_exactly) {
@@ -71,13 +84,7 @@ TEST(transfer_test, same_preset_as_kernel_transfers_exactly) {
   fs::create_directories(dir);
   std::vector<std::string> caps, outs;
   make_files(dir, 2, "fa3", caps, outs);
-  study::study_options o;
-  o.zoo = false;
-  o.captures = caps;
-  o.kernel_outputs = outs;
-  o.kernels = {attention::preset("fa3")};
-  o.conditions = {"plain", "rotate"};
-  o.bootstrap_resamples = 50;
+  study::study_options o = transfer_options(caps, outs, "fa3");
   const study::plan p = study::make_plan(o);
   ASSERT_EQ(p.units.size(), 4u);  // 1 model x 2 layers x 2 texts
   study::run_controls ctl;
@@ -156,13 +163,7 @@ TEST(transfer_test, kernel_aware_and_fixed_predictors_from_one_run_equal_two_run
   fs::create_directories(dir);
   std::vector<std::string> caps, outs;
   make_files(dir, 2, "sage2pp-sm89", caps, outs);
-  study::study_options o;
-  o.zoo = false;
-  o.captures = caps;
-  o.kernel_outputs = outs;
-  o.kernels = {attention::preset("sage2pp-sm89")};
-  o.conditions = {"plain", "rotate"};
-  o.bootstrap_resamples = 50;
+  study::study_options o = transfer_options(caps, outs, "sage2pp-sm89");
   o.command = "transfer";
   study::study_options f = o;
   f.predictor_model = "fa3";
