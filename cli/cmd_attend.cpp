@@ -11,6 +11,7 @@
 #include "attnum/core/file.h"
 #include "attnum/io/npy.h"
 #include "attnum/io/safetensors.h"
+#include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
 
@@ -73,7 +74,7 @@ void run(const opts& o) {
   const condition cond = parse_condition(o.condition);
   if (!o.seed.empty() && o.rotation != attnum::transforms::rotation().name())
     fail("attend: give --rotation or the legacy --seed, not both");
-  const transform_options topt{attnum::cli::parse_rotation(o.seed.empty() ? o.rotation : "random-hadamard:" + o.seed),
+  const transform_options topt{attnum::study::parse_rotation(o.seed.empty() ? o.rotation : "random-hadamard:" + o.seed),
                                o.causal_center};
   // Every argument is checked before anything is written; a failed run leaves --out as it was.
   if (!o.out.empty() && !ends_with(o.out, ".npy") && !ends_with(o.out, ".safetensors"))

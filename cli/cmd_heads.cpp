@@ -13,6 +13,7 @@
 #include "attnum/pipeline/distributed.h"
 #include "attnum/scaleout/world.h"
 #include "attnum/study/head_study.h"
+#include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
 #include "cli/list_option.h"
@@ -88,7 +89,7 @@ void setup(CLI::App& app) {
     o.n_texts = a->texts;
     o.kernels = attnum::cli::resolve_kernels(a->kernel);
     o.knobs = a->kernel.knobs;
-    o.rotation = attnum::cli::parse_rotation(a->rotation);
+    o.rotation = attnum::study::parse_rotation(a->rotation);
     o.zoo_opt.dtype = formats::parse_format(a->zoo_dtype);
     o.conditions = attnum::cli::split_list(a->conditions);
     o.predictor_model = a->predictor_model;

@@ -11,6 +11,7 @@
 #include "attnum/model/loss.h"
 #include "attnum/pipeline/distributed.h"
 #include "attnum/scaleout/world.h"
+#include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
 #include "cli/list_option.h"
@@ -34,7 +35,7 @@ void run(const loss_options& o) {
   loss_params p;
   const auto specs = attnum::cli::resolve_kernels(o.kernel);
   p.n_tokens = o.tokens, p.windows = o.windows, p.kernel = specs.front(), p.knobs = o.kernel.knobs;
-  p.rotation = attnum::cli::parse_rotation(o.rotation);
+  p.rotation = attnum::study::parse_rotation(o.rotation);
   p.conditions = attnum::cli::split_list(o.conditions);
   p.reference = o.reference;
   if (p.reference != "bf16" && p.reference != "fp64")

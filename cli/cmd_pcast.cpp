@@ -208,6 +208,7 @@ attnum::pcast::sim_config make_config(const sim_opts& o, attnum::pcast::sim_conf
   else
     attnum::fail("pcast: --source '{}': expected inject or qk", o.source);
   c.cast = !o.no_cast;
+  c.knobs = o.kernel.knobs;  // recorded in the rows with each kernel's resolved spec
   return c;
 }
 

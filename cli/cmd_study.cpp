@@ -5,6 +5,7 @@
 #include "attnum/pipeline/study.h"
 #include "attnum/scaleout/world.h"
 #include "attnum/core/file.h"
+#include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
 #include "cli/list_option.h"
@@ -48,7 +49,7 @@ void setup(CLI::App& app) {
     auto& c = f->c;
     c.kernels = attnum::cli::resolve_kernels(f->kernel);
     c.knobs = f->kernel.knobs;
-    c.rotation = attnum::cli::parse_rotation(f->rotation);
+    c.rotation = attnum::study::parse_rotation(f->rotation);
     c.conditions = attnum::cli::split_list(f->conditions);
     c.out = f->out;
     if (!f->assets.empty()) c.assets = f->assets;

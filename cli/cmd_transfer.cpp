@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
@@ -16,6 +18,7 @@
 #include "attnum/scaleout/world.h"
 #include "attnum/study/emulate.h"
 #include "attnum/study/head_study.h"
+#include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
 
@@ -75,19 +78,22 @@ void setup(CLI::App& app) {
     o.kernels = attnum::cli::resolve_kernels(a->kernel);
     if (o.kernels.size() != 1) fail("transfer: --kernel takes the one preset that emulates the kernel, got {}", a->kernel.kernels);
     o.knobs = a->kernel.knobs;
-    o.rotation = attnum::cli::parse_rotation(a->rotation);
+    o.rotation = attnum::study::parse_rotation(a->rotation);
     o.conditions = conds;
     o.command = "attnum transfer --kernel " + a->kernel.kernels;
     for (const auto& k : a->kernel.knobs) o.command += " --knob " + k;
     o.command += " --rotation " + a->rotation;
-    const study::plan p = study::make_plan(o);
+    // The kernel-aware predictor (it models the emulator) in DIR; the fixed one, when asked
+    // for, in DIR/fixed-PRESET. Both score the same heads against the same kernel labels, from
+    // one run of the units (study::run_study computes each unit once for both).
     const bool with_fixed = a->predictor_model != "kernel";
-    study::study_options f = o;
+    std::vector<study::plan> plans{study::make_plan(o)};
     if (with_fixed) {
+      study::study_options f = o;
       f.predictor_model = a->predictor_model;
       f.command += " --predictor-model " + a->predictor_model;
+      plans.push_back(study::make_plan(f));  // validates before any output
     }
-    const study::plan pf = with_fixed ? study::make_plan(f) : p;  // validates before any output
     std::filesystem::path dir = a->out, tmp;
     if (dir.empty()) {
       tmp = std::filesystem::temp_directory_path() /
@@ -96,11 +102,9 @@ void setup(CLI::App& app) {
     }
     output_guard guard(scaleout::here().root() ? dir : std::filesystem::path());  // docs/reliability.md
     begin_output_dir(dir);
-    // The kernel-aware predictor (it models the emulator) in DIR; the fixed one, when asked
-    // for, in DIR/fixed-PRESET. Both score the same heads against the same kernel labels.
-    pipeline::run_heads(p, dir, 0, 1, !a->quiet);
     const std::filesystem::path fixed_dir = dir / ("fixed-" + a->predictor_model);
-    if (with_fixed) pipeline::run_heads(pf, fixed_dir, 0, 1, !a->quiet);
+    const std::vector<std::filesystem::path> dirs{dir, fixed_dir};
+    pipeline::run_heads(plans, std::span(dirs).first(plans.size()), 0, 1, !a->quiet);
     if (!attnum::scaleout::here().root()) return;
     nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");
     if (with_fixed) {

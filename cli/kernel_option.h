@@ -2,8 +2,8 @@
 // The kernel and rotation flags shared by every command that runs a kernel (attend, heads, study,
 // loss, transfer, pcast simulate/overflow/claims): --kernel PRESET[,PRESET...] and repeatable
 // --knob KEY=VALUE, resolved once into kernel_spec values (the knobs apply to every listed
-// preset), and --rotation SPEC. An unknown preset, knob or value, or a bad rotation file, throws
-// attnum::error (exit 2, naming it).
+// preset), and --rotation SPEC (parsed by study::parse_rotation). An unknown preset, knob or
+// value, or a bad rotation file, throws attnum::error (exit 2, naming it).
 #include <CLI/CLI.hpp>
 
 #include <string>
@@ -11,7 +11,6 @@
 
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
-#include "attnum/study/rotation_spec.h"
 #include "attnum/transforms/hadamard.h"
 #include "cli/list_option.h"
 
@@ -39,11 +38,8 @@ inline std::vector<attention::kernel_spec> resolve_kernels(const kernel_flags& f
   return out;
 }
 
-/// Returns the rotation of --rotation: "random-hadamard:SEED", "hadamard", or FILE.npy holding a
-/// [d, d] float32/float64 orthogonal matrix (validated here; the head dim when it is used).
-inline transforms::rotation parse_rotation(const std::string& spec) { return study::parse_rotation(spec); }
-
-/// Adds --rotation to `app` (default: the randomized Hadamard of seed 0x5eed).
+/// Adds --rotation to `app` (default: the randomized Hadamard of seed 0x5eed); the value is
+/// parsed by study::parse_rotation (study/rotation_spec.h), the one parser of a rotation spec.
 inline void add_rotation_option(CLI::App& app, std::string& spec) {
   spec = transforms::rotation().name();
   app.add_option("--rotation", spec,

@@ -19,6 +19,12 @@ nlohmann::ordered_json num(double x) {
   return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
 }
 std::string version() { return std::string(tool_version()); }
+// The knobs as loss.csv writes them (";"-joined KEY=VALUE).
+std::string knobs(const sim_row& r) { return fmt::format("{}", fmt::join(r.knobs, ";")); }
+// The kernel's spec as a JSON object (null for the idealized kernel).
+nlohmann::ordered_json spec(const sim_row& r) {
+  return r.kernel_spec.is_null() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json::parse(r.kernel_spec.dump());
+}
 }  // namespace
 
 nlohmann::ordered_json to_json(const std::vector<theory_row>& rows, const row_shape& shape) {
@@ -50,7 +56,8 @@ nlohmann::ordered_json to_json(const std::vector<sim_row>& rows) {
                  {"underflow_outside_measured", num(r.underflow_outside_measured)},
                  {"underflow_outside_exact", num(r.underflow_outside_exact)},
                  {"saturated_fraction", r.saturated_fraction}, {"threshold", r.threshold},
-                 {"sigma", r.sigma}, {"tool_version", version()}});
+                 {"sigma", r.sigma}, {"knobs", knobs(r)}, {"kernel_spec", spec(r)},
+                 {"tool_version", version()}});
   return a;
 }
 
@@ -65,7 +72,8 @@ nlohmann::ordered_json overflow_json(const std::vector<sim_row>& rows) {
                  {"mse_sd", r.mse_sd}, {"underflow_measured", r.underflow_measured},
                  {"seeds", r.seeds}, {"n_tok", r.n_tok}, {"d_head", r.d_head},
                  {"block", r.block}, {"k_sink", r.k_sink}, {"sigma", r.sigma},
-                 {"kernel", r.kernel}, {"tool_version", version()}});
+                 {"kernel", r.kernel}, {"knobs", knobs(r)}, {"kernel_spec", spec(r)},
+                 {"tool_version", version()}});
   return a;
 }
 
@@ -90,7 +98,13 @@ nlohmann::ordered_json to_json(const std::vector<reverse_bound_row>& rows) {
   return a;
 }
 
-std::string to_csv(const nlohmann::ordered_json& rows) { return io::csv_table(rows); }
+std::string to_csv(const nlohmann::ordered_json& rows) {
+  nlohmann::ordered_json flat = rows;  // a structured cell (kernel_spec) is written as its JSON text
+  for (auto& r : flat)
+    for (auto& v : r)
+      if (v.is_structured()) v = v.dump();
+  return io::csv_table(flat);
+}
 
 void write_results(const std::string& dir, const nlohmann::ordered_json& theory,
                    const nlohmann::ordered_json& dp, const nlohmann::ordered_json& simulate,

@@ -22,8 +22,9 @@ nlohmann::ordered_json to_json(const std::vector<claim_row>& rows);
 /// The reverse-order bound rows.
 nlohmann::ordered_json to_json(const std::vector<reverse_bound_row>& rows);
 
-/// Returns a JSON array of flat objects as CSV text (header from the first row's keys; null and
-/// NaN as empty cells; strings quoted when they hold a comma or quote).
+/// Returns a JSON array of objects as CSV text (header from the first row's keys; null and NaN as
+/// empty cells; strings quoted when they hold a comma or quote; an object or array value, such as
+/// kernel_spec, as its JSON text).
 std::string to_csv(const nlohmann::ordered_json& rows);
 
 /// Writes DIR/pcast_theory.csv, pcast_dp.csv, pcast_simulate.csv, pcast_overflow.csv (each only

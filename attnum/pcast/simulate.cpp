@@ -410,6 +410,8 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
   if (spec)
     for (auto& r : rows) {  // the engine reports totals only, not per-block or per-sink counts
       r.kernel = spec->name;
+      r.knobs = c.knobs;
+      r.kernel_spec = attention::to_json(*spec);
       r.underflow_outside_measured = r.sink_saturated_fraction = std::nan("");
     }
   return rows;

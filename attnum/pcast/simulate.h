@@ -16,6 +16,8 @@
 
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/pcast/theory.h"
 
@@ -78,6 +80,8 @@ struct sim_config {
   /// kernel says, and S, the order and the block size are the kernel's (scales, orders,
   /// thresholds and block are then ignored).
   std::optional<attention::kernel_spec> kernel;
+  /// The knob assignments that made `kernel` from its preset (recorded in the rows).
+  std::vector<std::string> knobs;
   bool exact_applies = true;  ///< set by simulate(): whether underflow_exact models this P cast
 };
 
@@ -87,6 +91,8 @@ struct sim_row {
   block_order order = block_order::forward;
   double threshold = 0;             ///< lazy-rescale threshold tau (log2 units)
   std::string kernel = "ideal";
+  std::vector<std::string> knobs;   ///< the knobs applied to the kernel (sim_config::knobs)
+  nlohmann::json kernel_spec;       ///< the kernel's resolved spec (attention::to_json); null: ideal
   double underflow_measured = 0;    ///< pooled fraction of non-sink P cast to 0
   double underflow_sd = 0;          ///< sd of the per-seed fraction
   double underflow_predicted = 0;   ///< the paper's closed form (forward F; reverse Phi(E[M]-c))

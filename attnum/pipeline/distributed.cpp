@@ -37,20 +37,31 @@ std::vector<int> split_ints(const std::string& s) {
 
 bool run_heads(const study::plan& p, const fs::path& dir, int shard_index, int shard_count,
                bool progress) {
+  return run_heads(std::span<const study::plan>(&p, 1), std::span<const fs::path>(&dir, 1), shard_index,
+                   shard_count, progress);
+}
+
+bool run_heads(std::span<const study::plan> plans, std::span<const fs::path> dirs, int shard_index,
+               int shard_count, bool progress) {
   const auto& world = scaleout::here();
   if (!world.mpi || world.size == 1) {
     study::run_controls ctl;
     ctl.shard_index = shard_index, ctl.shard_count = shard_count, ctl.progress = progress;
-    return study::run_study(p, dir, ctl);
+    return study::run_study(plans, dirs, ctl);
   }
   if (shard_count != 1) fail("--shard and mpirun do not combine: use one or the other");
-  // Rank 0 owns the folder: it checks the plan against an earlier run and lists missing units.
+  // Rank 0 owns the folders: it checks the plans against an earlier run and lists missing units.
   std::string todo_text;
   if (world.root()) {
-    study::write_plan(dir, p);
+    study::require_predictor_variants(plans);
+    for (size_t j = 0; j < plans.size(); ++j) study::write_plan(dirs[j], plans[j]);
     std::vector<int> todo;
-    for (const auto& u : p.units)
-      if (!study::read_unit(dir, u.index)) todo.push_back(u.index);
+    for (const auto& u : plans.front().units)
+      for (const auto& d : dirs)
+        if (!study::read_unit(d, u.index)) {
+          todo.push_back(u.index);
+          break;
+        }
     todo_text = join_ints(todo);
   }
   const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
@@ -63,27 +74,33 @@ bool run_heads(const study::plan& p, const fs::path& dir, int shard_index, int s
   scaleout::distribute(
       todo,
       [&](int i) -> std::string {
-        const auto rows = study::compute_unit(p, i);
+        const auto rows = study::compute_unit(plans, i);
         if (world.root()) {
-          study::write_unit(dir, i, rows);
+          for (size_t j = 0; j < dirs.size(); ++j) study::write_unit(dirs[j], i, rows[j]);
           return {};
         }
-        study::write_unit(scratch, i, rows);
-        const fs::path f = study::unit_path(scratch, i);
-        std::string bytes = read_file(f);
-        fs::remove(f);
-        return bytes;
+        json files = json::array();  // each plan's unit file
+        for (const auto& r : rows) {
+          study::write_unit(scratch, i, r);
+          const fs::path f = study::unit_path(scratch, i);
+          files.push_back(read_file(f));
+          fs::remove(f);
+        }
+        return files.dump();
       },
       [&](int i, const std::string& bytes) {
         if (bytes.empty()) return;  // rank 0 wrote its own unit already
-        const fs::path f = study::unit_path(dir, i);
-        fs::create_directories(f.parent_path());
-        write_file_atomic(f, bytes);
+        const json files = json::parse(bytes);
+        for (size_t j = 0; j < dirs.size(); ++j) {
+          const fs::path f = study::unit_path(dirs[j], i);
+          fs::create_directories(f.parent_path());
+          write_file_atomic(f, files.at(j).get<std::string>());
+        }
       },
       attnum::threads(), [&bar](int d, int) { bar.update(d); });
   if (!scratch.empty()) fs::remove_all(scratch);
   if (!world.root()) return false;
-  study::assemble(p, dir);
+  for (size_t j = 0; j < plans.size(); ++j) study::assemble(plans[j], dirs[j]);
   return true;
 }
 

@@ -4,6 +4,7 @@
 // unit's checkpoint as it arrives and writes exactly the files a single-process run writes.
 // Without MPI (or with one rank) these are the single-process runs.
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ namespace attnum::pipeline {
 /// result files were written.
 bool run_heads(const study::plan& p, const std::filesystem::path& dir, int shard_index = 0,
                int shard_count = 1, bool progress = true);
+/// The same for studies that differ only in their predictor model, plans[j] into dirs[j], each
+/// unit computed once for all (study::run_study's overload).
+bool run_heads(std::span<const study::plan> plans, std::span<const std::filesystem::path> dirs,
+               int shard_index = 0, int shard_count = 1, bool progress = true);
 
 /// Runs or resumes the loss study across all ranks, one work item per (source, window) with all
 /// its conditions, checkpointed in dir/checkpoints/ when dir is given (so a killed `attnum

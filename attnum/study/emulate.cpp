@@ -62,20 +62,23 @@ std::shared_ptr<const prepared_run> prepare_run(const attention::kernel_spec& ke
   return r;
 }
 
-head_run run_prepared(const prepared_run& run, int h, bool with_var_v, bool with_var_k) {
+head_run run_prepared(const prepared_run& run, int h, const head_parts& parts) {
   const auto& L = *run.layer;
   const auto& spec = run.spec;
   const auto& en = spec.enabled;
   const int n = L.n_q, d = L.d_head, kvh = L.kv_head(h);
   const size_t hd = static_cast<size_t>(n) * d;
   head_run r;
-  r.o.resize(hd);
-  attention::run_head(L, h, true, r.o.data());
+  if (parts.output) {
+    r.o.resize(hd);
+    attention::run_head(L, h, true, r.o.data());
+  }
+  if (!parts.operands) return r;
   r.q.assign(L.q.begin() + h * hd, L.q.begin() + (h + 1) * hd);
   r.k.assign(L.k.begin() + kvh * hd, L.k.begin() + (kvh + 1) * hd);
   r.var_q = cast_variances(L.q8, L.q, spec.q.fmt, en.q_cast, h);
-  if (with_var_k) r.var_k = cast_variances(L.k8, L.k, spec.k.fmt, en.k_cast, kvh);
-  if (with_var_v) r.var_v = cast_variances(L.v8, L.v, spec.v.fmt, en.v_cast, kvh);
+  if (parts.var_k) r.var_k = cast_variances(L.k8, L.k, spec.k.fmt, en.k_cast, kvh);
+  if (parts.var_v) r.var_v = cast_variances(L.v8, L.v, spec.v.fmt, en.v_cast, kvh);
   // The P cast sees S * exp(s - m): S = 2^offset (exponent offset) or the multiplier.
   r.p_cast.enabled = en.p_cast && spec.p_fmt != formats::format::fp32;
   r.p_cast.fmt = spec.p_fmt;

@@ -55,11 +55,19 @@ struct layer_operands {
 std::shared_ptr<const prepared_run> prepare_run(const attention::kernel_spec& kernel, int cond,
                                                 const layer_operands& layer,
                                                 const attention::transform_options& topt = {});
-/// Runs query head h of a prepared layer (causal). Without `with_var_v` (`with_var_k`), var_v
-/// (var_k) is left empty: V is never transformed and K is shared by a kv group, so a caller
-/// needs them once per head (per kv head), not per condition (per query head).
-head_run run_prepared(const prepared_run& run, int h, bool with_var_v = true,
-                      bool with_var_k = true);
+/// What a caller needs of one head's run; what is not asked for is left empty and not computed.
+struct head_parts {
+  /// o: the kernel's output, the one part that runs the kernel's emulation (the head's errors).
+  bool output = true;
+  /// q, k, var_q and the P-cast and output models: the predictor's inputs about the casts.
+  bool operands = true;
+  /// var_v (with operands): V is never transformed, so once per head, not per condition.
+  bool var_v = true;
+  /// var_k (with operands): K is shared by a kv group, so once per kv head, not per query head.
+  bool var_k = true;
+};
+/// Runs query head h of a prepared layer (causal), computing the parts asked for.
+head_run run_prepared(const prepared_run& run, int h, const head_parts& parts = {});
 
 /// Convenience: runs `kernel` under condition `cond` (index into kConditionNames) on one kv group:
 /// q [g, n, d], k and v [n, d]. Returns g head runs.

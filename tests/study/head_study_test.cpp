@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
@@ -216,4 +218,113 @@ TEST(head_study_test, zoo_is_deterministic_and_records_parameters) {
   EXPECT_NE(a.k, c.k);  // another text is another draw
   EXPECT_EQ(a.heads.size(), 4u);  // model c: 8 heads, 2 kv heads
   EXPECT_EQ(a.heads[0].kv_head, 1);
+}
+
+// run_prepared computes only the parts asked for, and those parts are the full run's bits: the
+// output alone (what the rows' errors need) and the casts' operands alone (what a fixed predictor
+// model needs; the kernel's emulation is then not run).
+TEST(head_study_test, run_prepared_computes_only_the_parts_asked_for) {
+  study::zoo_options zo;
+  zo.n_tok = 64;
+  const auto z = study::zoo_generate(zo, 2, 0, 0, 0);  // model c: d 64, 4 query heads per kv head
+  const int g = static_cast<int>(z.heads.size());
+  for (const char* kernel : {"fa3", "sage2pp-sm89"}) {
+    const auto run = study::prepare_run(attention::preset(kernel), 3, {z.q.data(), z.k.data(), z.v.data(), g, 1, 64, 64});
+    for (int h = 0; h < g; ++h) {
+      const study::head_run full = study::run_prepared(*run, h);
+      ASSERT_EQ(full.o.size(), 64u * 64u);
+      ASSERT_FALSE(full.var_q.empty() || full.var_k.empty() || full.var_v.empty());
+      const study::head_run out = study::run_prepared(*run, h, {true, false, false, false});
+      EXPECT_EQ(out.o, full.o);
+      EXPECT_TRUE(out.q.empty() && out.k.empty() && out.var_q.empty() && out.var_k.empty() && out.var_v.empty());
+      const study::head_run ops = study::run_prepared(*run, h, {false, true, true, h == 0});
+      EXPECT_TRUE(ops.o.empty());
+      EXPECT_EQ(ops.q, full.q);
+      EXPECT_EQ(ops.k, full.k);
+      EXPECT_EQ(ops.var_q, full.var_q);
+      EXPECT_EQ(ops.var_v, full.var_v);
+      EXPECT_EQ(ops.var_k.empty(), h != 0);
+      if (h == 0) {
+        EXPECT_EQ(ops.var_k, full.var_k);
+      }
+      EXPECT_EQ(ops.p_cast.enabled, full.p_cast.enabled);
+      EXPECT_EQ(ops.p_cast.scale, full.p_cast.scale);
+      EXPECT_EQ(ops.out_fmt, full.out_fmt);
+    }
+  }
+}
+
+// A fixed predictor model that is not among the kernels (its emulation output is never computed)
+// predicts exactly what the kernel-aware predictor predicts for that preset run as the kernel; the
+// rows' own errors are the kernel's.
+TEST(head_study_test, fixed_predictor_without_its_emulation_equals_the_kernel_aware_one) {
+  study::study_options o;
+  o.zoo_opt.n_tok = 48;
+  o.zoo_opt.n_layer_cap = 1;
+  o.n_texts = 1;
+  o.conditions = {"plain", "rotate", "center+rotate"};
+  o.kernels = {attention::preset("fa3")};
+  study::study_options fixed = o, aware_fa3 = o, aware_xqa = o;
+  fixed.predictor_model = "xqa-sm90";
+  aware_xqa.kernels = {attention::preset("xqa-sm90")};
+  const study::plan pf = study::make_plan(fixed), pa = study::make_plan(aware_fa3), px = study::make_plan(aware_xqa);
+  for (int i : {0, 2, 5}) {  // models a, c and f (d 128 and 64, GQA groups)
+    const auto rf = study::compute_unit(pf, i), ra = study::compute_unit(pa, i), rx = study::compute_unit(px, i);
+    ASSERT_EQ(rf.size(), ra.size());
+    ASSERT_EQ(rf.size(), rx.size());
+    for (size_t r = 0; r < rf.size(); ++r) {
+      EXPECT_EQ(rf[r].predictor_model, "xqa-sm90");
+      EXPECT_EQ(rf[r].predicted_rel_err, rx[r].predicted_rel_err) << "unit " << i << " row " << r;
+      EXPECT_EQ(rf[r].rel_err, ra[r].rel_err) << "unit " << i << " row " << r;
+      EXPECT_EQ(rf[r].cosine, ra[r].cosine);
+      EXPECT_NE(rf[r].rel_err, rx[r].rel_err);  // fa3's errors, not xqa-sm90's
+    }
+  }
+}
+
+// The row schemas are written once: rows.csv and heads.csv headers are the field lists,
+// rows.jsonl and heads.jsonl objects hold exactly those fields, and a checkpoint row reads back
+// to the same row.
+TEST(head_study_test, result_files_follow_the_one_field_list_per_row_type) {
+  const study::plan p = small_plan();
+  const fs::path d = fresh("schema");
+  study::run_controls ctl;
+  ctl.progress = false;
+  ASSERT_TRUE(study::run_study(p, d, ctl));
+  auto header = [&](const char* f) {
+    std::istringstream in(slurp(d / f));
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  auto joined = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+    return s;
+  };
+  EXPECT_EQ(header("rows.csv"), joined(study::row_columns(false)));
+  EXPECT_EQ(header("heads.csv"), joined(study::head_columns(false)));
+  EXPECT_EQ(header("zoo_heads.csv"), joined(study::zoo_head_columns()));
+  for (const auto& [file, cols] : {std::pair{"rows.jsonl", study::row_columns(false)},
+                                   std::pair{"heads.jsonl", study::head_columns(false)}}) {
+    std::istringstream in(slurp(d / file));
+    int n = 0;
+    for (std::string line; std::getline(in, line); ++n) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      std::vector<std::string> keys;
+      for (const auto& [k, v] : j.items()) keys.push_back(k);
+      std::vector<std::string> want = cols;
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(keys, want) << file;
+    }
+    EXPECT_GT(n, 0) << file;
+  }
+  // Transfer columns: the kernel_* fields, before predictor_model.
+  const auto t = study::head_columns(true);
+  EXPECT_EQ(t.size(), study::head_columns(false).size() + 4);
+  EXPECT_EQ(*(std::find(t.begin(), t.end(), "kernel_label") + 1), "predictor_model");
+  const auto rows = study::read_unit(d, 3);
+  ASSERT_TRUE(rows && !rows->empty());
+  for (const auto& r : *rows) EXPECT_EQ(study::row_json(study::row_from_json(study::row_json(r))), study::row_json(r));
+  fs::remove_all(d);
 }

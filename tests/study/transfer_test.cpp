@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -60,6 +63,19 @@ void make_files(const fs::path& dir, int texts, const std::string& kernel,
   }
 }
 
+// A transfer study of the files with `emulator`, conditions plain and rotate.
+study::study_options transfer_options(const std::vector<std::string>& caps, const std::vector<std::string>& outs,
+                                      const std::string& emulator) {
+  study::study_options o;
+  o.zoo = false;
+  o.captures = caps;
+  o.kernel_outputs = outs;
+  o.kernels = {attention::preset(emulator)};
+  o.conditions = {"plain", "rotate"};
+  o.bootstrap_resamples = 50;
+  return o;
+}
+
 }  // namespace
 
 TEST(transfer_test, same_preset_as_kernel_transfers_exactly) {
@@ -68,13 +84,7 @@ TEST(transfer_test, same_preset_as_kernel_transfers_exactly) {
   fs::create_directories(dir);
   std::vector<std::string> caps, outs;
   make_files(dir, 2, "fa3", caps, outs);
-  study::study_options o;
-  o.zoo = false;
-  o.captures = caps;
-  o.kernel_outputs = outs;
-  o.kernels = {attention::preset("fa3")};
-  o.conditions = {"plain", "rotate"};
-  o.bootstrap_resamples = 50;
+  study::study_options o = transfer_options(caps, outs, "fa3");
   const study::plan p = study::make_plan(o);
   ASSERT_EQ(p.units.size(), 4u);  // 1 model x 2 layers x 2 texts
   study::run_controls ctl;
@@ -133,6 +143,65 @@ TEST(transfer_test, same_preset_as_kernel_transfers_exactly) {
   int differ = 0;
   for (const auto& r : b.rows) differ += r.kernel_rel_err != r.rel_err;
   EXPECT_GT(differ, 0);
+  fs::remove_all(dir);
+}
+
+namespace {
+std::string slurp(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+}  // namespace
+
+// attnum transfer scores the kernel-aware and a fixed predictor side by side from one run of the
+// units (each unit computed once for both, run_study's plans overload): every file of both folders
+// is the file a run of that study alone writes; a folder resumed with one of them complete gives
+// the same; plans that differ in more than the predictor model are refused.
+TEST(transfer_test, kernel_aware_and_fixed_predictors_from_one_run_equal_two_runs) {
+  const fs::path dir = fs::temp_directory_path() / "attnum_transfer_once_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::string> caps, outs;
+  make_files(dir, 2, "sage2pp-sm89", caps, outs);
+  study::study_options o = transfer_options(caps, outs, "sage2pp-sm89");
+  o.command = "transfer";
+  study::study_options f = o;
+  f.predictor_model = "fa3";
+  f.command = "transfer --predictor-model fa3";
+  const std::vector<study::plan> plans{study::make_plan(o), study::make_plan(f)};
+  study::run_controls ctl;
+  ctl.progress = false;
+  const std::vector<fs::path> together{dir / "aware", dir / "aware" / "fixed-fa3"};
+  ASSERT_TRUE(study::run_study(plans, together, ctl));
+  ASSERT_TRUE(study::run_study(plans[0], dir / "alone-aware", ctl));
+  ASSERT_TRUE(study::run_study(plans[1], dir / "alone-fixed", ctl));
+  const std::vector<std::string> files = {"meta.json", "rows.csv", "rows.jsonl", "heads.csv", "heads.jsonl",
+                                          "summary.json", "checkpoints/study.json",
+                                          "checkpoints/unit-000000.jsonl", "checkpoints/unit-000003.jsonl"};
+  for (const auto& name : files) {
+    ASSERT_TRUE(fs::exists(together[0] / name)) << name;
+    EXPECT_EQ(slurp(together[0] / name), slurp(dir / "alone-aware" / name)) << name;
+    EXPECT_EQ(slurp(together[1] / name), slurp(dir / "alone-fixed" / name)) << name;
+  }
+  // The two predictors differ here (sage2pp-sm89 vs an fa3 model), so the comparison can fail.
+  EXPECT_NE(slurp(together[0] / "rows.csv"), slurp(together[1] / "rows.csv"));
+  // Resumed: the fixed folder lost two units and its result files; the aware one is complete.
+  fs::remove(study::unit_path(together[1], 1));
+  fs::remove(study::unit_path(together[1], 2));
+  fs::remove(together[1] / "rows.csv");
+  ASSERT_TRUE(study::run_study(plans, together, ctl));
+  for (const auto& name : files) EXPECT_EQ(slurp(together[1] / name), slurp(dir / "alone-fixed" / name)) << name;
+  EXPECT_EQ(slurp(together[1] / "checkpoints/unit-000001.jsonl"), slurp(dir / "alone-fixed/checkpoints/unit-000001.jsonl"));
+  // Another study (another rotation) cannot share the units: refused naming the field.
+  study::study_options other = f;
+  other.rotation = *transforms::rotation::parse_builtin("hadamard");
+  const std::vector<study::plan> mixed{plans[0], study::make_plan(other)};
+  try {
+    study::run_study(mixed, std::vector<fs::path>{dir / "m0", dir / "m1"}, ctl);
+    ADD_FAILURE() << "plans with another rotation were run together";
+  } catch (const attnum::error& e) {
+    EXPECT_NE(std::string(e.what()).find("rotation"), std::string::npos) << e.what();
+  }
   fs::remove_all(dir);
 }
 

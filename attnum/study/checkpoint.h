@@ -1,0 +1,28 @@
+#pragma once
+// The head study's checkpoints (docs/study.md "Checkpoints and resume"): DIR/checkpoints/study.json
+// holds the plan's configuration (study/plan.h config_json) and one file per finished unit
+// (unit-NNNNNN.jsonl, rows in study/rows.h's schema, then a completeness marker), each written
+// atomically. A run in a folder of another configuration is refused naming the field; a resumed,
+// sharded or merged run reads the finished units back and computes only the missing ones.
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "attnum/study/plan.h"
+#include "attnum/study/rows.h"
+
+namespace attnum::study {
+
+/// Checkpoint file of unit i in dir (dir/checkpoints/unit-NNNNNN.jsonl).
+std::filesystem::path unit_path(const std::filesystem::path& dir, int i);
+/// Writes a unit's rows atomically (temp file + rename).
+void write_unit(const std::filesystem::path& dir, int i, const std::vector<row>& rows);
+/// Reads a unit's rows; std::nullopt if absent or incomplete (a killed write leaves only temps).
+std::optional<std::vector<row>> read_unit(const std::filesystem::path& dir, int i);
+/// Writes dir/checkpoints/study.json (the plan's config); throws attnum::error if one exists
+/// with a different config (naming the field).
+void write_plan(const std::filesystem::path& dir, const plan& p);
+/// Reads a plan back from dir/checkpoints/study.json (for merge).
+plan read_plan(const std::filesystem::path& dir);
+
+}  // namespace attnum::study

@@ -1,0 +1,222 @@
+// The head study's plan: units, capture sources and the configuration (study/plan.h).
+#include "attnum/study/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "attnum/core/error.h"
+#include "attnum/core/hash.h"
+#include "attnum/core/same_config.h"
+#include "attnum/core/version.h"
+#include "attnum/io/safetensors.h"
+#include "attnum/study/emulate.h"
+
+namespace attnum::study {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string fnv1a_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open", path);
+  uint64_t h = core::kFnvOffset;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h = core::fnv1a64(buf.data(), static_cast<size_t>(in.gcount()), h);  // FNV-1a, chained over the chunks
+  }
+  return fmt::format("{:016x}", h);
+}
+
+// Groups capture files by their model id (metadata "model", else the file stem before "__").
+std::vector<capture_model> capture_models(const std::vector<std::string>& files,
+                                          const std::vector<std::string>& outputs) {
+  if (!outputs.empty() && outputs.size() != files.size())
+    fail("transfer: {} --kernel-outputs files for {} --captures files (one per capture, same order)",
+         outputs.size(), files.size());
+  std::vector<capture_model> out;
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    const std::string& f = files[fi];
+    const io::safetensors_file st(f);
+    std::string model;
+    if (auto it = st.metadata().find("model"); it != st.metadata().end()) model = it->second;
+    if (model.empty()) {
+      const std::string stem = fs::path(f).stem().string();
+      model = stem.substr(0, stem.find("__"));
+    }
+    int n_layer = 0;
+    while (st.find(fmt::format("layers.{}.q", n_layer))) ++n_layer;
+    if (n_layer == 0) fail("{}: no tensor layers.0.q (not a capture file?)", f);
+    auto it = std::find_if(out.begin(), out.end(), [&](const capture_model& m) { return m.name == model; });
+    if (it == out.end()) {
+      out.push_back({model, n_layer, {}, {}, {}, {}});
+      it = out.end() - 1;
+    }
+    if (it->n_layer != n_layer)
+      fail("{}: {} layers, but another capture of model '{}' has {}", f, n_layer, model, it->n_layer);
+    it->files.push_back(f);
+    it->hashes.push_back(fnv1a_file(f));
+    if (!outputs.empty()) {
+      it->outputs.push_back(outputs[fi]);
+      it->output_hashes.push_back(fnv1a_file(outputs[fi]));
+    }
+  }
+  return out;
+}
+
+// An explicit rotation's [d, d] values (null for the Hadamard family, rebuilt from its name).
+json rotation_matrix_json(const transforms::rotation& r) {
+  return r.dim() > 0 ? json(r.matrix(r.dim())) : json(nullptr);
+}
+
+}  // namespace
+
+plan make_plan(const study_options& opt) {
+  plan p;
+  p.opt = opt;
+  if (opt.kernels.empty()) fail("heads: --kernel needs at least one kernel");
+  for (size_t i = 0; i < opt.kernels.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (opt.kernels[i].name == opt.kernels[j].name) fail("heads: kernel '{}' is given twice", opt.kernels[i].name);
+  if (opt.predictor_model != "kernel") {
+    const auto known = attention::preset_names();
+    if (std::find(known.begin(), known.end(), opt.predictor_model) == known.end())
+      fail("heads: --predictor-model: expected kernel or a preset ({}), got '{}'", fmt::join(known, ", "),
+           opt.predictor_model);
+  }
+  bool plain = false;
+  for (const auto& c : opt.conditions) plain |= parse_condition_index(c) == 0;
+  if (!plain) fail("heads: --conditions must include plain (scores are relative to it)");
+  if (opt.zoo) {
+    if (opt.n_texts < 1) fail("heads: need at least one text");
+    const auto models = zoo_models(opt.zoo_opt);
+    bool rotates = false;
+    for (const auto& c : opt.conditions) rotates |= parse_condition_index(c) % 2 == 1;  // rotate, center+rotate
+    for (size_t m = 0; m < models.size(); ++m) {
+      if (rotates) opt.rotation.check(models[m].d_head);  // a user matrix of another d: exit 2 now
+      p.model_names.push_back(models[m].name);
+      for (int l = 0; l < models[m].n_layer; ++l)
+        for (int t = 0; t < opt.n_texts; ++t)
+          p.units.push_back({static_cast<int>(p.units.size()), static_cast<int>(m), l, t});
+    }
+    return p;
+  }
+  if (opt.captures.empty()) fail("heads: no capture files");
+  p.sources = capture_models(opt.captures, opt.kernel_outputs);
+  for (size_t m = 0; m < p.sources.size(); ++m) {
+    p.model_names.push_back(p.sources[m].name);
+    for (int l = 0; l < p.sources[m].n_layer; ++l)
+      for (int t = 0; t < static_cast<int>(p.sources[m].files.size()); ++t)
+        p.units.push_back({static_cast<int>(p.units.size()), static_cast<int>(m), l, t});
+  }
+  return p;
+}
+
+json source_json(const plan& p) {
+  if (p.opt.zoo) return "zoo";
+  json files = json::array();
+  for (const auto& m : p.sources)
+    for (size_t t = 0; t < m.files.size(); ++t) {
+      json f{{"model", m.name}, {"text", t}, {"file", m.files[t]}, {"fnv1a64", m.hashes[t]}};
+      if (!m.outputs.empty())
+        f["kernel_outputs"] = m.outputs[t], f["kernel_outputs_fnv1a64"] = m.output_hashes[t];
+      files.push_back(f);
+    }
+  return files;
+}
+
+std::vector<std::string> kernel_names(const study_options& o) {
+  std::vector<std::string> v;
+  for (const auto& k : o.kernels) v.push_back(k.name);
+  return v;
+}
+json kernel_specs_json(const study_options& o) {
+  json a = json::array();
+  for (const auto& k : o.kernels) a.push_back(attention::to_json(k));
+  return a;
+}
+
+// Doubles are written in shortest round-trip form: reading a checkpoint back gives the same bits.
+json config_json(const plan& p) {
+  const auto& o = p.opt;
+  return json{{"tool_version", std::string(tool_version())},
+              {"predictor_version", std::string(predict::kPredictorVersion)},
+              {"kernel_backend", std::string(kernel_backend())},
+              {"source", o.zoo ? "zoo" : "captures"},
+              {"zoo_n_tok", o.zoo_opt.n_tok},
+              {"zoo_n_layer_cap", o.zoo_opt.n_layer_cap},
+              {"zoo_seed", o.zoo_opt.seed},
+              {"zoo_dtype", std::string(formats::info(o.zoo_opt.dtype).name)},
+              {"n_texts", o.n_texts},
+              {"captures", o.captures},
+              {"kernel_outputs", o.kernel_outputs},
+              {"source_files", source_json(p)},
+              {"kernels", kernel_names(o)},
+              {"knobs", o.knobs},
+              {"kernel_specs", kernel_specs_json(o)},
+              {"conditions", o.conditions},
+              {"rotation", o.rotation.name()},
+              {"rotation_matrix", rotation_matrix_json(o.rotation)},
+              {"n_probes", o.predictor.n_probes},
+              {"probe_seed", o.predictor.probe_seed},
+              {"predictor_model", o.predictor_model},
+              {"bootstrap_resamples", o.bootstrap_resamples},
+              {"bootstrap_seed", o.bootstrap_seed},
+              {"n_units", p.units.size()}};
+}
+
+void require_predictor_variants(std::span<const plan> plans) {
+  for (const plan& q : plans)
+    core::require_same_config(config_json(plans.front()), config_json(q), "heads",
+                              "studies computed together differ in their predictor model only",
+                              {"predictor_model"});
+}
+
+plan plan_from_config(const json& j, const std::string& what) {
+  study_options o;
+  try {
+    o.zoo = j.at("source") == "zoo";
+    o.zoo_opt.n_tok = j.at("zoo_n_tok");
+    o.zoo_opt.n_layer_cap = j.at("zoo_n_layer_cap");
+    o.zoo_opt.seed = j.at("zoo_seed");
+    o.zoo_opt.dtype = formats::parse_format(j.at("zoo_dtype").get<std::string>());
+    o.n_texts = j.at("n_texts");
+    o.captures = j.at("captures").get<std::vector<std::string>>();
+    o.kernel_outputs = j.at("kernel_outputs").get<std::vector<std::string>>();
+    o.knobs = j.at("knobs").get<std::vector<std::string>>();
+    o.kernels.clear();
+    for (const auto& k : j.at("kernels").get<std::vector<std::string>>())
+      o.kernels.push_back(attention::apply_knobs(attention::preset(k), o.knobs));
+    o.conditions = j.at("conditions").get<std::vector<std::string>>();
+    const std::string rot = j.at("rotation");
+    if (j.at("rotation_matrix").is_null()) {
+      auto r = transforms::rotation::parse_builtin(rot);
+      if (!r) fail("{}: rotation '{}' has no rotation_matrix", what, rot);
+      o.rotation = *r;
+    } else {
+      const auto m = j.at("rotation_matrix").get<std::vector<double>>();
+      const auto d = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(m.size()))));
+      o.rotation = transforms::rotation::from_matrix(m, {d, d}, rot);
+    }
+    o.predictor.n_probes = j.at("n_probes");
+    o.predictor.probe_seed = j.at("probe_seed");
+    o.predictor_model = j.value("predictor_model", "kernel");
+    o.bootstrap_resamples = j.at("bootstrap_resamples");
+    o.bootstrap_seed = j.at("bootstrap_seed");
+    o.command = j.value("command", "");
+  } catch (const json::exception& e) {
+    fail("{}: missing or bad field ({})", what, e.what());
+  }
+  plan p = make_plan(o);
+  core::require_same_config(j, config_json(p), what, "written by a different tool or predictor version",
+                            {"command"});
+  return p;
+}
+
+}  // namespace attnum::study
