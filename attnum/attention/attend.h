@@ -19,8 +19,10 @@ struct attend_result {
   std::vector<head_report> heads;
 };
 
-/// Runs every head (in parallel over heads; deterministic) and measures it.
+/// Runs every head (in parallel over heads; deterministic) and measures it. Without `with_metrics`
+/// the fp64 reference is not computed and the error metrics are NaN (the output and run_stats
+/// are the same bits): for callers that want only the kernel's output.
 attend_result attend(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal = true,
-                     const transform_options& opts = {});
+                     const transform_options& opts = {}, bool with_metrics = true);
 
 }  // namespace attnum::attention

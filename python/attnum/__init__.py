@@ -187,17 +187,19 @@ class AttendResult:
 
 def attend(q, k, v, kernel: str = "fa3", condition: str = "plain", rotation=None,
            knobs: Optional[Union[Mapping[str, Any], Sequence[str]]] = None, causal: bool = True,
-           stages: bool = True, causal_center: bool = False) -> AttendResult:
+           stages: bool = True, causal_center: bool = False, measure: bool = True) -> AttendResult:
     """Runs one layer through a kernel and measures each head against fp64 attention.
 
     q [n_head, n_tok, d_head] (or [n_tok, d_head]); k, v [n_head_kv, n_kv, d_head], n_head a
     multiple of n_head_kv (query head h uses kv head h // (n_head // n_head_kv)). float32 arrays
     are used in place; torch float32/bfloat16/float16 CPU tensors are accepted. Bit for bit
     `attnum attend --kernel KERNEL --condition CONDITION --knob ... --json --stages`.
+    With measure=False only the kernel runs: `o` and the P counters are the same bits, the fp64
+    reference is skipped, the error metrics are NaN and `stages` is empty.
     """
     q3, k3, v3, two, torch_out = _operands(q, k, v)
     r = _core.attend(q3, k3, v3, kernel, condition, _knob_list(knobs), bool(causal),
-                     _rotation_spec(rotation), bool(causal_center), bool(stages))
+                     _rotation_spec(rotation), bool(causal_center), bool(stages), bool(measure))
     return AttendResult(o=_out(r["o"], two, torch_out), rel_err=r["rel_err"], log_err=r["log_err"],
                         cosine=r["cosine"], max_row_err=r["max_row_err"], kv_head=r["kv_head"],
                         p_count=r["p_count"], p_underflow=r["p_underflow"], p_saturated=r["p_saturated"],

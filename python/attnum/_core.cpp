@@ -79,7 +79,7 @@ attnum::attention::kernel_spec spec_of(const std::string& kernel, const std::vec
 
 py::dict attend(const f32_array& q, const f32_array& k, const f32_array& v, const std::string& kernel,
                 const std::string& condition, const std::vector<std::string>& knobs, bool causal,
-                const std::string& rotation, bool causal_center, bool stages) {
+                const std::string& rotation, bool causal_center, bool stages, bool measure) {
   using namespace attnum::attention;
   const layer_view lv = layer_of(q, k, v);
   const kernel_spec spec = spec_of(kernel, knobs);
@@ -90,8 +90,8 @@ py::dict attend(const f32_array& q, const f32_array& k, const f32_array& v, cons
   std::vector<std::vector<stage_error>> st;
   {
     compute_scope scope;
-    r = attend(spec, lv, cond, causal, topt);
-    if (stages)
+    r = attend(spec, lv, cond, causal, topt, measure);
+    if (stages && measure)
       for (int h = 0; h < lv.n_head; ++h) st.push_back(stage_attribution(spec, lv, h, cond, causal, topt));
     std::copy(r.o.begin(), r.o.end(), o.mutable_data());
   }

@@ -141,6 +141,20 @@ def test_threads_do_not_change_bits():
     np.testing.assert_array_equal(one.rel_err, two.rel_err)
 
 
+@pytest.mark.parametrize("kernel", ["fa3", "sage2pp-sm89", "bf16"])
+def test_measure_false_runs_only_the_kernel(kernel):
+    q, k, v = layer(21, n_head=4, n_head_kv=2, n_tok=80)
+    full = attnum.attend(q, k, v, kernel=kernel, condition="rotate")
+    bare = attnum.attend(q, k, v, kernel=kernel, condition="rotate", measure=False)
+    np.testing.assert_array_equal(full.o.view(np.uint32), bare.o.view(np.uint32))
+    for name in ("p_count", "p_underflow", "p_saturated", "nan_flagged"):
+        np.testing.assert_array_equal(getattr(full, name), getattr(bare, name))
+    assert np.all(np.isfinite(full.rel_err)) and full.stages
+    for name in ("rel_err", "log_err", "cosine", "max_row_err"):
+        assert np.all(np.isnan(getattr(bare, name))), name
+    assert bare.stages == {}
+
+
 def test_kernels_are_the_cli_json(attnum_cli):
     want = attnum_cli("kernels", "--json", json_out=True)
     got = attnum.kernels()
