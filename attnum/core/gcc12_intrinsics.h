@@ -4,8 +4,11 @@
 // intrinsics, and once those inline into Eigen's kernels, -Wmaybe-uninitialized reports
 // "'__Y' may be used uninitialized" hundreds of times per file (GCC bug 105593, a false positive,
 // fixed in GCC 13). Including the intrinsic headers here, with that one warning off, marks their
-// lines ignored and nothing else: our own code keeps the warning.
+// lines ignored and nothing else: our own code keeps the warning. x86 only (CMakeLists.txt includes
+// it on x86 builds alone; the guard keeps it harmless elsewhere).
+#if defined(__x86_64__) || defined(__i386__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#endif

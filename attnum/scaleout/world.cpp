@@ -17,12 +17,14 @@ namespace {
 world g_world;
 bool g_initialised = false;
 
+#ifdef ATTNUM_HAVE_MPI
 // Launchers we know set one of these in every rank's environment.
 bool started_by_launcher() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"})
     if (std::getenv(v)) return true;
   return false;
 }
+#endif
 }  // namespace
 
 void init(int* argc, char*** argv) {
