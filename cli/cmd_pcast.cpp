@@ -247,9 +247,12 @@ void setup_claims(CLI::App& app) {
   add_sim_options(app, *o);
   app.callback([o] {
     auto c = make_config(*o, attnum::pcast::paper_config(o->quick));
-    const auto kernels = sim_kernels(*o);
-    if (kernels.size() != 1) attnum::fail("pcast claims: --kernel takes one preset, got {}", o->kernel.kernels);
-    c.kernel = kernels.front();
+    // The claims compare static scales S and block orders of the idealized kernel; a preset
+    // fixes both, so --kernel would be ignored: refused instead.
+    if (!o->kernel.kernels.empty() || !o->kernel.knobs.empty())
+      attnum::fail("pcast claims: --kernel/--knob {}: the claims compare the idealized kernel's static scales and "
+                   "block orders, which a preset fixes (use pcast simulate --kernel)",
+                   o->kernel.kernels.empty() ? "(knob)" : o->kernel.kernels);
     const auto rows = attnum::pcast::to_json(attnum::pcast::paper_claims(c, progress_bar("pcast claims")));
     attnum::write_result_dir(o->out, "attnum pcast claims", [&] {
       attnum::write_file_atomic(o->out + "/pcast_claims.csv", attnum::pcast::to_csv(rows));

@@ -134,6 +134,7 @@ TEST_F(BadInput, PcastAndBenchSizesOutsideTheRange) {
     refused(std::string("pcast simulate --quick --n-tok ") + n + " --out " + out.string(),
             {"--n-tok", n, "expected an integer in [1, 1000000000]"}, out);
   refused("pcast bound --n-tok 0", {"--n-tok 0"});
+  refused("pcast claims --quick --kernel fa3 --out " + out.string(), {"pcast claims", "--kernel", "fa3"}, out);
   refused("pcast simulate --quick --n-tok 1000000000 --out " + out.string(), {"n_tok 1000000000", "too large"}, out);
   refused("bench attention --tokens 10000000", {"bench attention", "needs", "GiB"});
   refused("bench attention --d-head 100000000", {"bench attention", "needs", "GiB"});
