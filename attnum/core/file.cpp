@@ -185,20 +185,17 @@ fs::path private_temp_dir(std::string_view name) {
   std::error_code ec;
   const fs::path tmp = fs::temp_directory_path(ec);
   if (ec) fail("no temporary folder for scratch files: {}", ec.message());
+  const std::string prefix = fmt::format("attnum-{}", name);
   for (auto it = fs::directory_iterator(tmp, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string f = it->path().filename().string();
     const size_t dash = f.rfind('-');
     if (dash == std::string::npos || !it->is_directory(ec)) continue;
-    const std::string kind = f.substr(0, dash);
-    const bool ours = kind == "attnum-heads" ||
-                      (kind.rfind("attnum-rank", 0) == 0 && kind.size() > 11 &&
-                       kind.find_first_not_of("0123456789", 11) == std::string::npos);
-    if (ours && names_dead_process(f.substr(dash + 1))) {
+    if (f.substr(0, dash) == prefix && names_dead_process(f.substr(dash + 1))) {
       std::error_code ec2;
       fs::remove_all(it->path(), ec2);
     }
   }
-  return tmp / fmt::format("attnum-{}-{}", name, static_cast<long>(::getpid()));
+  return tmp / fmt::format("{}-{}", prefix, static_cast<long>(::getpid()));
 }
 
 void begin_output_dir(const fs::path& dir) {

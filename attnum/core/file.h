@@ -60,9 +60,9 @@ void require_complete(const std::filesystem::path& dir, std::string_view what);
 void begin_output_dir(const std::filesystem::path& dir);
 
 /// A folder for this process's own scratch files: temp_directory_path() / "attnum-NAME-PID"
-/// (not created here). First removes the stale ones of dead processes: folders named
-/// attnum-heads-PID or attnum-rankR-PID (the two kinds attnum makes) whose PID no longer runs.
-/// Guard the folder with an output_guard so that a failed run removes it too.
+/// (not created here). First removes the stale ones of dead processes: folders attnum-NAME-PID
+/// of the same NAME whose PID no longer runs. Guard the folder with an output_guard so that a
+/// failed run removes it too.
 std::filesystem::path private_temp_dir(std::string_view name);
 
 /// A run's output (folder or file) that a failed run leaves as it found it: what did not exist

@@ -65,11 +65,6 @@ bool run_heads(std::span<const study::plan> plans, std::span<const fs::path> dir
     todo_text = join_ints(todo);
   }
   const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
-  // Non-root ranks write unit files into a scratch folder private to the process first; a rank
-  // that fails removes it (the guard), a killed one's is removed by the next run's sweep.
-  const fs::path scratch = world.root() ? fs::path() : private_temp_dir(fmt::format("rank{}", world.rank));
-  output_guard scratch_guard(scratch);
-  if (!scratch.empty()) fs::create_directories(scratch);
   attnum::progress bar("heads", static_cast<int64_t>(todo.size()), "units", progress && world.root());
   scaleout::distribute(
       todo,
@@ -79,13 +74,8 @@ bool run_heads(std::span<const study::plan> plans, std::span<const fs::path> dir
           for (size_t j = 0; j < dirs.size(); ++j) study::write_unit(dirs[j], i, rows[j]);
           return {};
         }
-        json files = json::array();  // each plan's unit file
-        for (const auto& r : rows) {
-          study::write_unit(scratch, i, r);
-          const fs::path f = study::unit_path(scratch, i);
-          files.push_back(read_file(f));
-          fs::remove(f);
-        }
+        json files = json::array();  // each plan's unit file, written by rank 0
+        for (const auto& r : rows) files.push_back(study::unit_text(i, r));
         return files.dump();
       },
       [&](int i, const std::string& bytes) {
@@ -98,7 +88,6 @@ bool run_heads(std::span<const study::plan> plans, std::span<const fs::path> dir
         }
       },
       attnum::threads(), [&bar](int d, int) { bar.update(d); });
-  if (!scratch.empty()) fs::remove_all(scratch);
   if (!world.root()) return false;
   for (size_t j = 0; j < plans.size(); ++j) study::assemble(plans[j], dirs[j]);
   return true;

@@ -19,11 +19,15 @@ fs::path unit_path(const fs::path& dir, int i) {
   return dir / "checkpoints" / fmt::format("unit-{:06d}.jsonl", i);
 }
 
-void write_unit(const fs::path& dir, int i, const std::vector<row>& rows) {
+std::string unit_text(int i, const std::vector<row>& rows) {
   std::string text;
   for (const auto& r : rows) text += row_json(r).dump() + "\n";
   text += json{{"end", i}, {"n_rows", rows.size()}}.dump() + "\n";  // completeness marker
-  write_file_atomic(unit_path(dir, i), text);
+  return text;
+}
+
+void write_unit(const fs::path& dir, int i, const std::vector<row>& rows) {
+  write_file_atomic(unit_path(dir, i), unit_text(i, rows));
 }
 
 std::optional<std::vector<row>> read_unit(const fs::path& dir, int i) {

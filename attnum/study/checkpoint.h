@@ -6,6 +6,7 @@
 // sharded or merged run reads the finished units back and computes only the missing ones.
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "attnum/study/plan.h"
@@ -15,7 +16,9 @@ namespace attnum::study {
 
 /// Checkpoint file of unit i in dir (dir/checkpoints/unit-NNNNNN.jsonl).
 std::filesystem::path unit_path(const std::filesystem::path& dir, int i);
-/// Writes a unit's rows atomically (temp file + rename).
+/// The text of unit i's checkpoint file: one JSON line per row, then the completeness marker.
+std::string unit_text(int i, const std::vector<row>& rows);
+/// Writes a unit's rows atomically (temp file + rename): unit_text at unit_path.
 void write_unit(const std::filesystem::path& dir, int i, const std::vector<row>& rows);
 /// Reads a unit's rows; std::nullopt if absent or incomplete (a killed write leaves only temps).
 std::optional<std::vector<row>> read_unit(const std::filesystem::path& dir, int i);

@@ -114,14 +114,14 @@ TEST(file_test, stale_temp_files_of_dead_processes_are_removed) {
 TEST(file_test, private_temp_dirs_of_dead_processes_are_removed) {
   const fs::path tmp = fs::temp_directory_path();
   const std::string live = std::to_string(::getppid());
-  const std::vector<std::string> stale = {"attnum-heads-2147483646", "attnum-rank1-2147483645"};
-  const std::vector<std::string> keep = {"attnum-heads-" + live, "attnum-rank2-" + live,
-                                         "attnum-rankx-2147483646", "attnum-other-2147483646"};
+  const std::vector<std::string> stale = {"attnum-heads-2147483646", "attnum-heads-2147483645"};
+  const std::vector<std::string> keep = {"attnum-heads-" + live, "attnum-heads-x2147483646",
+                                         "attnum-other-2147483646", "attnum-heads-2147483646-1"};
   for (const auto& n : stale) fs::create_directories(tmp / n / "checkpoints");
   for (const auto& n : keep)
     if (!fs::exists(tmp / n)) fs::create_directories(tmp / n / "made-by-this-test");
-  const fs::path mine = attnum::private_temp_dir("rank3");
-  EXPECT_EQ(mine, tmp / ("attnum-rank3-" + std::to_string(::getpid())));
+  const fs::path mine = attnum::private_temp_dir("heads");
+  EXPECT_EQ(mine, tmp / ("attnum-heads-" + std::to_string(::getpid())));
   EXPECT_FALSE(fs::exists(mine)) << "the folder is the caller's to create";
   for (const auto& n : stale) EXPECT_FALSE(fs::exists(tmp / n)) << n;
   for (const auto& n : keep) {

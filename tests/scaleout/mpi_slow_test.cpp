@@ -100,8 +100,8 @@ TEST(mpi_test, heads_killed_rank_fails_then_rerun_resumes_identically) {
   auto rerun = sh("cd " + d.string() + " && " + kMpirun + "-n 2 " + kBin + " --threads 1" + kHeadsArgs + "mpi");
   ASSERT_EQ(rerun.status, 0) << rerun.out;
   expect_same_files(d / "single", d / "mpi", kHeadFiles);
-  // The killed rank's scratch folder (attnum-rank1-PID) went with the rerun's sweep, and the
-  // rerun's ranks removed their own: no folder of a dead rank is left in the temp folder.
+  // Ranks send their units to rank 0 as text and make no scratch folder: none of a dead rank
+  // (attnum-rankR-PID, as earlier versions made) is left in the temp folder.
   for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
     const std::string f = e.path().filename().string();
     if (f.rfind("attnum-rank", 0) != 0) continue;
