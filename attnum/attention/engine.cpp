@@ -29,7 +29,9 @@
 #include <algorithm>
 #include <cmath>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <numbers>
 #include <memory>
 #include <numeric>
@@ -40,6 +42,7 @@
 #include "attnum/attention/fast_exp2.h"
 #include "attnum/attention/fma_gemm.h"
 #include "attnum/attention/isa.h"
+#include "attnum/attention/plane_gemm.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 
@@ -103,7 +106,15 @@ struct head_ctx {
   // head, as the AMX planes); null where not used.
   const fma::packed_b* kpack = nullptr;
   const fma::packed_b* vpack = nullptr;
+  // The same exact E4M3 chunk sums from int16 exponent planes on the integer units (plane_gemm.h),
+  // where the head's operands allow (no NaN, sparse low planes): Q and K, or V, split once per
+  // head (thread-local storage, as above); the double-FMA kernels remain for what they refuse.
+  bool iqk = false, ipv = false;
+  const planes::plane_a* qa = nullptr;
+  const planes::plane_b* kb = nullptr;
+  const planes::plane_b* vb = nullptr;
 };
+
 
 constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
 
@@ -200,13 +211,36 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     c.fma_qk = c.gemm_qk && q_e4 && k_e4 && !c.amx_qk;
     c.fma_pv = std::is_same_v<T, float> && c.gemm_pv && !c.amx_pv;
   }
+  static const bool no_planes = [] {
+    const char* e = std::getenv("ATTNUM_NO_PLANES");
+    return e && *e && std::string_view(e) != "0";
+  }();
+  if (const int W = planes::panel_width(); W > 0 && !no_planes) {
+    const int kq = c.s.qk_acc.k_step, kv = c.s.pv_acc.k_step;
+    int sa = 0, sb = 0;
+    if (c.fma_qk && kq <= 32 && kq % 2 == 0 && c.bn % W == 0 &&
+        planes::choose_shifts(planes::amax(c.q8, static_cast<size_t>(c.n_q) * c.d),
+                              planes::amax(c.k8, static_cast<size_t>(c.n_kv) * c.d), kq, sa, sb)) {
+      static thread_local planes::plane_a qa;
+      static thread_local planes::plane_b kb;
+      qa.build(c.q8, c.d, c.n_q, c.d, sa);
+      if (qa.ok) kb.build(c.k8, c.d, true, c.d, c.n_kv, sb, !qa.lo_k.empty());
+      c.iqk = qa.ok && kb.ok, c.qa = &qa, c.kb = &kb;
+    }
+    if (c.fma_pv && kv <= 32 && kv % 2 == 0 && c.bn % 2 == 0) {
+      static thread_local planes::plane_b vb;
+      const int sv = planes::shift_for(planes::amax(c.vp, static_cast<size_t>(c.n_kv) * c.d), 15);
+      if (sv >= 0) vb.build(c.vp, c.d, false, c.n_kv, c.d, sv, false);
+      c.ipv = sv >= 0 && vb.ok, c.vb = &vb;
+    }
+  }
   if (c.gemm_qk && !c.qk_f32 && !c.amx_qk && !c.fma_qk) {
     c.qd.assign(c.q8, c.q8 + static_cast<size_t>(c.n_q) * c.d);
     c.kd.assign(L.k8.values.begin() + koff * c.d, L.k8.values.begin() + (koff + c.n_kv) * c.d);
   }
   if (c.gemm_pv && !c.amx_pv && !c.fma_pv) c.vd.assign(c.vp, c.vp + static_cast<size_t>(c.n_kv) * c.d);
   if (const int W = isa::at_least(isa::path::avx2) ? fma::panel_width() : 0; W > 0) {
-    if ((!c.gemm_qk || c.fma_qk) && c.bn % W == 0) {
+    if ((!c.gemm_qk || c.fma_qk) && !c.iqk && c.bn % W == 0) {
       static thread_local fma::packed_b kp;
       kp.build(c.k8, c.d, true, c.d, c.n_kv);
       c.kpack = &kp;
@@ -217,7 +251,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       c.vpack = &vp;
     }
   }
-  if ((!c.gemm_qk || c.fma_qk) && !c.kpack) {  // the ordered QK loop reads K transposed
+  if ((!c.gemm_qk || c.fma_qk) && !c.kpack && !c.iqk) {  // the ordered QK loop reads K transposed
     c.kT.resize(static_cast<size_t>(c.d) * c.n_kv);
     for (int j = 0; j < c.n_kv; ++j)
       for (int k = 0; k < c.d; ++k) c.kT[static_cast<size_t>(k) * c.n_kv + j] = c.k8[static_cast<size_t>(j) * c.d + k];
@@ -426,7 +460,10 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     b.c.resize(rows, n);
     for (int k0 = 0; k0 < d; k0 += ks) {
       const int kn = std::min(d, k0 + ks) - k0;
-      if (c.kpack) {  // make_ctx packed K for this path and block width: the call cannot refuse
+      if (c.iqk) {  // make_ctx built the planes for this path, k_step and block width: no refusal
+        const bool ran = planes::qk_chunk(*c.qa, *c.kb, r0, rows, k0, kn, j0, n, b.c.data(), n);
+        ATTNUM_ASSERT(ran, "qk_tile: the QK planes refused chunk {} of block {}", k0, j0);
+      } else if (c.kpack) {  // make_ctx packed K for this path and block width: the call cannot refuse
         const bool ran = fma::ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, *c.kpack, k0, kn, j0, n, rows,
                                            b.c.data(), n);
         ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
@@ -519,8 +556,12 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
     for (int c0 = j0; c0 < j1; c0 += ks) {
       const int cn = std::min(j1, c0 + ks) - c0;
       bool packed = false;
-      if constexpr (std::is_same_v<T, float>)
-        packed = c.vpack && fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, b.c.data(), d);
+      if constexpr (std::is_same_v<T, float>) {
+        // the V planes refuse a chunk whose live P8 holds a NaN: the double kernels take it
+        packed = c.ipv && planes::pv_chunk(b.p8.data() + (c0 - j0), b.bn, live.data(), rows, c0, cn, *c.vb,
+                                           b.c.data(), d);
+        packed = packed || (c.vpack && fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, b.c.data(), d));
+      }
       if (!packed)
         ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.vp + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);
       for (int r = 0; r < rows; ++r)

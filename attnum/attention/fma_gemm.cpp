@@ -9,27 +9,12 @@
 
 #include "attnum/attention/isa.h"
 
-#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 9)
-#define ATTNUM_FMA_KERNELS 1
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own undefined-vector idiom.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#define ATTNUM_AVX2_FN __attribute__((target("avx2,fma")))
-#define ATTNUM_AVX512_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")))
-// The micro-kernels' loops over rows and vectors unrolled, so their accumulators stay in
-// registers (GCC 12 otherwise keeps a copy of them on the stack, stored at every k).
-#define ATTNUM_UNROLL _Pragma("GCC unroll 16")
-#define ATTNUM_VNNI_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl,avx512vnni")))
-#else
-#define ATTNUM_FMA_KERNELS 0
-#endif
+#include "attnum/attention/simd_target.h"
 
 namespace attnum::attention::fma {
 namespace {
 
-#if ATTNUM_FMA_KERNELS
+#if ATTNUM_SIMD_KERNELS
 // Packed operands of one call: A rows as doubles [rows][kn], B as column panels of W doubles,
 // [panel][k][W], zero past n (the padding columns compute zeros that are never stored).
 struct packed {
@@ -291,7 +276,7 @@ ATTNUM_VNNI_FN void i8_avx512(const packed_i8& p, int rows, int n, int d2, doubl
 }  // namespace
 
 bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, int n, int d, double* C, int ldc) {
-#if ATTNUM_FMA_KERNELS
+#if ATTNUM_SIMD_KERNELS
   if (d >= (1 << 17)) return false;
   if (rows <= 0 || n <= 0) return true;
   static thread_local packed_i8 p;
@@ -312,7 +297,7 @@ bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, in
 }
 
 bool ordered_gemm(const float* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc) {
-#if ATTNUM_FMA_KERNELS
+#if ATTNUM_SIMD_KERNELS
   if (rows <= 0 || n <= 0) return true;
   static thread_local packed p;
   if (isa::at_least(isa::path::avx512)) {
@@ -330,7 +315,7 @@ bool ordered_gemm(const float* A, int lda, const float* B, int ldb, int rows, in
 }
 
 int panel_width() {
-#if ATTNUM_FMA_KERNELS
+#if ATTNUM_SIMD_KERNELS
   if (isa::at_least(isa::path::avx512)) return kW5;
   if (isa::at_least(isa::path::avx2)) return kW2;
 #endif
@@ -359,7 +344,7 @@ void packed_b::build(const float* B, int ldb, bool transposed, int k_rows, int n
 
 bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, int j0, int n, int rows, double* C,
                   int ldc) {
-#if ATTNUM_FMA_KERNELS
+#if ATTNUM_SIMD_KERNELS
   if (B.W == 0 || B.W != panel_width() || j0 % B.W || k0 + kn > B.k || j0 + n > B.n) return false;
   if (rows <= 0 || n <= 0) return true;
   static thread_local std::vector<double> a;

@@ -25,6 +25,7 @@
 #include "attnum/attention/fast_exp2.h"
 #include "attnum/attention/fma_gemm.h"
 #include "attnum/attention/kernel_spec.h"
+#include "attnum/attention/plane_gemm.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/formats/format.h"
@@ -212,6 +213,146 @@ TEST(isa, int8_gemm_equals_the_integer_loop) {
               << "rows " << rows << " n " << n << " d " << d << " at " << r << "," << j;
         }
     }
+  });
+}
+
+// E4M3 operands for the plane kernels: kind 0 per-tensor scaled normals (max 448: sparse low
+// planes), 1 a small range (max below 16: one plane), 2 log-normal magnitudes (dense low planes:
+// refused), 3 kind 0 with one NaN (refused).
+std::vector<float> e4m3_operand(size_t n, uint64_t seed, int kind) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = kind == 2 ? nd(rng) * std::exp(2.5f * nd(rng)) : nd(rng);
+  float m = 0.0f;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  const float to = kind == 1 ? 12.0f : 448.0f;
+  for (auto& x : v) x = formats::quantize_e4m3_sat(x * (to / m));
+  if (kind == 0 && n > 3) v[1] = -0x1p-9f, v[2] = 0x1.8p-7f, v[3] = -0.0f;  // the grid's low end, a signed zero
+  if (kind == 3) v[n / 2] = NAN;
+  return v;
+}
+
+// The exact chunk sum of E4M3 products: the ascending double sum (exact, see fma_gemm.h).
+double exact_dot(const float* a, size_t sa, const float* b, size_t sb, int n) {
+  double s = 0.0;
+  for (int t = 0; t < n; ++t) s += static_cast<double>(a[t * sa]) * static_cast<double>(b[t * sb]);
+  return s;
+}
+
+TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
+  for_each_path([&](path p) {
+    const int W = planes::panel_width();
+    EXPECT_EQ(W > 0, p != path::scalar);
+    if (W == 0) return;
+    for (int kind : {0, 1, 2, 3}) {
+      // QK: Q [n_q][d], K [n_kv][d]; d = 78: a last chunk of 14
+      const int n_q = 70, n_kv = 3 * W + 5, d = 78;
+      const auto Q = e4m3_operand(static_cast<size_t>(n_q) * d, 100 + kind, kind);
+      const auto K = e4m3_operand(static_cast<size_t>(n_kv) * d, 200 + kind, kind == 3 ? 0 : kind);
+      int sa = 0, sb = 0;
+      ASSERT_TRUE(planes::choose_shifts(planes::amax(Q.data(), Q.size()), planes::amax(K.data(), K.size()), 32, sa, sb));
+      planes::plane_a qa;
+      planes::plane_b kb;
+      qa.build(Q.data(), d, n_q, d, sa);
+      kb.build(K.data(), d, true, d, n_kv, sb, true);
+      EXPECT_EQ(qa.ok, kind < 2) << "kind " << kind;  // dense low planes and NaN are refused
+      if (kind >= 2) {
+        std::vector<double> C(4);
+        EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 0, 32, 0, 4, C.data(), 4));
+        continue;
+      }
+      ASSERT_TRUE(kb.ok);
+      if (kind == 0) {
+        EXPECT_GT(qa.lo_k.size(), 0u);
+        EXPECT_GT(kb.lo_j.size(), 0u);
+      }
+      planes::stats() = {};
+      for (auto [r0, rows, k0, kn, j0, n] : {std::tuple{0, 64, 0, 32, 0, n_kv}, std::tuple{5, 13, 32, 32, W, 2 * W + 3},
+                                             std::tuple{64, 6, 64, 14, 2 * W, 7}, std::tuple{1, 1, 0, 2, 0, 1}}) {
+        std::vector<double> C(static_cast<size_t>(rows) * n, -7.0);
+        ASSERT_TRUE(planes::qk_chunk(qa, kb, r0, rows, k0, kn, j0, n, C.data(), n));
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < n; ++j) {
+            const double want = exact_dot(Q.data() + static_cast<size_t>(r0 + r) * d + k0, 1,
+                                          K.data() + static_cast<size_t>(j0 + j) * d + k0, 1, kn);
+            ASSERT_EQ(std::bit_cast<uint64_t>(C[static_cast<size_t>(r) * n + j]), std::bit_cast<uint64_t>(want))
+                << "kind " << kind << " r0 " << r0 << " k0 " << k0 << " j0 " << j0 << " at " << r << "," << j;
+          }
+      }
+      std::vector<double> C(64);
+      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 1, 32, 0, 4, C.data(), 4));   // odd k0
+      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 0, 33, 0, 4, C.data(), 4));   // chunk above 32
+      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 0, 32, 1, 4, C.data(), 4));   // block off the panel grid
+      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 0, 15, 0, 4, C.data(), 4));   // odd chunk inside k
+      if (kind == 0) {
+        EXPECT_GT(planes::stats().a_lo_terms, 0);
+        EXPECT_GT(planes::stats().b_lo_terms, 0);
+      }
+    }
+    // PV: P8 [rows][32] (E4M3 >= 0, many tiny values so the second plane runs), V [n_kv][d]
+    const int n_kv = 75, d = 40, rows = 19;
+    for (int kind : {0, 1}) {
+      const auto V = e4m3_operand(static_cast<size_t>(n_kv) * d, 300 + kind, kind);
+      planes::plane_b vb;
+      vb.build(V.data(), d, false, n_kv, d, planes::shift_for(planes::amax(V.data(), V.size()), 15), false);
+      ASSERT_TRUE(vb.ok);
+      std::mt19937_64 rng(9 + kind);
+      std::uniform_real_distribution<float> u(-24.0f, 8.0f);
+      const int ldp = 40;
+      std::vector<float> P(static_cast<size_t>(rows) * ldp);
+      for (auto& x : P) x = formats::quantize_e4m3_sat(std::exp2(u(rng)));
+      std::vector<char> live(rows, 1);
+      live[4] = 0;
+      P[4 * ldp + 3] = NAN;  // a dead row's NaN is not read
+      planes::stats() = {};
+      for (auto [k0, kn] : {std::tuple{0, 32}, std::tuple{32, 32}, std::tuple{64, 11}}) {
+        std::vector<double> C(static_cast<size_t>(rows) * d);
+        ASSERT_TRUE(planes::pv_chunk(P.data(), ldp, live.data(), rows, k0, kn, vb, C.data(), d)) << k0;
+        for (int r = 0; r < rows; ++r) {
+          if (!live[r]) continue;
+          for (int j = 0; j < d; ++j) {
+            const double want = exact_dot(P.data() + static_cast<size_t>(r) * ldp, 1, V.data() + static_cast<size_t>(k0) * d + j, d, kn);
+            ASSERT_EQ(std::bit_cast<uint64_t>(C[static_cast<size_t>(r) * d + j]), std::bit_cast<uint64_t>(want))
+                << "kind " << kind << " k0 " << k0 << " at " << r << "," << j;
+          }
+        }
+      }
+      EXPECT_GT(planes::stats().pv_lo_passes, 0);
+      if (kind == 0) {
+        EXPECT_GT(planes::stats().b_lo_terms, 0);
+      }
+      std::vector<double> C(static_cast<size_t>(rows) * d);
+      P[2 * ldp + 5] = NAN;  // a live NaN refuses the chunk
+      EXPECT_FALSE(planes::pv_chunk(P.data(), ldp, live.data(), rows, 0, 32, vb, C.data(), d));
+      P[2 * ldp + 5] = 0.3f;  // off the E4M3 grid
+      EXPECT_FALSE(planes::pv_chunk(P.data(), ldp, live.data(), rows, 0, 32, vb, C.data(), d));
+    }
+  });
+}
+
+// The engine on the plane kernels: per-tensor scaled FA3 operands take them (sparse low planes,
+// both correction kinds, the second P plane), and the output has the scalar path's bits.
+TEST(isa, fa3_runs_on_the_planes_with_the_scalar_bits) {
+  set_threads(1);
+  const auto L = test::random_layer(2, 1, 300, 300, 128, 77);
+  std::vector<float> want;
+  {
+    isa_guard g;
+    isa::set_active(path::scalar);
+    want = run_layer(preset("fa3"), L.view, condition::plain, true);
+  }
+  for_each_path([&](path p) {
+    if (p == path::scalar || p == path::amx) return;  // AMX has its tiles
+    planes::stats() = {};
+    const auto got = run_layer(preset("fa3"), L.view, condition::plain, true);
+    oracle_check::expect_same_bits(got, want, 128, std::string("fa3 planes on ") + std::string(isa::name(p)));
+    const auto& st = planes::stats();
+    EXPECT_GT(st.qk_chunks, 0);
+    EXPECT_GT(st.pv_chunks, 0);
+    EXPECT_GT(st.a_lo_terms, 0);
+    EXPECT_GT(st.b_lo_terms, 0);
+    EXPECT_GT(st.pv_lo_passes, 0);
   });
 }
 

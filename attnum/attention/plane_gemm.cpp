@@ -1,0 +1,541 @@
+// See plane_gemm.h.
+#include "attnum/attention/plane_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "attnum/attention/isa.h"
+#include "attnum/attention/simd_target.h"
+
+namespace attnum::attention::planes {
+
+counters& stats() {
+  static thread_local counters c;
+  return c;
+}
+
+int shift_for(double amax, int bits) {
+  for (int s = 9; s >= 0; --s)
+    if (std::ldexp(amax, s) < std::ldexp(1.0, bits)) return s;
+  return -1;
+}
+
+bool choose_shifts(double amax_a, double amax_b, int kn, int& sa, int& sb) {
+  if (!(amax_a <= 448.0) || !(amax_b <= 448.0) || kn <= 0 || kn > 32) return false;
+  sb = shift_for(amax_b, 15);
+  if (sb < 0) return false;
+  const double b_int = std::ldexp(amax_b, sb), limit = std::ldexp(1.0, 31);
+  for (sa = 9; sa >= 0; --sa)
+    if (std::ldexp(amax_a, sa) < 32768.0 && std::ldexp(amax_a, sa) * b_int * kn < limit) return true;
+  return false;
+}
+
+namespace {
+
+#if ATTNUM_SIMD_KERNELS
+// Vector split of n values (hi and lo as above; lo may be null when only the positions are wanted).
+// lo_mask gets one bit per value with a nonzero lo part; false on NaN / off grid.
+ATTNUM_AVX512_FN bool split_avx512(const float* x, int n, float s_hi, int16_t* hi, int16_t* lo, uint64_t* lo_mask) {
+  const __m512 S = _mm512_set1_ps(s_hi), S9 = _mm512_set1_ps(512.0f), M = _mm512_set1_ps(448.0f);
+  bool good = true;
+  for (int i = 0; i < n; i += 16) {
+    const int m = std::min(16, n - i);
+    const __mmask16 k = static_cast<__mmask16>(m == 16 ? 0xFFFF : (1u << m) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    const __m512 y = _mm512_mul_ps(v, S);
+    const __mmask16 h = _mm512_cmp_ps_mask(_mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), y, _CMP_EQ_OQ);
+    const __m512 z = _mm512_mul_ps(v, S9);
+    const __mmask16 g = _mm512_cmp_ps_mask(_mm512_roundscale_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z, _CMP_EQ_OQ) &
+                        _mm512_cmp_ps_mask(_mm512_abs_ps(v), M, _CMP_LE_OQ);
+    if (static_cast<__mmask16>(~g & k)) good = false;  // NaN, off the grid or above 448
+    const __mmask16 l = static_cast<__mmask16>(~h & k);  // not an integer at s_hi (zeros are)
+    _mm256_mask_storeu_epi16(hi + i, k, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(h, y))));
+    if (lo) _mm256_mask_storeu_epi16(lo + i, k, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(l, z))));
+    if (lo_mask) lo_mask[i / 64] |= static_cast<uint64_t>(l) << (i % 64);
+  }
+  return good;
+}
+
+ATTNUM_AVX2_FN bool split_avx2(const float* x, int n, float s_hi, int16_t* hi, int16_t* lo, uint64_t* lo_mask) {
+  const __m256 S = _mm256_set1_ps(s_hi), S9 = _mm256_set1_ps(512.0f), M = _mm256_set1_ps(448.0f),
+               sign = _mm256_set1_ps(-0.0f);
+  bool good = true;
+  alignas(32) float buf[8];
+  alignas(16) int16_t hb[8], lb[8];
+  for (int i = 0; i < n; i += 8) {
+    const int m = std::min(8, n - i);
+    std::memset(buf, 0, sizeof buf);
+    std::memcpy(buf, x + i, sizeof(float) * m);
+    const __m256 v = _mm256_load_ps(buf);
+    const __m256 y = _mm256_mul_ps(v, S), z = _mm256_mul_ps(v, S9);
+    const __m256 h = _mm256_cmp_ps(_mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), y, _CMP_EQ_OQ);
+    const __m256 g = _mm256_and_ps(
+        _mm256_cmp_ps(_mm256_round_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z, _CMP_EQ_OQ),
+        _mm256_cmp_ps(_mm256_andnot_ps(sign, v), M, _CMP_LE_OQ));
+    if (_mm256_movemask_ps(g) != 0xFF) good = false;
+    const int l = _mm256_movemask_ps(h) ^ 0xFF;
+    const __m256i yi = _mm256_cvtps_epi32(_mm256_and_ps(y, h)), zi = _mm256_cvtps_epi32(_mm256_andnot_ps(h, z));
+    _mm_store_si128(reinterpret_cast<__m128i*>(hb), _mm_packs_epi32(_mm256_castsi256_si128(yi), _mm256_extracti128_si256(yi, 1)));
+    _mm_store_si128(reinterpret_cast<__m128i*>(lb), _mm_packs_epi32(_mm256_castsi256_si128(zi), _mm256_extracti128_si256(zi, 1)));
+    std::memcpy(hi + i, hb, sizeof(int16_t) * m);
+    if (lo) std::memcpy(lo + i, lb, sizeof(int16_t) * m);
+    if (lo_mask) lo_mask[i / 64] |= static_cast<uint64_t>(l & ((1 << m) - 1)) << (i % 64);
+  }
+  return good;
+}
+#endif
+
+#if ATTNUM_SIMD_KERNELS
+// Largest |x| (NaN skipped: vmaxps(x, m) keeps m when x is NaN).
+ATTNUM_AVX512_FN float amax_avx512(const float* x, size_t n) {
+  __m512 m = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), m);
+  if (i < n) m = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (n - i)) - 1), x + i)), m);
+  return _mm512_reduce_max_ps(m);
+}
+
+ATTNUM_AVX2_FN float amax_avx2(const float* x, size_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
+  alignas(32) float t[8];
+  _mm256_store_ps(t, m);
+  float r = 0.0f;
+  for (float v : t) r = v > r ? v : r;
+  for (; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    r = a > r ? a : r;
+  }
+  return r;
+}
+
+// P8 of one PV chunk (rows x kn <= 32, dead rows read as 0) split into the hi words (shift s_hi)
+// and lo words (shift 9), kq words per row. any_lo: some live value has a lo part.
+ATTNUM_AVX512_FN bool split_chunk_avx512(const float* P, int ldp, const char* live, int rows, int kn, float s_hi,
+                                         int32_t* hi, int32_t* lo, int kq, bool& any_lo) {
+  const __m512 S = _mm512_set1_ps(s_hi), S9 = _mm512_set1_ps(512.0f), M = _mm512_set1_ps(448.0f);
+  __mmask16 bad = 0, anyl = 0;
+  for (int r = 0; r < rows; ++r) {
+    int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
+    int16_t* l = reinterpret_cast<int16_t*>(lo + static_cast<size_t>(r) * kq);
+    if (!live[r]) {
+      std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
+      continue;
+    }
+    for (int i = 0; i < 2 * kq; i += 16) {
+      const int m = std::max(0, std::min(16, kn - i));
+      const __mmask16 k = static_cast<__mmask16>(m == 16 ? 0xFFFF : (1u << m) - 1);
+      const __mmask16 kw = static_cast<__mmask16>(std::min(16, 2 * kq - i) == 16 ? 0xFFFF : (1u << (2 * kq - i)) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(k, P + static_cast<size_t>(r) * ldp + i);
+      const __m512 y = _mm512_mul_ps(v, S), z = _mm512_mul_ps(v, S9);
+      const __mmask16 hm = _mm512_cmp_ps_mask(_mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), y, _CMP_EQ_OQ);
+      const __mmask16 g = _mm512_cmp_ps_mask(_mm512_roundscale_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z, _CMP_EQ_OQ) &
+                          _mm512_cmp_ps_mask(_mm512_abs_ps(v), M, _CMP_LE_OQ);
+      bad |= static_cast<__mmask16>(~g & k);
+      const __mmask16 lm = static_cast<__mmask16>(~hm & k);
+      anyl |= lm;
+      _mm256_mask_storeu_epi16(h + i, kw, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(hm, y))));
+      _mm256_mask_storeu_epi16(l + i, kw, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(lm, z))));
+    }
+  }
+  any_lo = anyl != 0;
+  return bad == 0;
+}
+
+ATTNUM_AVX2_FN bool split_chunk_avx2(const float* P, int ldp, const char* live, int rows, int kn, float s_hi,
+                                     int32_t* hi, int32_t* lo, int kq, bool& any_lo) {
+  bool good = true;
+  uint64_t anyl = 0;
+  for (int r = 0; r < rows; ++r) {
+    int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
+    int16_t* l = reinterpret_cast<int16_t*>(lo + static_cast<size_t>(r) * kq);
+    std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
+    if (!live[r]) continue;
+    uint64_t m = 0;
+    good = split_avx2(P + static_cast<size_t>(r) * ldp, kn, s_hi, h, l, &m) && good;
+    anyl |= m;
+  }
+  any_lo = anyl != 0;
+  return good;
+}
+#endif
+
+// Splits a row; hi[n] (and lo[n] when non-null) written, lo_mask[(n + 63) / 64] cleared first.
+bool split_row(const float* x, int n, int shift, int16_t* hi, int16_t* lo, uint64_t* lo_mask) {
+  const float s = std::ldexp(1.0f, shift);
+  if (lo_mask) std::fill(lo_mask, lo_mask + (n + 63) / 64, uint64_t{0});
+#if ATTNUM_SIMD_KERNELS
+  if (isa::at_least(isa::path::avx512)) return split_avx512(x, n, s, hi, lo, lo_mask);
+  if (isa::at_least(isa::path::avx2)) return split_avx2(x, n, s, hi, lo, lo_mask);
+#endif
+  (void)x, (void)n, (void)hi, (void)lo;
+  return false;  // no kernels on this path: the builds refuse before splitting
+}
+
+template <typename F>
+void for_each_bit(const uint64_t* mask, int n, F&& f) {
+  for (int w = 0; w * 64 < n; ++w)
+    for (uint64_t m = mask[w]; m; m &= m - 1) f(w * 64 + __builtin_ctzll(m));
+}
+
+
+#if ATTNUM_SIMD_KERNELS
+// ---- int16 pair kernels: C (=|+=) scale * sum over q < kq of the pair dot products of a row's
+// words a[r * lda + q] with the panel's words b[q * W + j]. vpmaddwd multiplies the int16 halves
+// and adds the two products into an int32 lane, vpaddd accumulates (exact: see plane_gemm.h).
+// (vpmaddwd + vpaddd rather than VNNI's vpdpwssd: on the Zen 5 measured, vpdpwssd zmm sustained
+// 2.3-2.7 G/s against 4.9 G/s for the pair, i.e. half the products per second.)
+constexpr int kW5 = 32, kR5 = 8, kW2 = 16, kR2 = 4;
+
+// The accumulators are named variables, not an array: GCC 12 keeps an array of 16 zmm partly on
+// the stack and copies it around (measured: half the kernel's time), while 16 named ones stay
+// in registers.
+#define ATTNUM_PLANE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
+// Converts one int32 vector of sums to doubles times scale, stored to (or added to) w <= 16 values of c.
+ATTNUM_AVX512_FN inline void store16(double* c, int w, __m512i v, __m512d sc, bool add) {
+  ATTNUM_UNROLL for (int h = 0; h < 2; ++h) {
+    const int m = std::clamp(w - 8 * h, 0, 8);
+    if (!m) continue;
+    const __mmask8 k = static_cast<__mmask8>((1u << m) - 1);
+    const __m256i half = h ? _mm512_extracti64x4_epi64(v, 1) : _mm512_castsi512_si256(v);
+    __m512d d = _mm512_mul_pd(_mm512_cvtepi32_pd(half), sc);
+    if (add) d = _mm512_add_pd(d, _mm512_maskz_loadu_pd(k, c + 8 * h));
+    _mm512_mask_storeu_pd(c + 8 * h, k, d);
+  }
+}
+
+template <int R>
+ATTNUM_AVX512_FN void micro5(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w,
+                             double scale, bool add) {
+  static_assert(R >= 1 && R <= 8);
+#define ATTNUM_DECL(r) __m512i c##r##0 = _mm512_setzero_si512(), c##r##1 = _mm512_setzero_si512();
+  ATTNUM_PLANE_ROWS(ATTNUM_DECL)
+#undef ATTNUM_DECL
+  for (int q = 0; q < kq; ++q) {
+    const __m512i b0 = _mm512_loadu_si512(b + static_cast<size_t>(q) * kW5), b1 = _mm512_loadu_si512(b + static_cast<size_t>(q) * kW5 + 16);
+#define ATTNUM_STEP(r)                                                        \
+  if constexpr (r < R) {                                                      \
+    const __m512i x = _mm512_set1_epi32(a[static_cast<size_t>(r) * lda + q]); \
+    c##r##0 = _mm512_add_epi32(c##r##0, _mm512_madd_epi16(x, b0));           \
+    c##r##1 = _mm512_add_epi32(c##r##1, _mm512_madd_epi16(x, b1));           \
+  }
+    ATTNUM_PLANE_ROWS(ATTNUM_STEP)
+#undef ATTNUM_STEP
+  }
+  const __m512d sc = _mm512_set1_pd(scale);
+#define ATTNUM_STORE(r)                                               \
+  if constexpr (r < R) {                                              \
+    store16(C + static_cast<size_t>(r) * ldc, w, c##r##0, sc, add);     \
+    store16(C + static_cast<size_t>(r) * ldc + 16, w - 16, c##r##1, sc, add); \
+  }
+  ATTNUM_PLANE_ROWS(ATTNUM_STORE)
+#undef ATTNUM_STORE
+}
+
+ATTNUM_AVX512_FN void gemm5(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n,
+                            double* C, int ldc, double scale, bool add) {
+  for (int p = 0; p * kW5 < n; ++p) {
+    const int w = std::min(kW5, n - p * kW5);
+    const int32_t* bp = b + static_cast<size_t>(p) * pstride;
+    for (int r = 0; r < rows; r += kR5) {
+      const int32_t* ar = a + static_cast<size_t>(r) * lda;
+      double* c = C + static_cast<size_t>(r) * ldc + p * kW5;
+      switch (std::min(kR5, rows - r)) {
+        case 8: micro5<8>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        case 7: micro5<7>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        case 6: micro5<6>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        case 5: micro5<5>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        case 4: micro5<4>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        case 3: micro5<3>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        case 2: micro5<2>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        default: micro5<1>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+      }
+    }
+  }
+}
+
+ATTNUM_AVX2_FN inline void store8(double* c, int w, __m256i v, __m256d sc, bool add) {
+  ATTNUM_UNROLL for (int h = 0; h < 2; ++h) {
+    const int m = std::clamp(w - 4 * h, 0, 4);
+    if (!m) continue;
+    const __m128i half = h ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
+    __m256d d = _mm256_mul_pd(_mm256_cvtepi32_pd(half), sc);
+    const __m256i k = _mm256_cmpgt_epi64(_mm256_set1_epi64x(m), _mm256_setr_epi64x(0, 1, 2, 3));
+    if (add) d = _mm256_add_pd(d, _mm256_maskload_pd(c + 4 * h, k));
+    _mm256_maskstore_pd(c + 4 * h, k, d);
+  }
+}
+
+template <int R>
+ATTNUM_AVX2_FN void micro2(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w,
+                           double scale, bool add) {
+  static_assert(R >= 1 && R <= 8);
+#define ATTNUM_DECL(r) __m256i c##r##0 = _mm256_setzero_si256(), c##r##1 = _mm256_setzero_si256();
+  ATTNUM_PLANE_ROWS(ATTNUM_DECL)
+#undef ATTNUM_DECL
+  for (int q = 0; q < kq; ++q) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + static_cast<size_t>(q) * kW2)),
+                  b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + static_cast<size_t>(q) * kW2 + 8));
+#define ATTNUM_STEP(r)                                                        \
+  if constexpr (r < R) {                                                      \
+    const __m256i x = _mm256_set1_epi32(a[static_cast<size_t>(r) * lda + q]); \
+    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(x, b0));           \
+    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(x, b1));           \
+  }
+    ATTNUM_PLANE_ROWS(ATTNUM_STEP)
+#undef ATTNUM_STEP
+  }
+  const __m256d sc = _mm256_set1_pd(scale);
+#define ATTNUM_STORE(r)                                                     \
+  if constexpr (r < R) {                                                    \
+    store8(C + static_cast<size_t>(r) * ldc, w, c##r##0, sc, add);          \
+    store8(C + static_cast<size_t>(r) * ldc + 8, w - 8, c##r##1, sc, add);  \
+  }
+  ATTNUM_PLANE_ROWS(ATTNUM_STORE)
+#undef ATTNUM_STORE
+}
+
+ATTNUM_AVX2_FN void gemm2(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n,
+                          double* C, int ldc, double scale, bool add) {
+  for (int p = 0; p * kW2 < n; ++p) {
+    const int w = std::min(kW2, n - p * kW2);
+    const int32_t* bp = b + static_cast<size_t>(p) * pstride;
+    for (int r = 0; r < rows; r += kR2) {
+      const int32_t* ar = a + static_cast<size_t>(r) * lda;
+      double* c = C + static_cast<size_t>(r) * ldc + p * kW2;
+      switch (std::min(kR2, rows - r)) {
+        case 4: micro2<4>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        case 3: micro2<3>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        case 2: micro2<2>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        default: micro2<1>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+      }
+    }
+  }
+}
+#endif
+
+// The dense pass of a chunk on the active path (the caller checked panel_width() == W).
+void gemm(int W, const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n, double* C,
+          int ldc, double scale, bool add) {
+#if ATTNUM_SIMD_KERNELS
+  if (W == kW5) return gemm5(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  if (W == kW2) return gemm2(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+#endif
+  (void)W, (void)a, (void)lda, (void)rows, (void)b, (void)pstride, (void)kq, (void)n, (void)C, (void)ldc, (void)scale,
+      (void)add;
+}
+
+}  // namespace
+
+double amax(const float* x, size_t n) {
+#if ATTNUM_SIMD_KERNELS
+  if (isa::at_least(isa::path::avx512)) return amax_avx512(x, n);
+  if (isa::at_least(isa::path::avx2)) return amax_avx2(x, n);
+#endif
+  float m = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+int panel_width() {
+#if ATTNUM_SIMD_KERNELS
+  if (isa::at_least(isa::path::avx512)) return kW5;
+  if (isa::at_least(isa::path::avx2)) return kW2;
+#endif
+  return 0;
+}
+
+void plane_a::build(const float* A, int ld, int rows_, int k_, int shift_) {
+  ok = false;
+  rows = rows_, k = k_, k2 = (k_ + 1) / 2, shift = shift_, max_int = 0;
+  lo_ptr.assign(1, 0), lo_k.clear(), lo_v.clear();
+  if (panel_width() == 0 || shift < 0 || shift > 9 || rows < 0 || k <= 0) return;
+  hi.assign(static_cast<size_t>(rows) * k2, 0);
+  hi_val.resize(static_cast<size_t>(rows) * k);
+  std::vector<int16_t> h(2 * static_cast<size_t>(k2), 0);
+  std::vector<uint64_t> mask((k + 63) / 64);
+  const size_t limit = static_cast<size_t>(rows) * k / 8;
+  bool good = true;
+  for (int r = 0; r < rows && good; ++r) {
+    const float* x = A + static_cast<size_t>(r) * ld;
+    good = split_row(x, k, shift, h.data(), nullptr, mask.data());
+    max_int = std::max(max_int, static_cast<int32_t>(std::ldexp(amax(x, k), shift)));
+    std::memcpy(hi.data() + static_cast<size_t>(r) * k2, h.data(), sizeof(int32_t) * k2);
+    float* hv = hi_val.data() + static_cast<size_t>(r) * k;
+    std::memcpy(hv, x, sizeof(float) * k);
+    for_each_bit(mask.data(), k, [&](int i) {
+      lo_k.push_back(i), lo_v.push_back(x[i]);
+      hv[i] = 0.0f;
+    });
+    lo_ptr.push_back(static_cast<int>(lo_k.size()));
+    if (lo_k.size() > limit) good = false;
+  }
+  ok = good;
+}
+
+void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift_, bool with_full) {
+  ok = false;
+  W = panel_width(), k = k_rows, n = n_cols, k2 = (k_rows + 1) / 2, shift = shift_, max_int = 0;
+  lo_ptr.assign(1, 0), lo_j.clear(), lo_v.clear(), full.clear();
+  if (W == 0 || shift < 0 || shift > 9 || k <= 0 || n <= 0) return;
+  const int np = (n + W - 1) / W;
+  p.assign(static_cast<size_t>(np) * k2 * W, 0);
+  const size_t limit = static_cast<size_t>(k) * n / 8;
+  bool good = true;
+  if (transposed) {  // one source row per column j (a key), k values along it
+    std::vector<int16_t> h(2 * static_cast<size_t>(k2), 0);
+    std::vector<uint64_t> mask((k + 63) / 64);
+    std::vector<int> count(k + 1, 0);
+    std::vector<std::pair<int, int>> ent;  // (kk, j)
+    for (int j = 0; j < n && good; ++j) {
+      const float* x = B + static_cast<size_t>(j) * ld;
+      good = split_row(x, k, shift, h.data(), nullptr, mask.data());
+      max_int = std::max(max_int, static_cast<int32_t>(std::ldexp(amax(x, k), shift)));
+      int32_t words[1];
+      int32_t* dst = p.data() + static_cast<size_t>(j / W) * k2 * W + j % W;
+      for (int q = 0; q < k2; ++q) {
+        std::memcpy(words, h.data() + 2 * q, sizeof(int32_t));
+        dst[static_cast<size_t>(q) * W] = words[0];
+      }
+      for_each_bit(mask.data(), k, [&](int i) { ent.emplace_back(i, j), ++count[i + 1]; });
+      if (ent.size() > limit) good = false;
+    }
+    if (good) {
+      for (int i = 0; i < k; ++i) count[i + 1] += count[i];
+      lo_ptr.assign(count.begin(), count.end());
+      lo_j.resize(ent.size()), lo_v.resize(ent.size());
+      std::vector<int> at(count.begin(), count.end() - 1);
+      for (const auto& [kk, j] : ent) {  // entries arrive by ascending j: each k's list stays sorted
+        const int e = at[kk]++;
+        lo_j[e] = j, lo_v[e] = B[static_cast<size_t>(j) * ld + kk];
+      }
+    }
+  } else {  // one source row per k
+    std::vector<int16_t> h0(n), h1(n);
+    std::vector<uint64_t> mask((n + 63) / 64);
+    for (int q = 0; q < k2 && good; ++q) {
+      for (int half = 0; half < 2 && good; ++half) {
+        const int kk = 2 * q + half;
+        std::vector<int16_t>& h = half ? h1 : h0;
+        if (kk >= k) {
+          std::fill(h.begin(), h.end(), int16_t{0});
+          continue;
+        }
+        const float* x = B + static_cast<size_t>(kk) * ld;
+        good = split_row(x, n, shift, h.data(), nullptr, mask.data());
+        max_int = std::max(max_int, static_cast<int32_t>(std::ldexp(amax(x, n), shift)));
+        for_each_bit(mask.data(), n, [&](int j) { lo_j.push_back(j), lo_v.push_back(x[j]); });
+        lo_ptr.push_back(static_cast<int>(lo_j.size()));
+        if (lo_j.size() > limit) good = false;
+      }
+      if (!good) break;
+      for (int j = 0; j < n; ++j)
+        p[(static_cast<size_t>(j / W) * k2 + q) * W + j % W] =
+            static_cast<int32_t>(static_cast<uint16_t>(h0[j]) | static_cast<uint32_t>(static_cast<uint16_t>(h1[j])) << 16);
+    }
+  }
+  if (good && with_full) {
+    full.resize(static_cast<size_t>(k) * n);
+    for (int kk = 0; kk < k; ++kk)
+      for (int j = 0; j < n; ++j)
+        full[static_cast<size_t>(kk) * n + j] = transposed ? B[static_cast<size_t>(j) * ld + kk] : B[static_cast<size_t>(kk) * ld + j];
+  }
+  ok = good;
+}
+
+bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc) {
+  if (!a.ok || !b.ok || b.W != panel_width() || a.k != b.k || kn <= 0 || kn > 32 || k0 % 2 || (kn % 2 && k0 + kn != a.k) ||
+      k0 + kn > a.k || j0 % b.W || j0 + n > b.n || r0 < 0 || r0 + rows > a.rows)
+    return false;
+  if (static_cast<double>(a.max_int) * b.max_int * kn >= 2147483648.0) return false;
+  if (a.lo_ptr[r0 + rows] > a.lo_ptr[r0] && b.full.empty()) return false;  // Q lo needs B's full values
+  if (rows <= 0 || n <= 0) return true;
+  auto& st = stats();
+  ++st.qk_chunks;
+  const double scale = std::ldexp(1.0, -(a.shift + b.shift));
+  gemm(b.W, a.hi.data() + static_cast<size_t>(r0) * a.k2 + k0 / 2, a.k2, rows,
+       b.p.data() + static_cast<size_t>(j0 / b.W) * b.k2 * b.W + static_cast<size_t>(k0 / 2) * b.W,
+       static_cast<size_t>(b.k2) * b.W, (kn + 1) / 2, n, C, ldc, scale, false);
+  // a_lo * B over the block's keys (B's rows as floats)
+  for (int r = 0; r < rows; ++r) {
+    double* c = C + static_cast<size_t>(r) * ldc;
+    for (int e = a.lo_ptr[r0 + r]; e < a.lo_ptr[r0 + r + 1]; ++e) {
+      const int kk = a.lo_k[e];
+      if (kk < k0) continue;
+      if (kk >= k0 + kn) break;
+      const double v = a.lo_v[e];
+      const float* brow = b.full.data() + static_cast<size_t>(kk) * b.n + j0;
+      for (int j = 0; j < n; ++j) c[j] += v * static_cast<double>(brow[j]);
+      st.a_lo_terms += n;
+    }
+  }
+  // a_hi * b_lo over the rows
+  for (int kk = k0; kk < k0 + kn; ++kk)
+    for (int e = b.lo_ptr[kk]; e < b.lo_ptr[kk + 1]; ++e) {
+      const int j = b.lo_j[e];
+      if (j < j0) continue;
+      if (j >= j0 + n) break;
+      const double v = b.lo_v[e];
+      for (int r = 0; r < rows; ++r)
+        C[static_cast<size_t>(r) * ldc + (j - j0)] += static_cast<double>(a.hi_val[static_cast<size_t>(r0 + r) * a.k + kk]) * v;
+      st.b_lo_terms += rows;
+    }
+  return true;
+}
+
+bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int kn, const plane_b& v, double* C, int ldc) {
+  if (!v.ok || v.W != panel_width() || kn <= 0 || kn > 32 || k0 % 2 || (kn % 2 && k0 + kn != v.k) || k0 + kn > v.k)
+    return false;
+  if (rows <= 0) return true;
+  auto& st = stats();
+  // P's shift from its largest live value (NaN is skipped here; the split below refuses it)
+  double pmax = 0;
+  for (int r = 0; r < rows; ++r)
+    if (live[r]) pmax = std::max(pmax, amax(P + static_cast<size_t>(r) * ldp, static_cast<size_t>(kn)));
+  // hi integers below min(limit, 2^15); lo ones are x * 2^9 with |x| < 2^(3 - sp): below 2^(12 - sp)
+  const double limit = 2147483648.0 / (static_cast<double>(std::max(v.max_int, 1)) * kn);
+  int sp = 9;
+  while (sp >= 0 && !(std::ldexp(pmax, sp) < std::min(limit, 32768.0))) --sp;
+  if (sp < 0 || !(std::ldexp(1.0, 12 - sp) <= std::min(limit, 32768.0))) return ++st.pv_refused, false;
+  const int kq = (kn + 1) / 2;
+  static thread_local std::vector<int32_t> hi, lo;
+  hi.resize(static_cast<size_t>(rows) * kq), lo.resize(static_cast<size_t>(rows) * kq);
+  bool any_lo = false, good = false;
+#if ATTNUM_SIMD_KERNELS
+  const float s = std::ldexp(1.0f, sp);
+  if (v.W == kW5)
+    good = split_chunk_avx512(P, ldp, live, rows, kn, s, hi.data(), lo.data(), kq, any_lo);
+  else
+    good = split_chunk_avx2(P, ldp, live, rows, kn, s, hi.data(), lo.data(), kq, any_lo);
+#endif
+  if (!good) return ++st.pv_refused, false;
+  ++st.pv_chunks;
+  const int32_t* b = v.p.data() + static_cast<size_t>(k0 / 2) * v.W;
+  const size_t pstride = static_cast<size_t>(v.k2) * v.W;
+  gemm(v.W, hi.data(), kq, rows, b, pstride, kq, v.n, C, ldc, std::ldexp(1.0, -(sp + v.shift)), false);
+  if (any_lo) {
+    ++st.pv_lo_passes;
+    gemm(v.W, lo.data(), kq, rows, b, pstride, kq, v.n, C, ldc, std::ldexp(1.0, -(9 + v.shift)), true);
+  }
+  // P * v_lo over the rows
+  for (int kk = k0; kk < k0 + kn; ++kk)
+    for (int e = v.lo_ptr[kk]; e < v.lo_ptr[kk + 1]; ++e) {
+      const int j = v.lo_j[e];
+      const double x = v.lo_v[e];
+      for (int r = 0; r < rows; ++r)
+        if (live[r]) C[static_cast<size_t>(r) * ldc + j] += static_cast<double>(P[static_cast<size_t>(r) * ldp + (kk - k0)]) * x;
+      st.b_lo_terms += rows;
+    }
+  return true;
+}
+
+}  // namespace attnum::attention::planes

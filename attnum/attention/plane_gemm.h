@@ -1,0 +1,95 @@
+#pragma once
+// Exact E4M3 x E4M3 chunk sums on the integer units of AVX2 and AVX-512 (vpmaddwd + vpaddd): the
+// engine's fast path for FA3-style QK and PV chunks without AMX (isa.h), replacing the double-FMA
+// kernels of fma_gemm.h where the data allows. Same bits: every chunk sum is the exact sum.
+//
+// The split. Every E4M3 value is an integer multiple of 2^-9 of magnitude <= 448. For a shift s in
+// [0, 9] an operand splits into x = hi + lo: hi = x where x * 2^s is an integer (x's quantum is at
+// least 2^-s: the large values), lo = x elsewhere (the small ones, |x| < 2^(3-s)). The hi plane is
+// held as int16 integers x * 2^s. Shifts are chosen per operand so that for one chunk of kn <= 32
+// products |a_int| * |b_int| * kn < 2^31: a vpmaddwd lane (a0 b0 + a1 b1, exact in int32) and
+// every vpaddd partial sum of the chunk stay below 2^31, so the int32 chunk sum of the hi planes
+// is exact, in any order, and times 2^-(sa+sb) (a power of two) it is exact in double.
+//
+// The rest of a chunk sum is sum(a_lo b) + sum(a_hi b_lo) (a b = a_hi b_hi + a_lo b + a_hi b_lo):
+//  * A = Q (QK, one head): lo is sparse (|q| < 2 with the shifts below on per-tensor scaled data,
+//    1-2% of the values): a list per row, each entry adding a_lo * B(k, j) over the block's keys.
+//  * A = P8 (PV, one chunk of a tile): a second dense int16 plane P_lo * 2^9 (< 2^9 since
+//    P_lo < 2^(3 - sp)), run only when the chunk holds such values.
+//  * B lo (K or V, one head) is sparse (below 2^-3 with B's 15-bit plane: ~0.1% of the values): a
+//    list per k, each entry adding a_hi(r, k) * b_lo (QK) or P8(r, k) * b_lo (PV) over the rows.
+// Every term is a product of two E4M3 values (a multiple of 2^-18) and every partial sum of a
+// chunk, whatever the grouping, is bounded by the chunk's absolute sum <= 32 * 448^2 < 2^22.62: a
+// multiple of 2^-18 below 2^23 has at most 41 significant bits, so the double additions of the
+// int32 part and the correction terms are exact. The result equals the ascending double sum of
+// fma_gemm.h (the exact sum) bit for bit, including the sign of zero: all paths give +0.
+//
+// Refusals (the caller then runs the double kernels): a NaN or a value off the E4M3 grid in the
+// operand (build: whole head; PV: that chunk), more than 1/8 of an operand's values in its sparse
+// lo list (speed only), a chunk longer than 32 or starting at an odd k, a block start off the
+// panel grid, or the scalar ISA path.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace attnum::attention::planes {
+
+/// Panel width (columns) of the active path's plane kernels: 32 on avx512 / amx, 16 on avx2, 0
+/// on scalar (no kernels).
+int panel_width();
+
+/// Largest |x| over x[0..n), NaN skipped (vectorised on the avx2 / avx512 paths).
+double amax(const float* x, size_t n);
+
+/// Largest shift s in [0, 9] with amax * 2^s < 2^bits (0 when even s = 0 does not fit).
+int shift_for(double amax, int bits);
+
+/// A = Q of one head: hi plane as int16 pairs, hi values as floats, lo as a sparse list per row.
+struct plane_a {
+  bool ok = false;
+  int rows = 0, k = 0, k2 = 0, shift = 0;
+  int32_t max_int = 0;                // largest |hi| integer
+  std::vector<int32_t> hi;            // [rows][k2]: (hi[2q], hi[2q+1]) as one int32 word
+  std::vector<float> hi_val;          // [rows][k]: x where hi, 0 where lo
+  std::vector<int> lo_ptr, lo_k;      // CSR by row, k ascending
+  std::vector<float> lo_v;
+  /// Splits A (rows x k, row stride ld) with the given shift; ok false on NaN, off-grid values or
+  /// a dense lo plane.
+  void build(const float* A, int ld, int rows, int k, int shift);
+};
+
+/// B = K^T (QK, transposed: B(kk, j) = src[j * ld + kk]) or V (PV: B(kk, j) = src[kk * ld + j]) of
+/// one head: hi plane in column panels of int16 pairs along k, lo as a sparse list per k.
+struct plane_b {
+  bool ok = false;
+  int W = 0, k = 0, n = 0, k2 = 0, shift = 0;
+  int32_t max_int = 0;
+  std::vector<int32_t> p;             // [panel][k2][W]: (B(2q, j), B(2q+1, j)) as one int32 word
+  std::vector<float> full;            // [k][n] B as floats (with_full: the A-lo corrections read it)
+  std::vector<int> lo_ptr, lo_j;      // CSR by k, j ascending
+  std::vector<float> lo_v;
+  void build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift, bool with_full);
+};
+
+/// Shifts for a QK pair (B gets up to 15 bits, A the rest of the int32 budget for kn products);
+/// false when no pair fits.
+bool choose_shifts(double amax_a, double amax_b, int kn, int& sa, int& sb);
+
+/// C[r * ldc + j] = exact sum over k in [k0, k0 + kn) of A(r0 + r, k) B(k, j0 + j), r < rows,
+/// j < n. False (nothing written) when a or b is not ok, kn > 32, k0 odd, kn odd before the end of
+/// k, j0 off the panel grid, or the active path differs from b's.
+bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc);
+
+/// PV: C[r * ldc + j] = exact sum over t in [0, kn) of P[r * ldp + t] V(k0 + t, j), r < rows, j <
+/// v.n, for the rows with live[r] (other rows: P read as 0). P holds E4M3 values >= 0 or NaN.
+/// False (nothing written) when a live P value is NaN or off the grid, or as qk_chunk.
+bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int kn, const plane_b& v, double* C,
+              int ldc);
+
+/// Counters of this thread (tests: which branches ran).
+struct counters {
+  long qk_chunks = 0, pv_chunks = 0, pv_lo_passes = 0, a_lo_terms = 0, b_lo_terms = 0, pv_refused = 0;
+};
+counters& stats();
+
+}  // namespace attnum::attention::planes

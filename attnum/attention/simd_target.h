@@ -1,0 +1,21 @@
+#pragma once
+// The target attributes of the engine's run-time dispatched vector kernels (isa.h): each kernel
+// carries its ISA in an attribute (no file-wide -m flags) and runs only when isa::active() picked
+// a path that has it. ATTNUM_SIMD_KERNELS is 0 where the kernels are not built (not x86-64, old
+// compilers): the callers then report "no kernel" and the engine takes its scalar loops.
+#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 9)
+#define ATTNUM_SIMD_KERNELS 1
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own undefined-vector idiom.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#define ATTNUM_AVX2_FN __attribute__((target("avx2,fma")))
+#define ATTNUM_AVX512_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")))
+#define ATTNUM_VNNI_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl,avx512vnni")))
+// The micro-kernels' loops over rows and vectors unrolled, so their accumulators stay in
+// registers (GCC 12 otherwise keeps a copy of them on the stack, stored at every k).
+#define ATTNUM_UNROLL _Pragma("GCC unroll 16")
+#else
+#define ATTNUM_SIMD_KERNELS 0
+#endif
