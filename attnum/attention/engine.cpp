@@ -229,7 +229,10 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     }
     if (c.fma_pv && kv <= 32 && kv % 2 == 0 && c.bn % 2 == 0) {
       static thread_local planes::plane_b vb;
-      const int sv = planes::shift_for(planes::amax(c.vp, static_cast<size_t>(c.n_kv) * c.d), 15);
+      // V gets 13 bits, leaving P 2^31 / (32 * 2^13) = 2^13: per-tensor scaled P8 up to 256 (FA3's
+      // exponent offset 8) keeps values down to 2^-10 of its maximum in the hi plane, so the
+      // second P plane runs only for rows with smaller probabilities.
+      const int sv = planes::shift_for(planes::amax(c.vp, static_cast<size_t>(c.n_kv) * c.d), 13);
       if (sv >= 0) vb.build(c.vp, c.d, false, c.n_kv, c.d, sv, false);
       c.ipv = sv >= 0 && vb.ok, c.vb = &vb;
     }
@@ -245,7 +248,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       kp.build(c.k8, c.d, true, c.d, c.n_kv);
       c.kpack = &kp;
     }
-    if (std::is_same_v<T, float> && (!c.gemm_pv || c.fma_pv)) {
+    if (std::is_same_v<T, float> && (!c.gemm_pv || c.fma_pv) && !c.ipv) {
       static thread_local fma::packed_b vp;
       vp.build(c.vp, c.d, false, c.n_kv, c.d);
       c.vpack = &vp;

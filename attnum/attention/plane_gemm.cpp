@@ -115,11 +115,11 @@ ATTNUM_AVX2_FN float amax_avx2(const float* x, size_t n) {
 }
 
 // P8 of one PV chunk (rows x kn <= 32, dead rows read as 0) split into the hi words (shift s_hi)
-// and lo words (shift 9), kq words per row. any_lo: some live value has a lo part.
+// and lo words (shift 9), kq words per row; lo_group[r / 8] set where rows r hold a lo part.
 ATTNUM_AVX512_FN bool split_chunk_avx512(const float* P, int ldp, const char* live, int rows, int kn, float s_hi,
-                                         int32_t* hi, int32_t* lo, int kq, bool& any_lo) {
+                                         int32_t* hi, int32_t* lo, int kq, char* lo_group) {
   const __m512 S = _mm512_set1_ps(s_hi), S9 = _mm512_set1_ps(512.0f), M = _mm512_set1_ps(448.0f);
-  __mmask16 bad = 0, anyl = 0;
+  __mmask16 bad = 0;
   for (int r = 0; r < rows; ++r) {
     int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
     int16_t* l = reinterpret_cast<int16_t*>(lo + static_cast<size_t>(r) * kq);
@@ -127,6 +127,7 @@ ATTNUM_AVX512_FN bool split_chunk_avx512(const float* P, int ldp, const char* li
       std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
       continue;
     }
+    __mmask16 anyl = 0;
     for (int i = 0; i < 2 * kq; i += 16) {
       const int m = std::max(0, std::min(16, kn - i));
       const __mmask16 k = static_cast<__mmask16>(m == 16 ? 0xFFFF : (1u << m) - 1);
@@ -142,15 +143,28 @@ ATTNUM_AVX512_FN bool split_chunk_avx512(const float* P, int ldp, const char* li
       _mm256_mask_storeu_epi16(h + i, kw, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(hm, y))));
       _mm256_mask_storeu_epi16(l + i, kw, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(lm, z))));
     }
+    if (anyl) lo_group[r / 8] = 1;
   }
-  any_lo = anyl != 0;
   return bad == 0;
 }
 
+// Largest |P| over the live rows of a chunk (NaN skipped).
+ATTNUM_AVX512_FN float chunk_amax_avx512(const float* P, int ldp, const char* live, int rows, int kn) {
+  __m512 m = _mm512_setzero_ps();
+  for (int r = 0; r < rows; ++r) {
+    if (!live[r]) continue;
+    for (int i = 0; i < kn; i += 16) {
+      const int c = std::min(16, kn - i);
+      const __mmask16 k = static_cast<__mmask16>(c == 16 ? 0xFFFF : (1u << c) - 1);
+      m = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(k, P + static_cast<size_t>(r) * ldp + i)), m);
+    }
+  }
+  return _mm512_reduce_max_ps(m);
+}
+
 ATTNUM_AVX2_FN bool split_chunk_avx2(const float* P, int ldp, const char* live, int rows, int kn, float s_hi,
-                                     int32_t* hi, int32_t* lo, int kq, bool& any_lo) {
+                                     int32_t* hi, int32_t* lo, int kq, char* lo_group) {
   bool good = true;
-  uint64_t anyl = 0;
   for (int r = 0; r < rows; ++r) {
     int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
     int16_t* l = reinterpret_cast<int16_t*>(lo + static_cast<size_t>(r) * kq);
@@ -158,9 +172,8 @@ ATTNUM_AVX2_FN bool split_chunk_avx2(const float* P, int ldp, const char* live, 
     if (!live[r]) continue;
     uint64_t m = 0;
     good = split_avx2(P + static_cast<size_t>(r) * ldp, kn, s_hi, h, l, &m) && good;
-    anyl |= m;
+    if (m) lo_group[r / 8] = 1;
   }
-  any_lo = anyl != 0;
   return good;
 }
 #endif
@@ -192,9 +205,10 @@ void for_each_bit(const uint64_t* mask, int n, F&& f) {
 // 2.3-2.7 G/s against 4.9 G/s for the pair, i.e. half the products per second.)
 constexpr int kW5 = 32, kR5 = 8, kW2 = 16, kR2 = 4;
 
-// The accumulators are named variables, not an array: GCC 12 keeps an array of 16 zmm partly on
-// the stack and copies it around (measured: half the kernel's time), while 16 named ones stay
-// in registers.
+// The full 8-row kernel's loop is one asm block with the 16 accumulators pinned in zmm16-31: with
+// intrinsics (arrays or named variables, even with an asm statement per row) GCC 12 copies every
+// accumulator between registers each k pair and spills two of them to the stack, measured at a
+// third of the kernel's time. Fewer rows (tile edges) take the intrinsics loop.
 #define ATTNUM_PLANE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
 // Converts one int32 vector of sums to doubles times scale, stored to (or added to) w <= 16 values of c.
@@ -214,36 +228,83 @@ template <int R>
 ATTNUM_AVX512_FN void micro5(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w,
                              double scale, bool add) {
   static_assert(R >= 1 && R <= 8);
-#define ATTNUM_DECL(r) __m512i c##r##0 = _mm512_setzero_si512(), c##r##1 = _mm512_setzero_si512();
-  ATTNUM_PLANE_ROWS(ATTNUM_DECL)
-#undef ATTNUM_DECL
-  for (int q = 0; q < kq; ++q) {
-    const __m512i b0 = _mm512_loadu_si512(b + static_cast<size_t>(q) * kW5), b1 = _mm512_loadu_si512(b + static_cast<size_t>(q) * kW5 + 16);
-#define ATTNUM_STEP(r)                                                        \
-  if constexpr (r < R) {                                                      \
-    const __m512i x = _mm512_set1_epi32(a[static_cast<size_t>(r) * lda + q]); \
-    c##r##0 = _mm512_add_epi32(c##r##0, _mm512_madd_epi16(x, b0));           \
-    c##r##1 = _mm512_add_epi32(c##r##1, _mm512_madd_epi16(x, b1));           \
-  }
-    ATTNUM_PLANE_ROWS(ATTNUM_STEP)
-#undef ATTNUM_STEP
+  alignas(64) int32_t acc[8][2][16];
+  if constexpr (R == 8) {
+    if (kq > 0) {
+      // 16 accumulators in zmm16-31, B in zmm0-1, the broadcast in zmm2, the pair products in zmm3;
+      // row r's word at p0 + r * lda (rows 3-5 from p1 = p0 + 3 lda, rows 6-7 from p2 = p0 + 6 lda).
+      const char* p0 = reinterpret_cast<const char*>(a);
+      const char* p1 = p0 + 3 * lda * sizeof(int32_t);
+      const char* p2 = p0 + 6 * lda * sizeof(int32_t);
+      const char* pb = reinterpret_cast<const char*>(b);
+      const size_t ld = lda * sizeof(int32_t);
+      long n = kq;
+#define ATTNUM_ROW(addr, c0, c1)                                  \
+  "vpbroadcastd " addr ", %%zmm2\n\t"                            \
+  "vpmaddwd %%zmm0, %%zmm2, %%zmm3\n\tvpaddd %%zmm3, %%" c0 ", %%" c0 "\n\t" \
+  "vpmaddwd %%zmm1, %%zmm2, %%zmm3\n\tvpaddd %%zmm3, %%" c1 ", %%" c1 "\n\t"
+      __asm__ volatile(
+          "vpxord %%zmm16, %%zmm16, %%zmm16\n\tvmovdqa64 %%zmm16, %%zmm17\n\tvmovdqa64 %%zmm16, %%zmm18\n\t"
+          "vmovdqa64 %%zmm16, %%zmm19\n\tvmovdqa64 %%zmm16, %%zmm20\n\tvmovdqa64 %%zmm16, %%zmm21\n\t"
+          "vmovdqa64 %%zmm16, %%zmm22\n\tvmovdqa64 %%zmm16, %%zmm23\n\tvmovdqa64 %%zmm16, %%zmm24\n\t"
+          "vmovdqa64 %%zmm16, %%zmm25\n\tvmovdqa64 %%zmm16, %%zmm26\n\tvmovdqa64 %%zmm16, %%zmm27\n\t"
+          "vmovdqa64 %%zmm16, %%zmm28\n\tvmovdqa64 %%zmm16, %%zmm29\n\tvmovdqa64 %%zmm16, %%zmm30\n\t"
+          "vmovdqa64 %%zmm16, %%zmm31\n\t"
+          "1:\n\t"
+          "vmovdqu32 (%[pb]), %%zmm0\n\tvmovdqu32 64(%[pb]), %%zmm1\n\t"
+          ATTNUM_ROW("(%[p0])", "zmm16", "zmm17")
+          ATTNUM_ROW("(%[p0],%[ld],1)", "zmm18", "zmm19")
+          ATTNUM_ROW("(%[p0],%[ld],2)", "zmm20", "zmm21")
+          ATTNUM_ROW("(%[p1])", "zmm22", "zmm23")
+          ATTNUM_ROW("(%[p1],%[ld],1)", "zmm24", "zmm25")
+          ATTNUM_ROW("(%[p1],%[ld],2)", "zmm26", "zmm27")
+          ATTNUM_ROW("(%[p2])", "zmm28", "zmm29")
+          ATTNUM_ROW("(%[p2],%[ld],1)", "zmm30", "zmm31")
+          "add $4, %[p0]\n\tadd $4, %[p1]\n\tadd $4, %[p2]\n\tadd $128, %[pb]\n\t"
+          "dec %[n]\n\tjnz 1b\n\t"
+          "vmovdqa64 %%zmm16, 0(%[acc])\n\tvmovdqa64 %%zmm17, 64(%[acc])\n\t"
+          "vmovdqa64 %%zmm18, 128(%[acc])\n\tvmovdqa64 %%zmm19, 192(%[acc])\n\t"
+          "vmovdqa64 %%zmm20, 256(%[acc])\n\tvmovdqa64 %%zmm21, 320(%[acc])\n\t"
+          "vmovdqa64 %%zmm22, 384(%[acc])\n\tvmovdqa64 %%zmm23, 448(%[acc])\n\t"
+          "vmovdqa64 %%zmm24, 512(%[acc])\n\tvmovdqa64 %%zmm25, 576(%[acc])\n\t"
+          "vmovdqa64 %%zmm26, 640(%[acc])\n\tvmovdqa64 %%zmm27, 704(%[acc])\n\t"
+          "vmovdqa64 %%zmm28, 768(%[acc])\n\tvmovdqa64 %%zmm29, 832(%[acc])\n\t"
+          "vmovdqa64 %%zmm30, 896(%[acc])\n\tvmovdqa64 %%zmm31, 960(%[acc])\n\t"
+          : [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2), [pb] "+r"(pb), [n] "+r"(n)
+          : [ld] "r"(ld), [acc] "r"(&acc[0][0][0])
+          : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21",
+            "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
+#undef ATTNUM_ROW
+    } else {
+      std::memset(acc, 0, sizeof acc);
+    }
+  } else {
+    __m512i c[R][2];
+    for (int r = 0; r < R; ++r) c[r][0] = c[r][1] = _mm512_setzero_si512();
+    for (int q = 0; q < kq; ++q) {
+      const __m512i b0 = _mm512_loadu_si512(b + static_cast<size_t>(q) * kW5), b1 = _mm512_loadu_si512(b + static_cast<size_t>(q) * kW5 + 16);
+      for (int r = 0; r < R; ++r) {
+        const __m512i x = _mm512_set1_epi32(a[static_cast<size_t>(r) * lda + q]);
+        c[r][0] = _mm512_add_epi32(c[r][0], _mm512_madd_epi16(x, b0));
+        c[r][1] = _mm512_add_epi32(c[r][1], _mm512_madd_epi16(x, b1));
+      }
+    }
+    for (int r = 0; r < R; ++r) _mm512_store_si512(acc[r][0], c[r][0]), _mm512_store_si512(acc[r][1], c[r][1]);
   }
   const __m512d sc = _mm512_set1_pd(scale);
-#define ATTNUM_STORE(r)                                               \
-  if constexpr (r < R) {                                              \
-    store16(C + static_cast<size_t>(r) * ldc, w, c##r##0, sc, add);     \
-    store16(C + static_cast<size_t>(r) * ldc + 16, w - 16, c##r##1, sc, add); \
+  for (int r = 0; r < R; ++r) {
+    store16(C + static_cast<size_t>(r) * ldc, w, _mm512_load_si512(acc[r][0]), sc, add);
+    store16(C + static_cast<size_t>(r) * ldc + 16, w - 16, _mm512_load_si512(acc[r][1]), sc, add);
   }
-  ATTNUM_PLANE_ROWS(ATTNUM_STORE)
-#undef ATTNUM_STORE
 }
 
 ATTNUM_AVX512_FN void gemm5(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n,
-                            double* C, int ldc, double scale, bool add) {
+                            double* C, int ldc, double scale, bool add, const char* groups) {
   for (int p = 0; p * kW5 < n; ++p) {
     const int w = std::min(kW5, n - p * kW5);
     const int32_t* bp = b + static_cast<size_t>(p) * pstride;
     for (int r = 0; r < rows; r += kR5) {
+      if (groups && !groups[r / kR5]) continue;
       const int32_t* ar = a + static_cast<size_t>(r) * lda;
       double* c = C + static_cast<size_t>(r) * ldc + p * kW5;
       switch (std::min(kR5, rows - r)) {
@@ -273,7 +334,7 @@ ATTNUM_AVX2_FN inline void store8(double* c, int w, __m256i v, __m256d sc, bool 
 }
 
 template <int R>
-ATTNUM_AVX2_FN void micro2(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w,
+ATTNUM_AVX2_FN __attribute__((noinline)) void micro2(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w,
                            double scale, bool add) {
   static_assert(R >= 1 && R <= 8);
 #define ATTNUM_DECL(r) __m256i c##r##0 = _mm256_setzero_si256(), c##r##1 = _mm256_setzero_si256();
@@ -282,11 +343,13 @@ ATTNUM_AVX2_FN void micro2(const int32_t* a, size_t lda, const int32_t* b, int k
   for (int q = 0; q < kq; ++q) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + static_cast<size_t>(q) * kW2)),
                   b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + static_cast<size_t>(q) * kW2 + 8));
-#define ATTNUM_STEP(r)                                                        \
-  if constexpr (r < R) {                                                      \
-    const __m256i x = _mm256_set1_epi32(a[static_cast<size_t>(r) * lda + q]); \
-    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(x, b0));           \
-    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(x, b1));           \
+#define ATTNUM_STEP(r)                                                                                 \
+  if constexpr (r < R) {                                                                               \
+    __m256i x, t;                                                                                      \
+    __asm__("vpbroadcastd %[a], %[x]\n\tvpmaddwd %[b0], %[x], %[t]\n\tvpaddd %[t], %[c0], %[c0]\n\t"     \
+            "vpmaddwd %[b1], %[x], %[t]\n\tvpaddd %[t], %[c1], %[c1]"                                    \
+            : [c0] "+x"(c##r##0), [c1] "+x"(c##r##1), [x] "=&x"(x), [t] "=&x"(t)                       \
+            : [a] "m"(a[static_cast<size_t>(r) * lda + q]), [b0] "x"(b0), [b1] "x"(b1));              \
   }
     ATTNUM_PLANE_ROWS(ATTNUM_STEP)
 #undef ATTNUM_STEP
@@ -302,11 +365,12 @@ ATTNUM_AVX2_FN void micro2(const int32_t* a, size_t lda, const int32_t* b, int k
 }
 
 ATTNUM_AVX2_FN void gemm2(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n,
-                          double* C, int ldc, double scale, bool add) {
+                          double* C, int ldc, double scale, bool add, const char* groups) {
   for (int p = 0; p * kW2 < n; ++p) {
     const int w = std::min(kW2, n - p * kW2);
     const int32_t* bp = b + static_cast<size_t>(p) * pstride;
     for (int r = 0; r < rows; r += kR2) {
+      if (groups && !groups[r / kR5]) continue;
       const int32_t* ar = a + static_cast<size_t>(r) * lda;
       double* c = C + static_cast<size_t>(r) * ldc + p * kW2;
       switch (std::min(kR2, rows - r)) {
@@ -320,15 +384,17 @@ ATTNUM_AVX2_FN void gemm2(const int32_t* a, size_t lda, int rows, const int32_t*
 }
 #endif
 
-// The dense pass of a chunk on the active path (the caller checked panel_width() == W).
+// The dense pass of a chunk on the active path (the caller checked panel_width() == W). groups:
+// null, or one flag per 8 rows (kR5; the AVX2 kernel's 4-row steps read the flag of their 8):
+// groups flagged 0 are skipped (the second P plane where those rows hold no small values).
 void gemm(int W, const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n, double* C,
-          int ldc, double scale, bool add) {
+          int ldc, double scale, bool add, const char* groups = nullptr) {
 #if ATTNUM_SIMD_KERNELS
-  if (W == kW5) return gemm5(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
-  if (W == kW2) return gemm2(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  if (W == kW5) return gemm5(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add, groups);
+  if (W == kW2) return gemm2(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add, groups);
 #endif
   (void)W, (void)a, (void)lda, (void)rows, (void)b, (void)pstride, (void)kq, (void)n, (void)C, (void)ldc, (void)scale,
-      (void)add;
+      (void)add, (void)groups;
 }
 
 }  // namespace
@@ -499,8 +565,13 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
   auto& st = stats();
   // P's shift from its largest live value (NaN is skipped here; the split below refuses it)
   double pmax = 0;
-  for (int r = 0; r < rows; ++r)
-    if (live[r]) pmax = std::max(pmax, amax(P + static_cast<size_t>(r) * ldp, static_cast<size_t>(kn)));
+#if ATTNUM_SIMD_KERNELS
+  if (v.W == kW5)
+    pmax = chunk_amax_avx512(P, ldp, live, rows, kn);
+  else
+#endif
+    for (int r = 0; r < rows; ++r)
+      if (live[r]) pmax = std::max(pmax, amax(P + static_cast<size_t>(r) * ldp, static_cast<size_t>(kn)));
   // hi integers below min(limit, 2^15); lo ones are x * 2^9 with |x| < 2^(3 - sp): below 2^(12 - sp)
   const double limit = 2147483648.0 / (static_cast<double>(std::max(v.max_int, 1)) * kn);
   int sp = 9;
@@ -508,23 +579,25 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
   if (sp < 0 || !(std::ldexp(1.0, 12 - sp) <= std::min(limit, 32768.0))) return ++st.pv_refused, false;
   const int kq = (kn + 1) / 2;
   static thread_local std::vector<int32_t> hi, lo;
+  static thread_local std::vector<char> groups;
   hi.resize(static_cast<size_t>(rows) * kq), lo.resize(static_cast<size_t>(rows) * kq);
-  bool any_lo = false, good = false;
+  groups.assign((rows + 7) / 8, 0);
+  bool good = false;
 #if ATTNUM_SIMD_KERNELS
   const float s = std::ldexp(1.0f, sp);
   if (v.W == kW5)
-    good = split_chunk_avx512(P, ldp, live, rows, kn, s, hi.data(), lo.data(), kq, any_lo);
+    good = split_chunk_avx512(P, ldp, live, rows, kn, s, hi.data(), lo.data(), kq, groups.data());
   else
-    good = split_chunk_avx2(P, ldp, live, rows, kn, s, hi.data(), lo.data(), kq, any_lo);
+    good = split_chunk_avx2(P, ldp, live, rows, kn, s, hi.data(), lo.data(), kq, groups.data());
 #endif
   if (!good) return ++st.pv_refused, false;
   ++st.pv_chunks;
   const int32_t* b = v.p.data() + static_cast<size_t>(k0 / 2) * v.W;
   const size_t pstride = static_cast<size_t>(v.k2) * v.W;
   gemm(v.W, hi.data(), kq, rows, b, pstride, kq, v.n, C, ldc, std::ldexp(1.0, -(sp + v.shift)), false);
-  if (any_lo) {
+  if (std::find(groups.begin(), groups.end(), 1) != groups.end()) {
     ++st.pv_lo_passes;
-    gemm(v.W, lo.data(), kq, rows, b, pstride, kq, v.n, C, ldc, std::ldexp(1.0, -(9 + v.shift)), true);
+    gemm(v.W, lo.data(), kq, rows, b, pstride, kq, v.n, C, ldc, std::ldexp(1.0, -(9 + v.shift)), true, groups.data());
   }
   // P * v_lo over the rows
   for (int kk = k0; kk < k0 + kn; ++kk)

@@ -295,7 +295,7 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
     for (int kind : {0, 1}) {
       const auto V = e4m3_operand(static_cast<size_t>(n_kv) * d, 300 + kind, kind);
       planes::plane_b vb;
-      vb.build(V.data(), d, false, n_kv, d, planes::shift_for(planes::amax(V.data(), V.size()), 15), false);
+      vb.build(V.data(), d, false, n_kv, d, planes::shift_for(planes::amax(V.data(), V.size()), 13), false);
       ASSERT_TRUE(vb.ok);
       std::mt19937_64 rng(9 + kind);
       std::uniform_real_distribution<float> u(-24.0f, 8.0f);
