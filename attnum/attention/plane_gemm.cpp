@@ -10,6 +10,9 @@
 #include "attnum/attention/isa.h"
 #include "attnum/attention/simd_target.h"
 
+#ifndef ATTNUM_SB_BITS
+#define ATTNUM_SB_BITS 15
+#endif
 namespace attnum::attention::planes {
 
 counters& stats() {
@@ -25,7 +28,7 @@ int shift_for(double amax, int bits) {
 
 bool choose_shifts(double amax_a, double amax_b, int kn, int& sa, int& sb) {
   if (!(amax_a <= 448.0) || !(amax_b <= 448.0) || kn <= 0 || kn > 32) return false;
-  sb = shift_for(amax_b, 15);
+  sb = shift_for(amax_b, ATTNUM_SB_BITS);
   if (sb < 0) return false;
   const double b_int = std::ldexp(amax_b, sb), limit = std::ldexp(1.0, 31);
   for (sa = 9; sa >= 0; --sa)
@@ -412,6 +415,13 @@ double amax(const float* x, size_t n) {
   return m;
 }
 
+namespace {
+struct lo_term {  // one sparse B value of a chunk: its k (relative where noted), column, value
+  int k, j;
+  double v;
+};
+}  // namespace
+
 int panel_width() {
 #if ATTNUM_SIMD_KERNELS
   if (isa::at_least(isa::path::avx512)) return kW5;
@@ -504,16 +514,29 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
         if (lo_j.size() > limit) good = false;
       }
       if (!good) break;
-      for (int j = 0; j < n; ++j)
-        p[(static_cast<size_t>(j / W) * k2 + q) * W + j % W] =
-            static_cast<int32_t>(static_cast<uint16_t>(h0[j]) | static_cast<uint32_t>(static_cast<uint16_t>(h1[j])) << 16);
+      for (int j0 = 0; j0 < n; j0 += W) {
+        int32_t* dst = p.data() + (static_cast<size_t>(j0 / W) * k2 + q) * W;
+        const int w = std::min(W, n - j0);
+        for (int j = 0; j < w; ++j)
+          dst[j] = static_cast<int32_t>(static_cast<uint16_t>(h0[j0 + j]) |
+                                        static_cast<uint32_t>(static_cast<uint16_t>(h1[j0 + j])) << 16);
+      }
     }
   }
   if (good && with_full) {
     full.resize(static_cast<size_t>(k) * n);
-    for (int kk = 0; kk < k; ++kk)
-      for (int j = 0; j < n; ++j)
-        full[static_cast<size_t>(kk) * n + j] = transposed ? B[static_cast<size_t>(j) * ld + kk] : B[static_cast<size_t>(kk) * ld + j];
+    if (transposed) {  // 16 x 16 blocks through a local tile: 64-byte reads and writes
+      float t[16][16];
+      for (int j0 = 0; j0 < n; j0 += 16)
+        for (int k0 = 0; k0 < k; k0 += 16) {
+          const int jn = std::min(16, n - j0), kn = std::min(16, k - k0);
+          for (int j = 0; j < jn; ++j)
+            for (int kk = 0; kk < kn; ++kk) t[kk][j] = B[static_cast<size_t>(j0 + j) * ld + k0 + kk];
+          for (int kk = 0; kk < kn; ++kk) std::memcpy(full.data() + static_cast<size_t>(k0 + kk) * n + j0, t[kk], sizeof(float) * jn);
+        }
+    } else {
+      for (int kk = 0; kk < k; ++kk) std::memcpy(full.data() + static_cast<size_t>(kk) * n, B + static_cast<size_t>(kk) * ld, sizeof(float) * n);
+    }
   }
   ok = good;
 }
@@ -544,17 +567,25 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
       st.a_lo_terms += n;
     }
   }
-  // a_hi * b_lo over the rows
+  // a_hi * b_lo over the rows: the chunk's entries in the block first, then row by row (each row
+  // of C and of the hi values stays in cache)
+  static thread_local std::vector<lo_term> terms;
+  terms.clear();
   for (int kk = k0; kk < k0 + kn; ++kk)
     for (int e = b.lo_ptr[kk]; e < b.lo_ptr[kk + 1]; ++e) {
       const int j = b.lo_j[e];
       if (j < j0) continue;
       if (j >= j0 + n) break;
-      const double v = b.lo_v[e];
-      for (int r = 0; r < rows; ++r)
-        C[static_cast<size_t>(r) * ldc + (j - j0)] += static_cast<double>(a.hi_val[static_cast<size_t>(r0 + r) * a.k + kk]) * v;
-      st.b_lo_terms += rows;
+      terms.push_back({kk, j - j0, static_cast<double>(b.lo_v[e])});
     }
+  if (!terms.empty()) {
+    for (int r = 0; r < rows; ++r) {
+      const float* h = a.hi_val.data() + static_cast<size_t>(r0 + r) * a.k;
+      double* c = C + static_cast<size_t>(r) * ldc;
+      for (const lo_term& t : terms) c[t.j] += static_cast<double>(h[t.k]) * t.v;
+    }
+    st.b_lo_terms += static_cast<long>(terms.size()) * rows;
+  }
   return true;
 }
 
@@ -599,15 +630,19 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
     ++st.pv_lo_passes;
     gemm(v.W, lo.data(), kq, rows, b, pstride, kq, v.n, C, ldc, std::ldexp(1.0, -(9 + v.shift)), true, groups.data());
   }
-  // P * v_lo over the rows
+  // P * v_lo over the rows, row by row (dead rows too: their C is never read)
+  static thread_local std::vector<lo_term> terms;
+  terms.clear();
   for (int kk = k0; kk < k0 + kn; ++kk)
-    for (int e = v.lo_ptr[kk]; e < v.lo_ptr[kk + 1]; ++e) {
-      const int j = v.lo_j[e];
-      const double x = v.lo_v[e];
-      for (int r = 0; r < rows; ++r)
-        if (live[r]) C[static_cast<size_t>(r) * ldc + j] += static_cast<double>(P[static_cast<size_t>(r) * ldp + (kk - k0)]) * x;
-      st.b_lo_terms += rows;
+    for (int e = v.lo_ptr[kk]; e < v.lo_ptr[kk + 1]; ++e) terms.push_back({kk - k0, v.lo_j[e], static_cast<double>(v.lo_v[e])});
+  if (!terms.empty()) {
+    for (int r = 0; r < rows; ++r) {
+      const float* pr = P + static_cast<size_t>(r) * ldp;
+      double* c = C + static_cast<size_t>(r) * ldc;
+      for (const lo_term& t : terms) c[t.j] += static_cast<double>(pr[t.k]) * t.v;
     }
+    st.b_lo_terms += static_cast<long>(terms.size()) * rows;
+  }
   return true;
 }
 

@@ -81,8 +81,9 @@ bool choose_shifts(double amax_a, double amax_b, int kn, int& sa, int& sb);
 bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc);
 
 /// PV: C[r * ldc + j] = exact sum over t in [0, kn) of P[r * ldp + t] V(k0 + t, j), r < rows, j <
-/// v.n, for the rows with live[r] (other rows: P read as 0). P holds E4M3 values >= 0 or NaN.
-/// False (nothing written) when a live P value is NaN or off the grid, or as qk_chunk.
+/// v.n, for the rows with live[r]; the other rows of C get unspecified values (their P is not
+/// checked). P holds E4M3 values >= 0 or NaN. False (nothing written) when a live P value is NaN or
+/// off the grid, or as qk_chunk.
 bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int kn, const plane_b& v, double* C,
               int ldc);
 
