@@ -464,8 +464,17 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     for (int k0 = 0; k0 < d; k0 += ks) {
       const int kn = std::min(d, k0 + ks) - k0;
       if (c.iqk) {  // make_ctx built the planes for this path, k_step and block width: no refusal
-        const bool ran = planes::qk_chunk(*c.qa, *c.kb, r0, rows, k0, kn, j0, n, b.c.data(), n);
+        // each group of rows is rounded into its accumulators as soon as its chunk sums are done
+        auto add = [&](int g, int nr, const double* C, int ldc) {
+          for (int r = g; r < g + nr; ++r) {
+            double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
+            if (k0 == 0) std::fill(acc, acc + n, 0.0);
+            round_add(c.s.qk_acc, acc, C + static_cast<size_t>(r - g) * ldc, n);
+          }
+        };
+        const bool ran = planes::qk_chunk(*c.qa, *c.kb, r0, rows, k0, kn, j0, n, b.c.data(), n, planes::make_sink(add));
         ATTNUM_ASSERT(ran, "qk_tile: the QK planes refused chunk {} of block {}", k0, j0);
+        continue;
       } else if (c.kpack) {  // make_ctx packed K for this path and block width: the call cannot refuse
         const bool ran = fma::ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, *c.kpack, k0, kn, j0, n, rows,
                                            b.c.data(), n);
@@ -561,9 +570,14 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
       bool packed = false;
       if constexpr (std::is_same_v<T, float>) {
         // the V planes refuse a chunk whose live P8 holds a NaN: the double kernels take it
-        packed = c.ipv && planes::pv_chunk(b.p8.data() + (c0 - j0), b.bn, live.data(), rows, c0, cn, *c.vb,
-                                           b.c.data(), d);
-        packed = packed || (c.vpack && fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, b.c.data(), d));
+        auto add = [&](int g, int nr, const double* C, int ldc) {
+          for (int r = g; r < g + nr; ++r)
+            if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, C + static_cast<size_t>(r - g) * ldc, d);
+        };
+        if (c.ipv && planes::pv_chunk(b.p8.data() + (c0 - j0), b.bn, live.data(), rows, c0, cn, *c.vb, b.c.data(), d,
+                                      planes::make_sink(add)))
+          continue;  // rounded into acc group by group
+        packed = (c.vpack && fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, b.c.data(), d));
       }
       if (!packed)
         ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.vp + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);

@@ -302,12 +302,11 @@ ATTNUM_AVX512_FN void micro5(const int32_t* a, size_t lda, const int32_t* b, int
 }
 
 ATTNUM_AVX512_FN void gemm5(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n,
-                            double* C, int ldc, double scale, bool add, const char* groups) {
+                            double* C, int ldc, double scale, bool add) {
   for (int p = 0; p * kW5 < n; ++p) {
     const int w = std::min(kW5, n - p * kW5);
     const int32_t* bp = b + static_cast<size_t>(p) * pstride;
     for (int r = 0; r < rows; r += kR5) {
-      if (groups && !groups[r / kR5]) continue;
       const int32_t* ar = a + static_cast<size_t>(r) * lda;
       double* c = C + static_cast<size_t>(r) * ldc + p * kW5;
       switch (std::min(kR5, rows - r)) {
@@ -368,12 +367,11 @@ ATTNUM_AVX2_FN __attribute__((noinline)) void micro2(const int32_t* a, size_t ld
 }
 
 ATTNUM_AVX2_FN void gemm2(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n,
-                          double* C, int ldc, double scale, bool add, const char* groups) {
+                          double* C, int ldc, double scale, bool add) {
   for (int p = 0; p * kW2 < n; ++p) {
     const int w = std::min(kW2, n - p * kW2);
     const int32_t* bp = b + static_cast<size_t>(p) * pstride;
     for (int r = 0; r < rows; r += kR2) {
-      if (groups && !groups[r / kR5]) continue;
       const int32_t* ar = a + static_cast<size_t>(r) * lda;
       double* c = C + static_cast<size_t>(r) * ldc + p * kW2;
       switch (std::min(kR2, rows - r)) {
@@ -387,17 +385,15 @@ ATTNUM_AVX2_FN void gemm2(const int32_t* a, size_t lda, int rows, const int32_t*
 }
 #endif
 
-// The dense pass of a chunk on the active path (the caller checked panel_width() == W). groups:
-// null, or one flag per 8 rows (kR5; the AVX2 kernel's 4-row steps read the flag of their 8):
-// groups flagged 0 are skipped (the second P plane where those rows hold no small values).
+// The dense pass of a chunk on the active path (the caller checked panel_width() == W).
 void gemm(int W, const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n, double* C,
-          int ldc, double scale, bool add, const char* groups = nullptr) {
+          int ldc, double scale, bool add) {
 #if ATTNUM_SIMD_KERNELS
-  if (W == kW5) return gemm5(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add, groups);
-  if (W == kW2) return gemm2(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add, groups);
+  if (W == kW5) return gemm5(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  if (W == kW2) return gemm2(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
 #endif
   (void)W, (void)a, (void)lda, (void)rows, (void)b, (void)pstride, (void)kq, (void)n, (void)C, (void)ldc, (void)scale,
-      (void)add, (void)groups;
+      (void)add;
 }
 
 }  // namespace
@@ -541,7 +537,8 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
   ok = good;
 }
 
-bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc) {
+bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc,
+              row_sink sink) {
   if (!a.ok || !b.ok || b.W != panel_width() || a.k != b.k || kn <= 0 || kn > 32 || k0 % 2 || (kn % 2 && k0 + kn != a.k) ||
       k0 + kn > a.k || j0 % b.W || j0 + n > b.n || r0 < 0 || r0 + rows > a.rows)
     return false;
@@ -551,24 +548,7 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
   auto& st = stats();
   ++st.qk_chunks;
   const double scale = std::ldexp(1.0, -(a.shift + b.shift));
-  gemm(b.W, a.hi.data() + static_cast<size_t>(r0) * a.k2 + k0 / 2, a.k2, rows,
-       b.p.data() + static_cast<size_t>(j0 / b.W) * b.k2 * b.W + static_cast<size_t>(k0 / 2) * b.W,
-       static_cast<size_t>(b.k2) * b.W, (kn + 1) / 2, n, C, ldc, scale, false);
-  // a_lo * B over the block's keys (B's rows as floats)
-  for (int r = 0; r < rows; ++r) {
-    double* c = C + static_cast<size_t>(r) * ldc;
-    for (int e = a.lo_ptr[r0 + r]; e < a.lo_ptr[r0 + r + 1]; ++e) {
-      const int kk = a.lo_k[e];
-      if (kk < k0) continue;
-      if (kk >= k0 + kn) break;
-      const double v = a.lo_v[e];
-      const float* brow = b.full.data() + static_cast<size_t>(kk) * b.n + j0;
-      for (int j = 0; j < n; ++j) c[j] += v * static_cast<double>(brow[j]);
-      st.a_lo_terms += n;
-    }
-  }
-  // a_hi * b_lo over the rows: the chunk's entries in the block first, then row by row (each row
-  // of C and of the hi values stays in cache)
+  // the chunk's sparse B values in the block (a_hi * b_lo terms)
   static thread_local std::vector<lo_term> terms;
   terms.clear();
   for (int kk = k0; kk < k0 + kn; ++kk)
@@ -578,18 +558,37 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
       if (j >= j0 + n) break;
       terms.push_back({kk, j - j0, static_cast<double>(b.lo_v[e])});
     }
-  if (!terms.empty()) {
-    for (int r = 0; r < rows; ++r) {
-      const float* h = a.hi_val.data() + static_cast<size_t>(r0 + r) * a.k;
+  // 8 rows at a time, each group finished (dense pass, corrections, sink) while its rows of C are
+  // in L1; the chunk's B panels stay in L1 across the groups.
+  const int32_t* bp = b.p.data() + static_cast<size_t>(j0 / b.W) * b.k2 * b.W + static_cast<size_t>(k0 / 2) * b.W;
+  for (int g = 0; g < rows; g += 8) {
+    const int nr = std::min(8, rows - g);
+    double* Cg = C + static_cast<size_t>(g) * ldc;
+    gemm(b.W, a.hi.data() + static_cast<size_t>(r0 + g) * a.k2 + k0 / 2, a.k2, nr, bp, static_cast<size_t>(b.k2) * b.W,
+         (kn + 1) / 2, n, Cg, ldc, scale, false);
+    for (int r = g; r < g + nr; ++r) {
       double* c = C + static_cast<size_t>(r) * ldc;
+      // a_lo * B over the block's keys (B's rows as floats)
+      for (int e = a.lo_ptr[r0 + r]; e < a.lo_ptr[r0 + r + 1]; ++e) {
+        const int kk = a.lo_k[e];
+        if (kk < k0) continue;
+        if (kk >= k0 + kn) break;
+        const double v = a.lo_v[e];
+        const float* brow = b.full.data() + static_cast<size_t>(kk) * b.n + j0;
+        for (int j = 0; j < n; ++j) c[j] += v * static_cast<double>(brow[j]);
+        st.a_lo_terms += n;
+      }
+      const float* h = a.hi_val.data() + static_cast<size_t>(r0 + r) * a.k;
       for (const lo_term& t : terms) c[t.j] += static_cast<double>(h[t.k]) * t.v;
     }
-    st.b_lo_terms += static_cast<long>(terms.size()) * rows;
+    st.b_lo_terms += static_cast<long>(terms.size()) * nr;
+    if (sink.fn) sink.fn(sink.ctx, g, nr, Cg, ldc);
   }
   return true;
 }
 
-bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int kn, const plane_b& v, double* C, int ldc) {
+bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int kn, const plane_b& v, double* C, int ldc,
+              row_sink sink) {
   if (!v.ok || v.W != panel_width() || kn <= 0 || kn > 32 || k0 % 2 || (kn % 2 && k0 + kn != v.k) || k0 + kn > v.k)
     return false;
   if (rows <= 0) return true;
@@ -625,23 +624,26 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
   ++st.pv_chunks;
   const int32_t* b = v.p.data() + static_cast<size_t>(k0 / 2) * v.W;
   const size_t pstride = static_cast<size_t>(v.k2) * v.W;
-  gemm(v.W, hi.data(), kq, rows, b, pstride, kq, v.n, C, ldc, std::ldexp(1.0, -(sp + v.shift)), false);
-  if (std::find(groups.begin(), groups.end(), 1) != groups.end()) {
-    ++st.pv_lo_passes;
-    gemm(v.W, lo.data(), kq, rows, b, pstride, kq, v.n, C, ldc, std::ldexp(1.0, -(9 + v.shift)), true, groups.data());
-  }
-  // P * v_lo over the rows, row by row (dead rows too: their C is never read)
-  static thread_local std::vector<lo_term> terms;
+  static thread_local std::vector<lo_term> terms;  // the chunk's sparse V values (P * v_lo terms)
   terms.clear();
   for (int kk = k0; kk < k0 + kn; ++kk)
     for (int e = v.lo_ptr[kk]; e < v.lo_ptr[kk + 1]; ++e) terms.push_back({kk - k0, v.lo_j[e], static_cast<double>(v.lo_v[e])});
-  if (!terms.empty()) {
-    for (int r = 0; r < rows; ++r) {
+  const double s_hi = std::ldexp(1.0, -(sp + v.shift)), s_lo = std::ldexp(1.0, -(9 + v.shift));
+  for (int g = 0; g < rows; g += 8) {  // 8 rows at a time, as qk_chunk
+    const int nr = std::min(8, rows - g);
+    double* Cg = C + static_cast<size_t>(g) * ldc;
+    gemm(v.W, hi.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq, v.n, Cg, ldc, s_hi, false);
+    if (groups[g / 8]) {
+      ++st.pv_lo_passes;
+      gemm(v.W, lo.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq, v.n, Cg, ldc, s_lo, true);
+    }
+    for (int r = g; r < g + nr && !terms.empty(); ++r) {  // dead rows too: their C is never read
       const float* pr = P + static_cast<size_t>(r) * ldp;
       double* c = C + static_cast<size_t>(r) * ldc;
       for (const lo_term& t : terms) c[t.j] += static_cast<double>(pr[t.k]) * t.v;
     }
-    st.b_lo_terms += static_cast<long>(terms.size()) * rows;
+    st.b_lo_terms += static_cast<long>(terms.size()) * nr;
+    if (sink.fn) sink.fn(sink.ctx, g, nr, Cg, ldc);
   }
   return true;
 }

@@ -71,6 +71,18 @@ struct plane_b {
   void build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift, bool with_full);
 };
 
+/// Called by qk_chunk / pv_chunk for each group of rows as soon as its sums are complete (rows
+/// [r, r + nr) of the call, C pointing at row r): the caller rounds them into its accumulators
+/// while they are in cache.
+struct row_sink {
+  void* ctx = nullptr;
+  void (*fn)(void* ctx, int r, int nr, const double* C, int ldc) = nullptr;
+};
+template <typename F>
+row_sink make_sink(F& f) {
+  return {&f, [](void* c, int r, int nr, const double* C, int ldc) { (*static_cast<F*>(c))(r, nr, C, ldc); }};
+}
+
 /// Shifts for a QK pair (B gets up to 15 bits, A the rest of the int32 budget for kn products);
 /// false when no pair fits.
 bool choose_shifts(double amax_a, double amax_b, int kn, int& sa, int& sb);
@@ -78,14 +90,15 @@ bool choose_shifts(double amax_a, double amax_b, int kn, int& sa, int& sb);
 /// C[r * ldc + j] = exact sum over k in [k0, k0 + kn) of A(r0 + r, k) B(k, j0 + j), r < rows,
 /// j < n. False (nothing written) when a or b is not ok, kn > 32, k0 odd, kn odd before the end of
 /// k, j0 off the panel grid, or the active path differs from b's.
-bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc);
+bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc,
+              row_sink sink = {});
 
 /// PV: C[r * ldc + j] = exact sum over t in [0, kn) of P[r * ldp + t] V(k0 + t, j), r < rows, j <
 /// v.n, for the rows with live[r]; the other rows of C get unspecified values (their P is not
 /// checked). P holds E4M3 values >= 0 or NaN. False (nothing written) when a live P value is NaN or
 /// off the grid, or as qk_chunk.
 bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int kn, const plane_b& v, double* C,
-              int ldc);
+              int ldc, row_sink sink = {});
 
 /// Counters of this thread (tests: which branches ran).
 struct counters {
