@@ -40,7 +40,9 @@ void setup(CLI::App& app) {
       fmt::print("exact FP8 chunk sums: {}\n",
                  amx                    ? "AMX-BF16 tiles"
                  : sums == "double-gemm" ? "double GEMMs (scalar path)"
-                                         : fmt::format("double-FMA chunk kernels ({})", path == "amx" ? "avx512" : path));
+                 : sums.rfind("int16-planes", 0) == 0
+                     ? fmt::format("int16 exponent-plane kernels ({}; double-FMA where they refuse)", path == "amx" ? "avx512" : path)
+                     : fmt::format("double-FMA chunk kernels ({})", path == "amx" ? "avx512" : path));
       fmt::print("INT8 QK sums: {}\n", amx ? std::string("AMX-INT8 tiles")
                                       : int8 == "fp32-gemm" ? std::string("fp32 GEMM (exact integer sums)")
                                                             : int8 + " (exact int32 sums)");

@@ -29,9 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <bit>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <numbers>
 #include <memory>
 #include <numeric>
@@ -211,11 +209,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     c.fma_qk = c.gemm_qk && q_e4 && k_e4 && !c.amx_qk;
     c.fma_pv = std::is_same_v<T, float> && c.gemm_pv && !c.amx_pv;
   }
-  static const bool no_planes = [] {
-    const char* e = std::getenv("ATTNUM_NO_PLANES");
-    return e && *e && std::string_view(e) != "0";
-  }();
-  if (const int W = planes::panel_width(); W > 0 && !no_planes) {
+  if (const int W = planes::panel_width(); W > 0 && planes::enabled()) {
     const int kq = c.s.qk_acc.k_step, kv = c.s.pv_acc.k_step;
     int sa = 0, sb = 0;
     if (c.fma_qk && kq <= 32 && kq % 2 == 0 && c.bn % W == 0 &&

@@ -1,5 +1,6 @@
 // See isa.h.
 #include "attnum/attention/isa.h"
+#include "attnum/attention/plane_gemm.h"
 
 #include <atomic>
 #include <cstdio>
@@ -121,10 +122,11 @@ path active() {
 
 std::string_view fp8_sums() {
   if (amx::available()) return "amx-bf16";
+  const bool pl = planes::enabled();
   switch (active()) {
-    case path::avx2: return "double-fma-avx2";
+    case path::avx2: return pl ? "int16-planes-avx2" : "double-fma-avx2";
     case path::avx512:
-    case path::amx: return "double-fma-avx512";  // amx with the tiles switched off
+    case path::amx: return pl ? "int16-planes-avx512" : "double-fma-avx512";  // amx with the tiles switched off
     case path::scalar: break;
   }
   return "double-gemm";

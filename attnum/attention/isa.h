@@ -4,7 +4,8 @@
 // support it; nothing needs -march).
 //
 //   amx     AMX-BF16/INT8 tiles for the exact FP8 chunk sums and INT8 QK (amx.h), AVX-512 elsewhere
-//   avx512  AVX-512 F/DQ/BW/VL: double-FMA chunk GEMMs (fma_gemm.h), exp2f (fast_exp2.h)
+//   avx512  AVX-512 F/DQ/BW/VL: int16-plane chunk GEMMs (plane_gemm.h) with double-FMA ones
+//           (fma_gemm.h) for what they refuse, exp2f (fast_exp2.h)
 //   avx2    AVX2 + FMA: the same kernels at 256 bits
 //   scalar  no vector kernels: Eigen GEMMs and the plain loops (the reference the others match)
 //
@@ -33,7 +34,9 @@ void set_active(path p);
 inline bool at_least(path p) { return static_cast<int>(active()) >= static_cast<int>(p); }
 
 /// What gives the exact FP8 (E4M3 x E4M3) chunk sums on the active path: "amx-bf16",
-/// "double-fma-avx512", "double-fma-avx2" or "double-gemm" (Eigen, scalar path).
+/// "int16-planes-avx512", "int16-planes-avx2" (plane_gemm.h; the double-FMA kernels take what
+/// they refuse), "double-fma-avx512", "double-fma-avx2" (ATTNUM_NO_PLANES) or "double-gemm"
+/// (Eigen, scalar path).
 std::string_view fp8_sums();
 /// What gives Sage's exact INT8 QK sums: "amx-int8", "vnni-avx512" / "vpmaddwd-avx512" (AVX-512
 /// with or without VNNI), "vpmaddwd-avx2" or "fp32-gemm" (Eigen, scalar path).

@@ -12,12 +12,13 @@
 // is exact, in any order, and times 2^-(sa+sb) (a power of two) it is exact in double.
 //
 // The rest of a chunk sum is sum(a_lo b) + sum(a_hi b_lo) (a b = a_hi b_hi + a_lo b + a_hi b_lo):
-//  * A = Q (QK, one head): lo is sparse (|q| < 2 with the shifts below on per-tensor scaled data,
-//    1-2% of the values): a list per row, each entry adding a_lo * B(k, j) over the block's keys.
+//  * A = Q (QK, one head): lo is sparse (|q| < 1 with the shifts below on per-tensor scaled data,
+//    about 1% of the values): a list per row, each entry adding a_lo * B(k, j) over the block's keys.
 //  * A = P8 (PV, one chunk of a tile): a second dense int16 plane P_lo * 2^9 (< 2^9 since
 //    P_lo < 2^(3 - sp)), run only when the chunk holds such values.
-//  * B lo (K or V, one head) is sparse (below 2^-3 with B's 15-bit plane: ~0.1% of the values): a
-//    list per k, each entry adding a_hi(r, k) * b_lo (QK) or P8(r, k) * b_lo (PV) over the rows.
+//  * B lo (K or V, one head) is sparse (below 2^-2 for K's 14-bit plane, 2^-1 for V's 13-bit one:
+//    0.2-0.4% of normal data): a list per k, each entry adding a_hi(r, k) * b_lo (QK) or
+//    P8(r, k) * b_lo (PV) over the rows.
 // Every term is a product of two E4M3 values (a multiple of 2^-18) and every partial sum of a
 // chunk, whatever the grouping, is bounded by the chunk's absolute sum <= 32 * 448^2 < 2^22.62: a
 // multiple of 2^-18 below 2^23 has at most 41 significant bits, so the double additions of the
@@ -33,6 +34,10 @@
 #include <vector>
 
 namespace attnum::attention::planes {
+
+/// False when ATTNUM_NO_PLANES is set (and not "0"): the engine then runs the double-FMA kernels
+/// (fma_gemm.h) for these sums, to measure the difference. Read once.
+bool enabled();
 
 /// Panel width (columns) of the active path's plane kernels: 32 on avx512 / amx, 16 on avx2, 0
 /// on scalar (no kernels).
@@ -83,7 +88,7 @@ row_sink make_sink(F& f) {
   return {&f, [](void* c, int r, int nr, const double* C, int ldc) { (*static_cast<F*>(c))(r, nr, C, ldc); }};
 }
 
-/// Shifts for a QK pair (B gets up to 15 bits, A the rest of the int32 budget for kn products);
+/// Shifts for a QK pair (B gets up to 14 bits, A the rest of the int32 budget for kn products);
 /// false when no pair fits.
 bool choose_shifts(double amax_a, double amax_b, int kn, int& sa, int& sb);
 

@@ -25,7 +25,8 @@ TEST(version_test, json_reports_fast_paths_and_no_amx_switch) {
   const std::string on = run(ATTNUM_BINARY " version --json");
   EXPECT_NE(on.find("\"version\":\"" + std::string(attnum::tool_version()) + "\""), std::string::npos) << on;
   bool known = false;
-  for (const char* v : {"amx-bf16", "double-fma-avx512", "double-fma-avx2", "double-gemm"})
+  for (const char* v : {"amx-bf16", "int16-planes-avx512", "int16-planes-avx2", "double-fma-avx512", "double-fma-avx2",
+                        "double-gemm"})
     known = known || on.find("\"fp8_exact_sums\":\"" + std::string(v) + "\"") != std::string::npos;
   EXPECT_TRUE(known) << on;
   const std::string off = run("ATTNUM_NO_AMX=1 " ATTNUM_BINARY " version --json");
@@ -34,4 +35,11 @@ TEST(version_test, json_reports_fast_paths_and_no_amx_switch) {
   const std::string scalar = run("ATTNUM_ISA=scalar " ATTNUM_BINARY " version --json");
   EXPECT_NE(scalar.find("\"fp8_exact_sums\":\"double-gemm\""), std::string::npos) << scalar;
   EXPECT_NE(scalar.find("\"exp2f\":\"scalar\""), std::string::npos) << scalar;
+  // ATTNUM_NO_PLANES: the double-FMA kernels instead of the int16 planes (vector paths only)
+  const std::string np = run("ATTNUM_NO_AMX=1 ATTNUM_NO_PLANES=1 " ATTNUM_BINARY " version --json");
+  EXPECT_EQ(np.find("int16-planes"), std::string::npos) << np;
+  if (off.find("\"isa\":\"scalar\"") == std::string::npos) {
+    EXPECT_NE(off.find("int16-planes"), std::string::npos) << off;
+    EXPECT_NE(np.find("double-fma"), std::string::npos) << np;
+  }
 }
