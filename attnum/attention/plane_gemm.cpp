@@ -80,9 +80,14 @@ ATTNUM_AVX2_FN bool split_avx2(const float* x, int n, float s_hi, int16_t* hi, i
   alignas(16) int16_t hb[8], lb[8];
   for (int i = 0; i < n; i += 8) {
     const int m = std::min(8, n - i);
-    std::memset(buf, 0, sizeof buf);
-    std::memcpy(buf, x + i, sizeof(float) * m);
-    const __m256 v = _mm256_load_ps(buf);
+    __m256 v;
+    if (m == 8) {
+      v = _mm256_loadu_ps(x + i);
+    } else {
+      std::memset(buf, 0, sizeof buf);
+      std::memcpy(buf, x + i, sizeof(float) * m);
+      v = _mm256_load_ps(buf);
+    }
     const __m256 y = _mm256_mul_ps(v, S), z = _mm256_mul_ps(v, S9);
     const __m256 h = _mm256_cmp_ps(_mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), y, _CMP_EQ_OQ);
     const __m256 g = _mm256_and_ps(
@@ -91,10 +96,17 @@ ATTNUM_AVX2_FN bool split_avx2(const float* x, int n, float s_hi, int16_t* hi, i
     if (_mm256_movemask_ps(g) != 0xFF) good = false;
     const int l = _mm256_movemask_ps(h) ^ 0xFF;
     const __m256i yi = _mm256_cvtps_epi32(_mm256_and_ps(y, h)), zi = _mm256_cvtps_epi32(_mm256_andnot_ps(h, z));
-    _mm_store_si128(reinterpret_cast<__m128i*>(hb), _mm_packs_epi32(_mm256_castsi256_si128(yi), _mm256_extracti128_si256(yi, 1)));
-    _mm_store_si128(reinterpret_cast<__m128i*>(lb), _mm_packs_epi32(_mm256_castsi256_si128(zi), _mm256_extracti128_si256(zi, 1)));
-    std::memcpy(hi + i, hb, sizeof(int16_t) * m);
-    if (lo) std::memcpy(lo + i, lb, sizeof(int16_t) * m);
+    const __m128i h16 = _mm_packs_epi32(_mm256_castsi256_si128(yi), _mm256_extracti128_si256(yi, 1)),
+                  l16 = _mm_packs_epi32(_mm256_castsi256_si128(zi), _mm256_extracti128_si256(zi, 1));
+    if (m == 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + i), h16);
+      if (lo) _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + i), l16);
+    } else {
+      _mm_store_si128(reinterpret_cast<__m128i*>(hb), h16);
+      _mm_store_si128(reinterpret_cast<__m128i*>(lb), l16);
+      std::memcpy(hi + i, hb, sizeof(int16_t) * m);
+      if (lo) std::memcpy(lo + i, lb, sizeof(int16_t) * m);
+    }
     if (lo_mask) lo_mask[i / 64] |= static_cast<uint64_t>(l & ((1 << m) - 1)) << (i % 64);
   }
   return good;
@@ -222,7 +234,6 @@ constexpr int kW5 = 32, kR5 = 8, kW2 = 16, kR2 = 4;
 // intrinsics (arrays or named variables, even with an asm statement per row) GCC 12 copies every
 // accumulator between registers each k pair and spills two of them to the stack, measured at a
 // third of the kernel's time. Fewer rows (tile edges) take the intrinsics loop.
-#define ATTNUM_PLANE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
 // Converts one int32 vector of sums to doubles times scale, stored to (or added to) w <= 16 values of c.
 ATTNUM_AVX512_FN inline void store16(double* c, int w, __m512i v, __m512d sc, bool add) {
@@ -346,34 +357,67 @@ ATTNUM_AVX2_FN inline void store8(double* c, int w, __m256i v, __m256d sc, bool 
 }
 
 template <int R>
-ATTNUM_AVX2_FN __attribute__((noinline)) void micro2(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w,
+ATTNUM_AVX2_FN void micro2(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w,
                            double scale, bool add) {
-  static_assert(R >= 1 && R <= 8);
-#define ATTNUM_DECL(r) __m256i c##r##0 = _mm256_setzero_si256(), c##r##1 = _mm256_setzero_si256();
-  ATTNUM_PLANE_ROWS(ATTNUM_DECL)
-#undef ATTNUM_DECL
-  for (int q = 0; q < kq; ++q) {
-    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + static_cast<size_t>(q) * kW2)),
-                  b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + static_cast<size_t>(q) * kW2 + 8));
-#define ATTNUM_STEP(r)                                                                                 \
-  if constexpr (r < R) {                                                                               \
-    __m256i x, t;                                                                                      \
-    __asm__("vpbroadcastd %[a], %[x]\n\tvpmaddwd %[b0], %[x], %[t]\n\tvpaddd %[t], %[c0], %[c0]\n\t"     \
-            "vpmaddwd %[b1], %[x], %[t]\n\tvpaddd %[t], %[c1], %[c1]"                                    \
-            : [c0] "+x"(c##r##0), [c1] "+x"(c##r##1), [x] "=&x"(x), [t] "=&x"(t)                       \
-            : [a] "m"(a[static_cast<size_t>(r) * lda + q]), [b0] "x"(b0), [b1] "x"(b1));              \
-  }
-    ATTNUM_PLANE_ROWS(ATTNUM_STEP)
-#undef ATTNUM_STEP
+  static_assert(R >= 1 && R <= 4);
+  alignas(32) int32_t acc[4][2][8];
+  if constexpr (R == 4) {
+    if (kq > 0) {
+      // as micro5: 8 accumulators in ymm8-15, B in ymm0-1, the broadcast in ymm2, products in ymm3
+      const char* p0 = reinterpret_cast<const char*>(a);
+      const char* p1 = p0 + 3 * lda * sizeof(int32_t);
+      const char* pb = reinterpret_cast<const char*>(b);
+      const size_t ld = lda * sizeof(int32_t);
+      long n = kq;
+#define ATTNUM_ROW(addr, c0, c1)                                  \
+  "vpbroadcastd " addr ", %%ymm2\n\t"                            \
+  "vpmaddwd %%ymm0, %%ymm2, %%ymm3\n\tvpaddd %%ymm3, %%" c0 ", %%" c0 "\n\t" \
+  "vpmaddwd %%ymm1, %%ymm2, %%ymm3\n\tvpaddd %%ymm3, %%" c1 ", %%" c1 "\n\t"
+      __asm__ volatile(
+          "vpxor %%ymm8, %%ymm8, %%ymm8\n\tvmovdqa %%ymm8, %%ymm9\n\tvmovdqa %%ymm8, %%ymm10\n\t"
+          "vmovdqa %%ymm8, %%ymm11\n\tvmovdqa %%ymm8, %%ymm12\n\tvmovdqa %%ymm8, %%ymm13\n\t"
+          "vmovdqa %%ymm8, %%ymm14\n\tvmovdqa %%ymm8, %%ymm15\n\t"
+          "1:\n\t"
+          "vmovdqu (%[pb]), %%ymm0\n\tvmovdqu 32(%[pb]), %%ymm1\n\t"
+          ATTNUM_ROW("(%[p0])", "ymm8", "ymm9")
+          ATTNUM_ROW("(%[p0],%[ld],1)", "ymm10", "ymm11")
+          ATTNUM_ROW("(%[p0],%[ld],2)", "ymm12", "ymm13")
+          ATTNUM_ROW("(%[p1])", "ymm14", "ymm15")
+          "add $4, %[p0]\n\tadd $4, %[p1]\n\tadd $64, %[pb]\n\t"
+          "dec %[n]\n\tjnz 1b\n\t"
+          "vmovdqa %%ymm8, 0(%[acc])\n\tvmovdqa %%ymm9, 32(%[acc])\n\t"
+          "vmovdqa %%ymm10, 64(%[acc])\n\tvmovdqa %%ymm11, 96(%[acc])\n\t"
+          "vmovdqa %%ymm12, 128(%[acc])\n\tvmovdqa %%ymm13, 160(%[acc])\n\t"
+          "vmovdqa %%ymm14, 192(%[acc])\n\tvmovdqa %%ymm15, 224(%[acc])\n\t"
+          : [p0] "+r"(p0), [p1] "+r"(p1), [pb] "+r"(pb), [n] "+r"(n)
+          : [ld] "r"(ld), [acc] "r"(&acc[0][0][0])
+          : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",
+            "xmm14", "xmm15");
+#undef ATTNUM_ROW
+    } else {
+      std::memset(acc, 0, sizeof acc);
+    }
+  } else {
+    __m256i c[R][2];
+    for (int r = 0; r < R; ++r) c[r][0] = c[r][1] = _mm256_setzero_si256();
+    for (int q = 0; q < kq; ++q) {
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + static_cast<size_t>(q) * kW2)),
+                    b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + static_cast<size_t>(q) * kW2 + 8));
+      for (int r = 0; r < R; ++r) {
+        const __m256i x = _mm256_set1_epi32(a[static_cast<size_t>(r) * lda + q]);
+        c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(x, b0));
+        c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(x, b1));
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(acc[r][0]), c[r][0]),
+          _mm256_store_si256(reinterpret_cast<__m256i*>(acc[r][1]), c[r][1]);
   }
   const __m256d sc = _mm256_set1_pd(scale);
-#define ATTNUM_STORE(r)                                                     \
-  if constexpr (r < R) {                                                    \
-    store8(C + static_cast<size_t>(r) * ldc, w, c##r##0, sc, add);          \
-    store8(C + static_cast<size_t>(r) * ldc + 8, w - 8, c##r##1, sc, add);  \
+  for (int r = 0; r < R; ++r) {
+    store8(C + static_cast<size_t>(r) * ldc, w, _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[r][0])), sc, add);
+    store8(C + static_cast<size_t>(r) * ldc + 8, w - 8, _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[r][1])), sc, add);
   }
-  ATTNUM_PLANE_ROWS(ATTNUM_STORE)
-#undef ATTNUM_STORE
 }
 
 ATTNUM_AVX2_FN void gemm2(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n,
