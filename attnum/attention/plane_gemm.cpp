@@ -480,6 +480,18 @@ int panel_width() {
   return 0;
 }
 
+namespace {
+// The largest hi integer of a [rows][cols] matrix (row stride ld) at shift s: floor(amax * 2^s).
+int32_t max_hi(const float* x, int ld, int rows, int cols, int s) {
+  double m = 0;
+  if (ld == cols)
+    m = amax(x, static_cast<size_t>(rows) * cols);
+  else
+    for (int r = 0; r < rows; ++r) m = std::max(m, amax(x + static_cast<size_t>(r) * ld, static_cast<size_t>(cols)));
+  return static_cast<int32_t>(std::min(std::ldexp(m, s), 2147483647.0));
+}
+}  // namespace
+
 void plane_a::build(const float* A, int ld, int rows_, int k_, int shift_) {
   ok = false;
   rows = rows_, k = k_, k2 = (k_ + 1) / 2, shift = shift_, max_int = 0;
@@ -487,6 +499,7 @@ void plane_a::build(const float* A, int ld, int rows_, int k_, int shift_) {
   if (panel_width() == 0 || shift < 0 || shift > 9 || rows < 0 || k <= 0) return;
   hi.assign(static_cast<size_t>(rows) * k2, 0);
   hi_val.resize(static_cast<size_t>(rows) * k);
+  max_int = max_hi(A, ld, rows, k, shift);
   std::vector<int16_t> h(2 * static_cast<size_t>(k2), 0);
   std::vector<uint64_t> mask((k + 63) / 64);
   const size_t limit = static_cast<size_t>(rows) * k / 8;
@@ -494,7 +507,6 @@ void plane_a::build(const float* A, int ld, int rows_, int k_, int shift_) {
   for (int r = 0; r < rows && good; ++r) {
     const float* x = A + static_cast<size_t>(r) * ld;
     good = split_row(x, k, shift, h.data(), nullptr, mask.data());
-    max_int = std::max(max_int, static_cast<int32_t>(std::ldexp(amax(x, k), shift)));
     std::memcpy(hi.data() + static_cast<size_t>(r) * k2, h.data(), sizeof(int32_t) * k2);
     float* hv = hi_val.data() + static_cast<size_t>(r) * k;
     std::memcpy(hv, x, sizeof(float) * k);
@@ -515,6 +527,7 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
   if (W == 0 || shift < 0 || shift > 9 || k <= 0 || n <= 0) return;
   const int np = (n + W - 1) / W;
   p.assign(static_cast<size_t>(np) * k2 * W, 0);
+  max_int = transposed ? max_hi(B, ld, n, k, shift) : max_hi(B, ld, k, n, shift);
   const size_t limit = static_cast<size_t>(k) * n / 8;
   bool good = true;
   if (transposed) {  // one source row per column j (a key), k values along it
@@ -525,7 +538,6 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
     for (int j = 0; j < n && good; ++j) {
       const float* x = B + static_cast<size_t>(j) * ld;
       good = split_row(x, k, shift, h.data(), nullptr, mask.data());
-      max_int = std::max(max_int, static_cast<int32_t>(std::ldexp(amax(x, k), shift)));
       int32_t words[1];
       int32_t* dst = p.data() + static_cast<size_t>(j / W) * k2 * W + j % W;
       for (int q = 0; q < k2; ++q) {
@@ -558,7 +570,6 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
         }
         const float* x = B + static_cast<size_t>(kk) * ld;
         good = split_row(x, n, shift, h.data(), nullptr, mask.data());
-        max_int = std::max(max_int, static_cast<int32_t>(std::ldexp(amax(x, n), shift)));
         for_each_bit(mask.data(), n, [&](int j) { lo_j.push_back(j), lo_v.push_back(x[j]); });
         lo_ptr.push_back(static_cast<int>(lo_j.size()));
         if (lo_j.size() > limit) good = false;
