@@ -22,7 +22,7 @@
 #include <omp.h>
 
 #include <Eigen/Dense>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -303,7 +303,7 @@ T final_rowsum(const head_ctx<T>& c, const T* l) {
 // softmax_row doing it row by row.
 template <typename T>
 bool wgmma_rowsum_tile(const head_ctx<T>& c) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
   return std::is_same_v<T, float> && c.s.rowsum == rowsum_order::wgmma;
 #else
   return false;
@@ -330,6 +330,22 @@ inline void wgmma_rowsum_pair(float* la, float* lb, const float* pa, const float
   _mm512_store_ps(out, L);
   for (int t = 0; t < 4; ++t) la[t] = out[2 * t], lb[t] = out[8 + 2 * t];
 }
+#elif defined(__AVX2__)
+// The same for one row in a ymm (AVX2 builds, e.g. -march=x86-64-v3): lane 2t holds l[t].
+inline void wgmma_rowsum_one(float* l, const float* p, int n) {
+  alignas(32) float init[8] = {l[0], 0, l[1], 0, l[2], 0, l[3], 0};
+  __m256 L = _mm256_load_ps(init);
+  for (int j = 0; j < n; j += 8) {
+    const int m = std::min(8, n - j);
+    const __m256 P = m == 8 ? _mm256_loadu_ps(p + j)
+                            : _mm256_maskload_ps(p + j, _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    L = _mm256_add_ps(L, P);
+    L = _mm256_add_ps(L, _mm256_castsi256_ps(_mm256_srli_epi64(_mm256_castps_si256(P), 32)));
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, L);
+  for (int t = 0; t < 4; ++t) l[t] = out[2 * t];
+}
 #endif
 
 // Row sums of the live rows of a tile for one block (see wgmma_rowsum_tile).
@@ -352,6 +368,10 @@ void wgmma_rowsum_rows(const head_ctx<T>& c, T* l, const T* p, int ldp, int rows
       r = r2 + 1;
     }
   }
+#elif defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>)
+    for (int r = 0; r < rows; ++r)
+      if (live[r]) wgmma_rowsum_one(l + static_cast<size_t>(r) * 4, p + static_cast<size_t>(r) * ldp, n);
 #endif
 }
 
