@@ -106,6 +106,11 @@ void run_head(const prepared_layer& layer, int h, bool causal, float* o, run_sta
 /// (exact_spec() then matches reference_head to ~1e-15).
 void run_head(const prepared_layer& layer, int h, bool causal, double* o, run_stats* stats = nullptr);
 
+/// The engine's accumulator step for float accumulators, a[i] = model(a[i] + c[i]) with c[i] an
+/// exact chunk sum (the sum formed in double, then rounded per m.kind: fp32, truncated, fp16, ...),
+/// as the emulation runs it (vectorised where the build allows). Exposed for its tests.
+void accumulate_chunk(const accumulator_spec& m, float* a, const double* c, int n);
+
 /// Convenience: prepares and runs every head; returns o [n_head, n_q, d_head].
 /// Same as run_layer with double outputs (see run_head).
 std::vector<double> run_layer_f64(const kernel_spec& spec, const layer_view& layer, condition cond,

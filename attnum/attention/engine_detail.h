@@ -24,16 +24,19 @@ inline double truncate_bits(double x, int mant) {
 /// Returns x rounded to the fp16 grid, ties to even, overflow to +-inf (as __float2half_rn).
 /// Adding c = 2^(e+42) moves |x| in [2^e, 2^(e+1)) into a binade whose double spacing is the fp16
 /// quantum 2^(e-10) (e >= -14: subnormals share 2^-24), so the add rounds RNE; subtracting is exact.
+/// Written without branches so that loops over it vectorise: 2^e is |x| with its mantissa bits
+/// cleared (0 for 0 and for double subnormals), raised to the fp16 minimum 2^-14 by a max; an
+/// infinite or NaN x (where c is Inf and r NaN) is returned as is by the final select.
 inline double round_fp16(double x) {
   constexpr formats::format_info I = formats::info(formats::format::fp16);
   constexpr double kOverflow = I.max_finite + 0.5 * (1u << (I.max_exponent - I.mantissa_bits));  // 65520
-  if (!std::isfinite(x)) return x;
+  constexpr double kMin = 1.0 / (1u << -I.min_exponent), kLift = static_cast<double>(uint64_t{1} << (52 - I.mantissa_bits));
   const double a = std::fabs(x);
-  int e = static_cast<int>(std::bit_cast<uint64_t>(a) >> 52) - 1023;
-  e = e < I.min_exponent ? I.min_exponent : e;
-  const double c = std::bit_cast<double>(static_cast<uint64_t>(e + (52 - I.mantissa_bits) + 1023) << 52);
+  const double p2 = std::bit_cast<double>(std::bit_cast<uint64_t>(a) & 0x7FF0000000000000ULL);
+  const double c = (p2 > kMin ? p2 : kMin) * kLift;  // 2^(max(e, -14) + 42), exact
   const double r = (a + c) - c;
-  return std::copysign(r >= kOverflow ? INFINITY : r, x);  // max + half an ulp rounds to 2^16
+  const double y = std::copysign(r >= kOverflow ? INFINITY : r, x);  // max + half an ulp rounds to 2^16
+  return std::isfinite(x) ? y : x;
 }
 
 /// Accumulator model applied to acc + exact chunk sum (the sum formed in double).

@@ -28,6 +28,7 @@
 #include "attnum/attention/plane_gemm.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
+#include "attnum/formats/accumulator.h"
 #include "attnum/formats/format.h"
 
 namespace attnum::attention {
@@ -353,6 +354,48 @@ TEST(isa, fa3_runs_on_the_planes_with_the_scalar_bits) {
     EXPECT_GT(st.a_lo_terms, 0);
     EXPECT_GT(st.b_lo_terms, 0);
     EXPECT_GT(st.pv_lo_passes, 0);
+  });
+}
+
+// The accumulator step against the formats layer's accumulator model (formats::round_accumulator,
+// its own implementation of fp16 / fp32 / truncated rounding): sums at fp16's overflow boundary
+// (65504, 65520), in its subnormal range, at ties, and NaN / Inf / signed zeros.
+TEST(isa, accumulate_chunk_equals_the_formats_accumulator_model) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<float> a0;
+  std::vector<double> c;
+  for (double edge : {65504.0, 65519.0, 65520.0, 65535.0, 0x1p-14, 0x1p-24, 0x1p-25, 1.0, 2048.0, 0.1}) {
+    for (int s : {1, -1})
+      for (int k = -3; k <= 3; ++k) {
+        const double x = s * (edge + k * edge * 0x1p-12);
+        a0.push_back(static_cast<float>(x * 0.5)), c.push_back(x - static_cast<float>(x * 0.5));
+      }
+  }
+  for (int i = 0; i < 2000; ++i) {
+    const double x = u(rng) * std::exp2(std::floor(u(rng) * 40.0));
+    a0.push_back(formats::quantize_fp16(static_cast<float>(x))), c.push_back(u(rng) * std::exp2(std::floor(u(rng) * 40.0)));
+  }
+  a0.insert(a0.end(), {0.0f, -0.0f, 1.0f, INFINITY, -INFINITY, NAN, 3.0f, 0.0f});
+  c.insert(c.end(), {-0.0, -0.0, NAN, 1.0, -1.0, 1.0, INFINITY, 65520.0});
+  const struct {
+    acc_kind k;
+    formats::accum_kind f;
+    int bits;
+  } kinds[] = {{acc_kind::fp16, formats::accum_kind::fp16, 10}, {acc_kind::fp32, formats::accum_kind::fp32, 23},
+               {acc_kind::truncated, formats::accum_kind::truncated, 13}};
+  for_each_path([&](path) {
+    for (const auto& kd : kinds) {
+      std::vector<float> a = a0;
+      accumulate_chunk({kd.k, kd.bits, 32}, a.data(), c.data(), static_cast<int>(a.size()) - 1);  // a partial last vector
+      for (size_t i = 0; i + 1 < a.size(); ++i) {
+        const float want = formats::round_accumulator({kd.f, kd.bits, 32}, static_cast<double>(a0[i]) + c[i]);
+        if (std::isnan(want) && std::isnan(a[i])) continue;
+        ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(want))
+            << "kind " << static_cast<int>(kd.k) << " a " << a0[i] << " c " << c[i];
+      }
+      EXPECT_EQ(std::bit_cast<uint32_t>(a.back()), std::bit_cast<uint32_t>(a0.back()));  // past n: untouched
+    }
   });
 }
 
