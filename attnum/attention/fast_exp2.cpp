@@ -93,8 +93,10 @@ ATTNUM_AVX512_FN void exp2f_vec_t(const float* in, float a, float b, float* out,
     const __m256 lo = exp2_8(_mm512_castps512_ps256(xs), T);
     const __m256 hi = exp2_8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xs), 1)), T);
     __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-    // -Inf (the causal mask) gives +0, as exp2f(-Inf): only the other special lanes go scalar
-    const __mmask16 minf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+    // x <= -150 (-Inf, the causal mask, and the large negative finite masks of Sage) gives +0, as
+    // glibc's exp2f does (2^-150 is half the least subnormal: a tie to even, 0): only the other
+    // special lanes go scalar
+    const __mmask16 minf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-150.0f), _CMP_LE_OQ);
     y = _mm512_mask_blend_ps(minf, y, _mm512_setzero_ps());
     if (special & ~minf) {
       _mm512_store_ps(tmp, y);
@@ -139,9 +141,9 @@ ATTNUM_AVX2_FN void exp2f_avx2_t(const float* in, float a, float b, float* out, 
     }
     const __m256 in8 = _mm256_loadu_ps(src);
     const __m256 x = FUSED ? _mm256_fmadd_ps(in8, va, vb) : in8;
-    // lanes with |x| >= 128, Inf or NaN take the scalar path; -Inf (the causal mask) gives +0
+    // lanes with |x| >= 128, Inf or NaN take the scalar path; x <= -150 (-Inf included) gives +0
     const __m256 special = _mm256_cmp_ps(_mm256_and_ps(x, absmask), _mm256_set1_ps(128.0f), _CMP_NLT_UQ);
-    const __m256 minf = _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
+    const __m256 minf = _mm256_cmp_ps(x, _mm256_set1_ps(-150.0f), _CMP_LE_OQ);
     const __m256 xs = _mm256_andnot_ps(special, x);
     __m256 y = _mm256_set_m128(exp2_4(_mm256_extractf128_ps(xs, 1)), exp2_4(_mm256_castps256_ps128(xs)));
     y = _mm256_andnot_ps(minf, y);

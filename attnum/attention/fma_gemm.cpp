@@ -198,12 +198,12 @@ ATTNUM_AVX2_FN void micro_i8_avx2(const int32_t* a, int d2, const int32_t* b, do
     }
 }
 
-ATTNUM_AVX2_FN void i8_avx2(const packed_i8& p, int rows, int n, int d2, double* C, int ldc) {
+ATTNUM_AVX2_FN void i8_avx2(const int32_t* pa, const int32_t* pb, int rows, int n, int d2, double* C, int ldc) {
   for (int q = 0; q * kWi2 < n; ++q) {
     const int j0 = q * kWi2, w = std::min(kWi2, n - j0);
-    const int32_t* b = p.b.data() + static_cast<size_t>(q) * d2 * kWi2;
+    const int32_t* b = pb + static_cast<size_t>(q) * d2 * kWi2;
     for (int r = 0; r < rows; r += kRi2) {
-      const int32_t* a = p.a.data() + static_cast<size_t>(r) * d2;
+      const int32_t* a = pa + static_cast<size_t>(r) * d2;
       double* c = C + static_cast<size_t>(r) * ldc + j0;
       switch (std::min(kRi2, rows - r)) {
         case 4: micro_i8_avx2<4>(a, d2, b, c, ldc, w); break;
@@ -250,12 +250,12 @@ ATTNUM_VNNI_FN void micro_i8_avx512(const int32_t* a, int d2, const int32_t* b, 
 }
 
 template <bool VNNI>
-ATTNUM_VNNI_FN void i8_avx512(const packed_i8& p, int rows, int n, int d2, double* C, int ldc) {
+ATTNUM_VNNI_FN void i8_avx512(const int32_t* pa, const int32_t* pb, int rows, int n, int d2, double* C, int ldc) {
   for (int q = 0; q * kWi5 < n; ++q) {
     const int j0 = q * kWi5, w = std::min(kWi5, n - j0);
-    const int32_t* b = p.b.data() + static_cast<size_t>(q) * d2 * kWi5;
+    const int32_t* b = pb + static_cast<size_t>(q) * d2 * kWi5;
     for (int r = 0; r < rows; r += kRi5) {
-      const int32_t* a = p.a.data() + static_cast<size_t>(r) * d2;
+      const int32_t* a = pa + static_cast<size_t>(r) * d2;
       double* c = C + static_cast<size_t>(r) * ldc + j0;
       switch (std::min(kRi5, rows - r)) {
         case 8: micro_i8_avx512<8, VNNI>(a, d2, b, c, ldc, w); break;
@@ -284,16 +284,58 @@ bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, in
   if (isa::at_least(isa::path::avx512)) {
     static const bool vnni = isa::has_avx512_vnni();
     pack_i8(A, lda, B, ldb, rows, n, d, kWi5, p);
-    vnni ? i8_avx512<true>(p, rows, n, d2, C, ldc) : i8_avx512<false>(p, rows, n, d2, C, ldc);
+    vnni ? i8_avx512<true>(p.a.data(), p.b.data(), rows, n, d2, C, ldc)
+         : i8_avx512<false>(p.a.data(), p.b.data(), rows, n, d2, C, ldc);
     return true;
   }
   if (isa::at_least(isa::path::avx2)) {
     pack_i8(A, lda, B, ldb, rows, n, d, kWi2, p);
-    i8_avx2(p, rows, n, d2, C, ldc);
+    i8_avx2(p.a.data(), p.b.data(), rows, n, d2, C, ldc);
     return true;
   }
 #endif
   return false;
+}
+
+void packed_i8_b::build(const float* B, int ldb, int n_, int d_) {
+  W = 0, n = n_, d = d_, d2 = (d_ + 1) / 2;
+#if ATTNUM_SIMD_KERNELS
+  W = isa::at_least(isa::path::avx512) ? kWi5 : isa::at_least(isa::path::avx2) ? kWi2 : 0;
+  if (!W || d >= (1 << 17)) {
+    W = 0;
+    return;
+  }
+  packed_i8 t;
+  pack_i8(B, ldb, B, ldb, 0, n, d, W, t);  // no A rows: only B's panels
+  p = std::move(t.b);
+#endif
+}
+
+bool int8_gemm_nt(const float* A, int lda, const packed_i8_b& B, int j0, int rows, int n, double* C, int ldc) {
+#if ATTNUM_SIMD_KERNELS
+  const int W = isa::at_least(isa::path::avx512) ? kWi5 : isa::at_least(isa::path::avx2) ? kWi2 : 0;
+  if (!W || B.W != W || j0 % W || j0 + n > B.n) return false;
+  if (rows <= 0 || n <= 0) return true;
+  static thread_local std::vector<int32_t> a;
+  const int d2 = B.d2;
+  a.resize(static_cast<size_t>(rows) * d2);
+  for (int r = 0; r < rows; ++r) {
+    const float* row = A + static_cast<size_t>(r) * lda;
+    for (int q = 0; q < d2; ++q)
+      a[static_cast<size_t>(r) * d2 + q] = pair16(row[2 * q], 2 * q + 1 < B.d ? row[2 * q + 1] : 0.0f);
+  }
+  const int32_t* b = B.p.data() + static_cast<size_t>(j0 / W) * d2 * W;
+  if (W == kWi5) {
+    static const bool vnni = isa::has_avx512_vnni();
+    vnni ? i8_avx512<true>(a.data(), b, rows, n, d2, C, ldc) : i8_avx512<false>(a.data(), b, rows, n, d2, C, ldc);
+  } else {
+    i8_avx2(a.data(), b, rows, n, d2, C, ldc);
+  }
+  return true;
+#else
+  (void)A, (void)lda, (void)B, (void)j0, (void)rows, (void)n, (void)C, (void)ldc;
+  return false;
+#endif
 }
 
 bool ordered_gemm(const float* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc) {

@@ -28,6 +28,7 @@
 // The kernels pack B (a chunk of kn rows) into doubles once per call, in column panels, and the
 // rows of A into doubles; each micro-kernel keeps R x W accumulators in registers over the chunk.
 
+#include <cstdint>
 #include <vector>
 
 namespace attnum::attention::fma {
@@ -61,5 +62,18 @@ bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, in
 /// sign-extended int16 pairs (AVX2, AVX-512BW) or vpdpwssd (AVX-512 VNNI) gives the exact integer
 /// in any order; stored as doubles (exact). Returns false when the active path has no kernel.
 bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, int n, int d, double* C, int ldc);
+
+/// K of a head packed once for int8_gemm_nt (its int16 pair panels), so that the blocks of every
+/// tile read it instead of packing their keys again. W == 0 on the scalar path.
+struct packed_i8_b {
+  int W = 0, n = 0, d = 0, d2 = 0;
+  std::vector<int32_t> p;
+  /// B holds n keys of d integers in [-128, 127] as floats, row stride ldb.
+  void build(const float* B, int ldb, int n, int d);
+};
+
+/// int8_gemm_nt against keys [j0, j0 + n) of a packed K. False (nothing written) when the active
+/// path differs from the one B was packed for or j0 is off its panel grid.
+bool int8_gemm_nt(const float* A, int lda, const packed_i8_b& B, int j0, int rows, int n, double* C, int ldc);
 
 }  // namespace attnum::attention::fma

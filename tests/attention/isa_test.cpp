@@ -201,6 +201,26 @@ TEST(isa, int8_gemm_equals_the_integer_loop) {
       for (auto* v : {&q, &k})
         for (auto& x : *v) x = static_cast<float>(pick(rng) == 0 ? (rng() & 1 ? 127 : -128) : u(rng));
       const int ldc = n + 2;
+      // K packed once: every key block on the panel grid equals the integer loop too
+      fma::packed_i8_b kp;
+      kp.build(k.data(), d, n, d);
+      EXPECT_EQ(kp.W > 0, p != path::scalar);
+      for (int j0 = 0; kp.W > 0 && j0 < n; j0 += kp.W) {
+        const int nn = std::min(n - j0, 2 * kp.W);
+        std::vector<double> Cp(static_cast<size_t>(rows) * nn);
+        ASSERT_TRUE(fma::int8_gemm_nt(q.data(), d, kp, j0, rows, nn, Cp.data(), nn));
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < nn; ++j) {
+            int64_t want = 0;
+            for (int t = 0; t < d; ++t)
+              want += static_cast<int64_t>(q[static_cast<size_t>(r) * d + t]) * static_cast<int64_t>(k[static_cast<size_t>(j0 + j) * d + t]);
+            ASSERT_EQ(Cp[static_cast<size_t>(r) * nn + j], static_cast<double>(want)) << "packed j0 " << j0 << " at " << r << "," << j;
+          }
+      }
+      if (kp.W > 1) {
+        std::vector<double> Cx(4);
+        EXPECT_FALSE(fma::int8_gemm_nt(q.data(), d, kp, 1, 1, 1, Cx.data(), 1));  // off the panel grid
+      }
       std::vector<double> C(static_cast<size_t>(rows) * ldc, -1.0);
       const bool ran = fma::int8_gemm_nt(q.data(), d, k.data(), d, rows, n, d, C.data(), ldc);
       EXPECT_EQ(ran, p != path::scalar);
@@ -402,7 +422,8 @@ TEST(isa, accumulate_chunk_equals_the_formats_accumulator_model) {
 TEST(isa, exp2f_every_path_matches_libm) {
   std::vector<float> x;
   for (float v = -140.0f; v < 130.0f; v += 0.00137f) x.push_back(v);
-  x.insert(x.end(), {-INFINITY, INFINITY, NAN, -0.0f, 0.0f, 127.99999f, -126.0f, -149.5f});
+  x.insert(x.end(), {-INFINITY, INFINITY, NAN, -0.0f, 0.0f, 127.99999f, -126.0f, -149.5f, -150.0f, -150.00002f, -149.99998f,
+                     -1e30f, -3.0e38f, -200.0f, -128.0f, -127.99999f, -1e30f, -1e30f, -160.0f});
   for_each_path([&](path p) {
     std::vector<float> y(x.size()), z(x.size());
     fast::exp2f_array(x.data(), y.data(), static_cast<int>(x.size()) - 3);  // a partial last group
