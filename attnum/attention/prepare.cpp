@@ -244,23 +244,23 @@ operand_cast cast_operand(const cast_request& r) {
 
 double tensor_amax(const std::vector<float>& x) { return formats::span_amax(x.data(), x.size()); }
 
-// Fails naming the first element of x that is Inf or NaN. The scan is branch-free per chunk of
-// 4096 (so it vectorises and splits over threads); the first flagged chunk is searched again.
-void check_finite(const float* x, size_t n, const char* what) {
-  constexpr size_t kChunk = 4096;
-  const auto n_chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
-  int64_t first_bad = n_chunks;
-  const int nt = loop_threads(n);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1) reduction(min : first_bad)
-  for (int64_t ch = 0; ch < n_chunks; ++ch) {
-    const size_t i0 = static_cast<size_t>(ch) * kChunk, i1 = std::min(n, i0 + kChunk);
+// Copies x[0, n) into dst (a prepared operand), failing on the first element that is Inf or NaN
+// ("attention input q: element i is not finite"). One pass over x: each chunk is scanned
+// branch-free (so it vectorises) and copied while it is in L1.
+void copy_finite(const float* x, size_t n, const char* what, std::vector<float>& dst) {
+  constexpr size_t kChunk = 2048;
+  dst.clear();
+  dst.reserve(n);
+  for (size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const size_t i1 = std::min(n, i0 + kChunk);
     uint32_t bad = 0;
     for (size_t i = i0; i < i1; ++i)
       bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u);
-    if (bad) first_bad = std::min(first_bad, ch);
+    if (bad)
+      for (size_t i = i0; i < i1; ++i)
+        if (!std::isfinite(x[i])) fail("attention input {}: element {} is not finite ({})", what, i, x[i]);
+    dst.insert(dst.end(), x + i0, x + i1);
   }
-  for (size_t i = static_cast<size_t>(first_bad) * kChunk; i < n; ++i)
-    if (!std::isfinite(x[i])) fail("attention input {}: element {} is not finite ({})", what, i, x[i]);
 }
 
 }  // namespace
@@ -281,12 +281,9 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
   p->n_head = lv.n_head, p->n_head_kv = lv.n_head_kv, p->n_q = lv.n_q, p->n_kv = lv.n_kv, p->d_head = lv.d_head;
   const int d = lv.d_head;
   const size_t nq = static_cast<size_t>(lv.n_head) * lv.n_q * d, nk = static_cast<size_t>(lv.n_head_kv) * lv.n_kv * d;
-  check_finite(lv.q, nq, "q");
-  check_finite(lv.k, nk, "k");
-  check_finite(lv.v, nk, "v");
-  p->q.assign(lv.q, lv.q + nq);
-  p->k.assign(lv.k, lv.k + nk);
-  p->v.assign(lv.v, lv.v + nk);
+  copy_finite(lv.q, nq, "q", p->q);
+  copy_finite(lv.k, nk, "k", p->k);
+  copy_finite(lv.v, nk, "v", p->v);
   const auto [bm, bn] = spec.tile_for(d);
   if (bm <= 0 || bn <= 0) fail("kernel {}: block sizes must be positive (block_m {}, block_n {})", spec.name, bm, bn);
   // 1. The condition (design.md): center K per kv head, then rotate Q and K with one matrix;

@@ -150,6 +150,30 @@ TEST(ScaleSpan, QuantizeSpanEqualsQuantizeValue) {
     }
 }
 
+// Every 2039th float bit pattern (all binades, NaN payloads, both zeros, Inf), through the span
+// forms at scale 1 and the unscaled conversion, for every format and rounding: the span loops'
+// conversions (int8 half_away has its own vectorisable truncation) against cast_in_group and
+// quantize_value. (Not x / 1.0f in the test: GCC folds that to x, which keeps a signalling NaN
+// signalling, where a division by a scale of 1 quiets it.)
+TEST(ScaleSpan, StridedSweepOfAllFloatsAtScaleOne) {
+  std::vector<float> x;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 2039) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  for (float special : {0.0f, -0.0f, 0.5f, -0.5f, 1.5f, -1.5f, 126.5f, -127.5f, -128.5f, 0x1p23f, -0x1p23f, 0x1.000002p23f})
+    x.push_back(special);
+  std::vector<float> out(x.size());
+  for (format f : {format::e4m3fn, format::e5m2, format::bf16, format::fp16, format::int8, format::fp32})
+    for (rounding r : {rounding::nearest_even, rounding::half_away, rounding::toward_zero}) {
+      scale_spec s;
+      s.fmt = f, s.rnd = r;
+      cast_span_in_group(x.data(), out.data(), x.size(), 1.0, 1.0f, s);
+      for (size_t i = 0; i < x.size(); ++i)
+        ASSERT_EQ(bits(out[i]), bits(cast_in_group(x[i], 1.0, 1.0f, s))) << info(f).name << " x " << x[i];
+      quantize_span(x.data(), out.data(), x.size(), f, r);
+      for (size_t i = 0; i < x.size(); ++i)
+        ASSERT_EQ(bits(out[i]), bits(quantize_value(f, x[i], r))) << info(f).name << " x " << x[i];
+    }
+}
+
 // span_amax against a plain loop: max |x| in double, NaN skipped (std::max keeps the first
 // argument when the comparison is false).
 TEST(ScaleSpan, AmaxEqualsPlainLoopAndSkipsNaN) {
