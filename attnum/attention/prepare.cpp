@@ -20,6 +20,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 
 #include "attnum/attention/engine.h"
 #include "attnum/attention/engine_detail.h"
@@ -281,9 +282,24 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
   p->n_head = lv.n_head, p->n_head_kv = lv.n_head_kv, p->n_q = lv.n_q, p->n_kv = lv.n_kv, p->d_head = lv.d_head;
   const int d = lv.d_head;
   const size_t nq = static_cast<size_t>(lv.n_head) * lv.n_q * d, nk = static_cast<size_t>(lv.n_head_kv) * lv.n_kv * d;
-  copy_finite(lv.q, nq, "q", p->q);
-  copy_finite(lv.k, nk, "k", p->k);
-  copy_finite(lv.v, nk, "v", p->v);
+  {  // the three copies on up to three threads; an error names q before k before v, as in order
+    const float* src[3] = {lv.q, lv.k, lv.v};
+    const size_t len[3] = {nq, nk, nk};
+    const char* what[3] = {"q", "k", "v"};
+    std::vector<float>* dst[3] = {&p->q, &p->k, &p->v};
+    std::exception_ptr err[3];
+    const int nt = loop_threads(nq + 2 * nk);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::min(nt, 3)) if (nt > 1)
+    for (int i = 0; i < 3; ++i) {
+      try {
+        copy_finite(src[i], len[i], what[i], *dst[i]);
+      } catch (...) {
+        err[i] = std::current_exception();
+      }
+    }
+    for (const auto& e : err)
+      if (e) std::rethrow_exception(e);
+  }
   const auto [bm, bn] = spec.tile_for(d);
   if (bm <= 0 || bn <= 0) fail("kernel {}: block sizes must be positive (block_m {}, block_n {})", spec.name, bm, bn);
   // 1. The condition (design.md): center K per kv head, then rotate Q and K with one matrix;
