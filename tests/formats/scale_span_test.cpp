@@ -15,6 +15,7 @@
 
 #include "attnum/attention/engine.h"
 #include "attnum/attention/kernel_spec.h"
+#include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/formats/scale.h"
 
@@ -232,6 +233,34 @@ TEST(ScaleSpan, PrepareLayerSameBitsOnOneAndTwoThreads) {
         }
       }
     }
+  attnum::set_threads(threads_before);
+}
+
+// The input check runs on threads (one per operand) and still names the first non-finite element
+// of q before k before v, as the serial order does.
+TEST(ScaleSpan, PrepareLayerNamesTheFirstNonFiniteInputOnThreads) {
+  using namespace attnum::attention;
+  const int n = 512, d = 64;
+  std::vector<float> q(static_cast<size_t>(n) * d, 0.5f), k(q.size(), 0.5f), v(q.size(), 0.5f);
+  const layer_view lv{q.data(), k.data(), v.data(), 1, 1, n, n, d};
+  const int threads_before = attnum::threads();
+  attnum::set_threads(2);
+  auto message = [&] {
+    try {
+      prepare_layer(preset("fa3"), lv, condition::plain);
+    } catch (const attnum::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  v[5] = std::numeric_limits<float>::infinity();
+  k[30000] = std::nanf("");
+  k[30001] = std::numeric_limits<float>::infinity();
+  EXPECT_NE(message().find("input k: element 30000 is not finite"), std::string::npos) << message();
+  q[20000] = -std::numeric_limits<float>::infinity();
+  EXPECT_NE(message().find("input q: element 20000 is not finite (-inf)"), std::string::npos) << message();
+  q[20000] = 0.0f, k[30000] = 0.0f, k[30001] = 0.0f;
+  EXPECT_NE(message().find("input v: element 5 is not finite"), std::string::npos) << message();
   attnum::set_threads(threads_before);
 }
 
