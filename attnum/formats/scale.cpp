@@ -134,8 +134,20 @@ void span_cast(format f, rounding r, const float* x, const float* operand, float
   ATTNUM_ASSERT(false, "span_cast: format or rounding out of range");
 }
 
+// A build for a portable x86-64 baseline (ATTNUM_NATIVE off) still runs the span loops at the
+// CPU's vector width: GCC compiles each span function (with everything it calls inlined) for
+// AVX2 and for AVX-512 (x86-64-v4) beside the baseline and picks one when the library loads
+// (ifunc: CPUID and the OS's register support). The same operations in each, hence the same bits.
+// Builds for AVX-512 (-march=native there) or for another CPU need no clones.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && !defined(__AVX512F__)
+#define ATTNUM_SPAN_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4"), flatten))
+#else
+#define ATTNUM_SPAN_CLONES
+#endif
+
 }  // namespace
 
+ATTNUM_SPAN_CLONES
 void cast_span_in_group(const float* x, float* out, size_t n, double amax, float scale, const scale_spec& spec) {
   const float a = group_operand(amax, scale, spec);
   if (spec.multiply_by_reciprocal)
@@ -144,6 +156,7 @@ void cast_span_in_group(const float* x, float* out, size_t n, double amax, float
     span_cast<scaling::divide, false>(spec.fmt, spec.rnd, x, nullptr, a, out, n);
 }
 
+ATTNUM_SPAN_CLONES
 void cast_span_by_operand(const float* x, const float* operand, float* out, size_t n, const scale_spec& spec) {
   if (spec.multiply_by_reciprocal)
     span_cast<scaling::multiply, true>(spec.fmt, spec.rnd, x, operand, 0.0f, out, n);
@@ -151,10 +164,12 @@ void cast_span_by_operand(const float* x, const float* operand, float* out, size
     span_cast<scaling::divide, true>(spec.fmt, spec.rnd, x, operand, 0.0f, out, n);
 }
 
+ATTNUM_SPAN_CLONES
 void quantize_span(const float* x, float* out, size_t n, format f, rounding r) {
   span_cast<scaling::none, false>(f, r, x, nullptr, 1.0f, out, n);
 }
 
+ATTNUM_SPAN_CLONES
 float span_amax(const float* x, size_t n) {
   // For a float with the sign bit cleared, the order of |x| is the order of its bits as an
   // unsigned integer (+0 lowest, Inf highest); NaN patterns lie above Inf's and are mapped to 0.
