@@ -198,7 +198,7 @@ TEST(ScaleSpan, AmaxEqualsPlainLoopAndSkipsNaN) {
 // dequant_unit, and the causal scale scope; the layer is large enough that the loops split.
 TEST(ScaleSpan, PrepareLayerSameBitsOnOneAndTwoThreads) {
   using namespace attnum::attention;
-  const int n_head = 4, n_head_kv = 2, n = 300, d = 64;
+  const int n_head = 4, n_head_kv = 2, n = 256, d = 64;  // K and V: 2^15 elements, the threads' minimum
   std::mt19937_64 rng(7);
   std::normal_distribution<float> nd(0.0f, 3.0f);
   std::vector<float> q(static_cast<size_t>(n_head) * n * d), k(static_cast<size_t>(n_head_kv) * n * d), v(k.size());
@@ -211,7 +211,9 @@ TEST(ScaleSpan, PrepareLayerSameBitsOnOneAndTwoThreads) {
   for (const char* kernel : {"fa3", "sage2pp-sm89", "xqa-sm90", "bf16", "sage1", "hpcops"})
     for (const char* scope : {"sequence", "causal"}) {
       const kernel_spec spec = resolve_kernel(kernel, {std::string("scope=") + scope});
+      const std::string k(kernel);
       for (condition cond : {condition::plain, condition::center}) {
+        if (cond == condition::center && k != "fa3" && k != "sage1") continue;  // centering is not this test's subject
         attnum::set_threads(1);
         const auto one = prepare_layer(spec, lv, cond);
         attnum::set_threads(2);
