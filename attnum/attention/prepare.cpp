@@ -1,18 +1,31 @@
 // prepare_layer: the condition's transform, Sage's smooth_k, and the scaled casts of Q, K and V.
 //
 // The scale rule, the cast of each element and the rule for all-zero groups are formats/scale.h's
-// (group_scale, cast_in_group: the project's one scaled cast); this file only forms the groups
-// (over heads, tokens and channels, per granularity and scope). The dequantised value is
-// cast * scale; a group that casts to NaN (Sage's all-zero V channel) sets nan_flagged.
+// (group_scale, cast_in_group through its span forms: the project's one scaled cast); this file
+// only forms the groups (over heads, tokens and channels, per granularity and scope). The
+// dequantised value is cast * scale; a group that casts to NaN (Sage's all-zero V channel) sets
+// nan_flagged.
+//
+// Threads: the loops over rows run on attnum::threads() when there is enough work and the caller
+// is not already in a parallel region (the studies prepare layers inside their loops over heads).
+// Every element, amax and scale is computed by one thread with the arithmetic of the serial loop,
+// and the only reductions are max, min and or, which do not depend on the order: the bits are the
+// same at any thread count.
 //
 // Scale scope causal: the amax of a token's group only covers tokens before the end of the token's
 // KV block (blocks of block_n tokens), i.e. what a generating kernel has seen by then.
+#include <omp.h>
+
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <exception>
 
 #include "attnum/attention/engine.h"
 #include "attnum/attention/engine_detail.h"
 #include "attnum/core/error.h"
+#include "attnum/core/parallel.h"
 #include "attnum/formats/scale.h"
 #include "attnum/transforms/centering.h"
 #include "attnum/transforms/hadamard.h"
@@ -54,14 +67,20 @@ formats::scale_spec cast_rule(const operand_spec& op) {
   return r;
 }
 
+// Threads for a loop over `elements` elements (see the file comment): 1 below 2^15 elements (a
+// parallel region costs more than the work) or inside a parallel region.
+int loop_threads(size_t elements) {
+  constexpr size_t kMinElements = size_t{1} << 15;
+  return elements >= kMinElements && !omp_in_parallel() ? threads() : 1;
+}
+
 // Row amax |x| over channels: ra[h*n_tok + t].
 std::vector<double> row_amax(const cast_request& r) {
-  std::vector<double> ra(static_cast<size_t>(r.n_heads) * r.n_tok, 0.0);
-  for (size_t row = 0; row < ra.size(); ++row) {
-    double m = 0;
-    for (int c = 0; c < r.d; ++c) m = std::max(m, static_cast<double>(std::fabs(r.x[row * r.d + c])));
-    ra[row] = m;
-  }
+  const auto rows = static_cast<int64_t>(r.n_heads) * r.n_tok;
+  std::vector<double> ra(static_cast<size_t>(rows));
+  const int nt = loop_threads(static_cast<size_t>(rows) * r.d);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t row = 0; row < rows; ++row) ra[row] = formats::span_amax(r.x + row * r.d, static_cast<size_t>(r.d));
   return ra;
 }
 
@@ -84,35 +103,55 @@ void cast_rowwise(const cast_request& r, operand_cast& out) {
   if (seg <= 0 || div <= 0 || 8 % div != 0)
     fail("operand scale: block_rows {} / group_div {} must be positive (group_div dividing 8)", seg, div);
   const int n_class = 8 / div;
-  std::vector<double> prefix(static_cast<size_t>(n_class) * r.n_tok);
-  for (int h0 = 0; h0 < r.n_heads; h0 += hg) {
-    // prefix[cls][t]: max over t' <= t of the segment of t, class cls, all heads of the group.
-    for (int t = 0; t < r.n_tok; ++t) {
-      double m = 0;
-      for (int h = h0; h < h0 + hg; ++h) m = std::max(m, ra[static_cast<size_t>(h) * r.n_tok + t]);
-      const int cls = (t % 8) / div;
-      for (int c = 0; c < n_class; ++c) {
-        double prev = (t % seg == 0) ? 0.0 : prefix[static_cast<size_t>(c) * r.n_tok + t - 1];
-        prefix[static_cast<size_t>(c) * r.n_tok + t] = c == cls ? std::max(prev, m) : prev;
-      }
-    }
-    for (int t = 0; t < r.n_tok; ++t) {
-      const int seg_end = std::min(r.n_tok, (t / seg + 1) * seg);
-      int limit = seg_end;
-      if (r.scope == scale_scope::causal)
-        limit = std::min(seg_end, std::min(r.n_tok, (t / r.scope_block + 1) * r.scope_block));
-      double amax = prefix[static_cast<size_t>((t % 8) / div) * r.n_tok + limit - 1];
-      if (r.forced_amax >= 0) amax = r.forced_amax;
-      for (int h = h0; h < h0 + hg; ++h) {
-        bool nan = false;
-        const size_t row = static_cast<size_t>(h) * r.n_tok + t;
-        const float s = formats::group_scale(amax, rule, &nan);
-        out.nan_flagged |= nan;
-        out.row_scale[row] = s;
-        for (int c = 0; c < r.d; ++c) out.values[row * r.d + c] = formats::cast_in_group(r.x[row * r.d + c], amax, s, rule);
-      }
-    }
+  const auto rows = static_cast<int64_t>(r.n_heads) * r.n_tok;
+  // 1. The amax of each row's group: per head group, prefix[cls][t] = max over t' <= t of the
+  // segment of t, class cls, all heads of the group; the row's amax is the prefix at its limit.
+  std::vector<double> group_amax(static_cast<size_t>(rows));
+  const int n_head_groups = (r.n_heads + hg - 1) / hg;
+  const int nt_groups = n_head_groups > 1 ? loop_threads(static_cast<size_t>(rows) * n_class) : 1;
+  worker_errors errors;
+#pragma omp parallel num_threads(nt_groups) if (nt_groups > 1)
+  {
+    std::vector<double> prefix;
+    errors.run([&] { prefix.resize(static_cast<size_t>(n_class) * r.n_tok); });
+#pragma omp for schedule(static)
+    for (int g = 0; g < n_head_groups; ++g)
+      errors.run([&] {
+        const int h0 = g * hg;
+        for (int t = 0; t < r.n_tok; ++t) {
+          double m = 0;
+          for (int h = h0; h < h0 + hg; ++h) m = std::max(m, ra[static_cast<size_t>(h) * r.n_tok + t]);
+          const int cls = (t % 8) / div;
+          for (int c = 0; c < n_class; ++c) {
+            double prev = (t % seg == 0) ? 0.0 : prefix[static_cast<size_t>(c) * r.n_tok + t - 1];
+            prefix[static_cast<size_t>(c) * r.n_tok + t] = c == cls ? std::max(prev, m) : prev;
+          }
+        }
+        for (int t = 0; t < r.n_tok; ++t) {
+          const int seg_end = std::min(r.n_tok, (t / seg + 1) * seg);
+          int limit = seg_end;
+          if (r.scope == scale_scope::causal)
+            limit = std::min(seg_end, std::min(r.n_tok, (t / r.scope_block + 1) * r.scope_block));
+          const double amax = prefix[static_cast<size_t>((t % 8) / div) * r.n_tok + limit - 1];
+          for (int h = h0; h < h0 + hg; ++h) group_amax[static_cast<size_t>(h) * r.n_tok + t] = amax;
+        }
+      });
   }
+  errors.rethrow();
+  // 2. Scale and cast, row by row (rows are independent).
+  bool nan = false;
+  const int nt = loop_threads(static_cast<size_t>(rows) * r.d);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1) reduction(|| : nan)
+  for (int64_t row = 0; row < rows; ++row) {
+    const double amax = r.forced_amax >= 0 ? r.forced_amax : group_amax[row];
+    bool zero_nan = false;
+    const float s = formats::group_scale(amax, rule, &zero_nan);
+    nan = nan || zero_nan;
+    out.row_scale[row] = s;
+    formats::cast_span_in_group(r.x + row * r.d, out.values.data() + row * r.d, static_cast<size_t>(r.d), amax, s,
+                                rule);
+  }
+  out.nan_flagged |= nan;
 }
 
 // Per channel (V): scale per (h, token block, c) from the amax over tokens (prefix with causal scope).
@@ -120,29 +159,55 @@ void cast_channel(const cast_request& r, operand_cast& out) {
   const formats::scale_spec rule = cast_rule(*r.op);
   const int cb = r.scope == scale_scope::causal ? r.scope_block : std::max(1, r.n_tok);
   const int ncb = std::max(1, (r.n_tok + cb - 1) / cb);
+  const size_t d = static_cast<size_t>(r.d);
   out.col_block = cb;
   out.n_col_blocks = ncb;
-  out.col_scale.assign(static_cast<size_t>(r.n_heads) * ncb * r.d, 1.0f);
-  std::vector<double> amax(r.d);
-  for (int h = 0; h < r.n_heads; ++h) {
-    std::fill(amax.begin(), amax.end(), 0.0);
-    for (int b = 0; b < ncb; ++b) {
-      const int t0 = b * cb, t1 = std::min(r.n_tok, t0 + cb);
-      for (int t = t0; t < t1; ++t)
-        for (int c = 0; c < r.d; ++c)
-          amax[c] = std::max(amax[c], static_cast<double>(std::fabs(r.x[(static_cast<size_t>(h) * r.n_tok + t) * r.d + c])));
-      for (int c = 0; c < r.d; ++c) {
-        bool nan = false;
-        const double a = r.forced_amax >= 0 ? r.forced_amax : amax[c];
-        const float s = formats::group_scale(a, rule, &nan);
-        out.nan_flagged |= nan;
-        out.col_scale[(static_cast<size_t>(h) * ncb + b) * r.d + c] = s;
-        for (int t = t0; t < t1; ++t) {
-          const size_t i = (static_cast<size_t>(h) * r.n_tok + t) * r.d + c;
-          out.values[i] = formats::cast_in_group(r.x[i], a, s, rule);
+  out.col_scale.assign(static_cast<size_t>(r.n_heads) * ncb * d, 1.0f);
+  // 1. Per head: the running amax of each channel over tokens (|x| as float: the max is exact),
+  // and at each block's end the block's scales and cast operands (formats::group_operand).
+  std::vector<float> operand(out.col_scale.size(), 1.0f);
+  bool nan = false;
+  const int nt_heads = r.n_heads > 1 ? loop_threads(static_cast<size_t>(r.n_heads) * r.n_tok * d) : 1;
+  worker_errors errors;
+#pragma omp parallel num_threads(nt_heads) if (nt_heads > 1) reduction(|| : nan)
+  {
+    std::vector<float> amax;
+    errors.run([&] { amax.resize(d); });
+#pragma omp for schedule(static)
+    for (int h = 0; h < r.n_heads; ++h)
+      errors.run([&] {
+        std::fill(amax.begin(), amax.end(), 0.0f);
+        for (int b = 0; b < ncb; ++b) {
+          const int t0 = b * cb, t1 = std::min(r.n_tok, t0 + cb);
+          for (int t = t0; t < t1; ++t) {
+            const float* x = r.x + (static_cast<size_t>(h) * r.n_tok + t) * d;
+            for (size_t c = 0; c < d; ++c) {
+              const float a = std::fabs(x[c]);
+              amax[c] = amax[c] < a ? a : amax[c];  // NaN skipped, as std::max(amax, NaN)
+            }
+          }
+          const size_t hb = (static_cast<size_t>(h) * ncb + b) * d;
+          for (size_t c = 0; c < d; ++c) {
+            bool zero_nan = false;
+            const double a = r.forced_amax >= 0 ? r.forced_amax : static_cast<double>(amax[c]);
+            const float s = formats::group_scale(a, rule, &zero_nan);
+            nan = nan || zero_nan;
+            out.col_scale[hb + c] = s;
+            operand[hb + c] = formats::group_operand(a, s, rule);
+          }
         }
-      }
-    }
+      });
+  }
+  errors.rethrow();
+  out.nan_flagged |= nan;
+  // 2. Cast row by row with the operands of the row's block.
+  const auto rows = static_cast<int64_t>(r.n_heads) * r.n_tok;
+  const int nt = loop_threads(static_cast<size_t>(rows) * d);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t h = row / std::max(1, r.n_tok), t = row % std::max(1, r.n_tok);
+    formats::cast_span_by_operand(r.x + row * r.d, operand.data() + (h * ncb + t / cb) * r.d,
+                                  out.values.data() + row * r.d, d, rule);
   }
 }
 
@@ -155,10 +220,20 @@ operand_cast cast_operand(const cast_request& r) {
   out.row_scale.assign(static_cast<size_t>(r.n_heads) * r.n_tok, 1.0f);
   out.col_scale.assign(static_cast<size_t>(r.n_heads) * r.d, 1.0f);
   const size_t n = static_cast<size_t>(r.n_heads) * r.n_tok * r.d;
-  out.values.assign(r.x, r.x + n);
-  if (!r.enabled || r.op->fmt == format::fp32) return out;
+  if (!r.enabled || r.op->fmt == format::fp32) {
+    out.values.assign(r.x, r.x + n);
+    return out;
+  }
+  out.values.resize(n);  // every element is written below
   if (r.op->gran == granularity::none) {
-    for (size_t i = 0; i < n; ++i) out.values[i] = quantize_value(r.op->fmt, r.x[i], r.op->rnd);
+    constexpr size_t kChunk = 4096;
+    const auto n_chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
+    const int nt = loop_threads(n);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t ch = 0; ch < n_chunks; ++ch) {
+      const size_t i0 = static_cast<size_t>(ch) * kChunk;
+      formats::quantize_span(r.x + i0, out.values.data() + i0, std::min(kChunk, n - i0), r.op->fmt, r.op->rnd);
+    }
     return out;
   }
   if (r.op->gran == granularity::channel)
@@ -168,15 +243,25 @@ operand_cast cast_operand(const cast_request& r) {
   return out;
 }
 
-double tensor_amax(const std::vector<float>& x) {
-  double m = 0;
-  for (float v : x) m = std::max(m, static_cast<double>(std::fabs(v)));
-  return m;
-}
+double tensor_amax(const std::vector<float>& x) { return formats::span_amax(x.data(), x.size()); }
 
-void check_finite(const float* x, size_t n, const char* what) {
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i])) fail("attention input {}: element {} is not finite ({})", what, i, x[i]);
+// Copies x[0, n) into dst (a prepared operand), failing on the first element that is Inf or NaN
+// ("attention input q: element i is not finite"). One pass over x: each chunk is scanned
+// branch-free (so it vectorises) and copied while it is in L1.
+void copy_finite(const float* x, size_t n, const char* what, std::vector<float>& dst) {
+  constexpr size_t kChunk = 2048;
+  dst.clear();
+  dst.reserve(n);
+  for (size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const size_t i1 = std::min(n, i0 + kChunk);
+    uint32_t bad = 0;
+    for (size_t i = i0; i < i1; ++i)
+      bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u);
+    if (bad)
+      for (size_t i = i0; i < i1; ++i)
+        if (!std::isfinite(x[i])) fail("attention input {}: element {} is not finite ({})", what, i, x[i]);
+    dst.insert(dst.end(), x + i0, x + i1);
+  }
 }
 
 }  // namespace
@@ -197,12 +282,24 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
   p->n_head = lv.n_head, p->n_head_kv = lv.n_head_kv, p->n_q = lv.n_q, p->n_kv = lv.n_kv, p->d_head = lv.d_head;
   const int d = lv.d_head;
   const size_t nq = static_cast<size_t>(lv.n_head) * lv.n_q * d, nk = static_cast<size_t>(lv.n_head_kv) * lv.n_kv * d;
-  check_finite(lv.q, nq, "q");
-  check_finite(lv.k, nk, "k");
-  check_finite(lv.v, nk, "v");
-  p->q.assign(lv.q, lv.q + nq);
-  p->k.assign(lv.k, lv.k + nk);
-  p->v.assign(lv.v, lv.v + nk);
+  {  // the three copies on up to three threads; an error names q before k before v, as in order
+    const float* src[3] = {lv.q, lv.k, lv.v};
+    const size_t len[3] = {nq, nk, nk};
+    const char* what[3] = {"q", "k", "v"};
+    std::vector<float>* dst[3] = {&p->q, &p->k, &p->v};
+    std::exception_ptr err[3];
+    const int nt = loop_threads(nq + 2 * nk);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::min(nt, 3)) if (nt > 1)
+    for (int i = 0; i < 3; ++i) {
+      try {
+        copy_finite(src[i], len[i], what[i], *dst[i]);
+      } catch (...) {
+        err[i] = std::current_exception();
+      }
+    }
+    for (const auto& e : err)
+      if (e) std::rethrow_exception(e);
+  }
   const auto [bm, bn] = spec.tile_for(d);
   if (bm <= 0 || bn <= 0) fail("kernel {}: block sizes must be positive (block_m {}, block_n {})", spec.name, bm, bn);
   // 1. The condition (design.md): center K per kv head, then rotate Q and K with one matrix;
@@ -219,21 +316,46 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
     opts.rotation.apply(p->k.data(), static_cast<int64_t>(lv.n_head_kv) * lv.n_kv, d, td);
   }
   // 2. Sage's smooth_k (kernels.md 2a.2): k - mean over tokens, both rounded to the input dtype.
+  // Each channel's mean sums its tokens in order (one thread per kv head); then every row is
+  // rounded on its own.
   if (spec.smooth_k && spec.enabled.k_cast) {
-    std::vector<double> mean(d);
-    for (int g = 0; g < lv.n_head_kv; ++g) {
-      float* k = p->k.data() + static_cast<size_t>(g) * lv.n_kv * d;
-      std::fill(mean.begin(), mean.end(), 0.0);
-      for (int t = 0; t < lv.n_kv; ++t)
-        for (int c = 0; c < d; ++c) mean[c] += k[static_cast<size_t>(t) * d + c];
-      for (int c = 0; c < d; ++c) {
-        const float km = quantize_value(spec.smooth_k_round, static_cast<float>(mean[c] / lv.n_kv), formats::rounding::nearest_even);
-        for (int t = 0; t < lv.n_kv; ++t) {
-          float& x = k[static_cast<size_t>(t) * d + c];
-          x = quantize_value(spec.smooth_k_round, x - km, formats::rounding::nearest_even);
-        }
-      }
+    const formats::rounding rne = formats::rounding::nearest_even;
+    std::vector<float> km(static_cast<size_t>(lv.n_head_kv) * d);
+    const int nt_heads = lv.n_head_kv > 1 ? loop_threads(nk) : 1;
+    worker_errors errors;
+#pragma omp parallel num_threads(nt_heads) if (nt_heads > 1)
+    {
+      std::vector<double> mean;
+      errors.run([&] { mean.resize(static_cast<size_t>(d)); });
+#pragma omp for schedule(static)
+      for (int g = 0; g < lv.n_head_kv; ++g)
+        errors.run([&] {
+          const float* k = p->k.data() + static_cast<size_t>(g) * lv.n_kv * d;
+          std::fill(mean.begin(), mean.end(), 0.0);
+          for (int t = 0; t < lv.n_kv; ++t)
+            for (int c = 0; c < d; ++c) mean[c] += k[static_cast<size_t>(t) * d + c];
+          for (int c = 0; c < d; ++c)
+            km[static_cast<size_t>(g) * d + c] =
+                quantize_value(spec.smooth_k_round, static_cast<float>(mean[c] / lv.n_kv), rne);
+        });
     }
+    errors.rethrow();
+    const auto rows = static_cast<int64_t>(lv.n_head_kv) * lv.n_kv;
+    const int nt = loop_threads(nk);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+      std::vector<float> diff;
+      errors.run([&] { diff.resize(static_cast<size_t>(d)); });
+#pragma omp for schedule(static)
+      for (int64_t row = 0; row < rows; ++row)
+        errors.run([&] {
+          float* k = p->k.data() + row * d;
+          const float* m = km.data() + (row / std::max(1, lv.n_kv)) * d;
+          for (int c = 0; c < d; ++c) diff[c] = k[c] - m[c];
+          formats::quantize_span(diff.data(), k, static_cast<size_t>(d), spec.smooth_k_round, rne);
+        });
+    }
+    errors.rethrow();
   }
   // 3. Sage v1 folds softmax_scale * log2(e) into Q before its cast: quant_per_block.py passes
   // sm_scale * 1.44269504 (a Python double) as the kernel's fp32 argument, then x *= sm_scale.

@@ -1,6 +1,7 @@
 // Scaled casts: group amax, fp32 scale rule, cast in the scaled domain (see scale.h).
 #include "attnum/formats/scale.h"
 
+#include <bit>
 #include <cmath>
 
 #include "attnum/core/error.h"
@@ -56,14 +57,131 @@ float group_scale(double amax, const scale_spec& spec, bool* zero_nan) {
   return static_cast<float>(amax) / format_max(spec) + spec.eps;
 }
 
-float scaled_value(float x, double amax, float scale, const scale_spec& spec) {
-  if (!spec.multiply_by_reciprocal) return x / scale;
+float group_operand(double amax, float scale, const scale_spec& spec) {
+  if (!spec.multiply_by_reciprocal) return scale;
   // amax 0 without eps: fmt_max / 0 = Inf and 0 * Inf = NaN, as the kernel computes it.
-  return x * (spec.eps != 0.0f ? 1.0f / scale : format_max(spec) / static_cast<float>(amax));
+  return spec.eps != 0.0f ? 1.0f / scale : format_max(spec) / static_cast<float>(amax);
+}
+
+float scaled_value(float x, double amax, float scale, const scale_spec& spec) {
+  const float a = group_operand(amax, scale, spec);
+  return spec.multiply_by_reciprocal ? x * a : x / a;
 }
 
 float cast_in_group(float x, double amax, float scale, const scale_spec& spec) {
   return quantize_value(spec.fmt, scaled_value(x, amax, scale, spec), spec.rnd);
+}
+
+namespace {
+
+// The span loops: scaled_value's divide or multiply (or none: the unscaled conversion), then
+// quantize_value with the format and rounding fixed at compile time, so its switch folds away
+// and the loop body is straight-line (the inline quantize_* of format.h are branch-free apart
+// from selects). One instantiation per format, rounding (int8 only: the float formats ignore
+// it), kind and operand layout.
+enum class scaling { divide, multiply, none };
+
+// quantize_int8(y, half_away), bit for bit, written so that GCC vectorises it (std::trunc does
+// not vectorise without -fno-trapping-math, and neither does a clamp feeding an int conversion):
+// s = y + copysign(0.5, y) as there; trunc(|s|) for |s| < 2^23 is |s| rounded to an integer by
+// the 2^23 add (RNE, exact) less 1 where that rounded up; from 2^23 on every float is an integer;
+// copysign restores s's sign, also of a zero (trunc(-0.7) = -0). NaN gives +0 as quantize_int8.
+// Equal to quantize_int8 on all 2^32 floats (checked once over every bit pattern; scale_span_test
+// checks a strided sweep of them).
+inline float int8_half_away(float y) {
+  const float v = std::isnan(y) ? 0.0f : y;
+  const float s = v + std::copysign(0.5f, v);
+  const float a = std::fabs(s);
+  const float r = (a + 0x1p23f) - 0x1p23f;
+  const float f = r > a ? r - 1.0f : r;
+  const float t = std::copysign(a < 0x1p23f ? f : a, s);
+  return t > 127.0f ? 127.0f : (t < -128.0f ? -128.0f : t);
+}
+
+template <format F, rounding R, scaling K, bool kPerElement>
+void span_loop(const float* __restrict x, const float* __restrict operand, float a0, float* __restrict out,
+               size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float a = kPerElement ? operand[i] : a0;
+    float y = x[i];
+    if constexpr (K == scaling::divide) y = y / a;
+    if constexpr (K == scaling::multiply) y = y * a;
+    if constexpr (F == format::int8 && R == rounding::half_away)
+      out[i] = int8_half_away(y);
+    else
+      out[i] = quantize_value(F, y, R);
+  }
+}
+
+template <scaling K, bool kPerElement>
+void span_cast(format f, rounding r, const float* x, const float* operand, float a0, float* out, size_t n) {
+  constexpr rounding kRne = rounding::nearest_even;
+  switch (f) {
+    case format::e4m3fn: return span_loop<format::e4m3fn, kRne, K, kPerElement>(x, operand, a0, out, n);
+    case format::e5m2: return span_loop<format::e5m2, kRne, K, kPerElement>(x, operand, a0, out, n);
+    case format::bf16: return span_loop<format::bf16, kRne, K, kPerElement>(x, operand, a0, out, n);
+    case format::fp16: return span_loop<format::fp16, kRne, K, kPerElement>(x, operand, a0, out, n);
+    case format::fp32: return span_loop<format::fp32, kRne, K, kPerElement>(x, operand, a0, out, n);
+    case format::int8:
+      switch (r) {
+        case rounding::nearest_even: return span_loop<format::int8, kRne, K, kPerElement>(x, operand, a0, out, n);
+        case rounding::half_away:
+          return span_loop<format::int8, rounding::half_away, K, kPerElement>(x, operand, a0, out, n);
+        case rounding::toward_zero:
+          return span_loop<format::int8, rounding::toward_zero, K, kPerElement>(x, operand, a0, out, n);
+      }
+  }
+  ATTNUM_ASSERT(false, "span_cast: format or rounding out of range");
+}
+
+// A build for a portable x86-64 baseline (ATTNUM_NATIVE off) still runs the span loops at the
+// CPU's vector width: GCC compiles each span function (with everything it calls inlined) for
+// AVX2 and for AVX-512 (x86-64-v4) beside the baseline and picks one when the library loads
+// (ifunc: CPUID and the OS's register support). The same operations in each, hence the same bits.
+// Builds for AVX-512 (-march=native there) or for another CPU need no clones.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && !defined(__AVX512F__)
+#define ATTNUM_SPAN_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4"), flatten))
+#else
+#define ATTNUM_SPAN_CLONES
+#endif
+
+}  // namespace
+
+ATTNUM_SPAN_CLONES
+void cast_span_in_group(const float* x, float* out, size_t n, double amax, float scale, const scale_spec& spec) {
+  const float a = group_operand(amax, scale, spec);
+  if (spec.multiply_by_reciprocal)
+    span_cast<scaling::multiply, false>(spec.fmt, spec.rnd, x, nullptr, a, out, n);
+  else
+    span_cast<scaling::divide, false>(spec.fmt, spec.rnd, x, nullptr, a, out, n);
+}
+
+ATTNUM_SPAN_CLONES
+void cast_span_by_operand(const float* x, const float* operand, float* out, size_t n, const scale_spec& spec) {
+  if (spec.multiply_by_reciprocal)
+    span_cast<scaling::multiply, true>(spec.fmt, spec.rnd, x, operand, 0.0f, out, n);
+  else
+    span_cast<scaling::divide, true>(spec.fmt, spec.rnd, x, operand, 0.0f, out, n);
+}
+
+ATTNUM_SPAN_CLONES
+void quantize_span(const float* x, float* out, size_t n, format f, rounding r) {
+  span_cast<scaling::none, false>(f, r, x, nullptr, 1.0f, out, n);
+}
+
+ATTNUM_SPAN_CLONES
+float span_amax(const float* x, size_t n) {
+  // For a float with the sign bit cleared, the order of |x| is the order of its bits as an
+  // unsigned integer (+0 lowest, Inf highest); NaN patterns lie above Inf's and are mapped to 0.
+  // An integer max vectorises; a float max reduction would not without -ffast-math (nor, with
+  // GCC 12, a select feeding the max: hence the mask).
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u = std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu;
+    u &= 0u - static_cast<uint32_t>(u <= 0x7f800000u);
+    m = u > m ? u : m;
+  }
+  return std::bit_cast<float>(m);
 }
 
 int64_t group_count(int rows, int cols, const scale_spec& s) {

@@ -3,7 +3,8 @@
 // attention kernels quantize Q, K and V (kernels.md sections 1-6).
 //
 // This is the project's one scaled cast: the engine (attention/prepare.cpp) casts every scaled
-// operand through group_scale and cast_in_group, with its own grouping over heads and tokens.
+// operand through group_scale and the span forms of cast_in_group, with its own grouping over
+// heads and tokens.
 //
 // Scale rule (every kernel in kernels.md): scale = amax / fmt_max + eps, in fp32 as the kernel
 // computes it, where amax = max |x| over the group. The cast operand is x / scale (fp32 divide),
@@ -21,6 +22,7 @@
 //     has no epsilon, kernels.md 2a.5): scale 0, the NaN stays in the grid and the group is
 //     flagged (`has_nan`; the engine's operand_cast::nan_flagged): callers must report it.
 // A NaN input also sets has_nan.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -66,8 +68,29 @@ float group_scale(double amax, const scale_spec& spec, bool* zero_nan = nullptr)
 /// Returns one element of a group in the scaled domain, before the conversion: x / scale or,
 /// with multiply_by_reciprocal, x * (fmt_max / amax) (x * (1 / scale) with an eps).
 float scaled_value(float x, double amax, float scale, const scale_spec& spec);
-/// Returns one element of a group cast: quantize_value(fmt, scaled_value(...), rnd).
+/// Returns the constant of a group's scaled value: the divisor `scale` (x / scale) or, with
+/// multiply_by_reciprocal, the factor fmt_max / amax (1 / scale with an eps) of x * factor.
+float group_operand(double amax, float scale, const scale_spec& spec);
+/// Returns one element of a group cast: quantize_value(fmt, scaled_value(...), rnd). The
+/// definition of the scaled cast; the span forms below give the same bits for every element.
 float cast_in_group(float x, double amax, float scale, const scale_spec& spec);
+
+// Span forms of the scaled cast for the hot loops (the engine's prepare_layer): the format, the
+// rounding and the multiply-or-divide choice are decided once per call and each group's
+// operand once per group, so the loop over elements is straight-line and vectorised; the
+// arithmetic per element is the one of cast_in_group (same divide or multiply, same conversion,
+// NaN, saturation and rounding), so every element has the same bits. out must not overlap x.
+
+/// out[i] = cast_in_group(x[i], amax, scale, spec) for i < n: n elements of one group.
+void cast_span_in_group(const float* x, float* out, size_t n, double amax, float scale, const scale_spec& spec);
+/// out[i] = cast_in_group(x[i], amax_i, scale_i, spec) where operand[i] = group_operand(amax_i,
+/// scale_i, spec): n elements of n groups (a row under per-channel scales).
+void cast_span_by_operand(const float* x, const float* operand, float* out, size_t n, const scale_spec& spec);
+/// out[i] = quantize_value(f, x[i], r) for i < n: the unscaled conversion of a span.
+void quantize_span(const float* x, float* out, size_t n, format f, rounding r);
+/// Returns max |x[i]| over i < n (0 for n = 0); NaN elements are skipped (callers that must
+/// flag NaN check for it). Exact, so the same for any order or split of the span.
+float span_amax(const float* x, size_t n);
 
 /// Returns the number of scale groups of a [rows, cols] matrix under `spec`.
 int64_t group_count(int rows, int cols, const scale_spec& spec);
