@@ -43,6 +43,7 @@
 #include "attnum/attention/plane_gemm.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
+#include "attnum/formats/scale.h"
 
 namespace attnum::attention {
 namespace {
@@ -113,7 +114,6 @@ struct head_ctx {
   const planes::plane_b* kb = nullptr;
   const planes::plane_b* vb = nullptr;
 };
-
 
 constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
 
@@ -219,8 +219,8 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     const int kq = c.s.qk_acc.k_step, kv = c.s.pv_acc.k_step;
     int sa = 0, sb = 0;
     if (c.fma_qk && kq <= 32 && kq % 2 == 0 && c.bn % W == 0 &&
-        planes::choose_shifts(planes::amax(c.q8, static_cast<size_t>(c.n_q) * c.d),
-                              planes::amax(c.k8, static_cast<size_t>(c.n_kv) * c.d), kq, sa, sb)) {
+        planes::choose_shifts(formats::span_amax(c.q8, static_cast<size_t>(c.n_q) * c.d),
+                              formats::span_amax(c.k8, static_cast<size_t>(c.n_kv) * c.d), kq, sa, sb)) {
       static thread_local planes::plane_a qa;
       static thread_local planes::plane_b kb;
       qa.build(c.q8, c.d, c.n_q, c.d, sa);
@@ -232,7 +232,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       // V gets 13 bits, leaving P 2^31 / (32 * 2^13) = 2^13: per-tensor scaled P8 up to 256 (FA3's
       // exponent offset 8) keeps values down to 2^-10 of its maximum in the hi plane, so the
       // second P plane runs only for rows with smaller probabilities.
-      const int sv = planes::shift_for(planes::amax(c.vp, static_cast<size_t>(c.n_kv) * c.d), 13);
+      const int sv = planes::shift_for(formats::span_amax(c.vp, static_cast<size_t>(c.n_kv) * c.d), 13);
       if (sv >= 0) vb.build(c.vp, c.d, false, c.n_kv, c.d, sv, false);
       c.ipv = sv >= 0 && vb.ok, c.vb = &vb;
     }
@@ -508,15 +508,16 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     b.c.resize(rows, n);
     for (int k0 = 0; k0 < d; k0 += ks) {
       const int kn = std::min(d, k0 + ks) - k0;
+      // rows [g, g + nr) of the chunk's sums (C at row g) rounded into their accumulators
+      auto add = [&](int g, int nr, const double* C, int ldc) {
+        for (int r = g; r < g + nr; ++r) {
+          double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
+          if (k0 == 0) std::fill(acc, acc + n, 0.0);
+          round_add(c.s.qk_acc, acc, C + static_cast<size_t>(r - g) * ldc, n);
+        }
+      };
       if (c.iqk) {  // make_ctx built the planes for this path, k_step and block width: no refusal
-        // each group of rows is rounded into its accumulators as soon as its chunk sums are done
-        auto add = [&](int g, int nr, const double* C, int ldc) {
-          for (int r = g; r < g + nr; ++r) {
-            double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
-            if (k0 == 0) std::fill(acc, acc + n, 0.0);
-            round_add(c.s.qk_acc, acc, C + static_cast<size_t>(r - g) * ldc, n);
-          }
-        };
+        // each group of rows is rounded as soon as its chunk sums are done
         const bool ran = planes::qk_chunk(*c.qa, *c.kb, r0, rows, k0, kn, j0, n, b.c.data(), n, planes::make_sink(add));
         ATTNUM_ASSERT(ran, "qk_tile: the QK planes refused chunk {} of block {}", k0, j0);
         continue;
@@ -528,11 +529,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
         ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, c.kT.data() + static_cast<size_t>(k0) * c.n_kv + j0, c.n_kv,
                    rows, n, kn, b.c.data(), n);
       }
-      for (int r = 0; r < rows; ++r) {
-        double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
-        if (k0 == 0) std::fill(acc, acc + n, 0.0);
-        round_add(c.s.qk_acc, acc, &b.c(r, 0), n);
-      }
+      add(0, rows, b.c.data(), n);
     }
   } else if (c.amx_i8) {  // the same exact int32 sums from AMX-INT8 tiles
     c.ai8->run(r0, rows, j0, n, b.sacc.data(), b.bn, off);
@@ -614,13 +611,14 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
     b.c.resize(rows, d);
     for (int c0 = j0; c0 < j1; c0 += ks) {
       const int cn = std::min(j1, c0 + ks) - c0;
+      // rows [g, g + nr) of the chunk's sums (C at row g) rounded into the live rows' accumulators
+      auto add = [&](int g, int nr, const double* C, int ldc) {
+        for (int r = g; r < g + nr; ++r)
+          if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, C + static_cast<size_t>(r - g) * ldc, d);
+      };
       bool packed = false;
       if constexpr (std::is_same_v<T, float>) {
         // the V planes refuse a chunk whose live P8 holds a NaN: the double kernels take it
-        auto add = [&](int g, int nr, const double* C, int ldc) {
-          for (int r = g; r < g + nr; ++r)
-            if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, C + static_cast<size_t>(r - g) * ldc, d);
-        };
         if (c.ipv && planes::pv_chunk(b.p8.data() + (c0 - j0), b.bn, live.data(), rows, c0, cn, *c.vb, b.c.data(), d,
                                       planes::make_sink(add)))
           continue;  // rounded into acc group by group
@@ -628,8 +626,7 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
       }
       if (!packed)
         ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.vp + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);
-      for (int r = 0; r < rows; ++r)
-        if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, &b.c(r, 0), d);
+      add(0, rows, b.c.data(), d);
     }
   }
   if (fresh)

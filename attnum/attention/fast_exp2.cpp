@@ -9,22 +9,12 @@
 
 #include "attnum/attention/isa.h"
 
-#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 9)
-#define ATTNUM_EXP2_VEC 1
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#define ATTNUM_AVX2_FN __attribute__((target("avx2,fma")))
-#define ATTNUM_AVX512_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")))
-#else
-#define ATTNUM_EXP2_VEC 0
-#endif
+#include "attnum/attention/simd_target.h"
 
 namespace attnum::attention::fast {
 namespace {
 
-#if ATTNUM_EXP2_VEC
+#if ATTNUM_SIMD_KERNELS
 // Bits of 2^(i/32) rounded to the nearest double, minus i << 47 (the exponent part that
 // ki << 47 adds back), as glibc's __exp2f_data table; checked by perf_exp2_test.
 constexpr uint64_t kTable[32] = {
@@ -183,7 +173,7 @@ bool self_check(vec v) {
 #endif
 
 // The vector path the active ISA (isa.h) runs, where it passed its self-check on this libm.
-#if ATTNUM_EXP2_VEC
+#if ATTNUM_SIMD_KERNELS
 vec vector_path() {
   if (isa::at_least(isa::path::avx512)) {
     static const bool ok = self_check(vec::avx512);
@@ -200,7 +190,7 @@ vec vector_path() {
 }  // namespace
 
 const char* exp2f_path() {
-#if ATTNUM_EXP2_VEC
+#if ATTNUM_SIMD_KERNELS
   switch (vector_path()) {
     case vec::avx512: return "avx512";
     case vec::avx2: return "avx2";
@@ -213,7 +203,7 @@ const char* exp2f_path() {
 bool exp2f_vector_active() { return std::string_view(exp2f_path()) != "scalar"; }
 
 void exp2f_fma_array(const float* x, float a, float b, float* out, int n) {
-#if ATTNUM_EXP2_VEC
+#if ATTNUM_SIMD_KERNELS
   if (const vec v = vector_path(); v != vec::none) {
     exp2f_run(v, true, x, a, b, out, n);
     return;
@@ -223,7 +213,7 @@ void exp2f_fma_array(const float* x, float a, float b, float* out, int n) {
 }
 
 void exp2f_array(const float* in, float* out, int n) {
-#if ATTNUM_EXP2_VEC
+#if ATTNUM_SIMD_KERNELS
   if (const vec v = vector_path(); v != vec::none) {
     exp2f_run(v, false, in, 0.0f, 0.0f, out, n);
     return;

@@ -275,24 +275,32 @@ ATTNUM_VNNI_FN void i8_avx512(const int32_t* pa, const int32_t* pb, int rows, in
 
 }  // namespace
 
+#if ATTNUM_SIMD_KERNELS
+namespace {
+// The key panel width of the active path's INT8 kernels (0 on the scalar path).
+int i8_width() { return isa::at_least(isa::path::avx512) ? kWi5 : isa::at_least(isa::path::avx2) ? kWi2 : 0; }
+
+// The INT8 kernels on packed A rows and key panels (p.b, from the panel holding the first key).
+void i8_run(int W, const int32_t* a, const int32_t* b, int rows, int n, int d2, double* C, int ldc) {
+  if (W == kWi5) {
+    static const bool vnni = isa::has_avx512_vnni();
+    vnni ? i8_avx512<true>(a, b, rows, n, d2, C, ldc) : i8_avx512<false>(a, b, rows, n, d2, C, ldc);
+  } else {
+    i8_avx2(a, b, rows, n, d2, C, ldc);
+  }
+}
+}  // namespace
+#endif
+
 bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, int n, int d, double* C, int ldc) {
 #if ATTNUM_SIMD_KERNELS
-  if (d >= (1 << 17)) return false;
+  const int W = i8_width();
+  if (!W || d >= (1 << 17)) return false;
   if (rows <= 0 || n <= 0) return true;
   static thread_local packed_i8 p;
-  const int d2 = (d + 1) / 2;
-  if (isa::at_least(isa::path::avx512)) {
-    static const bool vnni = isa::has_avx512_vnni();
-    pack_i8(A, lda, B, ldb, rows, n, d, kWi5, p);
-    vnni ? i8_avx512<true>(p.a.data(), p.b.data(), rows, n, d2, C, ldc)
-         : i8_avx512<false>(p.a.data(), p.b.data(), rows, n, d2, C, ldc);
-    return true;
-  }
-  if (isa::at_least(isa::path::avx2)) {
-    pack_i8(A, lda, B, ldb, rows, n, d, kWi2, p);
-    i8_avx2(p.a.data(), p.b.data(), rows, n, d2, C, ldc);
-    return true;
-  }
+  pack_i8(A, lda, B, ldb, rows, n, d, W, p);
+  i8_run(W, p.a.data(), p.b.data(), rows, n, (d + 1) / 2, C, ldc);
+  return true;
 #endif
   return false;
 }
@@ -300,11 +308,8 @@ bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, in
 void packed_i8_b::build(const float* B, int ldb, int n_, int d_) {
   W = 0, n = n_, d = d_, d2 = (d_ + 1) / 2;
 #if ATTNUM_SIMD_KERNELS
-  W = isa::at_least(isa::path::avx512) ? kWi5 : isa::at_least(isa::path::avx2) ? kWi2 : 0;
-  if (!W || d >= (1 << 17)) {
-    W = 0;
-    return;
-  }
+  if (!i8_width() || d >= (1 << 17)) return;
+  W = i8_width();
   packed_i8 t;
   pack_i8(B, ldb, B, ldb, 0, n, d, W, t);  // no A rows: only B's panels
   p = std::move(t.b);
@@ -313,24 +318,12 @@ void packed_i8_b::build(const float* B, int ldb, int n_, int d_) {
 
 bool int8_gemm_nt(const float* A, int lda, const packed_i8_b& B, int j0, int rows, int n, double* C, int ldc) {
 #if ATTNUM_SIMD_KERNELS
-  const int W = isa::at_least(isa::path::avx512) ? kWi5 : isa::at_least(isa::path::avx2) ? kWi2 : 0;
+  const int W = i8_width();
   if (!W || B.W != W || j0 % W || j0 + n > B.n) return false;
   if (rows <= 0 || n <= 0) return true;
-  static thread_local std::vector<int32_t> a;
-  const int d2 = B.d2;
-  a.resize(static_cast<size_t>(rows) * d2);
-  for (int r = 0; r < rows; ++r) {
-    const float* row = A + static_cast<size_t>(r) * lda;
-    for (int q = 0; q < d2; ++q)
-      a[static_cast<size_t>(r) * d2 + q] = pair16(row[2 * q], 2 * q + 1 < B.d ? row[2 * q + 1] : 0.0f);
-  }
-  const int32_t* b = B.p.data() + static_cast<size_t>(j0 / W) * d2 * W;
-  if (W == kWi5) {
-    static const bool vnni = isa::has_avx512_vnni();
-    vnni ? i8_avx512<true>(a.data(), b, rows, n, d2, C, ldc) : i8_avx512<false>(a.data(), b, rows, n, d2, C, ldc);
-  } else {
-    i8_avx2(a.data(), b, rows, n, d2, C, ldc);
-  }
+  static thread_local packed_i8 p;
+  pack_i8(A, lda, A, lda, rows, 0, B.d, W, p);  // A's rows only: K is packed
+  i8_run(W, p.a.data(), B.p.data() + static_cast<size_t>(j0 / W) * B.d2 * W, rows, n, B.d2, C, ldc);
   return true;
 #else
   (void)A, (void)lda, (void)B, (void)j0, (void)rows, (void)n, (void)C, (void)ldc;

@@ -59,11 +59,6 @@ bool detect(path p) {
   return false;
 }
 
-bool env_set(const char* name) {
-  const char* e = std::getenv(name);
-  return e && *e && std::strcmp(e, "0") != 0;
-}
-
 path from_env() {
   const char* e = std::getenv("ATTNUM_ISA");
   if (e && *e) {
@@ -118,6 +113,11 @@ path active() {
   if (f >= 0) return static_cast<path>(f);
   static const path chosen = from_env();
   return chosen;
+}
+
+bool env_set(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e && std::strcmp(e, "0") != 0;
 }
 
 std::string_view fp8_sums() {

@@ -4,21 +4,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <vector>
 
 #include "attnum/attention/isa.h"
 #include "attnum/attention/simd_target.h"
+#include "attnum/formats/scale.h"
 
 namespace attnum::attention::planes {
 
 bool enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("ATTNUM_NO_PLANES");
-    return !(e && *e && std::string_view(e) != "0");
-  }();
+  static const bool on = !isa::env_set("ATTNUM_NO_PLANES");
   return on;
 }
 
@@ -114,63 +110,22 @@ ATTNUM_AVX2_FN bool split_avx2(const float* x, int n, float s_hi, int16_t* hi, i
 #endif
 
 #if ATTNUM_SIMD_KERNELS
-// Largest |x| (NaN skipped: vmaxps(x, m) keeps m when x is NaN).
-ATTNUM_AVX512_FN float amax_avx512(const float* x, size_t n) {
-  __m512 m = _mm512_setzero_ps();
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), m);
-  if (i < n) m = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (n - i)) - 1), x + i)), m);
-  return _mm512_reduce_max_ps(m);
-}
-
-ATTNUM_AVX2_FN float amax_avx2(const float* x, size_t n) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 m = _mm256_setzero_ps();
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
-  alignas(32) float t[8];
-  _mm256_store_ps(t, m);
-  float r = 0.0f;
-  for (float v : t) r = v > r ? v : r;
-  for (; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    r = a > r ? a : r;
-  }
-  return r;
-}
-
 // P8 of one PV chunk (rows x kn <= 32, dead rows read as 0) split into the hi words (shift s_hi)
-// and lo words (shift 9), kq words per row; lo_group[r / 8] set where rows r hold a lo part.
+// and lo words (shift 9), kq words per row (the pad of an odd kn is 0); lo_group[r / 8] set where
+// rows r hold a lo part. One per ISA so that each inlines its row split.
 ATTNUM_AVX512_FN bool split_chunk_avx512(const float* P, int ldp, const char* live, int rows, int kn, float s_hi,
                                          int32_t* hi, int32_t* lo, int kq, char* lo_group) {
-  const __m512 S = _mm512_set1_ps(s_hi), S9 = _mm512_set1_ps(512.0f), M = _mm512_set1_ps(448.0f);
-  __mmask16 bad = 0;
+  bool good = true;
   for (int r = 0; r < rows; ++r) {
     int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
     int16_t* l = reinterpret_cast<int16_t*>(lo + static_cast<size_t>(r) * kq);
-    if (!live[r]) {
-      std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
-      continue;
-    }
-    __mmask16 anyl = 0;
-    for (int i = 0; i < 2 * kq; i += 16) {
-      const int m = std::max(0, std::min(16, kn - i));
-      const __mmask16 k = static_cast<__mmask16>(m == 16 ? 0xFFFF : (1u << m) - 1);
-      const __mmask16 kw = static_cast<__mmask16>(std::min(16, 2 * kq - i) == 16 ? 0xFFFF : (1u << (2 * kq - i)) - 1);
-      const __m512 v = _mm512_maskz_loadu_ps(k, P + static_cast<size_t>(r) * ldp + i);
-      const __m512 y = _mm512_mul_ps(v, S), z = _mm512_mul_ps(v, S9);
-      const __mmask16 hm = _mm512_cmp_ps_mask(_mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), y, _CMP_EQ_OQ);
-      const __mmask16 g = _mm512_cmp_ps_mask(_mm512_roundscale_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z, _CMP_EQ_OQ) &
-                          _mm512_cmp_ps_mask(_mm512_abs_ps(v), M, _CMP_LE_OQ);
-      bad |= static_cast<__mmask16>(~g & k);
-      const __mmask16 lm = static_cast<__mmask16>(~hm & k);
-      anyl |= lm;
-      _mm256_mask_storeu_epi16(h + i, kw, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(hm, y))));
-      _mm256_mask_storeu_epi16(l + i, kw, _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(lm, z))));
-    }
-    if (anyl) lo_group[r / 8] = 1;
+    std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
+    if (!live[r]) continue;
+    uint64_t m = 0;
+    good = split_avx512(P + static_cast<size_t>(r) * ldp, kn, s_hi, h, l, &m) && good;
+    if (m) lo_group[r / 8] = 1;
   }
-  return bad == 0;
+  return good;
 }
 
 // Largest |P| over the live rows of a chunk (NaN skipped).
@@ -452,19 +407,6 @@ void gemm(int W, const int32_t* a, size_t lda, int rows, const int32_t* b, size_
 
 }  // namespace
 
-double amax(const float* x, size_t n) {
-#if ATTNUM_SIMD_KERNELS
-  if (isa::at_least(isa::path::avx512)) return amax_avx512(x, n);
-  if (isa::at_least(isa::path::avx2)) return amax_avx2(x, n);
-#endif
-  float m = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    m = a > m ? a : m;
-  }
-  return m;
-}
-
 namespace {
 struct lo_term {  // one sparse B value of a chunk: its k (relative where noted), column, value
   int k, j;
@@ -485,9 +427,10 @@ namespace {
 int32_t max_hi(const float* x, int ld, int rows, int cols, int s) {
   double m = 0;
   if (ld == cols)
-    m = amax(x, static_cast<size_t>(rows) * cols);
+    m = formats::span_amax(x, static_cast<size_t>(rows) * cols);
   else
-    for (int r = 0; r < rows; ++r) m = std::max(m, amax(x + static_cast<size_t>(r) * ld, static_cast<size_t>(cols)));
+    for (int r = 0; r < rows; ++r)
+      m = std::max(m, static_cast<double>(formats::span_amax(x + static_cast<size_t>(r) * ld, static_cast<size_t>(cols))));
   return static_cast<int32_t>(std::min(std::ldexp(m, s), 2147483647.0));
 }
 }  // namespace
@@ -666,7 +609,7 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
   else
 #endif
     for (int r = 0; r < rows; ++r)
-      if (live[r]) pmax = std::max(pmax, amax(P + static_cast<size_t>(r) * ldp, static_cast<size_t>(kn)));
+      if (live[r]) pmax = std::max(pmax, static_cast<double>(formats::span_amax(P + static_cast<size_t>(r) * ldp, static_cast<size_t>(kn))));
   // hi integers below min(limit, 2^15); lo ones are x * 2^9 with |x| < 2^(3 - sp): below 2^(12 - sp)
   const double limit = 2147483648.0 / (static_cast<double>(std::max(v.max_int, 1)) * kn);
   int sp = 9;

@@ -43,9 +43,6 @@ bool enabled();
 /// on scalar (no kernels).
 int panel_width();
 
-/// Largest |x| over x[0..n), NaN skipped (vectorised on the avx2 / avx512 paths).
-double amax(const float* x, size_t n);
-
 /// Largest shift s in [0, 9] with amax * 2^s < 2^bits (0 when even s = 0 does not fit).
 int shift_for(double amax, int bits);
 

@@ -30,6 +30,7 @@
 #include "attnum/core/parallel.h"
 #include "attnum/formats/accumulator.h"
 #include "attnum/formats/format.h"
+#include "attnum/formats/scale.h"
 
 namespace attnum::attention {
 namespace {
@@ -272,7 +273,7 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
       const auto Q = e4m3_operand(static_cast<size_t>(n_q) * d, 100 + kind, kind);
       const auto K = e4m3_operand(static_cast<size_t>(n_kv) * d, 200 + kind, kind == 3 ? 0 : kind);
       int sa = 0, sb = 0;
-      ASSERT_TRUE(planes::choose_shifts(planes::amax(Q.data(), Q.size()), planes::amax(K.data(), K.size()), 32, sa, sb));
+      ASSERT_TRUE(planes::choose_shifts(formats::span_amax(Q.data(), Q.size()), formats::span_amax(K.data(), K.size()), 32, sa, sb));
       planes::plane_a qa;
       planes::plane_b kb;
       qa.build(Q.data(), d, n_q, d, sa);
@@ -316,7 +317,7 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
     for (int kind : {0, 1}) {
       const auto V = e4m3_operand(static_cast<size_t>(n_kv) * d, 300 + kind, kind);
       planes::plane_b vb;
-      vb.build(V.data(), d, false, n_kv, d, planes::shift_for(planes::amax(V.data(), V.size()), 13), false);
+      vb.build(V.data(), d, false, n_kv, d, planes::shift_for(formats::span_amax(V.data(), V.size()), 13), false);
       ASSERT_TRUE(vb.ok);
       std::mt19937_64 rng(9 + kind);
       std::uniform_real_distribution<float> u(-24.0f, 8.0f);
