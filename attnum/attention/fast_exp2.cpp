@@ -139,9 +139,17 @@ ATTNUM_AVX2_FN void exp2f_avx2_t(const float* in, float a, float b, float* out, 
     y = _mm256_andnot_ps(minf, y);
     const unsigned rest = static_cast<unsigned>(_mm256_movemask_ps(_mm256_andnot_ps(minf, special))) &
                           ((1u << m) - 1);
-    _mm256_store_ps(tmp, y);
-    if (rest) scalar_lanes<FUSED>(rest, src, a, b, tmp);
-    for (int l = 0; l < m; ++l) out[i + l] = tmp[l];
+    if (rest) {
+      _mm256_store_ps(tmp, y);
+      scalar_lanes<FUSED>(rest, src, a, b, tmp);
+      y = _mm256_load_ps(tmp);
+    }
+    if (m == 8) {  // a full group goes straight out (copying it through tmp stalled every store)
+      _mm256_storeu_ps(out + i, y);
+    } else {
+      _mm256_store_ps(tmp, y);
+      for (int l = 0; l < m; ++l) out[i + l] = tmp[l];
+    }
   }
 }
 
