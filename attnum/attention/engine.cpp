@@ -108,7 +108,8 @@ struct head_ctx {
   // The same exact E4M3 chunk sums from int16 exponent planes on the integer units (plane_gemm.h),
   // where the head's operands allow (no NaN, sparse low planes): Q and K, or V, split once per
   // head (thread-local storage, as above); the double-FMA kernels remain for what they refuse.
-  const fma::packed_i8_b* ki8 = nullptr;  // Sage's INT8 K packed once per head (vpmaddwd / VNNI)
+  const fma::packed_i8_b* ki8 = nullptr;  // Sage's INT8 K and Q packed once per head (vpmaddwd)
+  const fma::packed_i8_a* qi8 = nullptr;
   bool iqk = false, ipv = false;
   const planes::plane_a* qa = nullptr;
   const planes::plane_b* kb = nullptr;
@@ -212,8 +213,12 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
   }
   if (c.qk_f32 && !c.amx_i8 && isa::at_least(isa::path::avx2)) {
     static thread_local fma::packed_i8_b kp;
+    static thread_local fma::packed_i8_a qp;
     kp.build(c.k8, c.d, c.n_kv, c.d);
-    if (kp.W > 0 && c.bn % kp.W == 0) c.ki8 = &kp;
+    if (kp.W > 0 && c.bn % kp.W == 0) {
+      qp.build(c.q8, c.d, c.n_q, c.d);
+      c.ki8 = &kp, c.qi8 = &qp;
+    }
   }
   if (const int W = planes::panel_width(); W > 0 && planes::enabled()) {
     const int kq = c.s.qk_acc.k_step, kv = c.s.pv_acc.k_step;
@@ -535,8 +540,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     c.ai8->run(r0, rows, j0, n, b.sacc.data(), b.bn, off);
   } else if (c.qk_f32) {  // int32 accumulator: one exact sum over all of d (see head_ctx)
     // AVX2 / AVX-512: integer pair products (fma_gemm.h), the same exact sums
-    const bool packed = c.ki8 && fma::int8_gemm_nt(c.q8 + static_cast<size_t>(r0) * d, d, *c.ki8, j0, rows, n,
-                                                   b.sacc.data(), b.bn);
+    const bool packed = c.ki8 && fma::int8_gemm_nt(*c.qi8, r0, rows, *c.ki8, j0, n, b.sacc.data(), b.bn);
     if (!packed && !fma::int8_gemm_nt(c.q8 + static_cast<size_t>(r0) * d, d, c.k8 + static_cast<size_t>(j0) * d, d, rows,
                                       n, d, b.sacc.data(), b.bn)) {
       const fmap Q(c.q8 + static_cast<size_t>(r0) * d, rows, d), K(c.k8 + static_cast<size_t>(j0) * d, n, d);

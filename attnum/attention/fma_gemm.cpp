@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attnum/attention/isa.h"
+#include "attnum/attention/plane_gemm.h"
 
 #include "attnum/attention/simd_target.h"
 
@@ -144,130 +145,32 @@ ATTNUM_AVX512_FN void gemm_avx512(const double* pa, int rows, int kn, const doub
 }
 
 // ---- INT8 QK: int16 pairs of consecutive k in one int32 word. A as [rows][d2] words, B as key
-// panels [panel][d2][W] words (zero past n and past d).
-struct packed_i8 {
-  std::vector<int32_t> a, b;
-};
-
+// panels [panel][d2][W] words (zero past n and past d), W = planes::panel_width(): the layout of
+// the plane kernels (plane_gemm.h), which compute these sums (vpmaddwd + vpaddd, exact in int32).
 inline int32_t pair16(float lo, float hi) {
   return static_cast<int32_t>(static_cast<uint16_t>(static_cast<int16_t>(lo)) |
                               static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(hi))) << 16);
 }
 
-void pack_i8(const float* A, int lda, const float* B, int ldb, int rows, int n, int d, int W, packed_i8& p) {
-  const int d2 = (d + 1) / 2, np = (n + W - 1) / W;
-  p.a.resize(static_cast<size_t>(rows) * d2);
-  p.b.assign(static_cast<size_t>(np) * d2 * W, 0);
-  auto at = [d](const float* row, int k) { return k < d ? row[k] : 0.0f; };
+void pack_i8_rows(const float* A, int lda, int rows, int d, std::vector<int32_t>& out) {
+  const int d2 = (d + 1) / 2;
+  out.resize(static_cast<size_t>(rows) * d2);
   for (int r = 0; r < rows; ++r) {
     const float* row = A + static_cast<size_t>(r) * lda;
-    for (int q = 0; q < d2; ++q) p.a[static_cast<size_t>(r) * d2 + q] = pair16(at(row, 2 * q), at(row, 2 * q + 1));
+    int32_t* dst = out.data() + static_cast<size_t>(r) * d2;
+    for (int q = 0; q < d / 2; ++q) dst[q] = pair16(row[2 * q], row[2 * q + 1]);
+    if (d % 2) dst[d2 - 1] = pair16(row[d - 1], 0.0f);
   }
+}
+
+void pack_i8_panels(const float* B, int ldb, int n, int d, int W, std::vector<int32_t>& out) {
+  const int d2 = (d + 1) / 2, np = (n + W - 1) / W;
+  out.assign(static_cast<size_t>(np) * d2 * W, 0);
   for (int j = 0; j < n; ++j) {
     const float* row = B + static_cast<size_t>(j) * ldb;
-    int32_t* dst = p.b.data() + static_cast<size_t>(j / W) * d2 * W + j % W;
-    for (int q = 0; q < d2; ++q) dst[static_cast<size_t>(q) * W] = pair16(at(row, 2 * q), at(row, 2 * q + 1));
-  }
-}
-
-// AVX2: R rows x 3 vectors of 8 int32 (24 keys); vpmaddwd multiplies the int16 pairs and adds each
-// pair into one int32 lane, vpaddd accumulates (both exact: see fma_gemm.h).
-constexpr int kVi2 = 3, kWi2 = 8 * kVi2, kRi2 = 4;
-
-template <int R>
-ATTNUM_AVX2_FN void micro_i8_avx2(const int32_t* a, int d2, const int32_t* b, double* C, int ldc, int w) {
-  __m256i acc[R][kVi2];
-  ATTNUM_UNROLL for (int r = 0; r < R; ++r)
-    ATTNUM_UNROLL for (int v = 0; v < kVi2; ++v) acc[r][v] = _mm256_setzero_si256();
-  for (int q = 0; q < d2; ++q) {
-    const int32_t* bq = b + static_cast<size_t>(q) * kWi2;
-    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq)),
-                  b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 8)),
-                  b2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 16));
-    ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
-      const __m256i x = _mm256_set1_epi32(a[static_cast<size_t>(r) * d2 + q]);
-      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x, b0));
-      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x, b1));
-      acc[r][2] = _mm256_add_epi32(acc[r][2], _mm256_madd_epi16(x, b2));
-    }
-  }
-  ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < kVi2; ++v) {
-      double* c = C + static_cast<size_t>(r) * ldc + 8 * v;
-      store4(c, w - 8 * v, _mm256_cvtepi32_pd(_mm256_castsi256_si128(acc[r][v])));
-      store4(c + 4, w - 8 * v - 4, _mm256_cvtepi32_pd(_mm256_extracti128_si256(acc[r][v], 1)));
-    }
-}
-
-ATTNUM_AVX2_FN void i8_avx2(const int32_t* pa, const int32_t* pb, int rows, int n, int d2, double* C, int ldc) {
-  for (int q = 0; q * kWi2 < n; ++q) {
-    const int j0 = q * kWi2, w = std::min(kWi2, n - j0);
-    const int32_t* b = pb + static_cast<size_t>(q) * d2 * kWi2;
-    for (int r = 0; r < rows; r += kRi2) {
-      const int32_t* a = pa + static_cast<size_t>(r) * d2;
-      double* c = C + static_cast<size_t>(r) * ldc + j0;
-      switch (std::min(kRi2, rows - r)) {
-        case 4: micro_i8_avx2<4>(a, d2, b, c, ldc, w); break;
-        case 3: micro_i8_avx2<3>(a, d2, b, c, ldc, w); break;
-        case 2: micro_i8_avx2<2>(a, d2, b, c, ldc, w); break;
-        default: micro_i8_avx2<1>(a, d2, b, c, ldc, w); break;
-      }
-    }
-  }
-}
-
-// AVX-512: R rows x 2 vectors of 16 int32 (32 keys); vpdpwssd (VNNI) fuses the pair products and
-// the add; without VNNI vpmaddwd + vpaddd as on AVX2.
-constexpr int kVi5 = 2, kWi5 = 16 * kVi5, kRi5 = 8;
-
-template <int R, bool VNNI>
-ATTNUM_VNNI_FN void micro_i8_avx512(const int32_t* a, int d2, const int32_t* b, double* C, int ldc, int w) {
-  __m512i acc[R][kVi5];
-  ATTNUM_UNROLL for (int r = 0; r < R; ++r)
-    ATTNUM_UNROLL for (int v = 0; v < kVi5; ++v) acc[r][v] = _mm512_setzero_si512();
-  for (int q = 0; q < d2; ++q) {
-    const int32_t* bq = b + static_cast<size_t>(q) * kWi5;
-    const __m512i b0 = _mm512_loadu_si512(bq), b1 = _mm512_loadu_si512(bq + 16);
-    ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
-      const __m512i x = _mm512_set1_epi32(a[static_cast<size_t>(r) * d2 + q]);
-      if constexpr (VNNI) {
-        acc[r][0] = _mm512_dpwssd_epi32(acc[r][0], x, b0);
-        acc[r][1] = _mm512_dpwssd_epi32(acc[r][1], x, b1);
-      } else {
-        acc[r][0] = _mm512_add_epi32(acc[r][0], _mm512_madd_epi16(x, b0));
-        acc[r][1] = _mm512_add_epi32(acc[r][1], _mm512_madd_epi16(x, b1));
-      }
-    }
-  }
-  ATTNUM_UNROLL for (int r = 0; r < R; ++r)
-    ATTNUM_UNROLL for (int v = 0; v < kVi5; ++v)
-      ATTNUM_UNROLL for (int h = 0; h < 2; ++h) {
-        const int m = std::clamp(w - 16 * v - 8 * h, 0, 8);
-        if (!m) continue;
-        const __m256i half = h ? _mm512_extracti64x4_epi64(acc[r][v], 1) : _mm512_castsi512_si256(acc[r][v]);
-        _mm512_mask_storeu_pd(C + static_cast<size_t>(r) * ldc + 16 * v + 8 * h, static_cast<__mmask8>((1u << m) - 1),
-                              _mm512_cvtepi32_pd(half));
-      }
-}
-
-template <bool VNNI>
-ATTNUM_VNNI_FN void i8_avx512(const int32_t* pa, const int32_t* pb, int rows, int n, int d2, double* C, int ldc) {
-  for (int q = 0; q * kWi5 < n; ++q) {
-    const int j0 = q * kWi5, w = std::min(kWi5, n - j0);
-    const int32_t* b = pb + static_cast<size_t>(q) * d2 * kWi5;
-    for (int r = 0; r < rows; r += kRi5) {
-      const int32_t* a = pa + static_cast<size_t>(r) * d2;
-      double* c = C + static_cast<size_t>(r) * ldc + j0;
-      switch (std::min(kRi5, rows - r)) {
-        case 8: micro_i8_avx512<8, VNNI>(a, d2, b, c, ldc, w); break;
-        case 7: micro_i8_avx512<7, VNNI>(a, d2, b, c, ldc, w); break;
-        case 6: micro_i8_avx512<6, VNNI>(a, d2, b, c, ldc, w); break;
-        case 5: micro_i8_avx512<5, VNNI>(a, d2, b, c, ldc, w); break;
-        case 4: micro_i8_avx512<4, VNNI>(a, d2, b, c, ldc, w); break;
-        case 3: micro_i8_avx512<3, VNNI>(a, d2, b, c, ldc, w); break;
-        case 2: micro_i8_avx512<2, VNNI>(a, d2, b, c, ldc, w); break;
-        default: micro_i8_avx512<1, VNNI>(a, d2, b, c, ldc, w); break;
-      }
-    }
+    int32_t* dst = out.data() + static_cast<size_t>(j / W) * d2 * W + j % W;
+    for (int q = 0; q < d2; ++q)
+      dst[static_cast<size_t>(q) * W] = pair16(row[2 * q], 2 * q + 1 < d ? row[2 * q + 1] : 0.0f);
   }
 }
 
@@ -275,56 +178,58 @@ ATTNUM_VNNI_FN void i8_avx512(const int32_t* pa, const int32_t* pb, int rows, in
 
 }  // namespace
 
+// The key panel width of the INT8 sums: the plane kernels' (0 on the scalar path). Every int32
+// partial sum is at most d * 2^14 < 2^31 for d < 2^17.
 #if ATTNUM_SIMD_KERNELS
 namespace {
-// The key panel width of the active path's INT8 kernels (0 on the scalar path).
-int i8_width() { return isa::at_least(isa::path::avx512) ? kWi5 : isa::at_least(isa::path::avx2) ? kWi2 : 0; }
-
-// The INT8 kernels on packed A rows and key panels (p.b, from the panel holding the first key).
-void i8_run(int W, const int32_t* a, const int32_t* b, int rows, int n, int d2, double* C, int ldc) {
-  if (W == kWi5) {
-    static const bool vnni = isa::has_avx512_vnni();
-    vnni ? i8_avx512<true>(a, b, rows, n, d2, C, ldc) : i8_avx512<false>(a, b, rows, n, d2, C, ldc);
-  } else {
-    i8_avx2(a, b, rows, n, d2, C, ldc);
-  }
-}
+int i8_width(int d) { return d < (1 << 17) ? planes::panel_width() : 0; }
 }  // namespace
 #endif
 
 bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, int n, int d, double* C, int ldc) {
-#if ATTNUM_SIMD_KERNELS
-  const int W = i8_width();
-  if (!W || d >= (1 << 17)) return false;
-  if (rows <= 0 || n <= 0) return true;
-  static thread_local packed_i8 p;
-  pack_i8(A, lda, B, ldb, rows, n, d, W, p);
-  i8_run(W, p.a.data(), p.b.data(), rows, n, (d + 1) / 2, C, ldc);
-  return true;
-#endif
-  return false;
+  packed_i8_b kb;
+  kb.build(B, ldb, n, d);
+  return int8_gemm_nt(A, lda, kb, 0, rows, n, C, ldc);
 }
 
 void packed_i8_b::build(const float* B, int ldb, int n_, int d_) {
   W = 0, n = n_, d = d_, d2 = (d_ + 1) / 2;
+  p.clear();
 #if ATTNUM_SIMD_KERNELS
-  if (!i8_width() || d >= (1 << 17)) return;
-  W = i8_width();
-  packed_i8 t;
-  pack_i8(B, ldb, B, ldb, 0, n, d, W, t);  // no A rows: only B's panels
-  p = std::move(t.b);
+  W = i8_width(d);
+  if (W) pack_i8_panels(B, ldb, n, d, W, p);
+#endif
+}
+
+void packed_i8_a::build(const float* A, int lda, int rows_, int d_) {
+  W = 0, rows = rows_, d = d_, d2 = (d_ + 1) / 2;
+  p.clear();
+#if ATTNUM_SIMD_KERNELS
+  W = i8_width(d);
+  if (W) pack_i8_rows(A, lda, rows, d, p);
+#endif
+}
+
+bool int8_gemm_nt(const packed_i8_a& A, int r0, int rows, const packed_i8_b& B, int j0, int n, double* C, int ldc) {
+#if ATTNUM_SIMD_KERNELS
+  const int W = i8_width(B.d);
+  if (!W || B.W != W || A.W != W || A.d != B.d || j0 % W || j0 + n > B.n || r0 + rows > A.rows) return false;
+  if (rows <= 0 || n <= 0) return true;
+  planes::pair_gemm(A.p.data() + static_cast<size_t>(r0) * A.d2, A.d2, rows,
+                    B.p.data() + static_cast<size_t>(j0 / W) * B.d2 * W, static_cast<size_t>(B.d2) * W, B.d2, n, C, ldc);
+  return true;
+#else
+  (void)A, (void)r0, (void)rows, (void)B, (void)j0, (void)n, (void)C, (void)ldc;
+  return false;
 #endif
 }
 
 bool int8_gemm_nt(const float* A, int lda, const packed_i8_b& B, int j0, int rows, int n, double* C, int ldc) {
 #if ATTNUM_SIMD_KERNELS
-  const int W = i8_width();
-  if (!W || B.W != W || j0 % W || j0 + n > B.n) return false;
-  if (rows <= 0 || n <= 0) return true;
-  static thread_local packed_i8 p;
-  pack_i8(A, lda, A, lda, rows, 0, B.d, W, p);  // A's rows only: K is packed
-  i8_run(W, p.a.data(), B.p.data() + static_cast<size_t>(j0 / W) * B.d2 * W, rows, n, B.d2, C, ldc);
-  return true;
+  if (!B.W || B.W != i8_width(B.d) || j0 % B.W || j0 + n > B.n) return false;
+  static thread_local packed_i8_a a;
+  a.build(A, lda, rows, B.d);
+  return int8_gemm_nt(a, 0, rows, B, j0, n, C, ldc);
 #else
   (void)A, (void)lda, (void)B, (void)j0, (void)rows, (void)n, (void)C, (void)ldc;
   return false;

@@ -59,12 +59,14 @@ bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, in
 /// Sage's INT8 QK: C[r * ldc + j] = sum over k < d of A[r * lda + k] * B[j * ldb + k] (A and B hold
 /// integers in [-128, 127] as floats; B is K, one key per row), exact: every product is at most
 /// 2^14 in magnitude and an int32 sum of d of them stays below 2^31 for d < 2^17, so vpmaddwd on
-/// sign-extended int16 pairs (AVX2, AVX-512BW) or vpdpwssd (AVX-512 VNNI) gives the exact integer
-/// in any order; stored as doubles (exact). Returns false when the active path has no kernel.
+/// sign-extended int16 pairs (the plane kernels of plane_gemm.h, AVX2 and AVX-512) gives the exact
+/// integer in any order; stored as doubles (exact). Returns false when the active path has no
+/// kernel (or d >= 2^17).
 bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, int n, int d, double* C, int ldc);
 
-/// K of a head packed once for int8_gemm_nt (its int16 pair panels), so that the blocks of every
-/// tile read it instead of packing their keys again. W == 0 on the scalar path.
+/// K of a head packed once for int8_gemm_nt (int16 pair panels of the plane kernels' width), so
+/// that the blocks of every tile read it instead of packing their keys again. W == 0 where
+/// int8_gemm_nt has no kernel.
 struct packed_i8_b {
   int W = 0, n = 0, d = 0, d2 = 0;
   std::vector<int32_t> p;
@@ -72,8 +74,18 @@ struct packed_i8_b {
   void build(const float* B, int ldb, int n, int d);
 };
 
+/// Q of a head packed once: rows of d integers in [-128, 127] as int16 pairs [rows][d2].
+struct packed_i8_a {
+  int W = 0, rows = 0, d = 0, d2 = 0;
+  std::vector<int32_t> p;
+  void build(const float* A, int lda, int rows, int d);
+};
+
 /// int8_gemm_nt against keys [j0, j0 + n) of a packed K. False (nothing written) when the active
 /// path differs from the one B was packed for or j0 is off its panel grid.
 bool int8_gemm_nt(const float* A, int lda, const packed_i8_b& B, int j0, int rows, int n, double* C, int ldc);
+
+/// The same for rows [r0, r0 + rows) of a packed Q (also false when A and B differ in d or width).
+bool int8_gemm_nt(const packed_i8_a& A, int r0, int rows, const packed_i8_b& B, int j0, int n, double* C, int ldc);
 
 }  // namespace attnum::attention::fma

@@ -132,18 +132,9 @@ std::string_view fp8_sums() {
   return "double-gemm";
 }
 
-bool has_avx512_vnni() {
-#if defined(__x86_64__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
-#else
-  return false;
-#endif
-}
-
 std::string_view int8_sums() {
   if (amx::available()) return "amx-int8";
-  if (at_least(path::avx512)) return has_avx512_vnni() ? "vnni-avx512" : "vpmaddwd-avx512";
+  if (at_least(path::avx512)) return "vpmaddwd-avx512";
   if (at_least(path::avx2)) return "vpmaddwd-avx2";
   return "fp32-gemm";
 }

@@ -38,13 +38,11 @@ inline bool at_least(path p) { return static_cast<int>(active()) >= static_cast<
 /// they refuse), "double-fma-avx512", "double-fma-avx2" (ATTNUM_NO_PLANES) or "double-gemm"
 /// (Eigen, scalar path).
 std::string_view fp8_sums();
-/// What gives Sage's exact INT8 QK sums: "amx-int8", "vnni-avx512" / "vpmaddwd-avx512" (AVX-512
-/// with or without VNNI), "vpmaddwd-avx2" or "fp32-gemm" (Eigen, scalar path).
+/// What gives Sage's exact INT8 QK sums: "amx-int8", "vpmaddwd-avx512", "vpmaddwd-avx2" (the
+/// plane kernels of plane_gemm.h) or "fp32-gemm" (Eigen, scalar path).
 std::string_view int8_sums();
 /// True when the environment variable name is set, non-empty and not "0" (the switches
 /// ATTNUM_NO_AMX, ATTNUM_NO_PLANES).
 bool env_set(const char* name);
-/// True when the CPU has AVX-512 VNNI (vpdpwssd).
-bool has_avx512_vnni();
 
 }  // namespace attnum::attention::isa

@@ -414,6 +414,11 @@ struct lo_term {  // one sparse B value of a chunk: its k (relative where noted)
 };
 }  // namespace
 
+void pair_gemm(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n, double* C,
+               int ldc) {
+  gemm(panel_width(), a, lda, rows, b, pstride, kq, n, C, ldc, 1.0, false);
+}
+
 int panel_width() {
 #if ATTNUM_SIMD_KERNELS
   if (isa::at_least(isa::path::avx512)) return kW5;

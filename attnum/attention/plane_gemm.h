@@ -43,6 +43,14 @@ bool enabled();
 /// on scalar (no kernels).
 int panel_width();
 
+/// The dense kernels on their own: C[r * ldc + j] = the int32 sum over q < kq of the int16 pair
+/// products a[r * lda + q] . b[panel(j)][q][j % W] (each word holds two int16 values, low half
+/// first; b in column panels of W = panel_width() words, panel p at b + p * pstride), converted to
+/// double, for r < rows, j < n. Exact when every partial sum of a row-column pair stays inside
+/// int32 (the caller's bound, e.g. Sage's INT8 QK: d * 2^14 < 2^31). Nothing on the scalar path.
+void pair_gemm(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n, double* C,
+               int ldc);
+
 /// Largest shift s in [0, 9] with amax * 2^s < 2^bits (0 when even s = 0 does not fit).
 int shift_for(double amax, int bits);
 

@@ -14,7 +14,6 @@
 #include <immintrin.h>
 #define ATTNUM_AVX2_FN __attribute__((target("avx2,fma")))
 #define ATTNUM_AVX512_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")))
-#define ATTNUM_VNNI_FN __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl,avx512vnni")))
 // The micro-kernels' loops over rows and vectors unrolled, so their accumulators stay in
 // registers (GCC 12 otherwise keeps a copy of them on the stack, stored at every k).
 #define ATTNUM_UNROLL _Pragma("GCC unroll 16")

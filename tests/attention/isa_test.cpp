@@ -218,9 +218,32 @@ TEST(isa, int8_gemm_equals_the_integer_loop) {
             ASSERT_EQ(Cp[static_cast<size_t>(r) * nn + j], static_cast<double>(want)) << "packed j0 " << j0 << " at " << r << "," << j;
           }
       }
+      // Q packed once too: rows [r0, r0 + rr) of it against each key block
+      fma::packed_i8_a qp;
+      qp.build(q.data(), d, rows, d);
+      EXPECT_EQ(qp.W, kp.W);
+      const int r0 = rows / 3, rr = rows - r0;
+      for (int j0 = 0; kp.W > 0 && j0 < n; j0 += kp.W) {
+        const int nn = std::min(n - j0, kp.W + 3);
+        std::vector<double> Cq(static_cast<size_t>(rr) * nn);
+        ASSERT_TRUE(fma::int8_gemm_nt(qp, r0, rr, kp, j0, nn, Cq.data(), nn));
+        for (int r = 0; r < rr; ++r)
+          for (int j = 0; j < nn; ++j) {
+            int64_t want = 0;
+            for (int t = 0; t < d; ++t)
+              want += static_cast<int64_t>(q[static_cast<size_t>(r0 + r) * d + t]) *
+                      static_cast<int64_t>(k[static_cast<size_t>(j0 + j) * d + t]);
+            ASSERT_EQ(Cq[static_cast<size_t>(r) * nn + j], static_cast<double>(want)) << "packed Q, j0 " << j0;
+          }
+      }
       if (kp.W > 1) {
         std::vector<double> Cx(4);
         EXPECT_FALSE(fma::int8_gemm_nt(q.data(), d, kp, 1, 1, 1, Cx.data(), 1));  // off the panel grid
+        EXPECT_FALSE(fma::int8_gemm_nt(qp, rows, 1, kp, 0, 1, Cx.data(), 1));    // past Q's rows
+        fma::packed_i8_a other;
+        const std::vector<float> q2(static_cast<size_t>(d) + 1, 1.0f);
+        other.build(q2.data(), d + 1, 1, d + 1);
+        EXPECT_FALSE(fma::int8_gemm_nt(other, 0, 1, kp, 0, 1, Cx.data(), 1));    // another d
       }
       std::vector<double> C(static_cast<size_t>(rows) * ldc, -1.0);
       const bool ran = fma::int8_gemm_nt(q.data(), d, k.data(), d, rows, n, d, C.data(), ldc);
