@@ -203,6 +203,19 @@ ATTNUM_AVX512_FN inline void store16(double* c, int w, __m512i v, __m512d sc, bo
   }
 }
 
+// The sums of R rows x 32 columns (acc[r][v][l]: column 16 v + l) to doubles times sc, stored to
+// (ADD: added to) a whole panel of C.
+template <int R, bool ADD>
+ATTNUM_AVX512_FN inline void panel16(const int32_t (*acc)[2][16], double* C, int ldc, __m512d sc) {
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < 4; ++v) {
+      const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(&acc[r][v / 2][8 * (v % 2)]));
+      double* c = C + static_cast<size_t>(r) * ldc + 8 * v;
+      __m512d d = _mm512_mul_pd(_mm512_cvtepi32_pd(x), sc);
+      if constexpr (ADD) d = _mm512_add_pd(d, _mm512_loadu_pd(c));
+      _mm512_storeu_pd(c, d);
+    }
+}
+
 template <int R>
 ATTNUM_AVX512_FN void micro5(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w,
                              double scale, bool add) {
@@ -271,6 +284,10 @@ ATTNUM_AVX512_FN void micro5(const int32_t* a, size_t lda, const int32_t* b, int
     for (int r = 0; r < R; ++r) _mm512_store_si512(acc[r][0], c[r][0]), _mm512_store_si512(acc[r][1], c[r][1]);
   }
   const __m512d sc = _mm512_set1_pd(scale);
+  if (w == kW5) {  // a whole panel: straight-line stores (the general ones below were half the time at kq 16)
+    add ? panel16<R, true>(acc, C, ldc, sc) : panel16<R, false>(acc, C, ldc, sc);
+    return;
+  }
   for (int r = 0; r < R; ++r) {
     store16(C + static_cast<size_t>(r) * ldc, w, _mm512_load_si512(acc[r][0]), sc, add);
     store16(C + static_cast<size_t>(r) * ldc + 16, w - 16, _mm512_load_si512(acc[r][1]), sc, add);
@@ -305,10 +322,27 @@ ATTNUM_AVX2_FN inline void store8(double* c, int w, __m256i v, __m256d sc, bool 
     if (!m) continue;
     const __m128i half = h ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
     __m256d d = _mm256_mul_pd(_mm256_cvtepi32_pd(half), sc);
+    if (m == 4) {  // whole vectors unmasked: vmaskmovpd stores are slow on AMD's cores
+      if (add) d = _mm256_add_pd(d, _mm256_loadu_pd(c + 4 * h));
+      _mm256_storeu_pd(c + 4 * h, d);
+      continue;
+    }
     const __m256i k = _mm256_cmpgt_epi64(_mm256_set1_epi64x(m), _mm256_setr_epi64x(0, 1, 2, 3));
     if (add) d = _mm256_add_pd(d, _mm256_maskload_pd(c + 4 * h, k));
     _mm256_maskstore_pd(c + 4 * h, k, d);
   }
+}
+
+// As panel16 for R rows x 16 columns (acc[r][v][l]: column 8 v + l).
+template <int R, bool ADD>
+ATTNUM_AVX2_FN inline void panel8(const int32_t (*acc)[2][8], double* C, int ldc, __m256d sc) {
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < 4; ++v) {
+      const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(&acc[r][v / 2][4 * (v % 2)]));
+      double* c = C + static_cast<size_t>(r) * ldc + 4 * v;
+      __m256d d = _mm256_mul_pd(_mm256_cvtepi32_pd(x), sc);
+      if constexpr (ADD) d = _mm256_add_pd(d, _mm256_loadu_pd(c));
+      _mm256_storeu_pd(c, d);
+    }
 }
 
 template <int R>
@@ -369,6 +403,10 @@ ATTNUM_AVX2_FN void micro2(const int32_t* a, size_t lda, const int32_t* b, int k
           _mm256_store_si256(reinterpret_cast<__m256i*>(acc[r][1]), c[r][1]);
   }
   const __m256d sc = _mm256_set1_pd(scale);
+  if (w == kW2) {  // a whole panel: straight-line stores, as micro5
+    add ? panel8<R, true>(acc, C, ldc, sc) : panel8<R, false>(acc, C, ldc, sc);
+    return;
+  }
   for (int r = 0; r < R; ++r) {
     store8(C + static_cast<size_t>(r) * ldc, w, _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[r][0])), sc, add);
     store8(C + static_cast<size_t>(r) * ldc + 8, w - 8, _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[r][1])), sc, add);
