@@ -824,17 +824,21 @@ void epilogue_row(const head_ctx<T>& c, int i, int r, bool live, tile_buf<T>& b,
   const bool bad = !(lt > 0);
   const T inv = bad ? T(0) : T(1) / lt;
   const T* ob = b.o.data() + static_cast<size_t>(r) * d;
-  for (int k = 0; k < d; ++k) {
-    T o = ob[k];
-    const T vs = c.vs[k];
-    switch (s.epilogue) {
-      case epilogue_mode::combined: o *= inv * vs; break;
-      case epilogue_mode::separate: o *= inv, o *= vs; break;
-      case epilogue_mode::div_first: o *= bad ? T(0) : vs / lt; break;
-      case epilogue_mode::divide: o = bad ? T(0) : o / lt, o *= vs; break;
+  const T* vsc = c.vs.data();
+  OutT* dst = out + static_cast<size_t>(i) * d;
+  // the mode's switch hoisted out of the loop so that each case vectorises (it was a branch per
+  // output, 3% of fa3)
+  auto scale = [&](auto f) {
+    for (int k = 0; k < d; ++k) {
+      const T o = f(ob[k], vsc[k]);
+      dst[k] = std::is_same_v<OutT, double> ? static_cast<OutT>(o) : static_cast<OutT>(static_cast<float>(o));
     }
-    out[static_cast<size_t>(i) * d + k] =
-        std::is_same_v<OutT, double> ? static_cast<OutT>(o) : static_cast<OutT>(static_cast<float>(o));
+  };
+  switch (s.epilogue) {
+    case epilogue_mode::combined: scale([&](T o, T vs) { return o * (inv * vs); }); break;
+    case epilogue_mode::separate: scale([&](T o, T vs) { return (o * inv) * vs; }); break;
+    case epilogue_mode::div_first: scale([&](T o, T vs) { return o * (bad ? T(0) : vs / lt); }); break;
+    case epilogue_mode::divide: scale([&](T o, T vs) { return (bad ? T(0) : o / lt) * vs; }); break;
   }
   // output cast, the format's switch hoisted out of the loop so the common cases vectorise
   OutT* orow = out + static_cast<size_t>(i) * d;
