@@ -119,7 +119,8 @@ ATTNUM_AVX512_FN bool split_chunk_avx512(const float* P, int ldp, const char* li
   for (int r = 0; r < rows; ++r) {
     int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
     int16_t* l = reinterpret_cast<int16_t*>(lo + static_cast<size_t>(r) * kq);
-    std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
+    // the split writes all kn values of a live row: only dead rows and an odd kn's pad need zeros
+    if (!live[r] || kn % 2) std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
     if (!live[r]) continue;
     uint64_t m = 0;
     good = split_avx512(P + static_cast<size_t>(r) * ldp, kn, s_hi, h, l, &m) && good;
@@ -148,7 +149,8 @@ ATTNUM_AVX2_FN bool split_chunk_avx2(const float* P, int ldp, const char* live, 
   for (int r = 0; r < rows; ++r) {
     int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
     int16_t* l = reinterpret_cast<int16_t*>(lo + static_cast<size_t>(r) * kq);
-    std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
+    // the split writes all kn values of a live row: only dead rows and an odd kn's pad need zeros
+    if (!live[r] || kn % 2) std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
     if (!live[r]) continue;
     uint64_t m = 0;
     good = split_avx2(P + static_cast<size_t>(r) * ldp, kn, s_hi, h, l, &m) && good;
