@@ -410,17 +410,19 @@ struct tile_buf {
 };
 
 // a[i] = model(a[i] + c[i]) for i < n, with the model's switch hoisted out of the loop so the
-// common cases (fp32, truncation) vectorise.
-template <typename A>
+// common cases (fp32, truncation) vectorise. kFromZero: a[i] is taken as +0 and not read (a fresh
+// accumulator: the first chunk of a QK sum).
+template <bool kFromZero = false, typename A>
 void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
+  auto at = [a](int i) { return kFromZero ? 0.0 : static_cast<double>(a[i]); };
   switch (m.kind) {
     case acc_kind::fp32:
-      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(static_cast<float>(static_cast<double>(a[i]) + c[i]));
+      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(static_cast<float>(at(i) + c[i]));
       break;
     case acc_kind::truncated: {
       const uint64_t mask = m.mant_bits >= 52 ? ~uint64_t{0} : ~((uint64_t{1} << (52 - m.mant_bits)) - 1);
       for (int i = 0; i < n; ++i) {
-        const uint64_t u = std::bit_cast<uint64_t>(static_cast<double>(a[i]) + c[i]) & mask;
+        const uint64_t u = std::bit_cast<uint64_t>(at(i) + c[i]) & mask;
         a[i] = static_cast<A>(static_cast<float>(std::bit_cast<double>(u)));
       }
       break;
@@ -428,7 +430,7 @@ void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
     case acc_kind::fp16: {
       int i = 0;
 #if defined(__AVX2__)
-      if constexpr (std::is_same_v<A, float>) {
+      if constexpr (std::is_same_v<A, float> && !kFromZero) {
         // round_fp16 (engine_detail.h), 4 lanes at a time: the same operations in the same order
         const __m256d sign = _mm256_set1_pd(-0.0), expo = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FF0000000000000LL)),
                       lo = _mm256_set1_pd(0x1p-14), lift = _mm256_set1_pd(0x1p42), over = _mm256_set1_pd(65520.0),
@@ -444,11 +446,11 @@ void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
         }
       }
 #endif
-      for (; i < n; ++i) a[i] = static_cast<A>(round_fp16(static_cast<double>(a[i]) + c[i]));
+      for (; i < n; ++i) a[i] = static_cast<A>(round_fp16(at(i) + c[i]));
       break;
     }
     default:
-      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(round_acc(m, static_cast<double>(a[i]) + c[i]));
+      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(round_acc(m, at(i) + c[i]));
   }
 }
 
@@ -517,8 +519,10 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
       auto add = [&](int g, int nr, const double* C, int ldc) {
         for (int r = g; r < g + nr; ++r) {
           double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
-          if (k0 == 0) std::fill(acc, acc + n, 0.0);
-          round_add(c.s.qk_acc, acc, C + static_cast<size_t>(r - g) * ldc, n);
+          if (k0 == 0)
+            round_add<true>(c.s.qk_acc, acc, C + static_cast<size_t>(r - g) * ldc, n);
+          else
+            round_add(c.s.qk_acc, acc, C + static_cast<size_t>(r - g) * ldc, n);
         }
       };
       if (c.iqk) {  // make_ctx built the planes for this path, k_step and block width: no refusal
