@@ -631,8 +631,14 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
         for (int j = 0; j < n; ++j) c[j] += v * static_cast<double>(brow[j]);
         st.a_lo_terms += n;
       }
-      const float* h = a.hi_val.data() + static_cast<size_t>(r0 + r) * a.k;
-      for (const lo_term& t : terms) c[t.j] += static_cast<double>(h[t.k]) * t.v;
+    }
+    // the a_hi * b_lo terms, each over the group's rows (term outermost: its fields are read once;
+    // every C value still takes its terms in list order)
+    const float* h0 = a.hi_val.data() + static_cast<size_t>(r0 + g) * a.k;
+    for (const lo_term& t : terms) {
+      const float* h = h0 + t.k;
+      double* c = Cg + t.j;
+      for (int r = 0; r < nr; ++r) c[static_cast<size_t>(r) * ldc] += static_cast<double>(h[static_cast<size_t>(r) * a.k]) * t.v;
     }
     st.b_lo_terms += static_cast<long>(terms.size()) * nr;
     if (sink.fn) sink.fn(sink.ctx, g, nr, Cg, ldc);
@@ -690,10 +696,13 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
       ++st.pv_lo_passes;
       gemm(v.W, lo.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq, v.n, Cg, ldc, s_lo, true);
     }
-    for (int r = g; r < g + nr && !terms.empty(); ++r) {  // dead rows too: their C is never read
-      const float* pr = P + static_cast<size_t>(r) * ldp;
-      double* c = C + static_cast<size_t>(r) * ldc;
-      for (const lo_term& t : terms) c[t.j] += static_cast<double>(pr[t.k]) * t.v;
+    // the P * v_lo terms over the group's rows, dead ones too (their C is never read); term
+    // outermost as in qk_chunk
+    const float* pg = P + static_cast<size_t>(g) * ldp;
+    for (const lo_term& t : terms) {
+      const float* pk = pg + t.k;
+      double* c = Cg + t.j;
+      for (int r = 0; r < nr; ++r) c[static_cast<size_t>(r) * ldc] += static_cast<double>(pk[static_cast<size_t>(r) * ldp]) * t.v;
     }
     st.b_lo_terms += static_cast<long>(terms.size()) * nr;
     if (sink.fn) sink.fn(sink.ctx, g, nr, Cg, ldc);
