@@ -468,10 +468,12 @@ int panel_width() {
 }
 
 namespace {
-// The largest hi integer of a [rows][cols] matrix (row stride ld) at shift s: floor(amax * 2^s).
-int32_t max_hi(const float* x, int ld, int rows, int cols, int s) {
-  double m = 0;
-  if (ld == cols)
+// The largest hi integer of a [rows][cols] matrix (row stride ld) at shift s: floor(amax * 2^s),
+// amax given (>= 0) or computed.
+int32_t max_hi(const float* x, int ld, int rows, int cols, int s, double amax) {
+  double m = amax;
+  if (m >= 0) {
+  } else if (m = 0; ld == cols)
     m = formats::span_amax(x, static_cast<size_t>(rows) * cols);
   else
     for (int r = 0; r < rows; ++r)
@@ -480,14 +482,14 @@ int32_t max_hi(const float* x, int ld, int rows, int cols, int s) {
 }
 }  // namespace
 
-void plane_a::build(const float* A, int ld, int rows_, int k_, int shift_) {
+void plane_a::build(const float* A, int ld, int rows_, int k_, int shift_, double amax) {
   ok = false;
   rows = rows_, k = k_, k2 = (k_ + 1) / 2, shift = shift_, max_int = 0;
   lo_ptr.assign(1, 0), lo_k.clear(), lo_v.clear();
   if (panel_width() == 0 || shift < 0 || shift > 9 || rows < 0 || k <= 0) return;
   hi.assign(static_cast<size_t>(rows) * k2, 0);
   hi_val.resize(static_cast<size_t>(rows) * k);
-  max_int = max_hi(A, ld, rows, k, shift);
+  max_int = max_hi(A, ld, rows, k, shift, amax);
   std::vector<int16_t> h(2 * static_cast<size_t>(k2), 0);
   std::vector<uint64_t> mask((k + 63) / 64);
   const size_t limit = static_cast<size_t>(rows) * k / 8;
@@ -508,14 +510,15 @@ void plane_a::build(const float* A, int ld, int rows_, int k_, int shift_) {
   ok = good;
 }
 
-void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift_, bool with_full) {
+void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift_, bool with_full,
+                    double amax) {
   ok = false;
   W = panel_width(), k = k_rows, n = n_cols, k2 = (k_rows + 1) / 2, shift = shift_, max_int = 0;
   lo_ptr.assign(1, 0), lo_j.clear(), lo_v.clear(), full.clear();
   if (W == 0 || shift < 0 || shift > 9 || k <= 0 || n <= 0) return;
   const int np = (n + W - 1) / W;
   p.assign(static_cast<size_t>(np) * k2 * W, 0);
-  max_int = transposed ? max_hi(B, ld, n, k, shift) : max_hi(B, ld, k, n, shift);
+  max_int = transposed ? max_hi(B, ld, n, k, shift, amax) : max_hi(B, ld, k, n, shift, amax);
   const size_t limit = static_cast<size_t>(k) * n / 8;
   bool good = true;
   if (transposed) {  // one source row per column j (a key), k values along it

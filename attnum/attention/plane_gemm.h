@@ -64,8 +64,9 @@ struct plane_a {
   std::vector<int> lo_ptr, lo_k;      // CSR by row, k ascending
   std::vector<float> lo_v;
   /// Splits A (rows x k, row stride ld) with the given shift; ok false on NaN, off-grid values or
-  /// a dense lo plane.
-  void build(const float* A, int ld, int rows, int k, int shift);
+  /// a dense lo plane. amax: formats::span_amax of A where the caller has it (one pass less over
+  /// the operand), negative to compute it here.
+  void build(const float* A, int ld, int rows, int k, int shift, double amax = -1);
 };
 
 /// B = K^T (QK, transposed: B(kk, j) = src[j * ld + kk]) or V (PV: B(kk, j) = src[kk * ld + j]) of
@@ -78,7 +79,9 @@ struct plane_b {
   std::vector<float> full;            // [k][n] B as floats (with_full: the A-lo corrections read it)
   std::vector<int> lo_ptr, lo_j;      // CSR by k, j ascending
   std::vector<float> lo_v;
-  void build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift, bool with_full);
+  /// amax as for plane_a::build.
+  void build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift, bool with_full,
+             double amax = -1);
 };
 
 /// Called by qk_chunk / pv_chunk for each group of rows as soon as its sums are complete (rows

@@ -308,6 +308,16 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
         continue;
       }
       ASSERT_TRUE(kb.ok);
+      {  // the amax a caller passes (the engine's) builds the same planes as the one computed here
+        planes::plane_a qa2;
+        planes::plane_b kb2;
+        qa2.build(Q.data(), d, n_q, d, sa, formats::span_amax(Q.data(), Q.size()));
+        kb2.build(K.data(), d, true, d, n_kv, sb, true, formats::span_amax(K.data(), K.size()));
+        EXPECT_EQ(qa2.max_int, qa.max_int);
+        EXPECT_EQ(kb2.max_int, kb.max_int);
+        EXPECT_EQ(qa2.hi, qa.hi);
+        EXPECT_EQ(kb2.p, kb.p);
+      }
       if (kind == 0) {
         EXPECT_GT(qa.lo_k.size(), 0u);
         EXPECT_GT(kb.lo_j.size(), 0u);
