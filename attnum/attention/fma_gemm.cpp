@@ -187,7 +187,7 @@ int i8_width(int d) { return d < (1 << 17) ? planes::panel_width() : 0; }
 #endif
 
 bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, int n, int d, double* C, int ldc) {
-  packed_i8_b kb;
+  static thread_local packed_i8_b kb;  // storage reused from call to call
   kb.build(B, ldb, n, d);
   return int8_gemm_nt(A, lda, kb, 0, rows, n, C, ldc);
 }

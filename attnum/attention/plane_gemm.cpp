@@ -472,12 +472,14 @@ namespace {
 // amax given (>= 0) or computed.
 int32_t max_hi(const float* x, int ld, int rows, int cols, int s, double amax) {
   double m = amax;
-  if (m >= 0) {
-  } else if (m = 0; ld == cols)
-    m = formats::span_amax(x, static_cast<size_t>(rows) * cols);
-  else
-    for (int r = 0; r < rows; ++r)
-      m = std::max(m, static_cast<double>(formats::span_amax(x + static_cast<size_t>(r) * ld, static_cast<size_t>(cols))));
+  if (m < 0) {
+    m = 0;
+    if (ld == cols)
+      m = formats::span_amax(x, static_cast<size_t>(rows) * cols);
+    else
+      for (int r = 0; r < rows; ++r)
+        m = std::max(m, static_cast<double>(formats::span_amax(x + static_cast<size_t>(r) * ld, static_cast<size_t>(cols))));
+  }
   return static_cast<int32_t>(std::min(std::ldexp(m, s), 2147483647.0));
 }
 }  // namespace
