@@ -181,13 +181,8 @@ TEST(AmxExact, Int8QkMatchesIntegerDotProducts) {
         std::vector<double> acc(static_cast<size_t>(rows) * 48, -1.0);
         e.run(r0, rows, j0, n, acc.data(), 48, 1L << 40);
         for (int r = 0; r < rows; ++r)
-          for (int j = 0; j < n; ++j) {
-            int64_t want = 0;
-            for (int t = 0; t < d; ++t)
-              want += static_cast<int64_t>(q[static_cast<size_t>(r0 + r) * d + t]) *
-                      static_cast<int64_t>(k[static_cast<size_t>(j0 + j) * d + t]);
-            ASSERT_EQ(acc[static_cast<size_t>(r) * 48 + j], static_cast<double>(want)) << "d " << d;
-          }
+          for (int j = 0; j < n; ++j)
+            ASSERT_EQ(acc[static_cast<size_t>(r) * 48 + j], test::int8_dot(q, r0 + r, k, j0 + j, d)) << "d " << d;
       }
   }
   std::vector<float> q(16 * 16, 3.0f), k(16 * 16, -5.0f);

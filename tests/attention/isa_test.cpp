@@ -211,12 +211,8 @@ TEST(isa, int8_gemm_equals_the_integer_loop) {
         std::vector<double> Cp(static_cast<size_t>(rows) * nn);
         ASSERT_TRUE(fma::int8_gemm_nt(q.data(), d, kp, j0, rows, nn, Cp.data(), nn));
         for (int r = 0; r < rows; ++r)
-          for (int j = 0; j < nn; ++j) {
-            int64_t want = 0;
-            for (int t = 0; t < d; ++t)
-              want += static_cast<int64_t>(q[static_cast<size_t>(r) * d + t]) * static_cast<int64_t>(k[static_cast<size_t>(j0 + j) * d + t]);
-            ASSERT_EQ(Cp[static_cast<size_t>(r) * nn + j], static_cast<double>(want)) << "packed j0 " << j0 << " at " << r << "," << j;
-          }
+          for (int j = 0; j < nn; ++j)
+            ASSERT_EQ(Cp[static_cast<size_t>(r) * nn + j], test::int8_dot(q, r, k, j0 + j, d)) << "packed j0 " << j0 << " at " << r << "," << j;
       }
       // Q packed once too: rows [r0, r0 + rr) of it against each key block
       fma::packed_i8_a qp;
@@ -228,13 +224,8 @@ TEST(isa, int8_gemm_equals_the_integer_loop) {
         std::vector<double> Cq(static_cast<size_t>(rr) * nn);
         ASSERT_TRUE(fma::int8_gemm_nt(qp, r0, rr, kp, j0, nn, Cq.data(), nn));
         for (int r = 0; r < rr; ++r)
-          for (int j = 0; j < nn; ++j) {
-            int64_t want = 0;
-            for (int t = 0; t < d; ++t)
-              want += static_cast<int64_t>(q[static_cast<size_t>(r0 + r) * d + t]) *
-                      static_cast<int64_t>(k[static_cast<size_t>(j0 + j) * d + t]);
-            ASSERT_EQ(Cq[static_cast<size_t>(r) * nn + j], static_cast<double>(want)) << "packed Q, j0 " << j0;
-          }
+          for (int j = 0; j < nn; ++j)
+            ASSERT_EQ(Cq[static_cast<size_t>(r) * nn + j], test::int8_dot(q, r0 + r, k, j0 + j, d)) << "packed Q, j0 " << j0;
       }
       if (kp.W > 1) {
         std::vector<double> Cx(4);
@@ -250,13 +241,9 @@ TEST(isa, int8_gemm_equals_the_integer_loop) {
       EXPECT_EQ(ran, p != path::scalar);
       if (!ran) continue;
       for (int r = 0; r < rows; ++r)
-        for (int j = 0; j < ldc; ++j) {
-          int64_t want = 0;
-          for (int t = 0; t < d && j < n; ++t)
-            want += static_cast<int64_t>(q[static_cast<size_t>(r) * d + t]) * static_cast<int64_t>(k[static_cast<size_t>(j) * d + t]);
-          ASSERT_EQ(C[static_cast<size_t>(r) * ldc + j], j < n ? static_cast<double>(want) : -1.0)
+        for (int j = 0; j < ldc; ++j)
+          ASSERT_EQ(C[static_cast<size_t>(r) * ldc + j], j < n ? test::int8_dot(q, r, k, j, d) : -1.0)
               << "rows " << rows << " n " << n << " d " << d << " at " << r << "," << j;
-        }
     }
   });
 }

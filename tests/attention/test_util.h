@@ -28,6 +28,15 @@ inline layer_data random_layer(int n_head, int n_head_kv, int n_q, int n_kv, int
   return L;
 }
 
+/// The plain-loop oracle of the INT8 QK sums: the exact integer dot product of row qr of q and row
+/// kr of k (rows of d integers held as floats), as a double (exact: |sum| <= d * 2^14).
+inline double int8_dot(const std::vector<float>& q, int qr, const std::vector<float>& k, int kr, int d) {
+  int64_t s = 0;
+  for (int t = 0; t < d; ++t)
+    s += static_cast<int64_t>(q[static_cast<size_t>(qr) * d + t]) * static_cast<int64_t>(k[static_cast<size_t>(kr) * d + t]);
+  return static_cast<double>(s);
+}
+
 inline void refresh(layer_data& L) { L.view.q = L.q.data(), L.view.k = L.k.data(), L.view.v = L.v.data(); }
 
 /// Wide-range inputs: log-normal magnitudes and a few outliers, so every cast spans many binades.
