@@ -105,6 +105,7 @@ struct head_ctx {
   // head, as the AMX planes); null where not used.
   const fma::packed_b* kpack = nullptr;
   const fma::packed_b* vpack = nullptr;
+  const fma::packed_a* qpack = nullptr;  // Q as doubles beside kpack (once per head, not per call)
   // The same exact E4M3 chunk sums from int16 exponent planes on the integer units (plane_gemm.h),
   // where the head's operands allow (no NaN, sparse low planes): Q and K, or V, split once per
   // head (thread-local storage, as above); the double-FMA kernels remain for what they refuse.
@@ -254,6 +255,9 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       static thread_local fma::packed_b kp;
       kp.build(c.k8, c.d, true, c.d, c.n_kv);
       c.kpack = &kp;
+      static thread_local fma::packed_a qp;
+      qp.build(c.q8, c.d, c.n_q, c.d);
+      c.qpack = &qp;
     }
     if (std::is_same_v<T, float> && (!c.gemm_pv || c.fma_pv) && !c.ipv) {
       static thread_local fma::packed_b vp;
@@ -532,9 +536,14 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
         const bool ran = planes::qk_chunk(*c.qa, *c.kb, r0, rows, k0, kn, j0, n, b.c.data(), n, planes::make_sink(add));
         ATTNUM_ASSERT(ran, "qk_tile: the QK planes refused chunk {} of block {}", k0, j0);
         continue;
-      } else if (c.kpack) {  // make_ctx packed K for this path and block width: the call cannot refuse
-        const bool ran = fma::ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, *c.kpack, k0, kn, j0, n, rows,
-                                           b.c.data(), n);
+      } else if (c.kpack) {  // make_ctx packed Q and K for this path and block width: no refusal
+        if (c.s.qk_acc.kind == acc_kind::fp32) {  // the fp32 rounding in the kernels' epilogue
+          const fma::fp32_acc out{nullptr, b.sacc.data(), b.bn, k0 == 0, nullptr};
+          const bool ran = fma::ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, *c.kpack, k0, kn, j0, n, rows, out);
+          ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
+          continue;
+        }
+        const bool ran = fma::ordered_gemm(*c.qpack, r0, *c.kpack, k0, kn, j0, n, rows, b.c.data(), n);
         ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
       } else {
         ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, c.kT.data() + static_cast<size_t>(k0) * c.n_kv + j0, c.n_kv,
@@ -632,6 +641,10 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
         if (c.ipv && planes::pv_chunk(b.p8.data() + (c0 - j0), b.bn, live.data(), rows, c0, cn, *c.vb, b.c.data(), d,
                                       planes::make_sink(add)))
           continue;  // rounded into acc group by group
+        if (c.vpack && c.s.pv_acc.kind == acc_kind::fp32) {  // the fp32 rounding in the kernels' epilogue
+          const fma::fp32_acc out{acc.data(), nullptr, d, false, live.data()};
+          if (fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, out)) continue;
+        }
         packed = (c.vpack && fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, b.c.data(), d));
       }
       if (!packed)

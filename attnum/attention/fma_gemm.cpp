@@ -40,6 +40,33 @@ void pack(const float* A, int lda, const float* B, int ldb, int rows, int n, int
   }
 }
 
+// Where a call's sums go: C (a plain store, C[r * ldc + j] for row r and column j of the call), or
+// rounded into the fp32 accumulators of *acc (fma_gemm.h, fp32_acc).
+struct out_t {
+  double* C = nullptr;
+  int ldc = 0;
+  const fp32_acc* acc = nullptr;
+};
+
+// The fp32 accumulator step of one value, as the vector epilogues below compute it lane by lane:
+// round to nearest fp32 of (the accumulator, or +0 for a fresh one) + the chunk sum.
+template <typename A>
+inline void round_one(const fp32_acc& o, A* p, double sum) {
+  *p = static_cast<A>(static_cast<float>((o.from_zero ? 0.0 : static_cast<double>(*p)) + sum));
+}
+
+// Row r of a micro-tile whose w (<= W) valid sums t[0, w) start at column j, rounded into acc one
+// by one (the partial panel at the end of a call).
+inline void round_row(const fp32_acc& o, int r, int j, const double* t, int w) {
+  for (int q = 0; q < w; ++q) {
+    const size_t i = static_cast<size_t>(r) * o.ld + j + q;
+    if (o.f)
+      round_one(o, o.f + i, t[q]);
+    else
+      round_one(o, o.d + i, t[q]);
+  }
+}
+
 // Stores the first m (<= 4, none when m <= 0) lanes of x at c.
 ATTNUM_AVX2_FN inline void store4(double* c, int m, __m256d x) {
   if (m >= 4)
@@ -52,8 +79,42 @@ ATTNUM_AVX2_FN inline void store4(double* c, int m, __m256d x) {
 // of the 16 ymm registers, 8 loads per 12 FMAs (4 x 12 would need 16 loads: load-bound).
 constexpr int kV2 = 2, kW2 = 4 * kV2, kR2 = 6;
 
+// Row r of an AVX2 micro-tile (x[0..kV2), w valid columns from column j) to its output. The
+// rounding: vcvtpd2ps rounds to nearest as the scalar double -> float conversion does (the same
+// instruction on one lane), and +0 + sum keeps round_one's sign of zero for a fresh accumulator.
+ATTNUM_AVX2_FN inline void put_avx2(const out_t& o, int r, int j, const __m256d* x, int w) {
+  if (!o.acc) {
+    double* c = o.C + static_cast<size_t>(r) * o.ldc + j;
+    store4(c, w, x[0]);
+    store4(c + 4, w - 4, x[1]);
+    return;
+  }
+  const fp32_acc& a = *o.acc;
+  if (a.live && !a.live[r]) return;
+  if (w < kW2) {
+    alignas(32) double t[kW2];
+    _mm256_store_pd(t, x[0]);
+    _mm256_store_pd(t + 4, x[1]);
+    round_row(a, r, j, t, w);
+    return;
+  }
+  const size_t i = static_cast<size_t>(r) * a.ld + j;
+  ATTNUM_UNROLL for (int v = 0; v < kV2; ++v) {
+    if (a.f) {
+      float* p = a.f + i + 4 * v;
+      const __m256d base = a.from_zero ? _mm256_setzero_pd() : _mm256_cvtps_pd(_mm_loadu_ps(p));
+      _mm_storeu_ps(p, _mm256_cvtpd_ps(_mm256_add_pd(base, x[v])));
+    } else {
+      double* p = a.d + i + 4 * v;
+      const __m256d base = a.from_zero ? _mm256_setzero_pd() : _mm256_loadu_pd(p);
+      _mm256_storeu_pd(p, _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_add_pd(base, x[v]))));
+    }
+  }
+}
+
 template <int R>
-ATTNUM_AVX2_FN void micro_avx2(const double* a, int kn, const double* b, double* C, int ldc, int w) {
+ATTNUM_AVX2_FN void micro_avx2(const double* a, size_t lda, int kn, const double* b, const out_t& o, int r0, int j0,
+                               int w) {
   __m256d acc[R][kV2];
   ATTNUM_UNROLL for (int r = 0; r < R; ++r)
     ATTNUM_UNROLL for (int v = 0; v < kV2; ++v) acc[r][v] = _mm256_setzero_pd();
@@ -61,30 +122,30 @@ ATTNUM_AVX2_FN void micro_avx2(const double* a, int kn, const double* b, double*
     const double* bk = b + static_cast<size_t>(k) * kW2;
     const __m256d b0 = _mm256_loadu_pd(bk), b1 = _mm256_loadu_pd(bk + 4);
     ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
-      const __m256d x = _mm256_broadcast_sd(a + static_cast<size_t>(r) * kn + k);
+      const __m256d x = _mm256_broadcast_sd(a + r * lda + k);
       acc[r][0] = _mm256_fmadd_pd(x, b0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_pd(x, b1, acc[r][1]);
     }
   }
-  ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < kV2; ++v)
-      store4(C + static_cast<size_t>(r) * ldc + 4 * v, w - 4 * v, acc[r][v]);
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r) put_avx2(o, r0 + r, j0, acc[r], w);
 }
 
-ATTNUM_AVX2_FN void gemm_avx2(const double* pa, int rows, int kn, const double* pb, size_t pstride, int n, double* C, int ldc) {
+// A: rows x kn doubles, row stride lda; B: column panels of kW2, panel q at pb + q * pstride.
+ATTNUM_AVX2_FN void gemm_avx2(const double* pa, size_t lda, int rows, int kn, const double* pb, size_t pstride, int n,
+                              const out_t& o) {
   const int np = (n + kW2 - 1) / kW2;
   for (int q = 0; q < np; ++q) {
     const int j0 = q * kW2, w = std::min(kW2, n - j0);
     const double* b = pb + static_cast<size_t>(q) * pstride;
     for (int r = 0; r < rows; r += kR2) {
-      const double* a = pa + static_cast<size_t>(r) * kn;
-      double* c = C + static_cast<size_t>(r) * ldc + j0;
+      const double* a = pa + r * lda;
       switch (std::min(kR2, rows - r)) {
-        case 6: micro_avx2<6>(a, kn, b, c, ldc, w); break;
-        case 5: micro_avx2<5>(a, kn, b, c, ldc, w); break;
-        case 4: micro_avx2<4>(a, kn, b, c, ldc, w); break;
-        case 3: micro_avx2<3>(a, kn, b, c, ldc, w); break;
-        case 2: micro_avx2<2>(a, kn, b, c, ldc, w); break;
-        default: micro_avx2<1>(a, kn, b, c, ldc, w); break;
+        case 6: micro_avx2<6>(a, lda, kn, b, o, r, j0, w); break;
+        case 5: micro_avx2<5>(a, lda, kn, b, o, r, j0, w); break;
+        case 4: micro_avx2<4>(a, lda, kn, b, o, r, j0, w); break;
+        case 3: micro_avx2<3>(a, lda, kn, b, o, r, j0, w); break;
+        case 2: micro_avx2<2>(a, lda, kn, b, o, r, j0, w); break;
+        default: micro_avx2<1>(a, lda, kn, b, o, r, j0, w); break;
       }
     }
   }
@@ -94,8 +155,45 @@ ATTNUM_AVX2_FN void gemm_avx2(const double* pa, int rows, int kn, const double* 
 // of the 32 zmm registers.
 constexpr int kV5 = 4, kW5 = 8 * kV5, kR5 = 6;
 
+// Row r of an AVX-512 micro-tile to its output, as put_avx2.
+ATTNUM_AVX512_FN inline void put_avx512(const out_t& o, int r, int j, const __m512d* x, int w) {
+  if (!o.acc) {
+    double* c = o.C + static_cast<size_t>(r) * o.ldc + j;
+    if (w == kW5) {
+      ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) _mm512_storeu_pd(c + 8 * v, x[v]);
+    } else {
+      ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) {
+        const int m = std::clamp(w - 8 * v, 0, 8);
+        _mm512_mask_storeu_pd(c + 8 * v, static_cast<__mmask8>((1u << m) - 1), x[v]);
+      }
+    }
+    return;
+  }
+  const fp32_acc& a = *o.acc;
+  if (a.live && !a.live[r]) return;
+  if (w < kW5) {
+    alignas(64) double t[kW5];
+    ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) _mm512_store_pd(t + 8 * v, x[v]);
+    round_row(a, r, j, t, w);
+    return;
+  }
+  const size_t i = static_cast<size_t>(r) * a.ld + j;
+  ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) {
+    if (a.f) {
+      float* p = a.f + i + 8 * v;
+      const __m512d base = a.from_zero ? _mm512_setzero_pd() : _mm512_cvtps_pd(_mm256_loadu_ps(p));
+      _mm256_storeu_ps(p, _mm512_cvtpd_ps(_mm512_add_pd(base, x[v])));
+    } else {
+      double* p = a.d + i + 8 * v;
+      const __m512d base = a.from_zero ? _mm512_setzero_pd() : _mm512_loadu_pd(p);
+      _mm512_storeu_pd(p, _mm512_cvtps_pd(_mm512_cvtpd_ps(_mm512_add_pd(base, x[v]))));
+    }
+  }
+}
+
 template <int R>
-ATTNUM_AVX512_FN void micro_avx512(const double* a, int kn, const double* b, double* C, int ldc, int w) {
+ATTNUM_AVX512_FN void micro_avx512(const double* a, size_t lda, int kn, const double* b, const out_t& o, int r0,
+                                   int j0, int w) {
   __m512d acc[R][kV5];
   ATTNUM_UNROLL for (int r = 0; r < R; ++r)
     ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) acc[r][v] = _mm512_setzero_pd();
@@ -104,41 +202,31 @@ ATTNUM_AVX512_FN void micro_avx512(const double* a, int kn, const double* b, dou
     const __m512d b0 = _mm512_loadu_pd(bk), b1 = _mm512_loadu_pd(bk + 8), b2 = _mm512_loadu_pd(bk + 16),
                   b3 = _mm512_loadu_pd(bk + 24);
     ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
-      const __m512d x = _mm512_set1_pd(a[static_cast<size_t>(r) * kn + k]);
+      const __m512d x = _mm512_set1_pd(a[r * lda + k]);
       acc[r][0] = _mm512_fmadd_pd(x, b0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_pd(x, b1, acc[r][1]);
       acc[r][2] = _mm512_fmadd_pd(x, b2, acc[r][2]);
       acc[r][3] = _mm512_fmadd_pd(x, b3, acc[r][3]);
     }
   }
-  if (w == kW5) {
-    ATTNUM_UNROLL for (int r = 0; r < R; ++r)
-      ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) _mm512_storeu_pd(C + static_cast<size_t>(r) * ldc + 8 * v, acc[r][v]);
-  } else {
-    ATTNUM_UNROLL for (int r = 0; r < R; ++r)
-      ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) {
-        const int m = std::clamp(w - 8 * v, 0, 8);
-        _mm512_mask_storeu_pd(C + static_cast<size_t>(r) * ldc + 8 * v, static_cast<__mmask8>((1u << m) - 1),
-                              acc[r][v]);
-      }
-  }
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r) put_avx512(o, r0 + r, j0, acc[r], w);
 }
 
-ATTNUM_AVX512_FN void gemm_avx512(const double* pa, int rows, int kn, const double* pb, size_t pstride, int n, double* C, int ldc) {
+ATTNUM_AVX512_FN void gemm_avx512(const double* pa, size_t lda, int rows, int kn, const double* pb, size_t pstride,
+                                  int n, const out_t& o) {
   const int np = (n + kW5 - 1) / kW5;
   for (int q = 0; q < np; ++q) {
     const int j0 = q * kW5, w = std::min(kW5, n - j0);
     const double* b = pb + static_cast<size_t>(q) * pstride;
     for (int r = 0; r < rows; r += kR5) {
-      const double* a = pa + static_cast<size_t>(r) * kn;
-      double* c = C + static_cast<size_t>(r) * ldc + j0;
+      const double* a = pa + r * lda;
       switch (std::min(kR5, rows - r)) {
-        case 6: micro_avx512<6>(a, kn, b, c, ldc, w); break;
-        case 5: micro_avx512<5>(a, kn, b, c, ldc, w); break;
-        case 4: micro_avx512<4>(a, kn, b, c, ldc, w); break;
-        case 3: micro_avx512<3>(a, kn, b, c, ldc, w); break;
-        case 2: micro_avx512<2>(a, kn, b, c, ldc, w); break;
-        default: micro_avx512<1>(a, kn, b, c, ldc, w); break;
+        case 6: micro_avx512<6>(a, lda, kn, b, o, r, j0, w); break;
+        case 5: micro_avx512<5>(a, lda, kn, b, o, r, j0, w); break;
+        case 4: micro_avx512<4>(a, lda, kn, b, o, r, j0, w); break;
+        case 3: micro_avx512<3>(a, lda, kn, b, o, r, j0, w); break;
+        case 2: micro_avx512<2>(a, lda, kn, b, o, r, j0, w); break;
+        default: micro_avx512<1>(a, lda, kn, b, o, r, j0, w); break;
       }
     }
   }
@@ -236,22 +324,50 @@ bool int8_gemm_nt(const float* A, int lda, const packed_i8_b& B, int j0, int row
 #endif
 }
 
+#if ATTNUM_SIMD_KERNELS
+namespace {
+// The active path's kernels on A (rows x kn doubles, row stride lda) and B's panels.
+void run_kernels(int W, const double* a, size_t lda, int rows, int kn, const double* b, size_t pstride, int n,
+                 const out_t& o) {
+  if (W == kW5)
+    gemm_avx512(a, lda, rows, kn, b, pstride, n, o);
+  else
+    gemm_avx2(a, lda, rows, kn, b, pstride, n, o);
+}
+
+// Rows [0, rows) of A as doubles in thread-local storage: columns [0, kn) of A, row stride kn.
+const double* rows_as_double(const float* A, int lda, int rows, int kn) {
+  static thread_local std::vector<double> a;
+  a.resize(static_cast<size_t>(rows) * kn);
+  for (int r = 0; r < rows; ++r)
+    for (int kk = 0; kk < kn; ++kk) a[static_cast<size_t>(r) * kn + kk] = A[static_cast<size_t>(r) * lda + kk];
+  return a.data();
+}
+
+// A packed call (ranges checked by the caller) on A's doubles and B's panels.
+bool packed_call(const double* a, size_t lda, const packed_b& B, int k0, int kn, int j0, int n, int rows,
+                 const out_t& o) {
+  const size_t pstride = static_cast<size_t>(B.k) * B.W;
+  run_kernels(B.W, a, lda, rows, kn, B.p.data() + static_cast<size_t>(j0 / B.W) * pstride + static_cast<size_t>(k0) * B.W,
+              pstride, n, o);
+  return true;
+}
+}  // namespace
+#endif
+
 bool ordered_gemm(const float* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc) {
 #if ATTNUM_SIMD_KERNELS
   if (rows <= 0 || n <= 0) return true;
+  const int W = panel_width();
+  if (!W) return false;
   static thread_local packed p;
-  if (isa::at_least(isa::path::avx512)) {
-    pack(A, lda, B, ldb, rows, n, kn, kW5, p);
-    gemm_avx512(p.a.data(), rows, kn, p.b.data(), static_cast<size_t>(kn) * kW5, n, C, ldc);
-    return true;
-  }
-  if (isa::at_least(isa::path::avx2)) {
-    pack(A, lda, B, ldb, rows, n, kn, kW2, p);
-    gemm_avx2(p.a.data(), rows, kn, p.b.data(), static_cast<size_t>(kn) * kW2, n, C, ldc);
-    return true;
-  }
-#endif
+  pack(A, lda, B, ldb, rows, n, kn, W, p);
+  run_kernels(W, p.a.data(), kn, rows, kn, p.b.data(), static_cast<size_t>(kn) * W, n, out_t{C, ldc, nullptr});
+  return true;
+#else
+  (void)A, (void)lda, (void)B, (void)ldb, (void)rows, (void)n, (void)kn, (void)C, (void)ldc;
   return false;
+#endif
 }
 
 int panel_width() {
@@ -282,23 +398,71 @@ void packed_b::build(const float* B, int ldb, bool transposed, int k_rows, int n
   }
 }
 
+void packed_a::build(const float* A, int lda, int rows_, int k_) {
+  rows = rows_, k = k_;
+  p.resize(static_cast<size_t>(rows) * k);
+  for (int r = 0; r < rows; ++r)
+    for (int kk = 0; kk < k; ++kk) p[static_cast<size_t>(r) * k + kk] = A[static_cast<size_t>(r) * lda + kk];
+}
+
+#if ATTNUM_SIMD_KERNELS
+namespace {
+bool fits(const packed_b& B, int k0, int kn, int j0, int n) {
+  return B.W != 0 && B.W == panel_width() && j0 % B.W == 0 && k0 >= 0 && kn >= 0 && k0 + kn <= B.k && j0 >= 0 &&
+         j0 + n <= B.n;
+}
+bool fits(const packed_a& A, int r0, int rows, int k0, int kn) {
+  return r0 >= 0 && r0 + rows <= A.rows && k0 >= 0 && k0 + kn <= A.k;
+}
+}  // namespace
+#endif
+
 bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, int j0, int n, int rows, double* C,
                   int ldc) {
 #if ATTNUM_SIMD_KERNELS
-  if (B.W == 0 || B.W != panel_width() || j0 % B.W || k0 + kn > B.k || j0 + n > B.n) return false;
+  if (!fits(B, k0, kn, j0, n)) return false;
   if (rows <= 0 || n <= 0) return true;
-  static thread_local std::vector<double> a;
-  a.resize(static_cast<size_t>(rows) * kn);
-  for (int r = 0; r < rows; ++r)
-    for (int kk = 0; kk < kn; ++kk) a[static_cast<size_t>(r) * kn + kk] = A[static_cast<size_t>(r) * lda + kk];
-  const size_t pstride = static_cast<size_t>(B.k) * B.W;
-  const double* b = B.p.data() + static_cast<size_t>(j0 / B.W) * pstride + static_cast<size_t>(k0) * B.W;
-  if (B.W == kW5)
-    gemm_avx512(a.data(), rows, kn, b, pstride, n, C, ldc);
-  else
-    gemm_avx2(a.data(), rows, kn, b, pstride, n, C, ldc);
-  return true;
+  return packed_call(rows_as_double(A, lda, rows, kn), kn, B, k0, kn, j0, n, rows, out_t{C, ldc, nullptr});
 #else
+  (void)A, (void)lda, (void)B, (void)k0, (void)kn, (void)j0, (void)n, (void)rows, (void)C, (void)ldc;
+  return false;
+#endif
+}
+
+bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, int j0, int n, int rows,
+                  const fp32_acc& out) {
+#if ATTNUM_SIMD_KERNELS
+  if (!fits(B, k0, kn, j0, n) || !out.f == !out.d) return false;
+  if (rows <= 0 || n <= 0) return true;
+  return packed_call(rows_as_double(A, lda, rows, kn), kn, B, k0, kn, j0, n, rows, out_t{nullptr, 0, &out});
+#else
+  (void)A, (void)lda, (void)B, (void)k0, (void)kn, (void)j0, (void)n, (void)rows, (void)out;
+  return false;
+#endif
+}
+
+bool ordered_gemm(const packed_a& A, int r0, const packed_b& B, int k0, int kn, int j0, int n, int rows, double* C,
+                  int ldc) {
+#if ATTNUM_SIMD_KERNELS
+  if (!fits(B, k0, kn, j0, n) || !fits(A, r0, rows, k0, kn)) return false;
+  if (rows <= 0 || n <= 0) return true;
+  return packed_call(A.p.data() + static_cast<size_t>(r0) * A.k + k0, A.k, B, k0, kn, j0, n, rows,
+                     out_t{C, ldc, nullptr});
+#else
+  (void)A, (void)r0, (void)B, (void)k0, (void)kn, (void)j0, (void)n, (void)rows, (void)C, (void)ldc;
+  return false;
+#endif
+}
+
+bool ordered_gemm(const packed_a& A, int r0, const packed_b& B, int k0, int kn, int j0, int n, int rows,
+                  const fp32_acc& out) {
+#if ATTNUM_SIMD_KERNELS
+  if (!fits(B, k0, kn, j0, n) || !fits(A, r0, rows, k0, kn) || !out.f == !out.d) return false;
+  if (rows <= 0 || n <= 0) return true;
+  return packed_call(A.p.data() + static_cast<size_t>(r0) * A.k + k0, A.k, B, k0, kn, j0, n, rows,
+                     out_t{nullptr, 0, &out});
+#else
+  (void)A, (void)r0, (void)B, (void)k0, (void)kn, (void)j0, (void)n, (void)rows, (void)out;
   return false;
 #endif
 }

@@ -56,6 +56,42 @@ struct packed_b {
 bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, int j0, int n, int rows, double* C,
                   int ldc);
 
+/// A's rows as doubles, built once for many calls (Q of a head: every block and chunk of its tiles
+/// reads it instead of converting its rows again).
+struct packed_a {
+  int rows = 0, k = 0;
+  std::vector<double> p;  // [rows][k]
+  void build(const float* A, int lda, int rows, int k);
+};
+
+/// The packed call with rows [r0, r0 + rows) of a packed A (columns [k0, k0 + kn)). Also false
+/// when those rows or columns leave A.
+bool ordered_gemm(const packed_a& A, int r0, const packed_b& B, int k0, int kn, int j0, int n, int rows, double* C,
+                  int ldc);
+
+/// The fp32 accumulator model (kernel_spec.h, acc_kind::fp32) fused into the kernels' epilogue:
+/// instead of storing a chunk's sums, a packed call sets for r < rows with live[r] (every r when
+/// live is null) and j < n
+///   acc(r, j) = float(acc(r, j) + sum(r, j))   (float(+0 + sum(r, j)) when from_zero),
+/// the sum added in double and rounded to nearest fp32 once, as the engine's round_add does with
+/// the stored sums; acc(r, j) is f[r * ld + j] or d[r * ld + j] (exactly one of f and d set; d
+/// holds fp32 values as doubles). Same bits as the store followed by that rounding, one pass
+/// over the sums fewer.
+struct fp32_acc {
+  float* f = nullptr;
+  double* d = nullptr;
+  int ld = 0;
+  bool from_zero = false;
+  const char* live = nullptr;
+};
+
+/// The packed calls with the sums rounded into out (false also when out sets both or neither of
+/// f and d).
+bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, int j0, int n, int rows,
+                  const fp32_acc& out);
+bool ordered_gemm(const packed_a& A, int r0, const packed_b& B, int k0, int kn, int j0, int n, int rows,
+                  const fp32_acc& out);
+
 /// Sage's INT8 QK: C[r * ldc + j] = sum over k < d of A[r * lda + k] * B[j * ldb + k] (A and B hold
 /// integers in [-128, 127] as floats; B is K, one key per row), exact: every product is at most
 /// 2^14 in magnitude and an int32 sum of d of them stays below 2^31 for d < 2^17, so vpmaddwd on

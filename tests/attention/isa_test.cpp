@@ -191,6 +191,80 @@ TEST(isa, packed_chunk_gemm_equals_the_plain_double_loop) {
   });
 }
 
+// Q packed once as doubles (packed_a) and the fp32 accumulator rounding fused into the kernels'
+// epilogue (fp32_acc): against the plain ascending loop and float(acc + sum) written out here, in
+// float and double storage, from +0 and from a prior value, with dead rows left alone, whole and
+// partial panels, NaN / Inf / -0 operands; and the refusals.
+TEST(isa, fused_fp32_rounding_equals_the_plain_loop_then_rounding) {
+  for_each_path([&](path p) {
+    const int K = 70, N = 96, R = 20;
+    const auto A = operand(static_cast<size_t>(R) * K, 11, 2);
+    const auto B = operand(static_cast<size_t>(N) * K, 12, 2);  // K^T layout: [N][K]
+    fma::packed_b pb;
+    pb.build(B.data(), K, true, K, N);
+    fma::packed_a pa;
+    pa.build(A.data(), K, R, K);
+    ASSERT_EQ(pa.p.size(), static_cast<size_t>(R) * K);
+    EXPECT_EQ(std::bit_cast<uint64_t>(pa.p[5]), std::bit_cast<uint64_t>(static_cast<double>(A[5])));
+    const int W = pb.W;
+    std::vector<char> live(R, 1);
+    live[2] = live[9] = 0;
+    for (auto [r0, rows, k0, kn, j0, n] : {std::tuple{0, 13, 0, 32, 0, N}, std::tuple{7, 13, 32, 32, W, N - W},
+                                           std::tuple{3, 6, 64, 6, 0, 5}}) {
+      for (int storage : {0, 1})
+        for (bool from_zero : {false, true})
+          for (bool with_live : {false, true})
+            for (bool use_pa : {false, true}) {
+              const int ld = n + 3;
+              std::vector<float> f(static_cast<size_t>(rows) * ld);
+              std::vector<double> dd(f.size());
+              for (size_t i = 0; i < f.size(); ++i) {
+                f[i] = static_cast<float>(i % 7) * 0.37f - 1.0f;
+                dd[i] = f[i];
+              }
+              const auto f0 = f;
+              const fma::fp32_acc out{storage == 0 ? f.data() : nullptr, storage == 1 ? dd.data() : nullptr, ld, from_zero,
+                                      with_live ? live.data() + r0 : nullptr};
+              const bool ran = use_pa ? fma::ordered_gemm(pa, r0, pb, k0, kn, j0, n, rows, out)
+                                      : fma::ordered_gemm(A.data() + static_cast<size_t>(r0) * K + k0, K, pb, k0, kn, j0, n,
+                                                          rows, out);
+              EXPECT_EQ(ran, p != path::scalar);
+              if (!ran) continue;
+              for (int r = 0; r < rows; ++r)
+                for (int j = 0; j < ld; ++j) {
+                  const size_t i = static_cast<size_t>(r) * ld + j;
+                  float want = f0[i];  // columns past n and dead rows are not written
+                  if (j < n && (!with_live || live[r0 + r])) {
+                    double sum = 0.0;
+                    for (int k = k0; k < k0 + kn; ++k)
+                      sum += static_cast<double>(A[static_cast<size_t>(r0 + r) * K + k]) *
+                             static_cast<double>(B[static_cast<size_t>(j0 + j) * K + k]);
+                    want = static_cast<float>((from_zero ? 0.0 : static_cast<double>(f0[i])) + sum);
+                  }
+                  const float got = storage == 0 ? f[i] : static_cast<float>(dd[i]);
+                  if (storage == 1)
+                    ASSERT_EQ(std::bit_cast<uint64_t>(dd[i]), std::bit_cast<uint64_t>(static_cast<double>(got)))
+                        << "double storage holds an fp32 value";
+                  if (std::isnan(want) && std::isnan(got)) continue;
+                  ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+                      << "storage " << storage << " from_zero " << from_zero << " live " << with_live << " packed A "
+                      << use_pa << " r0 " << r0 << " k0 " << k0 << " j0 " << j0 << " at " << r << "," << j;
+                }
+            }
+    }
+    if (p == path::scalar) return;
+    std::vector<float> f(static_cast<size_t>(R) * N);
+    std::vector<double> dd(f.size());
+    EXPECT_FALSE(fma::ordered_gemm(pa, 0, pb, 0, 32, 0, N, R, fma::fp32_acc{f.data(), dd.data(), N}));  // both
+    EXPECT_FALSE(fma::ordered_gemm(pa, 0, pb, 0, 32, 0, N, R, fma::fp32_acc{nullptr, nullptr, N}));     // neither
+    EXPECT_FALSE(fma::ordered_gemm(pa, 8, pb, 0, 32, 0, N, 13, fma::fp32_acc{f.data(), nullptr, N}));   // past A's rows
+    EXPECT_FALSE(fma::ordered_gemm(pa, 0, pb, 64, 8, 0, N, R, dd.data(), N));                          // past A's k
+    if (W > 1) {
+      EXPECT_FALSE(fma::ordered_gemm(pa, 0, pb, 0, 32, 1, N - W, R, fma::fp32_acc{f.data(), nullptr, N}));
+    }
+  });
+}
+
 // INT8 QK: exact integer sums against a plain int64 loop, the extremes -128 and 127 included, d
 // odd and not a multiple of the vector width.
 TEST(isa, int8_gemm_equals_the_integer_loop) {
