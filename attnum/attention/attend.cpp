@@ -9,11 +9,14 @@
 namespace attnum::attention {
 
 attend_result attend(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal,
-                     const transform_options& opts, bool with_metrics) {
-  const auto p = prepare_layer(spec, layer, cond, opts);
+                     const transform_options& opts, bool with_metrics, float* out) {
+  const auto p = prepare_layer(spec, layer, cond, opts, /*keep_operands=*/false);
   attend_result r;
   const size_t per = static_cast<size_t>(layer.n_q) * layer.d_head;
-  r.o.assign(per * layer.n_head, 0.0f);
+  if (!out) {
+    r.o.assign(per * layer.n_head, 0.0f);
+    out = r.o.data();
+  }
   r.heads.resize(layer.n_head);
   worker_errors errors;  // an error in a worker thread reaches the caller
 #pragma omp parallel for schedule(dynamic, 1)
@@ -21,7 +24,7 @@ attend_result attend(const kernel_spec& spec, const layer_view& layer, condition
     head_report& hr = r.heads[h];
     hr.head = h;
     hr.kv_head = p->kv_head(h);
-    float* o = r.o.data() + per * h;
+    float* o = out + per * h;
     run_head(*p, h, causal, o, &hr.stats);
     if (!with_metrics) {
       hr.rel_err = hr.log_err = hr.cosine = hr.max_row_err = hr.max_abs_err = std::nan("");

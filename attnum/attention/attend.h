@@ -15,14 +15,15 @@ struct head_report {
 };
 
 struct attend_result {
-  std::vector<float> o;  ///< [n_head, n_q, d_head]
+  std::vector<float> o;  ///< [n_head, n_q, d_head]; empty when attend wrote to the caller's `out`
   std::vector<head_report> heads;
 };
 
 /// Runs every head (in parallel over heads; deterministic) and measures it. Without `with_metrics`
 /// the fp64 reference is not computed and the error metrics are NaN (the output and run_stats
-/// are the same bits): for callers that want only the kernel's output.
+/// are the same bits): for callers that want only the kernel's output. With `out` (n_head * n_q *
+/// d_head floats) the output goes there instead of into the result's o.
 attend_result attend(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal = true,
-                     const transform_options& opts = {}, bool with_metrics = true);
+                     const transform_options& opts = {}, bool with_metrics = true, float* out = nullptr);
 
 }  // namespace attnum::attention

@@ -78,7 +78,8 @@ struct prepared_layer {
   condition cond = condition::plain;
   int n_head = 0, n_head_kv = 0, n_q = 0, n_kv = 0, d_head = 0;
   /// The fp32 operands the kernel casts: after the condition's transform (and Sage's smooth_k
-  /// for k), layout as layer_view.
+  /// for k), layout as layer_view. Without keep_operands (prepare_layer) an operand that no step
+  /// changes is left empty: its cast read the caller's array.
   std::vector<float> q, k, v;
   operand_cast q8, k8, v8;  ///< the casts (values equal q/k/v where a cast is off)
   /// Returns the kv head of query head h.
@@ -86,10 +87,13 @@ struct prepared_layer {
 };
 
 /// Returns the layer transformed by `cond` and cast as `spec` says. Throws attnum::error on bad
-/// dims (d_head 0, n_head not a multiple of n_head_kv, ...) or non-finite values.
+/// dims (d_head 0, n_head not a multiple of n_head_kv, ...) or non-finite values. keep_operands
+/// false: q, k and v are copied only where a step changes them (callers that need only the casts,
+/// as attend(): one fresh copy of each operand fewer); the casts are the same bits either way.
 std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, const layer_view& layer,
                                                     condition cond,
-                                                    const transform_options& opts = {});
+                                                    const transform_options& opts = {},
+                                                    bool keep_operands = true);
 
 /// Per-run diagnostics of one head.
 struct run_stats {

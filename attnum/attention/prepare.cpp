@@ -243,15 +243,15 @@ operand_cast cast_operand(const cast_request& r) {
   return out;
 }
 
-double tensor_amax(const std::vector<float>& x) { return formats::span_amax(x.data(), x.size()); }
-
-// Copies x[0, n) into dst (a prepared operand), failing on the first element that is Inf or NaN
-// ("attention input q: element i is not finite"). One pass over x: each chunk is scanned
-// branch-free (so it vectorises) and copied while it is in L1.
-void copy_finite(const float* x, size_t n, const char* what, std::vector<float>& dst) {
+// Copies x[0, n) into dst (a prepared operand; only checks x when dst is null), failing on the
+// first element that is Inf or NaN ("attention input q: element i is not finite"). One pass over
+// x: each chunk is scanned branch-free (so it vectorises) and copied while it is in L1.
+void copy_finite(const float* x, size_t n, const char* what, std::vector<float>* dst) {
   constexpr size_t kChunk = 2048;
-  dst.clear();
-  dst.reserve(n);
+  if (dst) {
+    dst->clear();
+    dst->reserve(n);
+  }
   for (size_t i0 = 0; i0 < n; i0 += kChunk) {
     const size_t i1 = std::min(n, i0 + kChunk);
     uint32_t bad = 0;
@@ -260,14 +260,14 @@ void copy_finite(const float* x, size_t n, const char* what, std::vector<float>&
     if (bad)
       for (size_t i = i0; i < i1; ++i)
         if (!std::isfinite(x[i])) fail("attention input {}: element {} is not finite ({})", what, i, x[i]);
-    dst.insert(dst.end(), x + i0, x + i1);
+    if (dst) dst->insert(dst->end(), x + i0, x + i1);
   }
 }
 
 }  // namespace
 
 std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, const layer_view& lv, condition cond,
-                                                    const transform_options& opts) {
+                                                    const transform_options& opts, bool keep_operands) {
   if (lv.d_head <= 0 || lv.n_head <= 0 || lv.n_head_kv <= 0 || lv.n_q < 0 || lv.n_kv < 0)
     fail("attention layer: bad dims n_head {} n_head_kv {} n_q {} n_kv {} d_head {}", lv.n_head, lv.n_head_kv,
          lv.n_q, lv.n_kv, lv.d_head);
@@ -282,17 +282,24 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
   p->n_head = lv.n_head, p->n_head_kv = lv.n_head_kv, p->n_q = lv.n_q, p->n_kv = lv.n_kv, p->d_head = lv.d_head;
   const int d = lv.d_head;
   const size_t nq = static_cast<size_t>(lv.n_head) * lv.n_q * d, nk = static_cast<size_t>(lv.n_head_kv) * lv.n_kv * d;
-  {  // the three copies on up to three threads; an error names q before k before v, as in order
+  // Which operands a step below changes in place (and so must copy): the condition's center (K)
+  // and rotation (Q, K), Sage's smooth_k (K) and v1's scale folded into Q; V never.
+  const bool rotates = cond == condition::rotate || cond == condition::center_rotate;
+  const bool smooths = spec.smooth_k && spec.enabled.k_cast;
+  const bool copy_q = keep_operands || rotates || spec.scaling == score_scaling::dequant_unit;
+  const bool copy_k = keep_operands || rotates || smooths || cond == condition::center;
+  const bool copy_v = keep_operands;
+  {  // the three copies (or checks) on up to three threads; an error names q before k before v
     const float* src[3] = {lv.q, lv.k, lv.v};
     const size_t len[3] = {nq, nk, nk};
     const char* what[3] = {"q", "k", "v"};
-    std::vector<float>* dst[3] = {&p->q, &p->k, &p->v};
+    std::vector<float>* dst[3] = {copy_q ? &p->q : nullptr, copy_k ? &p->k : nullptr, copy_v ? &p->v : nullptr};
     std::exception_ptr err[3];
     const int nt = loop_threads(nq + 2 * nk);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(std::min(nt, 3)) if (nt > 1)
     for (int i = 0; i < 3; ++i) {
       try {
-        copy_finite(src[i], len[i], what[i], *dst[i]);
+        copy_finite(src[i], len[i], what[i], dst[i]);
       } catch (...) {
         err[i] = std::current_exception();
       }
@@ -363,16 +370,19 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
     const float f = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)) * 1.44269504);
     for (float& x : p->q) x *= f;
   }
-  // 4. Casts.
+  // 4. Casts, from the copies or (not kept, not changed) the caller's arrays.
+  const float* q = copy_q ? p->q.data() : lv.q;
+  const float* k = copy_k ? p->k.data() : lv.k;
+  const float* v = copy_v ? p->v.data() : lv.v;
   double amax_kv = -1;
   if (spec.kv_shared_scale && spec.k.gran == granularity::tensor && spec.v.gran == granularity::tensor &&
       spec.scope == scale_scope::sequence)
-    amax_kv = std::max(tensor_amax(p->k), tensor_amax(p->v));
+    amax_kv = std::max(formats::span_amax(k, nk), formats::span_amax(v, nk));
   const int gs = lv.n_head / lv.n_head_kv;
-  p->q8 = cast_operand({&spec.q, spec.enabled.q_cast, p->q.data(), lv.n_head, lv.n_q, d, gs, spec.scope, bn, -1});
-  p->k8 = cast_operand({&spec.k, spec.enabled.k_cast, p->k.data(), lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
+  p->q8 = cast_operand({&spec.q, spec.enabled.q_cast, q, lv.n_head, lv.n_q, d, gs, spec.scope, bn, -1});
+  p->k8 = cast_operand({&spec.k, spec.enabled.k_cast, k, lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
                         spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1});
-  p->v8 = cast_operand({&spec.v, spec.enabled.v_cast, p->v.data(), lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
+  p->v8 = cast_operand({&spec.v, spec.enabled.v_cast, v, lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
                         spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1});
   return p;
 }

@@ -90,10 +90,9 @@ py::dict attend(const f32_array& q, const f32_array& k, const f32_array& v, cons
   std::vector<std::vector<stage_error>> st;
   {
     compute_scope scope;
-    r = attend(spec, lv, cond, causal, topt, measure);
+    r = attend(spec, lv, cond, causal, topt, measure, o.mutable_data());  // straight into the array
     if (stages && measure)
       for (int h = 0; h < lv.n_head; ++h) st.push_back(stage_attribution(spec, lv, h, cond, causal, topt));
-    std::copy(r.o.begin(), r.o.end(), o.mutable_data());
   }
   const auto n = static_cast<py::ssize_t>(r.heads.size());
   f64_array rel(n), log_err(n), cos(n), max_row(n);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "attention/test_util.h"
+#include "attnum/attention/attend.h"
 #include "attnum/attention/engine.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/attention/metrics.h"
@@ -228,6 +229,54 @@ TEST(engine_test, deterministic_across_threads) {
   set_threads(2);
   run_head(*p, 1, true, b.data());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+}
+
+// keep_operands false (attend's call): the casts are the same bits as with the copies kept, for
+// every preset and condition (Sage's smooth_k and v1's folded scale change K and Q in place, the
+// conditions K and Q); the operands no step changes are not copied; non-finite input still fails.
+TEST(engine_test, prepare_without_kept_operands_casts_the_same_bits) {
+  const auto L = random_layer(4, 2, 37, 37, 64, 53, 3.0f);
+  auto same = [](const operand_cast& a, const operand_cast& b) {
+    return a.values.size() == b.values.size() &&
+           std::memcmp(a.values.data(), b.values.data(), a.values.size() * 4) == 0 && a.row_scale == b.row_scale &&
+           a.col_scale == b.col_scale && a.nan_flagged == b.nan_flagged;
+  };
+  for (const auto& name : preset_names())
+    for (condition cond : {condition::plain, condition::center, condition::rotate, condition::center_rotate}) {
+      const kernel_spec s = preset(name);
+      const auto kept = prepare_layer(s, L.view, cond);
+      const auto lean = prepare_layer(s, L.view, cond, {}, false);
+      const std::string what = name + " " + std::string(condition_name(cond));
+      EXPECT_TRUE(same(kept->q8, lean->q8)) << what;
+      EXPECT_TRUE(same(kept->k8, lean->k8)) << what;
+      EXPECT_TRUE(same(kept->v8, lean->v8)) << what;
+      EXPECT_TRUE(lean->v.empty()) << what;
+      EXPECT_EQ(kept->v.size(), L.v.size()) << what;
+      const bool q_changed = cond == condition::rotate || cond == condition::center_rotate ||
+                             s.scaling == score_scaling::dequant_unit;
+      EXPECT_EQ(lean->q.empty(), !q_changed) << what;
+      if (cond == condition::plain && !(s.smooth_k && s.enabled.k_cast)) {
+        EXPECT_TRUE(lean->k.empty()) << what;
+      }
+    }
+  auto M = random_layer(1, 1, 4, 4, 64, 31);
+  M.v[7] = INFINITY;
+  EXPECT_THROW(prepare_layer(preset("fa3"), M.view, condition::plain, {}, false), error);
+}
+
+// attend() into the caller's buffer: the same bits as its own o, which it then leaves empty.
+TEST(engine_test, attend_writes_the_same_output_into_a_given_buffer) {
+  const auto L = random_layer(4, 2, 50, 50, 64, 59);
+  for (const char* name : {"fa3", "sage2pp-sm89", "bf16"}) {
+    const auto a = attend(preset(name), L.view, condition::rotate, true, {}, false);
+    std::vector<float> out(a.o.size(), -1.0f);
+    const auto b = attend(preset(name), L.view, condition::rotate, true, {}, false, out.data());
+    EXPECT_TRUE(b.o.empty()) << name;
+    ASSERT_EQ(out.size(), static_cast<size_t>(4) * 50 * 64);
+    EXPECT_EQ(0, std::memcmp(a.o.data(), out.data(), out.size() * 4)) << name;
+    ASSERT_EQ(a.heads.size(), b.heads.size());
+    for (size_t h = 0; h < a.heads.size(); ++h) EXPECT_EQ(a.heads[h].stats.p_count, b.heads[h].stats.p_count) << name;
+  }
 }
 
 TEST(engine_test, bad_input_throws) {

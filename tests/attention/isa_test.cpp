@@ -242,9 +242,10 @@ TEST(isa, fused_fp32_rounding_equals_the_plain_loop_then_rounding) {
                     want = static_cast<float>((from_zero ? 0.0 : static_cast<double>(f0[i])) + sum);
                   }
                   const float got = storage == 0 ? f[i] : static_cast<float>(dd[i]);
-                  if (storage == 1)
+                  if (storage == 1) {
                     ASSERT_EQ(std::bit_cast<uint64_t>(dd[i]), std::bit_cast<uint64_t>(static_cast<double>(got)))
                         << "double storage holds an fp32 value";
+                  }
                   if (std::isnan(want) && std::isnan(got)) continue;
                   ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
                       << "storage " << storage << " from_zero " << from_zero << " live " << with_live << " packed A "
