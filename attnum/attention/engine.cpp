@@ -932,9 +932,15 @@ void run_head_t(const prepared_layer& L, int h, bool causal, OutT* o, run_stats*
       if (!cached || cached->bn != c.bn || cached->d != c.d) cached = std::make_unique<tile_buf<T>>(c.bn, c.d);
     });
     run_stats st;
+    // Last tile first: with a causal mask a tile's work grows with its row index, so handing out
+    // the largest first balances the threads (the output and the integer counts do not depend on
+    // which thread runs a tile, nor in which order).
 #pragma omp for schedule(dynamic, 1)
-    for (int t = 0; t < n_tiles; ++t)
-      errors.run([&] { run_tile(c, t * tile, std::min(c.n_q, (t + 1) * tile), o, *cached, st); });
+    for (int i = 0; i < n_tiles; ++i)
+      errors.run([&] {
+        const int t = n_tiles - 1 - i;
+        run_tile(c, t * tile, std::min(c.n_q, (t + 1) * tile), o, *cached, st);
+      });
 #pragma omp critical
     {  // integer counts: the sum does not depend on the order
       total.p_count += st.p_count;
