@@ -319,7 +319,7 @@ T final_rowsum(const head_ctx<T>& c, const T* l) {
 // Whether run_tile adds the row sums of a whole tile at once (wgmma_rowsum_rows) instead of
 // softmax_row doing it row by row.
 template <typename T>
-bool wgmma_rowsum_tile(const head_ctx<T>& c) {
+bool wgmma_rowsum_tile([[maybe_unused]] const head_ctx<T>& c) {
 #if defined(__AVX512F__) || defined(__AVX2__)
   return std::is_same_v<T, float> && c.s.rowsum == rowsum_order::wgmma;
 #else
@@ -367,7 +367,9 @@ inline void wgmma_rowsum_one(float* l, const float* p, int n) {
 
 // Row sums of the live rows of a tile for one block (see wgmma_rowsum_tile).
 template <typename T>
-void wgmma_rowsum_rows(const head_ctx<T>& c, T* l, const T* p, int ldp, int rows, const std::vector<char>& live, int n) {
+void wgmma_rowsum_rows([[maybe_unused]] const head_ctx<T>& c, [[maybe_unused]] T* l, [[maybe_unused]] const T* p,
+                       [[maybe_unused]] int ldp, [[maybe_unused]] int rows,
+                       [[maybe_unused]] const std::vector<char>& live, [[maybe_unused]] int n) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
     int r = 0;

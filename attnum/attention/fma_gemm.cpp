@@ -286,6 +286,8 @@ void packed_i8_b::build(const float* B, int ldb, int n_, int d_) {
 #if ATTNUM_SIMD_KERNELS
   W = i8_width(d);
   if (W) pack_i8_panels(B, ldb, n, d, W, p);
+#else
+  (void)B, (void)ldb;
 #endif
 }
 
@@ -295,6 +297,8 @@ void packed_i8_a::build(const float* A, int lda, int rows_, int d_) {
 #if ATTNUM_SIMD_KERNELS
   W = i8_width(d);
   if (W) pack_i8_rows(A, lda, rows, d, p);
+#else
+  (void)A, (void)lda;
 #endif
 }
 
