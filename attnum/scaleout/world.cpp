@@ -1,5 +1,6 @@
 #include "attnum/scaleout/world.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
@@ -40,6 +41,16 @@ void init(int* argc, char*** argv) {
 #else
   (void)argc;
   (void)argv;
+  // Built without MPI but started by a launcher as one of several ranks: every process would run
+  // the whole job as a rank 0 of its own and write the same outputs at once. Refuse, as bad input.
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* n = std::getenv(v); n && std::atoi(n) > 1) {
+      std::fprintf(stderr,
+                   "error: attnum was built without MPI (ATTNUM_MPI=OFF or no MPI found) but was started as one "
+                   "of %d ranks (%s): rebuild with MPI (scripts/setup installs Open MPI) or run one process\n",
+                   std::atoi(n), v);
+      std::exit(2);
+    }
 #endif
 }
 

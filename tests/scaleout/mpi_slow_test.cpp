@@ -25,11 +25,21 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+// Whether attnum was built with MPI (ATTNUM_MPI on and MPI found): without it every process of
+// an mpirun is a rank 0 of its own, so the mpirun runs below cannot hold.
+#ifdef ATTNUM_HAVE_MPI
+constexpr bool kMpiBuilt = true;
+#else
+constexpr bool kMpiBuilt = false;
+#endif
+
 bool have_mpirun() { return sh("command -v mpirun").status == 0; }
 
-// Skips where mpirun is absent, except under CI, where its absence is a failure.
+// Skips in a build without MPI (scripts/test's sanitizer build, -DATTNUM_MPI=OFF) and where
+// mpirun is absent, except under CI, where an MPI build without mpirun is a failure.
 #define REQUIRE_MPIRUN()                                                             \
   do {                                                                               \
+    if (!kMpiBuilt) GTEST_SKIP() << "attnum built without MPI (ATTNUM_MPI=OFF): mpirun runs skipped"; \
     if (!have_mpirun()) {                                                            \
       if (std::getenv("CI")) FAIL() << "mpirun missing under CI (scripts/setup installs openmpi-bin)"; \
       GTEST_SKIP() << "mpirun not installed (openmpi-bin): MPI tests skipped";       \
@@ -136,12 +146,12 @@ TEST(mpi_test, loss_two_ranks_and_shards_equal_single_process) {
                            " --tokens 48 --windows 4 --kernel fa3 --conditions plain,rotate --json --out ";
   auto single = sh("cd " + d.string() + " && " + kBin + args + "single");
   ASSERT_EQ(single.status, 0) << single.out;
-  if (have_mpirun()) {
+  if (kMpiBuilt && have_mpirun()) {
     auto two = sh("cd " + d.string() + " && " + kMpirun + "-n 2 " + kBin + " --threads 1" + args + "two");
     ASSERT_EQ(two.status, 0) << two.out;
     EXPECT_EQ(single.out, two.out);
     expect_same_files(d / "single", d / "two", {"loss.json", "loss.csv"});
-  } else if (std::getenv("CI")) {
+  } else if (kMpiBuilt && std::getenv("CI")) {
     FAIL() << "mpirun missing under CI";
   }
   std::string dirs;
@@ -170,3 +180,19 @@ TEST(mpi_test, study_two_ranks_equal_single_process) {
   expect_same_files(d / "single" / "pcast", d / "two" / "pcast",
                     {"pcast_theory.csv", "pcast_dp.csv", "pcast_simulate.csv", "pcast_overflow.csv"});
 }
+
+namespace {
+// A build without MPI started by a launcher as one of several ranks refuses (exit 2, says why)
+// instead of running the whole job once per process into the same files.
+TEST(mpi_test, a_build_without_mpi_refuses_to_run_as_one_of_several_ranks) {
+  if (kMpiBuilt) GTEST_SKIP() << "attnum built with MPI: this checks a build without it";
+  for (const char* env : {"OMPI_COMM_WORLD_SIZE=3", "PMI_SIZE=2"}) {
+    const auto r = sh(std::string(env) + " " + kBin + " version");
+    EXPECT_EQ(r.status, 2) << env << ": " << r.out;
+    EXPECT_NE(r.out.find("built without MPI"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("isa:"), std::string::npos) << "ran anyway: " << r.out;
+  }
+  const auto one = sh("OMPI_COMM_WORLD_SIZE=1 " + kBin + " version");
+  EXPECT_EQ(one.status, 0) << one.out;
+}
+}  // namespace
