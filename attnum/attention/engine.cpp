@@ -541,7 +541,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
       } else if (c.kpack) {  // make_ctx packed Q and K for this path and block width: no refusal
         if (c.s.qk_acc.kind == acc_kind::fp32) {  // the fp32 rounding in the kernels' epilogue
           const fma::fp32_acc out{nullptr, b.sacc.data(), b.bn, k0 == 0, nullptr};
-          const bool ran = fma::ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, *c.kpack, k0, kn, j0, n, rows, out);
+          const bool ran = fma::ordered_gemm(*c.qpack, r0, *c.kpack, k0, kn, j0, n, rows, out);
           ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
           continue;
         }
