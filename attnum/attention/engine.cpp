@@ -87,8 +87,11 @@ struct head_ctx {
   // double GEMMs above are then not built. PV falls back to the ordered loop for a block whose
   // P8 holds a NaN.
   bool amx_qk = false, amx_pv = false;
-  // The AMX QK writes fp32 scores straight into the x buffer of the fused FA3 softmax path
-  // (fold_raw_row), skipping a pass: fp32/truncated accumulators hold float values anyway.
+  // The QK of the AMX tiles, the int16 planes or the packed double-FMA kernels rounds its fp32
+  // scores straight into the x buffer of the fused FA3 softmax path (fold_raw_row), skipping a
+  // pass and half the accumulator bytes: fp32/truncated accumulators hold float values anyway,
+  // and acc + sum is formed in double from the float as from the same value held as a double.
+  // (The scalar path keeps the double accumulators: the reference the other paths are tested on.)
   bool qk_to_x = false;
   // Thread-local planes, reused from head to head (no fresh pages per head); the workers of
   // run_head_t only read them while the owning thread waits in the parallel region.
@@ -279,7 +282,8 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       }
   // (after the line above: the fused path needs the fold scaling for every block and row)
   if constexpr (std::is_same_v<T, float>)
-    c.qk_to_x = c.amx_qk && (c.s.qk_acc.kind == acc_kind::fp32 || c.s.qk_acc.kind == acc_kind::truncated) &&
+    c.qk_to_x = (c.amx_qk || c.iqk || c.kpack) &&
+                (c.s.qk_acc.kind == acc_kind::fp32 || c.s.qk_acc.kind == acc_kind::truncated) &&
                 c.s.scaling == score_scaling::fold && c.s.max == max_space::raw && !c.s.mask_on_x &&
                 c.s.masked_tail_blocks == 0;
   return c;
@@ -521,16 +525,26 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
   } else if (!c.gemm_qk || c.fma_qk) {
     const int ks = c.s.qk_acc.k_step;
     b.c.resize(rows, n);
+    float* xq = nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      if (c.qk_to_x) xq = b.x.data();
     for (int k0 = 0; k0 < d; k0 += ks) {
       const int kn = std::min(d, k0 + ks) - k0;
-      // rows [g, g + nr) of the chunk's sums (C at row g) rounded into their accumulators
+      // rows [g, g + nr) of the chunk's sums (C at row g) rounded into their accumulators: the
+      // fp32 scores in x (qk_to_x) or sacc
       auto add = [&](int g, int nr, const double* C, int ldc) {
         for (int r = g; r < g + nr; ++r) {
-          double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
-          if (k0 == 0)
-            round_add<true>(c.s.qk_acc, acc, C + static_cast<size_t>(r - g) * ldc, n);
+          const double* cr = C + static_cast<size_t>(r - g) * ldc;
+          auto into = [&](auto* acc) {
+            if (k0 == 0)
+              round_add<true>(c.s.qk_acc, acc, cr, n);
+            else
+              round_add(c.s.qk_acc, acc, cr, n);
+          };
+          if (xq)
+            into(xq + static_cast<size_t>(r) * b.bn);
           else
-            round_add(c.s.qk_acc, acc, C + static_cast<size_t>(r - g) * ldc, n);
+            into(b.sacc.data() + static_cast<size_t>(r) * b.bn);
         }
       };
       if (c.iqk) {  // make_ctx built the planes for this path, k_step and block width: no refusal
@@ -540,7 +554,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
         continue;
       } else if (c.kpack) {  // make_ctx packed Q and K for this path and block width: no refusal
         if (c.s.qk_acc.kind == acc_kind::fp32) {  // the fp32 rounding in the kernels' epilogue
-          const fma::fp32_acc out{nullptr, b.sacc.data(), b.bn, k0 == 0, nullptr};
+          const fma::fp32_acc out{xq, xq ? nullptr : b.sacc.data(), b.bn, k0 == 0, nullptr};
           const bool ran = fma::ordered_gemm(*c.qpack, r0, *c.kpack, k0, kn, j0, n, rows, out);
           ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
           continue;
