@@ -16,30 +16,6 @@ namespace attnum::attention::fma {
 namespace {
 
 #if ATTNUM_SIMD_KERNELS
-// Packed operands of one call: A rows as doubles [rows][kn], B as column panels of W doubles,
-// [panel][k][W], zero past n (the padding columns compute zeros that are never stored).
-struct packed {
-  std::vector<double> a, b;
-};
-
-void pack(const float* A, int lda, const float* B, int ldb, int rows, int n, int kn, int W, packed& p) {
-  const int np = (n + W - 1) / W;
-  p.a.resize(static_cast<size_t>(rows) * kn);
-  p.b.resize(static_cast<size_t>(np) * kn * W);
-  for (int r = 0; r < rows; ++r)
-    for (int k = 0; k < kn; ++k) p.a[static_cast<size_t>(r) * kn + k] = A[static_cast<size_t>(r) * lda + k];
-  for (int q = 0; q < np; ++q) {
-    const int j0 = q * W, w = std::min(W, n - j0);
-    double* dst = p.b.data() + static_cast<size_t>(q) * kn * W;
-    for (int k = 0; k < kn; ++k) {
-      const float* src = B + static_cast<size_t>(k) * ldb + j0;
-      double* d = dst + static_cast<size_t>(k) * W;
-      for (int j = 0; j < w; ++j) d[j] = src[j];
-      for (int j = w; j < W; ++j) d[j] = 0.0;
-    }
-  }
-}
-
 // Where a call's sums go: C (a plain store, C[r * ldc + j] for row r and column j of the call), or
 // rounded into the fp32 accumulators of *acc (fma_gemm.h, fp32_acc).
 struct out_t {
@@ -339,13 +315,12 @@ void run_kernels(int W, const double* a, size_t lda, int rows, int kn, const dou
     gemm_avx2(a, lda, rows, kn, b, pstride, n, o);
 }
 
-// Rows [0, rows) of A as doubles in thread-local storage: columns [0, kn) of A, row stride kn.
+// Rows [0, rows) of A as doubles in thread-local storage (packed_a): columns [0, kn) of A, row
+// stride kn.
 const double* rows_as_double(const float* A, int lda, int rows, int kn) {
-  static thread_local std::vector<double> a;
-  a.resize(static_cast<size_t>(rows) * kn);
-  for (int r = 0; r < rows; ++r)
-    for (int kk = 0; kk < kn; ++kk) a[static_cast<size_t>(r) * kn + kk] = A[static_cast<size_t>(r) * lda + kk];
-  return a.data();
+  static thread_local packed_a a;
+  a.build(A, lda, rows, kn);
+  return a.p.data();
 }
 
 // A packed call (ranges checked by the caller) on A's doubles and B's panels.
@@ -362,12 +337,10 @@ bool packed_call(const double* a, size_t lda, const packed_b& B, int k0, int kn,
 bool ordered_gemm(const float* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc) {
 #if ATTNUM_SIMD_KERNELS
   if (rows <= 0 || n <= 0) return true;
-  const int W = panel_width();
-  if (!W) return false;
-  static thread_local packed p;
-  pack(A, lda, B, ldb, rows, n, kn, W, p);
-  run_kernels(W, p.a.data(), kn, rows, kn, p.b.data(), static_cast<size_t>(kn) * W, n, out_t{C, ldc, nullptr});
-  return true;
+  if (!panel_width()) return false;
+  static thread_local packed_b b;  // B as the packed calls hold it: [panel][k][W], zero past n
+  b.build(B, ldb, false, kn, n);
+  return packed_call(rows_as_double(A, lda, rows, kn), kn, b, 0, kn, 0, n, rows, out_t{C, ldc, nullptr});
 #else
   (void)A, (void)lda, (void)B, (void)ldb, (void)rows, (void)n, (void)kn, (void)C, (void)ldc;
   return false;
