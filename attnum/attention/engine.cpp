@@ -511,8 +511,9 @@ void ordered_gemm(const TA* A, int lda, const float* B, int ldb, int rows, int n
 template <typename T>
 void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_buf<T>& b) {
   const int rows = r1 - r0, d = c.d, n = jc - j0;
-  for (int r = 0; r < rows; ++r)
-    std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
+  if (!c.qk_to_x)  // (with qk_to_x the scores go to x, whose masked columns the softmax fills)
+    for (int r = 0; r < rows; ++r)
+      std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
   if (n <= 0) return;
   const long off = c.causal ? c.n_kv - c.n_q : (1L << 40);  // AMX paths: key j masked when j > i + off
   if (c.amx_qk) {
