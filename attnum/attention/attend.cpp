@@ -18,20 +18,21 @@ attend_result attend(const kernel_spec& spec, const layer_view& layer, condition
     out = r.o.data();
   }
   r.heads.resize(layer.n_head);
+  std::vector<run_stats> stats(layer.n_head);
+  run_heads(*p, 0, layer.n_head, causal, out, stats.data());  // every thread on the heads' tiles
   worker_errors errors;  // an error in a worker thread reaches the caller
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (with_metrics)
   for (int h = 0; h < layer.n_head; ++h) errors.run([&] {
     head_report& hr = r.heads[h];
     hr.head = h;
     hr.kv_head = p->kv_head(h);
-    float* o = out + per * h;
-    run_head(*p, h, causal, o, &hr.stats);
+    hr.stats = stats[h];
     if (!with_metrics) {
       hr.rel_err = hr.log_err = hr.cosine = hr.max_row_err = hr.max_abs_err = std::nan("");
       return;
     }
     const auto ref = reference_head(layer, h, causal);
-    const error_metrics m = measure(o, ref.o.data(), layer.n_q, layer.d_head);
+    const error_metrics m = measure(out + per * h, ref.o.data(), layer.n_q, layer.d_head);
     hr.rel_err = m.rel_err, hr.log_err = m.log_err, hr.cosine = m.cosine;
     hr.max_row_err = m.max_row_err, hr.max_abs_err = m.max_abs_err;
   });

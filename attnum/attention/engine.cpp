@@ -27,6 +27,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <bit>
 #include <cstring>
@@ -969,6 +970,65 @@ void run_head_t(const prepared_layer& L, int h, bool causal, OutT* o, run_stats*
   if (stats) *stats = total;
 }
 
+// Heads [h0, h1) with their row tiles in one pool: a batch of heads as large as the thread
+// count is set up together (one head's planes per thread at a time, as with run_head in a loop
+// over heads), then every thread takes (head, tile) items, largest tiles first, until the batch
+// is done. Heads in parallel leave a thread idle when its head ends first (fewer heads than
+// threads, or a slower core); the pool does not. Each tile's bits do not depend on the thread.
+template <typename T>
+void run_heads_t(const prepared_layer& L, int h0, int h1, bool causal, float* o, run_stats* stats) {
+  const int n_threads = omp_in_parallel() ? 1 : threads();
+  const size_t per = static_cast<size_t>(L.n_q) * L.d_head;
+  for (int b0 = h0; b0 < h1; b0 += n_threads) {
+    const int nb = std::min(h1 - b0, n_threads);
+    std::vector<head_ctx<T>> ctx(nb);
+    std::vector<run_stats> total(nb);
+    int tile = 1;
+    worker_errors errors;  // an error in a worker thread reaches the caller
+#pragma omp parallel num_threads(std::min(n_threads, nb))
+    {
+#pragma omp for schedule(static)
+      for (int i = 0; i < nb; ++i) errors.run([&] { ctx[i] = make_ctx<T>(L, b0 + i, causal); });
+    }
+    errors.rethrow();
+    for (int i = 0; i < nb; ++i) {
+      tile = std::gcd(ctx[i].bm, kTileRows);
+      total[i].nan_flagged = ctx[i].v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
+    }
+    const int n_tiles = (L.n_q + tile - 1) / tile;
+    // next[i]: how many of head i's tiles are handed out, last (causal: largest) first
+    std::unique_ptr<std::atomic<int>[]> next(new std::atomic<int>[nb]);
+    for (int i = 0; i < nb; ++i) next[i].store(0);
+#pragma omp parallel num_threads(n_threads)
+    {
+      static thread_local std::unique_ptr<tile_buf<T>> cached;
+      errors.run([&] {
+        if (!cached || cached->bn != ctx[0].bn || cached->d != ctx[0].d) cached = std::make_unique<tile_buf<T>>(ctx[0].bn, ctx[0].d);
+      });
+      std::vector<run_stats> st(nb);
+      // A thread stays on its own head while it has tiles (its planes stay in this core's
+      // cache), then helps with the others'.
+      const int home = omp_get_thread_num() % nb;
+      for (int k = 0; k < nb; ++k) {
+        const int i = (home + k) % nb;
+        for (int j; (j = next[i].fetch_add(1, std::memory_order_relaxed)) < n_tiles;)
+          errors.run([&] {
+            const int t = n_tiles - 1 - j;
+            run_tile(ctx[i], t * tile, std::min(L.n_q, (t + 1) * tile), o + per * (b0 - h0 + i), *cached, st[i]);
+          });
+      }
+#pragma omp critical
+      for (int i = 0; i < nb; ++i) {  // integer counts: the sum does not depend on the order
+        total[i].p_count += st[i].p_count;
+        total[i].p_underflow += st[i].p_underflow;
+        total[i].p_saturated += st[i].p_saturated;
+      }
+    }
+    errors.rethrow();
+    if (stats) std::copy(total.begin(), total.end(), stats + (b0 - h0));
+  }
+}
+
 template <typename OutT>
 void run_head_any(const prepared_layer& L, int h, bool causal, OutT* o, run_stats* stats) {
   if (h < 0 || h >= L.n_head) fail("run_head: head {} out of range [0, {})", h, L.n_head);
@@ -995,6 +1055,14 @@ void run_head(const prepared_layer& L, int h, bool causal, float* o, run_stats* 
 }
 void run_head(const prepared_layer& L, int h, bool causal, double* o, run_stats* stats) {
   run_head_any(L, h, causal, o, stats);
+}
+
+void run_heads(const prepared_layer& L, int h0, int h1, bool causal, float* o, run_stats* stats) {
+  if (h0 < 0 || h1 > L.n_head || h0 > h1) fail("run_heads: heads [{}, {}) out of range [0, {})", h0, h1, L.n_head);
+  if (L.spec.arith_fp64)
+    run_heads_t<double>(L, h0, h1, causal, o, stats);
+  else
+    run_heads_t<float>(L, h0, h1, causal, o, stats);
 }
 
 std::vector<float> run_layer(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal,

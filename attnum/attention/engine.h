@@ -106,6 +106,11 @@ struct run_stats {
 /// Runs the kernel on query head h of a prepared layer: o is [n_q, d_head] (fp32 values of the
 /// kernel's output format). Deterministic; thread-safe (run heads in parallel freely).
 void run_head(const prepared_layer& layer, int h, bool causal, float* o, run_stats* stats = nullptr);
+/// Heads [h0, h1) into o + (h - h0) * n_q * d_head, stats (if given) one entry per head: the same
+/// bits as run_head on each, with all threads sharing the heads' row tiles (faster than heads in
+/// parallel when there are few heads or the cores run at different speeds). Call it from outside
+/// a parallel region; inside one it runs on the calling thread.
+void run_heads(const prepared_layer& layer, int h0, int h1, bool causal, float* o, run_stats* stats = nullptr);
 /// Same with a double output: with spec.arith_fp64 the fp64 result is not rounded to float
 /// (exact_spec() then matches reference_head to ~1e-15).
 void run_head(const prepared_layer& layer, int h, bool causal, double* o, run_stats* stats = nullptr);

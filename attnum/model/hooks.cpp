@@ -37,12 +37,7 @@ attention_fn engine_kernel(const attention::kernel_spec& spec, attention::condit
                            const attention::transform_options& topt = {}) {
   return [spec, cond, topt](int, const qkv_view& x, float* o) {
     const auto prepared = attention::prepare_layer(spec, view_of(x), cond, topt);
-    const size_t hs = size_t(x.n_tok) * x.d_head;
-// Heads in parallel (run_head then runs its tiles on the calling thread).
-    worker_errors errors;
-#pragma omp parallel for schedule(dynamic)
-    for (int h = 0; h < x.n_head; ++h) errors.run([&] { attention::run_head(*prepared, h, true, o + h * hs); });
-    errors.rethrow();
+    attention::run_heads(*prepared, 0, x.n_head, true, o);  // the heads' tiles shared by the threads
   };
 }
 

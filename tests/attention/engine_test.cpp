@@ -231,6 +231,56 @@ TEST(engine_test, deterministic_across_threads) {
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
 }
 
+// run_heads (attend's and the loss hooks' call): every head's output and P counters are those of
+// run_head on that head, for every preset, with fewer, as many and more heads than threads, a
+// sub-range of heads, and non-causal; called inside a parallel region it runs on that thread.
+// (set_threads caps at the core count: on two cores five heads are more than the threads.)
+TEST(engine_test, run_heads_equals_run_head_per_head) {
+  const auto L = random_layer(5, 1, 150, 150, 64, 61, 2.0f);
+  const size_t per = static_cast<size_t>(150) * 64;
+  for (const auto& name : preset_names()) {
+    const auto p = prepare_layer(preset(name), L.view, condition::plain);
+    for (bool causal : {true, false}) {
+      set_threads(1);
+      std::vector<float> want(per * 5);
+      std::vector<run_stats> want_st(5);
+      for (int h = 0; h < 5; ++h) run_head(*p, h, causal, want.data() + per * h, &want_st[h]);
+      for (int nt : {1, 2}) {
+        set_threads(nt);
+        for (auto [h0, h1] : {std::pair{0, 5}, std::pair{1, 3}, std::pair{4, 5}}) {
+          std::vector<float> got(per * (h1 - h0), -7.0f);
+          std::vector<run_stats> st(h1 - h0);
+          run_heads(*p, h0, h1, causal, got.data(), st.data());
+          const std::string what = name + (causal ? " causal" : " full") + " threads " + std::to_string(nt) +
+                                   " heads " + std::to_string(h0) + ".." + std::to_string(h1);
+          EXPECT_EQ(0, std::memcmp(got.data(), want.data() + per * h0, got.size() * 4)) << what;
+          for (int h = h0; h < h1; ++h) {
+            EXPECT_EQ(st[h - h0].p_count, want_st[h].p_count) << what;
+            EXPECT_EQ(st[h - h0].p_underflow, want_st[h].p_underflow) << what;
+            EXPECT_EQ(st[h - h0].p_saturated, want_st[h].p_saturated) << what;
+            EXPECT_EQ(st[h - h0].nan_flagged, want_st[h].nan_flagged) << what;
+          }
+        }
+      }
+    }
+  }
+  set_threads(2);
+  std::vector<float> inside(per * 5);
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    run_heads(*prepare_layer(preset("fa3"), L.view, condition::plain), 0, 5, true, inside.data());
+  }
+  std::vector<float> want(per * 5);
+  const auto p = prepare_layer(preset("fa3"), L.view, condition::plain);
+  for (int h = 0; h < 5; ++h) run_head(*p, h, true, want.data() + per * h);
+  EXPECT_EQ(0, std::memcmp(inside.data(), want.data(), want.size() * 4));
+  std::vector<float> one(per);
+  EXPECT_THROW(run_heads(*p, 4, 6, true, one.data()), error);
+  EXPECT_THROW(run_heads(*p, 3, 2, true, one.data()), error);
+  set_threads(0);
+}
+
 // keep_operands false (attend's call): the casts are the same bits as with the copies kept, for
 // every preset and condition (Sage's smooth_k and v1's folded scale change K and Q in place, the
 // conditions K and Q); the operands no step changes are not copied; non-finite input still fails.
