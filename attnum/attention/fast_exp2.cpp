@@ -74,8 +74,9 @@ ATTNUM_AVX512_FN void exp2f_vec_t(const float* in, float a, float b, float* out,
   // 16 lanes at a time (the float steps at full width, the double steps as two halves); the
   // last group loads and stores only its n % 16 lanes
   for (int i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 in16 = _mm512_maskz_loadu_ps(k, in + i);
+    const bool full = n - i >= 16;
+    const __mmask16 k = full ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 in16 = full ? _mm512_loadu_ps(in + i) : _mm512_maskz_loadu_ps(k, in + i);
     const __m512 x = FUSED ? _mm512_fmadd_ps(in16, va, vb) : in16;
     // lanes with |x| >= 128, Inf or NaN (glibc's top12 test) take the scalar path
     const __mmask16 special = k & _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(128.0f), _CMP_NLT_UQ);
@@ -93,7 +94,10 @@ ATTNUM_AVX512_FN void exp2f_vec_t(const float* in, float a, float b, float* out,
       scalar_lanes<FUSED>(special & ~minf, in + i, a, b, tmp);
       y = _mm512_load_ps(tmp);
     }
-    _mm512_mask_storeu_ps(out + i, k, y);
+    if (full)
+      _mm512_storeu_ps(out + i, y);
+    else
+      _mm512_mask_storeu_ps(out + i, k, y);
   }
 }
 
