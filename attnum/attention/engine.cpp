@@ -933,50 +933,14 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
   for (int r = 0; r < rows; ++r) epilogue_row(c, r0 + r, r, live[r], b, out);
 }
 
+// Heads [h0, h1) (run_head: one head) with their row tiles shared by the threads: a batch of
+// heads as large as the thread count is set up together (one head's planes per thread at a time,
+// as with run_head in a loop over heads), then every thread takes its own head's tiles and, when
+// they run out, the others'. Heads in parallel leave a thread idle when its head ends first
+// (fewer heads than threads, or a slower core); sharing does not. Each tile's bits and the
+// integer counts do not depend on which thread runs a tile, nor in which order.
 template <typename T, typename OutT>
-void run_head_t(const prepared_layer& L, int h, bool causal, OutT* o, run_stats* stats) {
-  const head_ctx<T> c = make_ctx<T>(L, h, causal);
-  const int tile = std::gcd(c.bm, kTileRows);  // tiles never straddle a CTA
-  run_stats total;
-  total.nan_flagged = c.v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
-  const int n_tiles = (c.n_q + tile - 1) / tile;
-  const int n_threads = omp_in_parallel() ? 1 : threads();
-  worker_errors errors;  // an error in a worker thread reaches the caller
-#pragma omp parallel num_threads(n_threads)
-  {
-    // scratch reused across heads on this thread (fresh pages cost more than the work here)
-    static thread_local std::unique_ptr<tile_buf<T>> cached;
-    errors.run([&] {
-      if (!cached || cached->bn != c.bn || cached->d != c.d) cached = std::make_unique<tile_buf<T>>(c.bn, c.d);
-    });
-    run_stats st;
-    // Last tile first: with a causal mask a tile's work grows with its row index, so handing out
-    // the largest first balances the threads (the output and the integer counts do not depend on
-    // which thread runs a tile, nor in which order).
-#pragma omp for schedule(dynamic, 1)
-    for (int i = 0; i < n_tiles; ++i)
-      errors.run([&] {
-        const int t = n_tiles - 1 - i;
-        run_tile(c, t * tile, std::min(c.n_q, (t + 1) * tile), o, *cached, st);
-      });
-#pragma omp critical
-    {  // integer counts: the sum does not depend on the order
-      total.p_count += st.p_count;
-      total.p_underflow += st.p_underflow;
-      total.p_saturated += st.p_saturated;
-    }
-  }
-  errors.rethrow();
-  if (stats) *stats = total;
-}
-
-// Heads [h0, h1) with their row tiles in one pool: a batch of heads as large as the thread
-// count is set up together (one head's planes per thread at a time, as with run_head in a loop
-// over heads), then every thread takes (head, tile) items, largest tiles first, until the batch
-// is done. Heads in parallel leave a thread idle when its head ends first (fewer heads than
-// threads, or a slower core); the pool does not. Each tile's bits do not depend on the thread.
-template <typename T>
-void run_heads_t(const prepared_layer& L, int h0, int h1, bool causal, float* o, run_stats* stats) {
+void run_heads_t(const prepared_layer& L, int h0, int h1, bool causal, OutT* o, run_stats* stats) {
   const int n_threads = omp_in_parallel() ? 1 : threads();
   const size_t per = static_cast<size_t>(L.n_q) * L.d_head;
   for (int b0 = h0; b0 < h1; b0 += n_threads) {
@@ -985,12 +949,13 @@ void run_heads_t(const prepared_layer& L, int h0, int h1, bool causal, float* o,
     std::vector<run_stats> total(nb);
     int tile = 1;
     worker_errors errors;  // an error in a worker thread reaches the caller
-#pragma omp parallel num_threads(std::min(n_threads, nb))
-    {
-#pragma omp for schedule(static)
+    if (nb == 1) {
+      ctx[0] = make_ctx<T>(L, b0, causal);
+    } else {
+#pragma omp parallel for schedule(static) num_threads(std::min(n_threads, nb))
       for (int i = 0; i < nb; ++i) errors.run([&] { ctx[i] = make_ctx<T>(L, b0 + i, causal); });
+      errors.rethrow();
     }
-    errors.rethrow();
     for (int i = 0; i < nb; ++i) {
       tile = std::gcd(ctx[i].bm, kTileRows);
       total[i].nan_flagged = ctx[i].v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
@@ -1033,9 +998,9 @@ template <typename OutT>
 void run_head_any(const prepared_layer& L, int h, bool causal, OutT* o, run_stats* stats) {
   if (h < 0 || h >= L.n_head) fail("run_head: head {} out of range [0, {})", h, L.n_head);
   if (L.spec.arith_fp64)
-    run_head_t<double>(L, h, causal, o, stats);
+    run_heads_t<double>(L, h, h + 1, causal, o, stats);
   else
-    run_head_t<float>(L, h, causal, o, stats);
+    run_heads_t<float>(L, h, h + 1, causal, o, stats);
 }
 
 template <typename OutT>
