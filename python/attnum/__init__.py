@@ -90,8 +90,10 @@ def _operand(x, name: str) -> Tuple[_np.ndarray, bool]:
         raise ValueError(f"{name}: expected shape [n_tok, d_head] or [n_head, n_tok, d_head], got {x.ndim} dims {x.shape}")
     if not x.flags.c_contiguous:
         raise ValueError(f"{name}: expected a C-contiguous array (np.ascontiguousarray(x)), got strides {x.strides}")
-    bad = ~_np.isfinite(x)
-    if bad.any():
+    # min and max are NaN or infinite exactly when some element is not finite: two reductions
+    # without the temporaries of isfinite (this check was 4% of a 2-head attend call)
+    if x.size and not (_np.isfinite(x.min()) and _np.isfinite(x.max())):
+        bad = ~_np.isfinite(x)
         at = tuple(int(i) for i in _np.argwhere(bad)[0])
         raise ValueError(f"{name}: element {list(at)} is not finite ({x[at]}); attention inputs must be finite")
     two = x.ndim == 2
