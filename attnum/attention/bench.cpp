@@ -30,9 +30,9 @@ double seconds(F&& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Calls f(head, r0, rows) for every 64-row slab of every head: thread t starts on head t mod
-// heads (largest row index first, as the engine's causal tiles) and then takes what is left of
-// the others. The balanced variant of each baseline, so that the engine's shared tiles are not
+// Calls f(head, r0, rows) for every 64-row slab of every head, handed out as the engine hands out
+// its tiles (take_home_first: a thread's own head first, largest row index first, then the
+// others'). The balanced variant of each baseline, so that the engine's shared tiles are not
 // compared with baselines that a slow core holds back.
 template <typename F>
 void shared_slabs(int heads, int n, F&& f) {
@@ -40,16 +40,10 @@ void shared_slabs(int heads, int n, F&& f) {
   std::vector<std::atomic<int>> next(heads);
   for (auto& x : next) x.store(0);
 #pragma omp parallel
-  {
-    const int home = omp_get_thread_num() % heads;
-    for (int k = 0; k < heads; ++k) {
-      const int h = (home + k) % heads;
-      for (int j; (j = next[h].fetch_add(1, std::memory_order_relaxed)) < slabs;) {
-        const int r0 = (slabs - 1 - j) * 64;
-        f(h, r0, std::min(64, n - r0));
-      }
-    }
-  }
+  take_home_first(next, slabs, omp_get_thread_num(), [&](int h, int j) {
+    const int r0 = (slabs - 1 - j) * 64;
+    f(h, r0, std::min(64, n - r0));
+  });
 }
 
 // Q, K, V and the outputs of the same-shape GEMMs S = Q K^T, O = S V, per head.
@@ -104,22 +98,22 @@ struct block_case {
       o[h].middleRows(r0, rows).noalias() += s_t * V.middleRows(j0, cols);
     }
   }
-  void size() {
+  void allocate() {  // (tile() zeroes the rows it computes)
     const int heads = static_cast<int>(g.q.size());
     if (s.empty()) {
       s.resize(heads), o.resize(heads);
-      for (int h = 0; h < heads; ++h) o[h].setZero(g.q[h].rows(), g.q[h].cols());
+      for (int h = 0; h < heads; ++h) o[h].resize(g.q[h].rows(), g.q[h].cols());
     }
   }
   void run() {
-    size();
+    allocate();
     const int heads = static_cast<int>(g.q.size());
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < heads; ++h)
       for (int r0 = 0; r0 < g.q[h].rows(); r0 += 64) tile(h, r0, std::min<int>(64, g.q[h].rows() - r0), s[h]);
   }
   void run_shared() {
-    size();
+    allocate();
     std::vector<mat> st(threads());
     shared_slabs(static_cast<int>(g.q.size()), static_cast<int>(g.q[0].rows()),
                  [&](int h, int r0, int rows) { tile(h, r0, rows, st[omp_get_thread_num()]); });

@@ -94,8 +94,8 @@ struct head_ctx {
   // and acc + sum is formed in double from the float as from the same value held as a double.
   // (The scalar path keeps the double accumulators: the reference the other paths are tested on.)
   bool qk_to_x = false;
-  // Thread-local planes, reused from head to head (no fresh pages per head); the workers of
-  // run_head_t only read them while the owning thread waits in the parallel region.
+  // Thread-local planes of the thread that built the context, reused from head to head (no fresh
+  // pages per head); run_heads_t builds one context per thread and the workers only read them.
   amx::exact_qk* aqk = nullptr;
   amx::exact_pv* apv = nullptr;
   bool amx_i8 = false;  // INT8 QK with int32 sums on AMX-INT8 tiles (Sage)
@@ -934,54 +934,55 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
 }
 
 // Heads [h0, h1) (run_head: one head) with their row tiles shared by the threads: a batch of
-// heads as large as the thread count is set up together (one head's planes per thread at a time,
-// as with run_head in a loop over heads), then every thread takes its own head's tiles and, when
-// they run out, the others'. Heads in parallel leave a thread idle when its head ends first
-// (fewer heads than threads, or a slower core); sharing does not. Each tile's bits and the
-// integer counts do not depend on which thread runs a tile, nor in which order.
+// heads, one per thread of a team, is set up together (each thread builds one head's context,
+// whose planes live in that thread's thread-local buffers, as with run_head in a loop over
+// heads), then every thread takes its own head's tiles and, when they run out, the others'
+// (take_home_first). Heads in parallel leave a thread idle when its head ends first (fewer heads
+// than threads, or a slower core); sharing does not. Each tile's bits and the integer counts do
+// not depend on which thread runs a tile, nor in which order.
 template <typename T, typename OutT>
 void run_heads_t(const prepared_layer& L, int h0, int h1, bool causal, OutT* o, run_stats* stats) {
   const int n_threads = omp_in_parallel() ? 1 : threads();
   const size_t per = static_cast<size_t>(L.n_q) * L.d_head;
-  for (int b0 = h0; b0 < h1; b0 += n_threads) {
-    const int nb = std::min(h1 - b0, n_threads);
+  for (int b0 = h0; b0 < h1;) {
+    int nb = std::min(h1 - b0, n_threads);
     std::vector<head_ctx<T>> ctx(nb);
-    std::vector<run_stats> total(nb);
-    int tile = 1;
     worker_errors errors;  // an error in a worker thread reaches the caller
     if (nb == 1) {
       ctx[0] = make_ctx<T>(L, b0, causal);
     } else {
-#pragma omp parallel for schedule(static) num_threads(std::min(n_threads, nb))
-      for (int i = 0; i < nb; ++i) errors.run([&] { ctx[i] = make_ctx<T>(L, b0 + i, causal); });
+      // context i on thread i only: two contexts built on one thread would share its buffers.
+      // A team smaller than asked (OMP_DYNAMIC) makes the batch smaller.
+#pragma omp parallel num_threads(nb)
+      {
+#pragma omp single
+        nb = omp_get_num_threads();
+        const int t = omp_get_thread_num();
+        errors.run([&] { ctx[t] = make_ctx<T>(L, b0 + t, causal); });
+      }
       errors.rethrow();
+      ctx.resize(nb);
     }
-    for (int i = 0; i < nb; ++i) {
-      tile = std::gcd(ctx[i].bm, kTileRows);
-      total[i].nan_flagged = ctx[i].v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
-    }
+    const int tile = std::gcd(ctx[0].bm, kTileRows);  // tiles never straddle a CTA (bm: the spec's)
     const int n_tiles = (L.n_q + tile - 1) / tile;
-    // next[i]: how many of head i's tiles are handed out, last (causal: largest) first
-    std::unique_ptr<std::atomic<int>[]> next(new std::atomic<int>[nb]);
-    for (int i = 0; i < nb; ++i) next[i].store(0);
+    std::vector<run_stats> total(nb);
+    for (int i = 0; i < nb; ++i) total[i].nan_flagged = ctx[i].v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
+    std::vector<std::atomic<int>> next(nb);  // each head's tiles handed out, last (causal: largest) first
+    for (auto& x : next) x.store(0);
 #pragma omp parallel num_threads(n_threads)
     {
+      // scratch reused across heads on this thread (fresh pages cost more than the work here)
       static thread_local std::unique_ptr<tile_buf<T>> cached;
       errors.run([&] {
         if (!cached || cached->bn != ctx[0].bn || cached->d != ctx[0].d) cached = std::make_unique<tile_buf<T>>(ctx[0].bn, ctx[0].d);
       });
       std::vector<run_stats> st(nb);
-      // A thread stays on its own head while it has tiles (its planes stay in this core's
-      // cache), then helps with the others'.
-      const int home = omp_get_thread_num() % nb;
-      for (int k = 0; k < nb; ++k) {
-        const int i = (home + k) % nb;
-        for (int j; (j = next[i].fetch_add(1, std::memory_order_relaxed)) < n_tiles;)
-          errors.run([&] {
-            const int t = n_tiles - 1 - j;
-            run_tile(ctx[i], t * tile, std::min(L.n_q, (t + 1) * tile), o + per * (b0 - h0 + i), *cached, st[i]);
-          });
-      }
+      take_home_first(next, n_tiles, omp_get_thread_num(), [&](int i, int j) {
+        errors.run([&] {
+          const int t = n_tiles - 1 - j;
+          run_tile(ctx[i], t * tile, std::min(L.n_q, (t + 1) * tile), o + per * (b0 - h0 + i), *cached, st[i]);
+        });
+      });
 #pragma omp critical
       for (int i = 0; i < nb; ++i) {  // integer counts: the sum does not depend on the order
         total[i].p_count += st[i].p_count;
@@ -991,6 +992,7 @@ void run_heads_t(const prepared_layer& L, int h0, int h1, bool causal, OutT* o, 
     }
     errors.rethrow();
     if (stats) std::copy(total.begin(), total.end(), stats + (b0 - h0));
+    b0 += nb;
   }
 }
 

@@ -62,18 +62,16 @@ ATTNUM_AVX512_FN bool split_avx512(const float* x, int n, float s_hi, int16_t* h
                         _mm512_cmp_ps_mask(_mm512_abs_ps(v), M, _CMP_LE_OQ);
     if (static_cast<__mmask16>(~g & k)) good = false;  // NaN, off the grid or above 448
     const __mmask16 l = static_cast<__mmask16>(~h & k);  // not an integer at s_hi (zeros are)
-    const __m256i hv = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(h, y)));
-    if (m == 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i), hv);
-    else
-      _mm256_mask_storeu_epi16(hi + i, k, hv);
-    if (lo) {
-      const __m256i lv = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(l, z)));
+    // the lanes of `keep` of x as int16 at dst + i (whole vectors unmasked, as the load)
+    auto put = [&](int16_t* dst, __mmask16 keep, __m512 x) {
+      const __m256i w = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(keep, x)));
       if (m == 16)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i), lv);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), w);
       else
-        _mm256_mask_storeu_epi16(lo + i, k, lv);
-    }
+        _mm256_mask_storeu_epi16(dst + i, k, w);
+    };
+    put(hi, h, y);
+    if (lo) put(lo, l, z);
     if (lo_mask) lo_mask[i / 64] |= static_cast<uint64_t>(l) << (i % 64);
   }
   return good;
