@@ -45,6 +45,17 @@ bool choose_shifts(double amax_a, double amax_b, int kn, int& sa, int& sb) {
 namespace {
 
 #if ATTNUM_SIMD_KERNELS
+// The lanes of `keep` of x as int16 at dst, m of them (whole vectors unmasked, as the load). A
+// function of its own, not a lambda: GCC does not give a lambda its enclosing function's target
+// attribute, so a lambda of AVX-512 intrinsics compiles only under -march with AVX-512.
+ATTNUM_AVX512_FN inline void put_avx512(int16_t* dst, int m, __mmask16 k, __mmask16 keep, __m512 x) {
+  const __m256i w = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(keep, x)));
+  if (m == 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), w);
+  else
+    _mm256_mask_storeu_epi16(dst, k, w);
+}
+
 // Vector split of n values (hi and lo as above; lo may be null when only the positions are wanted).
 // lo_mask gets one bit per value with a nonzero lo part; false on NaN / off grid.
 ATTNUM_AVX512_FN bool split_avx512(const float* x, int n, float s_hi, int16_t* hi, int16_t* lo, uint64_t* lo_mask) {
@@ -62,16 +73,8 @@ ATTNUM_AVX512_FN bool split_avx512(const float* x, int n, float s_hi, int16_t* h
                         _mm512_cmp_ps_mask(_mm512_abs_ps(v), M, _CMP_LE_OQ);
     if (static_cast<__mmask16>(~g & k)) good = false;  // NaN, off the grid or above 448
     const __mmask16 l = static_cast<__mmask16>(~h & k);  // not an integer at s_hi (zeros are)
-    // the lanes of `keep` of x as int16 at dst + i (whole vectors unmasked, as the load)
-    auto put = [&](int16_t* dst, __mmask16 keep, __m512 x) {
-      const __m256i w = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_maskz_mov_ps(keep, x)));
-      if (m == 16)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), w);
-      else
-        _mm256_mask_storeu_epi16(dst + i, k, w);
-    };
-    put(hi, h, y);
-    if (lo) put(lo, l, z);
+    put_avx512(hi + i, m, k, h, y);
+    if (lo) put_avx512(lo + i, m, k, l, z);
     if (lo_mask) lo_mask[i / 64] |= static_cast<uint64_t>(l) << (i % 64);
   }
   return good;
