@@ -41,7 +41,8 @@ void setup(CLI::App& app) {
                  amx                    ? "AMX-BF16 tiles"
                  : sums == "double-gemm" ? "double GEMMs (scalar path)"
                  : sums.rfind("int16-planes", 0) == 0
-                     ? fmt::format("int16 exponent-plane kernels ({}; double-FMA where they refuse)", path == "amx" ? "avx512" : path)
+                     ? fmt::format("int16 exponent-plane kernels ({}; {} where they refuse)", path == "amx" ? "avx512" : path,
+                                   path == "neon" ? "double GEMMs" : "double-FMA")
                      : fmt::format("double-FMA chunk kernels ({})", path == "amx" ? "avx512" : path));
       fmt::print("INT8 QK sums: {}\n", amx ? std::string("AMX-INT8 tiles")
                                       : int8 == "fp32-gemm" ? std::string("fp32 GEMM (exact integer sums)")

@@ -212,11 +212,15 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       c.amx_pv = planes.build(c.vp, c.n_kv, c.d);
     }
   }
-  if (isa::at_least(isa::path::avx2)) {
+  // fma_qk / fma_pv: these sums go through the chunk kernels (planes, else double FMA) rather than
+  // Eigen's double GEMMs. NEON has the planes but no double-FMA kernels: below, a head whose planes
+  // could not be built goes back to Eigen there.
+  const bool neon = isa::at_least(isa::path::neon);
+  if (isa::at_least(isa::path::avx2) || neon) {
     c.fma_qk = c.gemm_qk && q_e4 && k_e4 && !c.amx_qk;
     c.fma_pv = std::is_same_v<T, float> && c.gemm_pv && !c.amx_pv;
   }
-  if (c.qk_f32 && !c.amx_i8 && isa::at_least(isa::path::avx2)) {
+  if (c.qk_f32 && !c.amx_i8 && planes::panel_width() > 0) {
     static thread_local fma::packed_i8_b kp;
     static thread_local fma::packed_i8_a qp;
     kp.build(c.k8, c.d, c.n_kv, c.d);
@@ -249,6 +253,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       c.ipv = sv >= 0 && vb.ok, c.vb = &vb;
     }
   }
+  if (neon) c.fma_qk = c.fma_qk && c.iqk, c.fma_pv = c.fma_pv && c.ipv;
   if (c.gemm_qk && !c.qk_f32 && !c.amx_qk && !c.fma_qk) {
     c.qd.assign(c.q8, c.q8 + static_cast<size_t>(c.n_q) * c.d);
     c.kd.assign(L.k8.values.begin() + koff * c.d, L.k8.values.begin() + (koff + c.n_kv) * c.d);

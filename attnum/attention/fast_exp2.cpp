@@ -14,7 +14,7 @@
 namespace attnum::attention::fast {
 namespace {
 
-#if ATTNUM_SIMD_KERNELS
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
 // Bits of 2^(i/32) rounded to the nearest double, minus i << 47 (the exponent part that
 // ki << 47 adds back), as glibc's __exp2f_data table; checked by perf_exp2_test.
 constexpr uint64_t kTable[32] = {
@@ -39,6 +39,9 @@ void scalar_lanes(unsigned mask, const float* x, float a, float b, float* tmp) {
   }
 }
 
+#endif
+
+#if ATTNUM_SIMD_KERNELS
 struct table_regs {
   __m512i t0, t1, t2, t3;  // entries 0-7, 8-15, 16-23, 24-31
 };
@@ -157,13 +160,79 @@ ATTNUM_AVX2_FN void exp2f_avx2_t(const float* in, float a, float b, float* out, 
   }
 }
 
-enum class vec { none, avx2, avx512 };
+#endif
+
+#if ATTNUM_NEON_KERNELS
+// NEON: 2 lanes of the main path (|x| < 128) in double, the same operations as exp2_8 (vfmaq_f64(a,
+// b, c) is the fused a + b c); the table entries read by index.
+inline float64x2_t exp2_2(float64x2_t xd) {
+  const float64x2_t shift = vdupq_n_f64(kShift);
+  float64x2_t kd = vaddq_f64(xd, shift);
+  const uint64x2_t ki = vreinterpretq_u64_f64(kd);
+  kd = vsubq_f64(kd, shift);
+  const float64x2_t r = vsubq_f64(xd, kd);
+  const uint64x2_t t = vcombine_u64(vcreate_u64(kTable[vgetq_lane_u64(ki, 0) & 31]), vcreate_u64(kTable[vgetq_lane_u64(ki, 1) & 31]));
+  const float64x2_t s = vreinterpretq_f64_u64(vaddq_u64(t, vshlq_n_u64(ki, 47)));
+  const float64x2_t z = vfmaq_f64(vdupq_n_f64(kC1), r, vdupq_n_f64(kC0));
+  const float64x2_t r2 = vmulq_f64(r, r);
+  float64x2_t y = vfmaq_f64(vdupq_n_f64(1.0), r, vdupq_n_f64(kC2));
+  y = vfmaq_f64(y, z, r2);
+  return vmulq_f64(y, s);
+}
+
+template <bool FUSED>
+void exp2f_neon_t(const float* in, float a, float b, float* out, int n) {
+  alignas(16) float tmp[4], buf[4];
+  alignas(16) uint32_t rest_lanes[4];
+  const float32x4_t va = vdupq_n_f32(a), vb = vdupq_n_f32(b), zero = vdupq_n_f32(0.0f);
+  for (int i = 0; i < n; i += 4) {
+    const int m = std::min(4, n - i);
+    const float* src = in + i;
+    if (m < 4) {  // the last group: through a zero-padded copy
+      for (int l = 0; l < 4; ++l) buf[l] = l < m ? in[i + l] : 0.0f;
+      src = buf;
+    }
+    const float32x4_t in4 = vld1q_f32(src);
+    const float32x4_t x = FUSED ? vfmaq_f32(vb, in4, va) : in4;  // fmaf(in, a, b)
+    // lanes with |x| >= 128, Inf or NaN take the scalar path; x <= -150 (-Inf included) gives +0
+    const uint32x4_t special = vmvnq_u32(vcltq_f32(vabsq_f32(x), vdupq_n_f32(128.0f)));
+    const uint32x4_t minf = vcleq_f32(x, vdupq_n_f32(-150.0f));
+    const float32x4_t xs = vbslq_f32(special, zero, x);
+    const float32x2_t lo = vcvt_f32_f64(exp2_2(vcvt_f64_f32(vget_low_f32(xs))));
+    float32x4_t y = vcvt_high_f32_f64(lo, exp2_2(vcvt_high_f64_f32(xs)));
+    y = vbslq_f32(minf, zero, y);
+    const uint32x4_t rest = vbicq_u32(special, minf);
+    if (vmaxvq_u32(rest)) {
+      vst1q_f32(tmp, y);
+      vst1q_u32(rest_lanes, rest);
+      unsigned mask = 0;
+      for (int l = 0; l < m; ++l) mask |= rest_lanes[l] ? 1u << l : 0u;
+      scalar_lanes<FUSED>(mask, src, a, b, tmp);
+      y = vld1q_f32(tmp);
+    }
+    if (m == 4) {
+      vst1q_f32(out + i, y);
+    } else {
+      vst1q_f32(tmp, y);
+      for (int l = 0; l < m; ++l) out[i + l] = tmp[l];
+    }
+  }
+}
+#endif
+
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
+enum class vec { none, avx2, avx512, neon };
 
 void exp2f_run(vec v, bool fused, const float* in, float a, float b, float* out, int n) {
+#if ATTNUM_SIMD_KERNELS
   if (v == vec::avx512)
     fused ? exp2f_vec_t<true>(in, a, b, out, n) : exp2f_vec_t<false>(in, a, b, out, n);
   else
     fused ? exp2f_avx2_t<true>(in, a, b, out, n) : exp2f_avx2_t<false>(in, a, b, out, n);
+#else
+  (void)v;
+  fused ? exp2f_neon_t<true>(in, a, b, out, n) : exp2f_neon_t<false>(in, a, b, out, n);
+#endif
 }
 
 bool self_check(vec v) {
@@ -185,8 +254,14 @@ bool self_check(vec v) {
 #endif
 
 // The vector path the active ISA (isa.h) runs, where it passed its self-check on this libm.
-#if ATTNUM_SIMD_KERNELS
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
 vec vector_path() {
+#if ATTNUM_NEON_KERNELS
+  if (isa::at_least(isa::path::neon)) {
+    static const bool ok = self_check(vec::neon);
+    if (ok) return vec::neon;
+  }
+#endif
   if (isa::at_least(isa::path::avx512)) {
     static const bool ok = self_check(vec::avx512);
     if (ok) return vec::avx512;
@@ -202,10 +277,11 @@ vec vector_path() {
 }  // namespace
 
 const char* exp2f_path() {
-#if ATTNUM_SIMD_KERNELS
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
   switch (vector_path()) {
     case vec::avx512: return "avx512";
     case vec::avx2: return "avx2";
+    case vec::neon: return "neon";
     case vec::none: break;
   }
 #endif
@@ -215,7 +291,7 @@ const char* exp2f_path() {
 bool exp2f_vector_active() { return std::string_view(exp2f_path()) != "scalar"; }
 
 void exp2f_fma_array(const float* x, float a, float b, float* out, int n) {
-#if ATTNUM_SIMD_KERNELS
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
   if (const vec v = vector_path(); v != vec::none) {
     exp2f_run(v, true, x, a, b, out, n);
     return;
@@ -225,7 +301,7 @@ void exp2f_fma_array(const float* x, float a, float b, float* out, int n) {
 }
 
 void exp2f_array(const float* in, float* out, int n) {
-#if ATTNUM_SIMD_KERNELS
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
   if (const vec v = vector_path(); v != vec::none) {
     exp2f_run(v, false, in, 0.0f, 0.0f, out, n);
     return;

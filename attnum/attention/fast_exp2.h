@@ -5,9 +5,10 @@
 // glibc's exp2f (Szabolcs Nagy's algorithm; the __exp2f_fma ifunc variant on FMA machines) works
 // in double: x = k/32 + r with |r| <= 1/64 (k from adding 1.5*2^47 and reading the low bits),
 // 2^(k/32) = table[k%32] with the exponent k/32 added into its bits, 2^r by a cubic
-// y = fma(fma(r, C0, C1), r*r, fma(r, C2, 1)), result float(y * s). The AVX-512 and AVX2 (+FMA)
-// paths repeat those exact double operations (same constants, same fused multiply-adds; AVX2
-// reads the table with a gather), lanes with |x| >= 128, Inf or NaN go to the scalar exp2f. The
+// y = fma(fma(r, C0, C1), r*r, fma(r, C2, 1)), result float(y * s). The AVX-512, AVX2 (+FMA) and
+// NEON (AArch64, where glibc's generic exp2f compiles to the same fused operations) paths repeat
+// those exact double operations (same constants, same fused multiply-adds; AVX2 reads the table
+// with a gather, NEON by index), lanes with |x| >= 128, Inf or NaN go to the scalar exp2f. The
 // path follows the runtime ISA choice (isa.h). Because a different libm could round differently, the first
 // call checks the vector path against std::exp2f on a fixed input set and falls back to scalar
 // exp2f for good if any bit differs (exp2f_vector_active() reports which path runs).
@@ -25,7 +26,7 @@ void exp2f_fma_array(const float* x, float a, float b, float* out, int n);
 /// Returns true when exp2f_array uses a vector path (it passed its self-check on this libm).
 bool exp2f_vector_active();
 
-/// The path exp2f_array runs now: "avx512", "avx2" or "scalar".
+/// The path exp2f_array runs now: "avx512", "avx2", "neon" or "scalar".
 const char* exp2f_path();
 
 }  // namespace attnum::attention::fast

@@ -208,6 +208,12 @@ ATTNUM_AVX512_FN void gemm_avx512(const double* pa, size_t lda, int rows, int kn
   }
 }
 
+#endif
+
+}  // namespace
+
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
+namespace {
 // ---- INT8 QK: int16 pairs of consecutive k in one int32 word. A as [rows][d2] words, B as key
 // panels [panel][d2][W] words (zero past n and past d), W = planes::panel_width(): the layout of
 // the plane kernels (plane_gemm.h), which compute these sums (vpmaddwd + vpaddd, exact in int32).
@@ -238,13 +244,12 @@ void pack_i8_panels(const float* B, int ldb, int n, int d, int W, std::vector<in
   }
 }
 
-#endif
-
 }  // namespace
+#endif
 
 // The key panel width of the INT8 sums: the plane kernels' (0 on the scalar path). Every int32
 // partial sum is at most d * 2^14 < 2^31 for d < 2^17.
-#if ATTNUM_SIMD_KERNELS
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
 namespace {
 int i8_width(int d) { return d < (1 << 17) ? planes::panel_width() : 0; }
 }  // namespace
@@ -259,7 +264,7 @@ bool int8_gemm_nt(const float* A, int lda, const float* B, int ldb, int rows, in
 void packed_i8_b::build(const float* B, int ldb, int n_, int d_) {
   W = 0, n = n_, d = d_, d2 = (d_ + 1) / 2;
   p.clear();
-#if ATTNUM_SIMD_KERNELS
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
   W = i8_width(d);
   if (W) pack_i8_panels(B, ldb, n, d, W, p);
 #else
@@ -270,7 +275,7 @@ void packed_i8_b::build(const float* B, int ldb, int n_, int d_) {
 void packed_i8_a::build(const float* A, int lda, int rows_, int d_) {
   W = 0, rows = rows_, d = d_, d2 = (d_ + 1) / 2;
   p.clear();
-#if ATTNUM_SIMD_KERNELS
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
   W = i8_width(d);
   if (W) pack_i8_rows(A, lda, rows, d, p);
 #else
@@ -279,7 +284,7 @@ void packed_i8_a::build(const float* A, int lda, int rows_, int d_) {
 }
 
 bool int8_gemm_nt(const packed_i8_a& A, int r0, int rows, const packed_i8_b& B, int j0, int n, double* C, int ldc) {
-#if ATTNUM_SIMD_KERNELS
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
   const int W = i8_width(B.d);
   if (!W || B.W != W || A.W != W || A.d != B.d || j0 % W || j0 + n > B.n || r0 + rows > A.rows) return false;
   if (rows <= 0 || n <= 0) return true;
@@ -293,7 +298,7 @@ bool int8_gemm_nt(const packed_i8_a& A, int r0, int rows, const packed_i8_b& B, 
 }
 
 bool int8_gemm_nt(const float* A, int lda, const packed_i8_b& B, int j0, int rows, int n, double* C, int ldc) {
-#if ATTNUM_SIMD_KERNELS
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
   if (!B.W || B.W != i8_width(B.d) || j0 % B.W || j0 + n > B.n) return false;
   static thread_local packed_i8_a a;
   a.build(A, lda, rows, B.d);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "attnum/attention/amx.h"
+#include "attnum/attention/simd_target.h"
 #include "attnum/core/error.h"
 
 #if defined(__x86_64__)
@@ -52,6 +53,10 @@ bool detect(path p) {
     case path::avx2: return has_avx2();
     case path::avx512: return has_avx512();
     case path::amx: return has_avx512() && amx::hardware();
+    case path::neon: return false;
+#elif defined(__aarch64__) && ATTNUM_NEON_KERNELS
+    case path::neon: return true;  // Advanced SIMD is part of every AArch64 CPU
+    default: return false;
 #else
     default: return false;
 #endif
@@ -62,7 +67,7 @@ bool detect(path p) {
 path from_env() {
   const char* e = std::getenv("ATTNUM_ISA");
   if (e && *e) {
-    for (path p : {path::scalar, path::avx2, path::avx512, path::amx})
+    for (path p : all_paths())
       if (name(p) == e) {
         if (!supported(p)) {
           std::fprintf(stderr,
@@ -73,11 +78,11 @@ path from_env() {
         }
         return p;
       }
-    std::fprintf(stderr, "error: ATTNUM_ISA=%s: expected one of scalar, avx2, avx512, amx\n", e);
+    std::fprintf(stderr, "error: ATTNUM_ISA=%s: expected one of scalar, avx2, avx512, amx, neon\n", e);
     std::exit(2);
   }
   const bool no_amx = env_set("ATTNUM_NO_AMX");
-  for (path p : {path::amx, path::avx512, path::avx2})
+  for (path p : {path::amx, path::avx512, path::avx2, path::neon})
     if (supported(p) && !(p == path::amx && no_amx)) return p;
   return path::scalar;
 }
@@ -86,24 +91,31 @@ std::atomic<int> g_forced{-1};
 
 }  // namespace
 
+const std::vector<path>& all_paths() {
+  static const std::vector<path> v = {path::scalar, path::avx2, path::avx512, path::amx, path::neon};
+  return v;
+}
+
 std::string_view name(path p) {
   switch (p) {
     case path::scalar: return "scalar";
     case path::avx2: return "avx2";
     case path::avx512: return "avx512";
     case path::amx: return "amx";
+    case path::neon: return "neon";
   }
   return "?";
 }
 
 bool supported(path p) {
-  static const bool ok[4] = {detect(path::scalar), detect(path::avx2), detect(path::avx512), detect(path::amx)};
+  static const bool ok[5] = {detect(path::scalar), detect(path::avx2), detect(path::avx512), detect(path::amx),
+                             detect(path::neon)};
   return ok[static_cast<int>(p)];
 }
 
 std::vector<path> supported_paths() {
   std::vector<path> v;
-  for (path p : {path::scalar, path::avx2, path::avx512, path::amx})
+  for (path p : all_paths())
     if (supported(p)) v.push_back(p);
   return v;
 }
@@ -127,6 +139,7 @@ std::string_view fp8_sums() {
     case path::avx2: return pl ? "int16-planes-avx2" : "double-fma-avx2";
     case path::avx512:
     case path::amx: return pl ? "int16-planes-avx512" : "double-fma-avx512";  // amx with the tiles switched off
+    case path::neon: return pl ? "int16-planes-neon" : "double-gemm";
     case path::scalar: break;
   }
   return "double-gemm";
@@ -136,6 +149,7 @@ std::string_view int8_sums() {
   if (amx::available()) return "amx-int8";
   if (at_least(path::avx512)) return "vpmaddwd-avx512";
   if (at_least(path::avx2)) return "vpmaddwd-avx2";
+  if (at_least(path::neon)) return "smlal-neon";
   return "fp32-gemm";
 }
 

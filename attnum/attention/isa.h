@@ -7,21 +7,25 @@
 //   avx512  AVX-512 F/DQ/BW/VL: int16-plane chunk GEMMs (plane_gemm.h) with double-FMA ones
 //           (fma_gemm.h) for what they refuse, exp2f (fast_exp2.h)
 //   avx2    AVX2 + FMA: the same kernels at 256 bits
+//   neon    AArch64 Advanced SIMD: the int16-plane chunk GEMMs (vmlal_s16) and exp2f at 128 bits;
+//           Eigen's double GEMMs for what the planes refuse (no double-FMA kernels)
 //   scalar  no vector kernels: Eigen GEMMs and the plain loops (the reference the others match)
 //
-// Every path gives the same bits (tests/attention/isa_test.cpp runs each one the machine has
+// amx, avx512 and avx2 exist on x86-64 only, neon on AArch64 only. Every path gives the same bits (tests/attention/isa_test.cpp runs each one the machine has
 // against the scalar path and the preset oracles). The choice: ATTNUM_ISA=scalar|avx2|avx512|amx
-// forces a path (one this CPU or OS lacks is refused: message on stderr, exit status 2);
+// forces a path (ATTNUM_ISA=neon on ARM; one this CPU or OS lacks is refused: message on stderr, exit status 2);
 // otherwise the best supported path, minus AMX when ATTNUM_NO_AMX is set (and not "0").
 #include <string_view>
 #include <vector>
 
 namespace attnum::attention::isa {
 
-enum class path { scalar = 0, avx2 = 1, avx512 = 2, amx = 3 };
+enum class path { scalar = 0, avx2 = 1, avx512 = 2, amx = 3, neon = 4 };
 
-/// "scalar", "avx2", "avx512", "amx".
+/// "scalar", "avx2", "avx512", "amx", "neon".
 std::string_view name(path p);
+/// Every path there is (on any CPU), scalar first.
+const std::vector<path>& all_paths();
 /// True when this build, the CPU and the OS can run p (checked once).
 bool supported(path p);
 /// The paths supported here, scalar first.
@@ -30,16 +34,23 @@ std::vector<path> supported_paths();
 path active();
 /// Forces a supported path for this process (tests, A/B runs); fails on an unsupported one.
 void set_active(path p);
-/// True when the active path has at least p's vector unit (amx counts as avx512, avx512 as avx2).
-inline bool at_least(path p) { return static_cast<int>(active()) >= static_cast<int>(p); }
+/// True when the active path has at least p's vector unit (amx counts as avx512, avx512 as avx2;
+/// every path as scalar; neon only as neon).
+inline bool at_least(path p) {
+  const path a = active();
+  if (p == path::scalar) return true;
+  if (a == path::neon || p == path::neon) return a == p;
+  return static_cast<int>(a) >= static_cast<int>(p);
+}
 
 /// What gives the exact FP8 (E4M3 x E4M3) chunk sums on the active path: "amx-bf16",
 /// "int16-planes-avx512", "int16-planes-avx2" (plane_gemm.h; the double-FMA kernels take what
-/// they refuse), "double-fma-avx512", "double-fma-avx2" (ATTNUM_NO_PLANES) or "double-gemm"
-/// (Eigen, scalar path).
+/// they refuse), "int16-planes-neon" (Eigen's double GEMMs take what they refuse),
+/// "double-fma-avx512", "double-fma-avx2" (ATTNUM_NO_PLANES) or "double-gemm" (Eigen: the
+/// scalar path, neon with ATTNUM_NO_PLANES).
 std::string_view fp8_sums();
-/// What gives Sage's exact INT8 QK sums: "amx-int8", "vpmaddwd-avx512", "vpmaddwd-avx2" (the
-/// plane kernels of plane_gemm.h) or "fp32-gemm" (Eigen, scalar path).
+/// What gives Sage's exact INT8 QK sums: "amx-int8", "vpmaddwd-avx512", "vpmaddwd-avx2",
+/// "smlal-neon" (the plane kernels of plane_gemm.h) or "fp32-gemm" (Eigen, scalar path).
 std::string_view int8_sums();
 /// True when the environment variable name is set, non-empty and not "0" (the switches
 /// ATTNUM_NO_AMX, ATTNUM_NO_PLANES).

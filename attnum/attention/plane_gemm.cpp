@@ -122,25 +122,6 @@ ATTNUM_AVX2_FN bool split_avx2(const float* x, int n, float s_hi, int16_t* hi, i
 #endif
 
 #if ATTNUM_SIMD_KERNELS
-// P8 of one PV chunk (rows x kn <= 32, dead rows read as 0) split into the hi words (shift s_hi)
-// and lo words (shift 9), kq words per row (the pad of an odd kn is 0); lo_group[r / 8] set where
-// rows r hold a lo part. One per ISA so that each inlines its row split.
-ATTNUM_AVX512_FN bool split_chunk_avx512(const float* P, int ldp, const char* live, int rows, int kn, float s_hi,
-                                         int32_t* hi, int32_t* lo, int kq, char* lo_group) {
-  bool good = true;
-  for (int r = 0; r < rows; ++r) {
-    int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
-    int16_t* l = reinterpret_cast<int16_t*>(lo + static_cast<size_t>(r) * kq);
-    // the split writes all kn values of a live row: only dead rows and an odd kn's pad need zeros
-    if (!live[r] || kn % 2) std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
-    if (!live[r]) continue;
-    uint64_t m = 0;
-    good = split_avx512(P + static_cast<size_t>(r) * ldp, kn, s_hi, h, l, &m) && good;
-    if (m) lo_group[r / 8] = 1;
-  }
-  return good;
-}
-
 // Largest |P| over the live rows of a chunk (NaN skipped).
 ATTNUM_AVX512_FN float chunk_amax_avx512(const float* P, int ldp, const char* live, int rows, int kn) {
   __m512 m = _mm512_setzero_ps();
@@ -155,8 +136,61 @@ ATTNUM_AVX512_FN float chunk_amax_avx512(const float* P, int ldp, const char* li
   return _mm512_reduce_max_ps(m);
 }
 
-ATTNUM_AVX2_FN bool split_chunk_avx2(const float* P, int ldp, const char* live, int rows, int kn, float s_hi,
-                                     int32_t* hi, int32_t* lo, int kq, char* lo_group) {
+#endif
+
+#if ATTNUM_NEON_KERNELS
+// NEON split, 4 values at a time, the same tests as split_avx2 (hi where x * s_hi is an integer,
+// the grid check at 2^9 and |x| <= 448); the last group goes through a zero-padded copy. FRINTN
+// rounds to nearest even (a value equals its rounding exactly when it is an integer, whatever the
+// tie rule); FCVTNS converts the integers exactly (NaN gives 0, but a NaN refuses the split).
+bool split_neon(const float* x, int n, float s_hi, int16_t* hi, int16_t* lo, uint64_t* lo_mask) {
+  const float32x4_t S = vdupq_n_f32(s_hi), S9 = vdupq_n_f32(512.0f), M = vdupq_n_f32(448.0f), zero = vdupq_n_f32(0.0f);
+  uint32x4_t bad = vdupq_n_u32(0);
+  alignas(16) float buf[4];
+  alignas(16) int16_t hb[4], lb[4];
+  alignas(16) uint32_t lm[4];
+  for (int i = 0; i < n; i += 4) {
+    const int m = std::min(4, n - i);
+    float32x4_t v;
+    if (m == 4) {
+      v = vld1q_f32(x + i);
+    } else {
+      std::memset(buf, 0, sizeof buf);
+      std::memcpy(buf, x + i, sizeof(float) * m);
+      v = vld1q_f32(buf);
+    }
+    const float32x4_t y = vmulq_f32(v, S), z = vmulq_f32(v, S9);
+    const uint32x4_t h = vceqq_f32(vrndnq_f32(y), y);
+    const uint32x4_t g = vandq_u32(vceqq_f32(vrndnq_f32(z), z), vcleq_f32(vabsq_f32(v), M));
+    bad = vorrq_u32(bad, vmvnq_u32(g));
+    const uint32x4_t l = vmvnq_u32(h);
+    const int16x4_t h16 = vqmovn_s32(vcvtnq_s32_f32(vbslq_f32(h, y, zero)));
+    const int16x4_t l16 = vqmovn_s32(vcvtnq_s32_f32(vbslq_f32(l, z, zero)));
+    if (m == 4) {
+      vst1_s16(hi + i, h16);
+      if (lo) vst1_s16(lo + i, l16);
+    } else {
+      vst1_s16(hb, h16), vst1_s16(lb, l16);
+      std::memcpy(hi + i, hb, sizeof(int16_t) * m);
+      if (lo) std::memcpy(lo + i, lb, sizeof(int16_t) * m);
+    }
+    if (lo_mask && vmaxvq_u32(l)) {
+      vst1q_u32(lm, l);
+      for (int t = 0; t < m; ++t)
+        if (lm[t]) lo_mask[(i + t) / 64] |= uint64_t{1} << ((i + t) % 64);
+    }
+  }
+  return vmaxvq_u32(bad) == 0;
+}
+#endif
+
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
+// P8 of one PV chunk (rows x kn <= 32, dead rows read as 0) split into the hi words (shift s_hi)
+// and lo words (shift 9), kq words per row (the pad of an odd kn is 0) by the active path's row
+// split; lo_group[r / 8] set where rows r hold a lo part.
+using split_fn = bool (*)(const float* x, int n, float s_hi, int16_t* hi, int16_t* lo, uint64_t* lo_mask);
+bool split_chunk(split_fn split, const float* P, int ldp, const char* live, int rows, int kn, float s_hi, int32_t* hi,
+                 int32_t* lo, int kq, char* lo_group) {
   bool good = true;
   for (int r = 0; r < rows; ++r) {
     int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
@@ -165,7 +199,7 @@ ATTNUM_AVX2_FN bool split_chunk_avx2(const float* P, int ldp, const char* live, 
     if (!live[r] || kn % 2) std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
     if (!live[r]) continue;
     uint64_t m = 0;
-    good = split_avx2(P + static_cast<size_t>(r) * ldp, kn, s_hi, h, l, &m) && good;
+    good = split(P + static_cast<size_t>(r) * ldp, kn, s_hi, h, l, &m) && good;
     if (m) lo_group[r / 8] = 1;
   }
   return good;
@@ -179,6 +213,9 @@ bool split_row(const float* x, int n, int shift, int16_t* hi, int16_t* lo, uint6
 #if ATTNUM_SIMD_KERNELS
   if (isa::at_least(isa::path::avx512)) return split_avx512(x, n, s, hi, lo, lo_mask);
   if (isa::at_least(isa::path::avx2)) return split_avx2(x, n, s, hi, lo, lo_mask);
+#endif
+#if ATTNUM_NEON_KERNELS
+  if (isa::at_least(isa::path::neon)) return split_neon(x, n, s, hi, lo, lo_mask);
 #endif
   (void)x, (void)n, (void)hi, (void)lo;
   return false;  // no kernels on this path: the builds refuse before splitting
@@ -446,12 +483,78 @@ ATTNUM_AVX2_FN void gemm2(const int32_t* a, size_t lda, int rows, const int32_t*
 }
 #endif
 
+#if ATTNUM_NEON_KERNELS
+// ---- NEON: panels of 8 columns. No int16 pair-dot instruction: each word of A (a0 = A(r, 2q),
+// a1 = A(r, 2q + 1)) is broadcast to [a0 a1 a0 a1 ...] and multiplied lane by lane with the
+// panel's words [B(2q, j) B(2q + 1, j) B(2q, j + 1) ...] by vmlal_s16 / vmlal_high_s16 (int16 x
+// int16 products accumulated in int32 lanes): lane 2t of an accumulator sums the even-k products
+// of column j + t, lane 2t + 1 the odd-k ones, and one vpaddq_s32 at the end adds the two. Every
+// one of these partial sums is a partial sum of the chunk's products, so the bound of
+// plane_gemm.h (|a_int| |b_int| kn < 2^31) keeps each exact in int32, as for vpmaddwd.
+constexpr int kWn = 8, kRn = 4;
+
+template <int R>
+void micron(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w, double scale,
+            bool add) {
+  static_assert(R >= 1 && R <= kRn);
+  int32x4_t acc[R][4];  // [row][columns 2v, 2v + 1 as (even k, odd k) lane pairs]
+  ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < 4; ++v) acc[r][v] = vdupq_n_s32(0);
+  for (int q = 0; q < kq; ++q) {
+    const int16x8_t b0 = vreinterpretq_s16_s32(vld1q_s32(b + static_cast<size_t>(q) * kWn)),
+                    b1 = vreinterpretq_s16_s32(vld1q_s32(b + static_cast<size_t>(q) * kWn + 4));
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
+      const int16x8_t x = vreinterpretq_s16_s32(vld1q_dup_s32(a + static_cast<size_t>(r) * lda + q));
+      acc[r][0] = vmlal_s16(acc[r][0], vget_low_s16(b0), vget_low_s16(x));
+      acc[r][1] = vmlal_high_s16(acc[r][1], b0, x);
+      acc[r][2] = vmlal_s16(acc[r][2], vget_low_s16(b1), vget_low_s16(x));
+      acc[r][3] = vmlal_high_s16(acc[r][3], b1, x);
+    }
+  }
+  const float64x2_t sc = vdupq_n_f64(scale);
+  for (int r = 0; r < R; ++r) {
+    alignas(16) double out[kWn];
+    const int32x4_t s0 = vpaddq_s32(acc[r][0], acc[r][1]), s1 = vpaddq_s32(acc[r][2], acc[r][3]);
+    const int32x4_t s[2] = {s0, s1};
+    for (int h = 0; h < 2; ++h) {
+      vst1q_f64(out + 4 * h, vmulq_f64(vcvtq_f64_s64(vmovl_s32(vget_low_s32(s[h]))), sc));
+      vst1q_f64(out + 4 * h + 2, vmulq_f64(vcvtq_f64_s64(vmovl_high_s32(s[h])), sc));
+    }
+    double* c = C + static_cast<size_t>(r) * ldc;
+    if (add)
+      for (int j = 0; j < w; ++j) c[j] += out[j];
+    else
+      std::memcpy(c, out, sizeof(double) * w);
+  }
+}
+
+void gemmn(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n, double* C, int ldc,
+           double scale, bool add) {
+  for (int p = 0; p * kWn < n; ++p) {
+    const int w = std::min(kWn, n - p * kWn);
+    const int32_t* bp = b + static_cast<size_t>(p) * pstride;
+    for (int r = 0; r < rows; r += kRn) {
+      const int32_t* ar = a + static_cast<size_t>(r) * lda;
+      double* c = C + static_cast<size_t>(r) * ldc + p * kWn;
+      switch (std::min(kRn, rows - r)) {
+        case 4: micron<4>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        case 3: micron<3>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        case 2: micron<2>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+        default: micron<1>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
+      }
+    }
+  }
+}
+#endif
+
 // The dense pass of a chunk on the active path (the caller checked panel_width() == W).
 void gemm(int W, const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n, double* C,
           int ldc, double scale, bool add) {
 #if ATTNUM_SIMD_KERNELS
   if (W == kW5) return gemm5(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
   if (W == kW2) return gemm2(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+#endif
+#if ATTNUM_NEON_KERNELS
+  if (W == kWn) return gemmn(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
 #endif
   (void)W, (void)a, (void)lda, (void)rows, (void)b, (void)pstride, (void)kq, (void)n, (void)C, (void)ldc, (void)scale,
       (void)add;
@@ -475,6 +578,9 @@ int panel_width() {
 #if ATTNUM_SIMD_KERNELS
   if (isa::at_least(isa::path::avx512)) return kW5;
   if (isa::at_least(isa::path::avx2)) return kW2;
+#endif
+#if ATTNUM_NEON_KERNELS
+  if (isa::at_least(isa::path::neon)) return kWn;
 #endif
   return 0;
 }
@@ -689,12 +795,13 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
   hi.resize(static_cast<size_t>(rows) * kq), lo.resize(static_cast<size_t>(rows) * kq);
   groups.assign((rows + 7) / 8, 0);
   bool good = false;
+#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
 #if ATTNUM_SIMD_KERNELS
-  const float s = std::ldexp(1.0f, sp);
-  if (v.W == kW5)
-    good = split_chunk_avx512(P, ldp, live, rows, kn, s, hi.data(), lo.data(), kq, groups.data());
-  else
-    good = split_chunk_avx2(P, ldp, live, rows, kn, s, hi.data(), lo.data(), kq, groups.data());
+  const split_fn split = v.W == kW5 ? split_avx512 : split_avx2;
+#else
+  const split_fn split = split_neon;
+#endif
+  good = split_chunk(split, P, ldp, live, rows, kn, std::ldexp(1.0f, sp), hi.data(), lo.data(), kq, groups.data());
 #endif
   if (!good) return ++st.pv_refused, false;
   ++st.pv_chunks;

@@ -1,7 +1,9 @@
 #pragma once
-// Exact E4M3 x E4M3 chunk sums on the integer units of AVX2 and AVX-512 (vpmaddwd + vpaddd): the
-// engine's fast path for FA3-style QK and PV chunks without AMX (isa.h), replacing the double-FMA
-// kernels of fma_gemm.h where the data allows. Same bits: every chunk sum is the exact sum.
+// Exact E4M3 x E4M3 chunk sums on the integer units of AVX2 and AVX-512 (vpmaddwd + vpaddd) and
+// of AArch64 NEON (vmlal_s16: int16 products accumulated in int32 lanes): the engine's fast path
+// for FA3-style QK and PV chunks without AMX (isa.h), replacing the double-FMA kernels of
+// fma_gemm.h (on NEON, Eigen's double GEMMs) where the data allows. Same bits: every chunk sum is
+// the exact sum.
 //
 // The split. Every E4M3 value is an integer multiple of 2^-9 of magnitude <= 448. For a shift s in
 // [0, 9] an operand splits into x = hi + lo: hi = x where x * 2^s is an integer (x's quantum is at
@@ -39,8 +41,8 @@ namespace attnum::attention::planes {
 /// (fma_gemm.h) for these sums, to measure the difference. Read once.
 bool enabled();
 
-/// Panel width (columns) of the active path's plane kernels: 32 on avx512 / amx, 16 on avx2, 0
-/// on scalar (no kernels).
+/// Panel width (columns) of the active path's plane kernels: 32 on avx512 / amx, 16 on avx2, 8 on
+/// neon, 0 on scalar (no kernels).
 int panel_width();
 
 /// The dense kernels on their own: C[r * ldc + j] = the int32 sum over q < kq of the int16 pair

@@ -20,3 +20,12 @@
 #else
 #define ATTNUM_SIMD_KERNELS 0
 #endif
+// AArch64: the Advanced SIMD (NEON) kernels, built wherever the compiler targets AArch64 (NEON is
+// part of the base architecture, so no attribute is needed).
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define ATTNUM_NEON_KERNELS 1
+#include <arm_neon.h>
+#define ATTNUM_UNROLL _Pragma("GCC unroll 16")
+#else
+#define ATTNUM_NEON_KERNELS 0
+#endif
