@@ -345,27 +345,6 @@ ATTNUM_AVX512_FN void micro5(const int32_t* a, size_t lda, const int32_t* b, int
   }
 }
 
-ATTNUM_AVX512_FN void gemm5(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n,
-                            double* C, int ldc, double scale, bool add) {
-  for (int p = 0; p * kW5 < n; ++p) {
-    const int w = std::min(kW5, n - p * kW5);
-    const int32_t* bp = b + static_cast<size_t>(p) * pstride;
-    for (int r = 0; r < rows; r += kR5) {
-      const int32_t* ar = a + static_cast<size_t>(r) * lda;
-      double* c = C + static_cast<size_t>(r) * ldc + p * kW5;
-      switch (std::min(kR5, rows - r)) {
-        case 8: micro5<8>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        case 7: micro5<7>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        case 6: micro5<6>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        case 5: micro5<5>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        case 4: micro5<4>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        case 3: micro5<3>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        case 2: micro5<2>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        default: micro5<1>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-      }
-    }
-  }
-}
 
 ATTNUM_AVX2_FN inline void store8(double* c, int w, __m256i v, __m256d sc, bool add) {
   ATTNUM_UNROLL for (int h = 0; h < 2; ++h) {
@@ -464,23 +443,6 @@ ATTNUM_AVX2_FN void micro2(const int32_t* a, size_t lda, const int32_t* b, int k
   }
 }
 
-ATTNUM_AVX2_FN void gemm2(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n,
-                          double* C, int ldc, double scale, bool add) {
-  for (int p = 0; p * kW2 < n; ++p) {
-    const int w = std::min(kW2, n - p * kW2);
-    const int32_t* bp = b + static_cast<size_t>(p) * pstride;
-    for (int r = 0; r < rows; r += kR2) {
-      const int32_t* ar = a + static_cast<size_t>(r) * lda;
-      double* c = C + static_cast<size_t>(r) * ldc + p * kW2;
-      switch (std::min(kR2, rows - r)) {
-        case 4: micro2<4>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        case 3: micro2<3>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        case 2: micro2<2>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        default: micro2<1>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-      }
-    }
-  }
-}
 #endif
 
 #if ATTNUM_NEON_KERNELS
@@ -527,34 +489,37 @@ void micron(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, i
   }
 }
 
-void gemmn(const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n, double* C, int ldc,
-           double scale, bool add) {
-  for (int p = 0; p * kWn < n; ++p) {
-    const int w = std::min(kWn, n - p * kWn);
+#endif
+
+// The dense kernels' loop: panels of W columns, groups of up to R rows, each group through
+// micro[rows - 1] (the path's micro-kernel for that many rows).
+using micro_fn = void (*)(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w,
+                          double scale, bool add);
+template <int W, int R>
+void drive(const micro_fn (&micro)[R], const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq,
+           int n, double* C, int ldc, double scale, bool add) {
+  for (int p = 0; p * W < n; ++p) {
+    const int w = std::min(W, n - p * W);
     const int32_t* bp = b + static_cast<size_t>(p) * pstride;
-    for (int r = 0; r < rows; r += kRn) {
-      const int32_t* ar = a + static_cast<size_t>(r) * lda;
-      double* c = C + static_cast<size_t>(r) * ldc + p * kWn;
-      switch (std::min(kRn, rows - r)) {
-        case 4: micron<4>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        case 3: micron<3>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        case 2: micron<2>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-        default: micron<1>(ar, lda, bp, kq, c, ldc, w, scale, add); break;
-      }
-    }
+    for (int r = 0; r < rows; r += R)
+      micro[std::min(R, rows - r) - 1](a + static_cast<size_t>(r) * lda, lda, bp, kq, C + static_cast<size_t>(r) * ldc + p * W,
+                                       ldc, w, scale, add);
   }
 }
-#endif
 
 // The dense pass of a chunk on the active path (the caller checked panel_width() == W).
 void gemm(int W, const int32_t* a, size_t lda, int rows, const int32_t* b, size_t pstride, int kq, int n, double* C,
           int ldc, double scale, bool add) {
 #if ATTNUM_SIMD_KERNELS
-  if (W == kW5) return gemm5(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
-  if (W == kW2) return gemm2(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  static constexpr micro_fn k5[kR5] = {micro5<1>, micro5<2>, micro5<3>, micro5<4>,
+                                       micro5<5>, micro5<6>, micro5<7>, micro5<8>};
+  static constexpr micro_fn k2[kR2] = {micro2<1>, micro2<2>, micro2<3>, micro2<4>};
+  if (W == kW5) return drive<kW5>(k5, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  if (W == kW2) return drive<kW2>(k2, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
 #endif
 #if ATTNUM_NEON_KERNELS
-  if (W == kWn) return gemmn(a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  static constexpr micro_fn kn[kRn] = {micron<1>, micron<2>, micron<3>, micron<4>};
+  if (W == kWn) return drive<kWn>(kn, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
 #endif
   (void)W, (void)a, (void)lda, (void)rows, (void)b, (void)pstride, (void)kq, (void)n, (void)C, (void)ldc, (void)scale,
       (void)add;
