@@ -740,25 +740,38 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
     return false;
   if (rows <= 0) return true;
   auto& st = stats();
-  // P's shift from its largest live value (NaN is skipped here; the split below refuses it)
-  double pmax = 0;
-#if ATTNUM_SIMD_KERNELS
-  if (v.W == kW5)
-    pmax = chunk_amax_avx512(P, ldp, live, rows, kn);
-  else
-#endif
-    for (int r = 0; r < rows; ++r)
-      if (live[r]) pmax = std::max(pmax, static_cast<double>(formats::span_amax(P + static_cast<size_t>(r) * ldp, static_cast<size_t>(kn))));
-  // hi integers below min(limit, 2^15); lo ones are x * 2^9 with |x| < 2^(3 - sp): below 2^(12 - sp)
+  // Each group of 8 rows gets P's shift from its own largest live value (NaN is skipped here; the
+  // split below refuses it): hi integers below cap = min(limit, 2^15); lo ones are x * 2^9 with
+  // |x| < 2^(3 - sp), below 2^(12 - sp). A group whose values all lie below 2^(13 - 9) (rows far
+  // from their running max in these keys: most groups of a peaked softmax) takes every value into
+  // its hi plane at shift 9 (E4M3's quantum) and needs no second pass; one shift for the whole
+  // chunk would give every group the largest row's.
   const double limit = 2147483648.0 / (static_cast<double>(std::max(v.max_int, 1)) * kn);
-  int sp = 9;
-  while (sp >= 0 && !(std::ldexp(pmax, sp) < std::min(limit, 32768.0))) --sp;
-  if (sp < 0 || !(std::ldexp(1.0, 12 - sp) <= std::min(limit, 32768.0))) return ++st.pv_refused, false;
+  const double cap = std::min(limit, 32768.0);
+  const int n_groups = (rows + 7) / 8;
+  static thread_local std::vector<int> shift;
+  shift.resize(n_groups);
+  for (int g = 0; g < n_groups; ++g) {
+    const int r0 = 8 * g, nr = std::min(8, rows - r0);
+    const float* pg = P + static_cast<size_t>(r0) * ldp;
+    double gmax = 0;
+#if ATTNUM_SIMD_KERNELS
+    if (v.W == kW5)
+      gmax = chunk_amax_avx512(pg, ldp, live + r0, nr, kn);
+    else
+#endif
+      for (int r = 0; r < nr; ++r)
+        if (live[r0 + r]) gmax = std::max(gmax, static_cast<double>(formats::span_amax(pg + static_cast<size_t>(r) * ldp, static_cast<size_t>(kn))));
+    int sp = 9;
+    while (sp >= 0 && !(std::ldexp(gmax, sp) < cap)) --sp;
+    if (sp < 0 || !(std::ldexp(1.0, 12 - sp) <= cap)) return ++st.pv_refused, false;
+    shift[g] = sp;
+  }
   const int kq = (kn + 1) / 2;
   static thread_local std::vector<int32_t> hi, lo;
   static thread_local std::vector<char> groups;
   hi.resize(static_cast<size_t>(rows) * kq), lo.resize(static_cast<size_t>(rows) * kq);
-  groups.assign((rows + 7) / 8, 0);
+  groups.assign(n_groups, 0);
   bool good = false;
 #if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
 #if ATTNUM_SIMD_KERNELS
@@ -766,7 +779,12 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
 #else
   const split_fn split = split_neon;
 #endif
-  good = split_chunk(split, P, ldp, live, rows, kn, std::ldexp(1.0f, sp), hi.data(), lo.data(), kq, groups.data());
+  good = true;
+  for (int g = 0; g < n_groups && good; ++g) {
+    const size_t r0 = static_cast<size_t>(8 * g);
+    good = split_chunk(split, P + r0 * ldp, ldp, live + r0, std::min(8, rows - 8 * g), kn, std::ldexp(1.0f, shift[g]),
+                       hi.data() + r0 * kq, lo.data() + r0 * kq, kq, groups.data() + g);
+  }
 #endif
   if (!good) return ++st.pv_refused, false;
   ++st.pv_chunks;
@@ -776,11 +794,12 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
   terms.clear();
   for (int kk = k0; kk < k0 + kn; ++kk)
     for (int e = v.lo_ptr[kk]; e < v.lo_ptr[kk + 1]; ++e) terms.push_back({kk - k0, v.lo_j[e], static_cast<double>(v.lo_v[e])});
-  const double s_hi = std::ldexp(1.0, -(sp + v.shift)), s_lo = std::ldexp(1.0, -(9 + v.shift));
+  const double s_lo = std::ldexp(1.0, -(9 + v.shift));
   for (int g = 0; g < rows; g += 8) {  // 8 rows at a time, as qk_chunk
     const int nr = std::min(8, rows - g);
     double* Cg = C + static_cast<size_t>(g) * ldc;
-    gemm(v.W, hi.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq, v.n, Cg, ldc, s_hi, false);
+    gemm(v.W, hi.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq, v.n, Cg, ldc,
+         std::ldexp(1.0, -(shift[g / 8] + v.shift)), false);
     if (groups[g / 8]) {
       ++st.pv_lo_passes;
       gemm(v.W, lo.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq, v.n, Cg, ldc, s_lo, true);

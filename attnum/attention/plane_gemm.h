@@ -16,8 +16,9 @@
 // The rest of a chunk sum is sum(a_lo b) + sum(a_hi b_lo) (a b = a_hi b_hi + a_lo b + a_hi b_lo):
 //  * A = Q (QK, one head): lo is sparse (|q| < 1 with the shifts below on per-tensor scaled data,
 //    about 1% of the values): a list per row, each entry adding a_lo * B(k, j) over the block's keys.
-//  * A = P8 (PV, one chunk of a tile): a second dense int16 plane P_lo * 2^9 (< 2^9 since
-//    P_lo < 2^(3 - sp)), run only when the chunk holds such values.
+//  * A = P8 (PV, one chunk of a tile; the shift sp chosen per group of 8 rows from the group's
+//    largest value): a second dense int16 plane P_lo * 2^9 (< 2^(12 - sp) since P_lo < 2^(3 - sp)),
+//    run only for the groups holding such values (none where sp = 9: every E4M3 value is then hi).
 //  * B lo (K or V, one head) is sparse (below 2^-2 for K's 14-bit plane, 2^-1 for V's 13-bit one:
 //    0.2-0.4% of normal data): a list per k, each entry adding a_hi(r, k) * b_lo (QK) or
 //    P8(r, k) * b_lo (PV) over the rows.

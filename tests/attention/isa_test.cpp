@@ -442,6 +442,25 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
       if (kind == 0) {
         EXPECT_GT(planes::stats().b_lo_terms, 0);
       }
+      {
+        // P's shift is chosen per group of 8 rows: rows 8-15 all below 16 take every value into
+        // the hi plane at shift 9 and skip the second pass that groups 0 and 2 (values up to 256
+        // beside tiny ones) still run; the sums stay exact
+        std::vector<float> P2 = P;
+        std::uniform_real_distribution<float> small(-24.0f, 3.9f);
+        for (int r = 8; r < 16; ++r)
+          for (int t = 0; t < 32; ++t) P2[static_cast<size_t>(r) * ldp + t] = formats::quantize_e4m3_sat(std::exp2(small(rng)));
+        P2[9 * ldp + 7] = 15.0f;
+        planes::stats() = {};
+        std::vector<double> C(static_cast<size_t>(rows) * d);
+        ASSERT_TRUE(planes::pv_chunk(P2.data(), ldp, live.data(), rows, 0, 32, vb, C.data(), d));
+        EXPECT_EQ(planes::stats().pv_lo_passes, 2);
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; live[r] && j < d; ++j)
+            ASSERT_EQ(std::bit_cast<uint64_t>(C[static_cast<size_t>(r) * d + j]),
+                      std::bit_cast<uint64_t>(exact_dot(P2.data() + static_cast<size_t>(r) * ldp, 1, V.data() + j, d, 32)))
+                << "mixed shifts, kind " << kind << " at " << r << "," << j;
+      }
       std::vector<double> C(static_cast<size_t>(rows) * d);
       P[2 * ldp + 5] = NAN;  // a live NaN refuses the chunk
       EXPECT_FALSE(planes::pv_chunk(P.data(), ldp, live.data(), rows, 0, 32, vb, C.data(), d));
