@@ -10,6 +10,7 @@ namespace {
 struct opts {
   std::string kernel = "fa3";
   int tokens = 1024, d_head = 128, repeats = 5;
+  double qk_std = 1;
   bool json = false;
 };
 void setup(CLI::App& app) {
@@ -20,12 +21,18 @@ void setup(CLI::App& app) {
   app.add_option("--repeats", o->repeats, "Best of N interleaved timings of each (a busy machine needs more)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app.add_option("--qk-std", o->qk_std,
+                 "Standard deviation of the random Q and K entries (scores' std about its square: 1 flat, 2-3 a "
+                 "peaked softmax as in trained heads)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 100.0));
   app.add_flag("--json", o->json, "Print JSON");
   app.callback([o] {
-    const auto r = attnum::attention::bench_attention(o->kernel, o->tokens, o->d_head, o->repeats);
+    const auto r = attnum::attention::bench_attention(o->kernel, o->tokens, o->d_head, o->repeats, o->qk_std);
     if (o->json) {
       nlohmann::json row = {{"kernel", r.kernel},         {"tokens", r.tokens},   {"d_head", r.d_head},
-                            {"heads", r.heads},           {"threads", r.threads}, {"gflops", r.gflops},
+                            {"heads", r.heads},           {"threads", r.threads}, {"qk_std", r.qk_std},
+                            {"gflops", r.gflops},
                             {"gemm_gflops", r.gemm_gflops}, {"ratio", r.ratio},   {"ref_gflops", r.ref_gflops},
                             {"dgemm_gflops", r.dgemm_gflops}, {"ref_ratio", r.ref_ratio},
                             {"block_gemm_gflops", r.block_gemm_gflops}, {"ratio_block", r.ratio_block},
@@ -34,8 +41,8 @@ void setup(CLI::App& app) {
       fmt::print("{}\n", nlohmann::json::array({row}).dump());
       return;
     }
-    fmt::print("kernel {} tokens {} d_head {} heads {} threads {} isa {} (FP8 sums: {})\n", r.kernel, r.tokens,
-               r.d_head, r.heads, r.threads, r.isa, r.fp8_sums);
+    fmt::print("kernel {} tokens {} d_head {} heads {} threads {} qk_std {} isa {} (FP8 sums: {})\n", r.kernel, r.tokens,
+               r.d_head, r.heads, r.threads, r.qk_std, r.isa, r.fp8_sums);
     fmt::print("baseline GEMMs: {}\n", r.gemm_source);
     fmt::print("emulation  {:8.2f} GFLOP/s  fp32 GEMM {:8.2f} GFLOP/s  ratio {:.3f}\n", r.gflops, r.gemm_gflops, r.ratio);
     fmt::print("reference  {:8.2f} GFLOP/s  fp64 GEMM {:8.2f} GFLOP/s  ratio {:.3f}\n", r.ref_gflops, r.dgemm_gflops,

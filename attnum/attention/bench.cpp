@@ -141,8 +141,9 @@ struct square_case {
 
 }  // namespace
 
-bench_result bench_attention(const std::string& kernel, int tokens, int d, int repeats) {
+bench_result bench_attention(const std::string& kernel, int tokens, int d, int repeats, double qk_std) {
   if (tokens <= 0 || d <= 0) fail("bench attention: --tokens {} and --d-head {} must be positive", tokens, d);
+  if (!(qk_std >= 0.01 && qk_std <= 100.0)) fail("bench attention: --qk-std {}: expected a number in [0.01, 100]", qk_std);
   {
     // What the cases below hold at once, per head: Q, K, V in fp32 and fp64, the operands of the
     // emulation and its output; the n x n scores of the fp32, fp64 and square GEMMs; refused up
@@ -161,6 +162,10 @@ bench_result bench_attention(const std::string& kernel, int tokens, int d, int r
   std::vector<float> q(n), k(n), v(n);
   for (auto* x : {&q, &k, &v})
     for (auto& e : *x) e = nd(rng);
+  r.qk_std = qk_std;
+  if (qk_std != 1)
+    for (auto* x : {&q, &k})
+      for (auto& e : *x) e = static_cast<float>(e * qk_std);
   const layer_view lv{q.data(), k.data(), v.data(), r.heads, r.heads, tokens, tokens, d};
   const auto p = prepare_layer(spec, lv, condition::plain);
   std::vector<float> o(n);

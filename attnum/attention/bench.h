@@ -8,6 +8,7 @@ namespace attnum::attention {
 struct bench_result {
   std::string kernel;
   int tokens = 0, d_head = 0, heads = 0, threads = 0;
+  double qk_std = 1;        ///< standard deviation of the random Q and K entries
   double gflops = 0;        ///< emulation: useful causal FLOPs (QK^T and PV, 2 n^2 d per head) / s
   double gemm_gflops = 0;   ///< fp32 Eigen GEMMs S = Q K^T and O = P V (4 n^2 d per head) / s
   double ratio = 0;         ///< gflops / gemm_gflops
@@ -26,7 +27,10 @@ struct bench_result {
 
 /// Runs `kernel` on one head per thread (at least 2 heads) of random causal attention with
 /// n tokens and head dim d; each timing is the best of `repeats`, the four timings interleaved
-/// within each repeat.
-bench_result bench_attention(const std::string& kernel, int tokens, int d_head, int repeats = 5);
+/// within each repeat. Q and K entries are N(0, qk_std^2), V's N(0, 1): the scores' standard
+/// deviation is about qk_std^2, so qk_std 1 gives a flat softmax and 2-3 a peaked one (most
+/// probabilities tiny, as in trained models' heads), which costs the FP8 presets' exact P V sums a
+/// second plane pass on more row groups (plane_gemm.h).
+bench_result bench_attention(const std::string& kernel, int tokens, int d_head, int repeats = 5, double qk_std = 1);
 
 }  // namespace attnum::attention

@@ -94,5 +94,29 @@ TEST_F(attend_cli_test, kernels_json_lists_presets) {
   EXPECT_EQ(j[0]["name"], "fa3");
 }
 
+// bench attention --json: the issue-15 fields, the data's Q/K spread echoed, the engine's path
+// that `version --json` names, and positive rates (small shapes: a smoke test, not a timing).
+TEST_F(attend_cli_test, bench_attention_json_fields_and_qk_std) {
+  const auto r = run_tool("bench attention --tokens 64 --d-head 32 --repeats 1 --qk-std 2.5 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  const auto& row = j[0];
+  EXPECT_EQ(row["kernel"], "fa3");
+  EXPECT_EQ(row["tokens"], 64);
+  EXPECT_EQ(row["qk_std"], 2.5);
+  for (const char* f : {"gflops", "gemm_gflops", "ratio", "ref_ratio", "ratio_block", "ratio_square"})
+    EXPECT_GT(row[f].get<double>(), 0.0) << f;
+  const auto v = run_tool("version --json");
+  ASSERT_EQ(v.status, 0) << v.out;
+  const auto vj = nlohmann::json::parse(v.out);
+  EXPECT_EQ(row["isa"], vj["isa"]);
+  EXPECT_EQ(row["fp8_sums"], vj["fp8_exact_sums"]);
+  EXPECT_NE(row["gemm_source"].get<std::string>().find("Eigen"), std::string::npos);
+  const auto flat = run_tool("bench attention --tokens 64 --d-head 32 --repeats 1 --json");
+  ASSERT_EQ(flat.status, 0) << flat.out;
+  EXPECT_EQ(nlohmann::json::parse(flat.out)[0]["qk_std"], 1.0);
+}
+
 }  // namespace
 }  // namespace attnum::attention

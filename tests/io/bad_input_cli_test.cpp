@@ -139,6 +139,9 @@ TEST_F(BadInput, PcastAndBenchSizesOutsideTheRange) {
   refused("bench attention --tokens 10000000", {"bench attention", "needs", "GiB"});
   refused("bench attention --d-head 100000000", {"bench attention", "needs", "GiB"});
   refused("bench attention --tokens -1", {"--tokens -1"});
+  refused("bench attention --qk-std 0", {"--qk-std", "0"});
+  refused("bench attention --qk-std nan", {"--qk-std", "nan", "expected a number in [0.01, 100]"});
+  refused("bench attention --qk-std inf", {"--qk-std"});
   refused("bench forward --tokens -4", {"--tokens -4", "expected >= 1"});
   refused("bench forward --tokens 0", {"--tokens 0"});
   refused("bench forward --layers -2", {"--layers -2"});
