@@ -78,7 +78,9 @@ path from_env() {
         }
         return p;
       }
-    std::fprintf(stderr, "error: ATTNUM_ISA=%s: expected one of scalar, avx2, avx512, amx, neon\n", e);
+    std::string known;
+    for (path p : all_paths()) known += (known.empty() ? "" : ", ") + std::string(name(p));
+    std::fprintf(stderr, "error: ATTNUM_ISA=%s: expected one of %s\n", e, known.c_str());
     std::exit(2);
   }
   const bool no_amx = env_set("ATTNUM_NO_AMX");

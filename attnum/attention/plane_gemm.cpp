@@ -184,28 +184,6 @@ bool split_neon(const float* x, int n, float s_hi, int16_t* hi, int16_t* lo, uin
 }
 #endif
 
-#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
-// P8 of one PV chunk (rows x kn <= 32, dead rows read as 0) split into the hi words (shift s_hi)
-// and lo words (shift 9), kq words per row (the pad of an odd kn is 0) by the active path's row
-// split; lo_group[r / 8] set where rows r hold a lo part.
-using split_fn = bool (*)(const float* x, int n, float s_hi, int16_t* hi, int16_t* lo, uint64_t* lo_mask);
-bool split_chunk(split_fn split, const float* P, int ldp, const char* live, int rows, int kn, float s_hi, int32_t* hi,
-                 int32_t* lo, int kq, char* lo_group) {
-  bool good = true;
-  for (int r = 0; r < rows; ++r) {
-    int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
-    int16_t* l = reinterpret_cast<int16_t*>(lo + static_cast<size_t>(r) * kq);
-    // the split writes all kn values of a live row: only dead rows and an odd kn's pad need zeros
-    if (!live[r] || kn % 2) std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
-    if (!live[r]) continue;
-    uint64_t m = 0;
-    good = split(P + static_cast<size_t>(r) * ldp, kn, s_hi, h, l, &m) && good;
-    if (m) lo_group[r / 8] = 1;
-  }
-  return good;
-}
-#endif
-
 // Splits a row; hi[n] (and lo[n] when non-null) written, lo_mask[(n + 63) / 64] cleared first.
 bool split_row(const float* x, int n, int shift, int16_t* hi, int16_t* lo, uint64_t* lo_mask) {
   const float s = std::ldexp(1.0f, shift);
@@ -219,6 +197,25 @@ bool split_row(const float* x, int n, int shift, int16_t* hi, int16_t* lo, uint6
 #endif
   (void)x, (void)n, (void)hi, (void)lo;
   return false;  // no kernels on this path: the builds refuse before splitting
+}
+
+// P8 of one PV chunk (rows x kn <= 32, dead rows read as 0) split by split_row into the hi words
+// (shift) and lo words (shift 9), kq words per row (the pad of an odd kn is 0); lo_group[r / 8]
+// set where rows r hold a lo part.
+bool split_chunk(const float* P, int ldp, const char* live, int rows, int kn, int shift, int32_t* hi, int32_t* lo,
+                 int kq, char* lo_group) {
+  bool good = true;
+  for (int r = 0; r < rows; ++r) {
+    int16_t* h = reinterpret_cast<int16_t*>(hi + static_cast<size_t>(r) * kq);
+    int16_t* l = reinterpret_cast<int16_t*>(lo + static_cast<size_t>(r) * kq);
+    // the split writes all kn values of a live row: only dead rows and an odd kn's pad need zeros
+    if (!live[r] || kn % 2) std::memset(h, 0, sizeof(int32_t) * kq), std::memset(l, 0, sizeof(int32_t) * kq);
+    if (!live[r]) continue;
+    uint64_t m = 0;
+    good = split_row(P + static_cast<size_t>(r) * ldp, kn, shift, h, l, &m) && good;
+    if (m) lo_group[r / 8] = 1;
+  }
+  return good;
 }
 
 template <typename F>
@@ -772,20 +769,12 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
   static thread_local std::vector<char> groups;
   hi.resize(static_cast<size_t>(rows) * kq), lo.resize(static_cast<size_t>(rows) * kq);
   groups.assign(n_groups, 0);
-  bool good = false;
-#if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
-#if ATTNUM_SIMD_KERNELS
-  const split_fn split = v.W == kW5 ? split_avx512 : split_avx2;
-#else
-  const split_fn split = split_neon;
-#endif
-  good = true;
+  bool good = true;
   for (int g = 0; g < n_groups && good; ++g) {
     const size_t r0 = static_cast<size_t>(8 * g);
-    good = split_chunk(split, P + r0 * ldp, ldp, live + r0, std::min(8, rows - 8 * g), kn, std::ldexp(1.0f, shift[g]),
-                       hi.data() + r0 * kq, lo.data() + r0 * kq, kq, groups.data() + g);
+    good = split_chunk(P + r0 * ldp, ldp, live + r0, std::min(8, rows - 8 * g), kn, shift[g], hi.data() + r0 * kq,
+                       lo.data() + r0 * kq, kq, groups.data() + g);
   }
-#endif
   if (!good) return ++st.pv_refused, false;
   ++st.pv_chunks;
   const int32_t* b = v.p.data() + static_cast<size_t>(k0 / 2) * v.W;
