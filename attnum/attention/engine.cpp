@@ -74,6 +74,7 @@ struct head_ctx {
   const float* vp = nullptr;  // [n_kv, d] V fed to PV: the cast values, or v
   std::vector<T> vs;      // [d] V scale applied in the epilogue (with 1/S in multiply mode)
   bool v_nan = false;
+  bool v_finite = true;  // every value of vp finite: pv_tile may skip products of P8 = +-0
   // Exact-GEMM fast paths: where every product and every chunk sum is exact in double (E4M3 x
   // E4M3: 8-bit products in [2^-18, 2^17.6], 32 of them need < 42 bits; INT8 x INT8), any
   // summation order gives the same chunk sums, so Eigen's blocked GEMM is bit-identical to the
@@ -182,6 +183,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     for (auto& x : c.vs)
       x = c.s.epilogue == epilogue_mode::div_first ? static_cast<T>(x / c.p_scale) : static_cast<T>((T(1) / c.p_scale) * x);
   c.v_nan = v8.nan_flagged;
+  c.v_finite = std::all_of(c.vp, c.vp + static_cast<size_t>(c.n_kv) * c.d, [](float x) { return std::isfinite(x); });
   using formats::format;
   const auto& e = L.spec.enabled;
   const bool q_e4 = e.q_cast && L.spec.q.fmt == format::e4m3fn, k_e4 = e.k_cast && L.spec.k.fmt == format::e4m3fn;
@@ -419,12 +421,13 @@ struct tile_buf {
   std::vector<double> chunk;  // [d] PV chunk sums (scalar path)
   std::vector<T> o, acc;      // [rows, d]
   std::vector<T> m, l;        // [rows], [rows, 4]
+  std::vector<int> p_end;     // [rows] per row: P8 is +-0 from this column of the block on
   dmat c, pm;                 // GEMM results, P8 of a tile as double
   fmat cf;                    // fp32 GEMM results (exact INT8 products)
   tile_buf(int bn_, int d_)
       : bn(bn_), d(d_), sacc(kTileRows * bn_), x(kTileRows * bn_), eff(kTileRows * bn_), p(kTileRows * bn_),
         p8(kTileRows * bn_), cs(bn_), chunk(d_), o(kTileRows * d_), acc(kTileRows * d_), m(kTileRows),
-        l(kTileRows * 4) {}
+        l(kTileRows * 4), p_end(kTileRows) {}
 };
 
 // a[i] = model(a[i] + c[i]) for i < n, with the model's switch hoisted out of the loop so the
@@ -535,7 +538,17 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     float* xq = nullptr;
     if constexpr (std::is_same_v<T, float>)
       if (c.qk_to_x) xq = b.x.data();
-    for (int k0 = 0; k0 < d; k0 += ks) {
+    // packed Q and K with the fp32 model: every chunk of d rounded into its accumulator in the
+    // kernels' epilogue, all chunks in one call (fma_gemm.h, fp32_acc::k_step); micro-tiles wholly
+    // above the diagonal are skipped (the softmax gives masked scores the mask value)
+    const bool fused = c.kpack && c.s.qk_acc.kind == acc_kind::fp32;
+    if (fused) {
+      fma::fp32_acc out{xq, xq ? nullptr : b.sacc.data(), b.bn, true, nullptr, ks};
+      out.mask_after = off + r0 - j0;
+      const bool ran = fma::ordered_gemm(*c.qpack, r0, *c.kpack, 0, d, j0, n, rows, out);
+      ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
+    }
+    for (int k0 = 0; k0 < d && !fused; k0 += ks) {
       const int kn = std::min(d, k0 + ks) - k0;
       // rows [g, g + nr) of the chunk's sums (C at row g) rounded into their accumulators: the
       // fp32 scores in x (qk_to_x) or sacc
@@ -560,12 +573,6 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
         ATTNUM_ASSERT(ran, "qk_tile: the QK planes refused chunk {} of block {}", k0, j0);
         continue;
       } else if (c.kpack) {  // make_ctx packed Q and K for this path and block width: no refusal
-        if (c.s.qk_acc.kind == acc_kind::fp32) {  // the fp32 rounding in the kernels' epilogue
-          const fma::fp32_acc out{xq, xq ? nullptr : b.sacc.data(), b.bn, k0 == 0, nullptr};
-          const bool ran = fma::ordered_gemm(*c.qpack, r0, *c.kpack, k0, kn, j0, n, rows, out);
-          ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
-          continue;
-        }
         const bool ran = fma::ordered_gemm(*c.qpack, r0, *c.kpack, k0, kn, j0, n, rows, b.c.data(), n);
         ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
       } else {
@@ -616,20 +623,23 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
   const bool fresh = c.s.pv == pv_mode::fresh_per_block;
   std::vector<T>& acc = fresh ? b.acc : b.o;
   if (fresh) std::fill(b.acc.begin(), b.acc.begin() + static_cast<size_t>(rows) * d, T(0));
-  // Chunks whose P8 is +-0 in every live row (the causally masked tail) are skipped: their exact
-  // chunk sum is +0 (GEMMs and the plain loop start from +0, and +0 + -0 = +0), and acc + (+0)
-  // rounds back to acc in every accumulator model, since an accumulator is never -0 (it starts
-  // at +0 and a rounded sum is -0 only when both addends are). NaN P8 counts as nonzero.
+  // Chunks whose P8 is +-0 in every live row (the causally masked tail) are skipped: with V
+  // finite their products are +-0, their exact chunk sum is +0 (GEMMs and the plain loop start
+  // from +0, and +0 + -0 = +0), and acc + (+0) rounds back to acc in every accumulator model,
+  // since an accumulator is never -0 (it starts at +0 and a rounded sum is -0 only when both
+  // addends are). NaN P8 counts as nonzero. A V holding NaN or Inf skips nothing: 0 * NaN and
+  // 0 * Inf are NaN in the kernel's MMA over the whole block. p_end[r]: row r's P8 is +-0 from
+  // there on (0 for a row that is not live), for the fused fp32 call below.
   int n_nz = 0;
   for (int r = 0; r < rows; ++r) {
+    int& e = b.p_end[r];
+    e = 0;
     if (!live[r]) continue;
     const T* p8 = b.p8.data() + static_cast<size_t>(r) * b.bn;
-    for (int j = j1 - j0 - 1; j >= n_nz; --j)
-      if (!(p8[j] == 0)) {
-        n_nz = j + 1;
-        break;
-      }
+    for (e = j1 - j0; e > 0 && p8[e - 1] == 0;) --e;
+    n_nz = std::max(n_nz, e);
   }
+  if (!c.v_finite) n_nz = j1 - j0;
   const int n = std::min(j1 - j0, (n_nz + ks - 1) / ks * ks);  // whole chunks from j0
   j1 = j0 + n;
   bool done = false;
@@ -650,8 +660,18 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
       }
     }
   } else {
+    // packed V with the fp32 model (no V planes then): every chunk rounded into the live rows'
+    // accumulators in the kernels' epilogue, all chunks of the block in one call, each row's
+    // products stopping at its last nonzero P8 (fp32_acc::k_step, k_end)
+    bool fused = false;
+    if constexpr (std::is_same_v<T, float>)
+      if (c.vpack && c.s.pv_acc.kind == acc_kind::fp32) {
+        fma::fp32_acc out{acc.data(), nullptr, d, false, live.data(), ks};
+        if (c.v_finite) out.k_end = b.p_end.data();
+        fused = fma::ordered_gemm(b.p8.data(), b.bn, *c.vpack, j0, n, 0, d, rows, out);
+      }
     b.c.resize(rows, d);
-    for (int c0 = j0; c0 < j1; c0 += ks) {
+    for (int c0 = j0; c0 < j1 && !fused; c0 += ks) {
       const int cn = std::min(j1, c0 + ks) - c0;
       // rows [g, g + nr) of the chunk's sums (C at row g) rounded into the live rows' accumulators
       auto add = [&](int g, int nr, const double* C, int ldc) {
@@ -664,10 +684,6 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
         if (c.ipv && planes::pv_chunk(b.p8.data() + (c0 - j0), b.bn, live.data(), rows, c0, cn, *c.vb, b.c.data(), d,
                                       planes::make_sink(add)))
           continue;  // rounded into acc group by group
-        if (c.vpack && c.s.pv_acc.kind == acc_kind::fp32) {  // the fp32 rounding in the kernels' epilogue
-          const fma::fp32_acc out{acc.data(), nullptr, d, false, live.data()};
-          if (fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, out)) continue;
-        }
         packed = (c.vpack && fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, b.c.data(), d));
       }
       if (!packed)

@@ -25,22 +25,39 @@ struct out_t {
 };
 
 // The fp32 accumulator step of one value, as the vector epilogues below compute it lane by lane:
-// round to nearest fp32 of (the accumulator, or +0 for a fresh one) + the chunk sum.
+// round to nearest fp32 of (the accumulator, or +0 for a fresh one: zero) + the chunk sum.
 template <typename A>
-inline void round_one(const fp32_acc& o, A* p, double sum) {
-  *p = static_cast<A>(static_cast<float>((o.from_zero ? 0.0 : static_cast<double>(*p)) + sum));
+inline void round_one(bool zero, A* p, double sum) {
+  *p = static_cast<A>(static_cast<float>((zero ? 0.0 : static_cast<double>(*p)) + sum));
 }
 
 // Row r of a micro-tile whose w (<= W) valid sums t[0, w) start at column j, rounded into acc one
 // by one (the partial panel at the end of a call).
-inline void round_row(const fp32_acc& o, int r, int j, const double* t, int w) {
+inline void round_row(const fp32_acc& o, bool zero, int r, int j, const double* t, int w) {
   for (int q = 0; q < w; ++q) {
     const size_t i = static_cast<size_t>(r) * o.ld + j + q;
     if (o.f)
-      round_one(o, o.f + i, t[q]);
+      round_one(zero, o.f + i, t[q]);
     else
-      round_one(o, o.d + i, t[q]);
+      round_one(zero, o.d + i, t[q]);
   }
+}
+
+// The chunks of one call: the whole of kn for a plain store, else fp32_acc::k_step (fma_gemm.h).
+inline int chunk_of(const out_t& o, int kn) { return o.acc && o.acc->k_step > 0 ? o.acc->k_step : kn; }
+
+// What the micro-tile of rows [r, r + R) and columns from j (of the call) computes: -1 when every
+// column is causally masked for every row (fp32_acc::mask_after: skipped, its accumulators left as
+// they are), else the k from which every product of its rows is +-0 (fp32_acc::k_end: those
+// products, and the chunks made only of them, are skipped), kn where neither applies.
+inline int tile_limit(const out_t& o, int r, int R, int j, int kn) {
+  if (!o.acc) return kn;
+  const fp32_acc& a = *o.acc;
+  if (j > r + R - 1 + a.mask_after) return -1;
+  if (!a.k_end) return kn;
+  int lim = 0;
+  for (int q = r; q < r + R; ++q) lim = std::max(lim, a.k_end[q]);
+  return std::min(lim, kn);
 }
 
 // Stores the first m (<= 4, none when m <= 0) lanes of x at c.
@@ -58,7 +75,7 @@ constexpr int kV2 = 2, kW2 = 4 * kV2, kR2 = 6;
 // Row r of an AVX2 micro-tile (x[0..kV2), w valid columns from column j) to its output. The
 // rounding: vcvtpd2ps rounds to nearest as the scalar double -> float conversion does (the same
 // instruction on one lane), and +0 + sum keeps round_one's sign of zero for a fresh accumulator.
-ATTNUM_AVX2_FN inline void put_avx2(const out_t& o, int r, int j, const __m256d* x, int w) {
+ATTNUM_AVX2_FN inline void put_avx2(const out_t& o, bool first, int r, int j, const __m256d* x, int w) {
   if (!o.acc) {
     double* c = o.C + static_cast<size_t>(r) * o.ldc + j;
     store4(c, w, x[0]);
@@ -67,43 +84,49 @@ ATTNUM_AVX2_FN inline void put_avx2(const out_t& o, int r, int j, const __m256d*
   }
   const fp32_acc& a = *o.acc;
   if (a.live && !a.live[r]) return;
+  const bool zero = a.from_zero && first;
   if (w < kW2) {
     alignas(32) double t[kW2];
     _mm256_store_pd(t, x[0]);
     _mm256_store_pd(t + 4, x[1]);
-    round_row(a, r, j, t, w);
+    round_row(a, zero, r, j, t, w);
     return;
   }
   const size_t i = static_cast<size_t>(r) * a.ld + j;
   ATTNUM_UNROLL for (int v = 0; v < kV2; ++v) {
     if (a.f) {
       float* p = a.f + i + 4 * v;
-      const __m256d base = a.from_zero ? _mm256_setzero_pd() : _mm256_cvtps_pd(_mm_loadu_ps(p));
+      const __m256d base = zero ? _mm256_setzero_pd() : _mm256_cvtps_pd(_mm_loadu_ps(p));
       _mm_storeu_ps(p, _mm256_cvtpd_ps(_mm256_add_pd(base, x[v])));
     } else {
       double* p = a.d + i + 4 * v;
-      const __m256d base = a.from_zero ? _mm256_setzero_pd() : _mm256_loadu_pd(p);
+      const __m256d base = zero ? _mm256_setzero_pd() : _mm256_loadu_pd(p);
       _mm256_storeu_pd(p, _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_add_pd(base, x[v]))));
     }
   }
 }
 
+// One micro-tile over the chunks of kn (chunk_of), up to lim (tile_limit): each chunk's sums
+// from +0, then to the output.
 template <int R>
-ATTNUM_AVX2_FN void micro_avx2(const double* a, size_t lda, int kn, const double* b, const out_t& o, int r0, int j0,
-                               int w) {
-  __m256d acc[R][kV2];
-  ATTNUM_UNROLL for (int r = 0; r < R; ++r)
-    ATTNUM_UNROLL for (int v = 0; v < kV2; ++v) acc[r][v] = _mm256_setzero_pd();
-  for (int k = 0; k < kn; ++k) {
-    const double* bk = b + static_cast<size_t>(k) * kW2;
-    const __m256d b0 = _mm256_loadu_pd(bk), b1 = _mm256_loadu_pd(bk + 4);
-    ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
-      const __m256d x = _mm256_broadcast_sd(a + r * lda + k);
-      acc[r][0] = _mm256_fmadd_pd(x, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_pd(x, b1, acc[r][1]);
+ATTNUM_AVX2_FN void micro_avx2(const double* a, size_t lda, int kn, int lim, const double* b, const out_t& o, int r0,
+                               int j0, int w) {
+  const int ks = chunk_of(o, kn);
+  for (int c0 = 0; c0 < lim; c0 += ks) {
+    __m256d acc[R][kV2];
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r)
+      ATTNUM_UNROLL for (int v = 0; v < kV2; ++v) acc[r][v] = _mm256_setzero_pd();
+    for (int k = c0, c1 = std::min(lim, c0 + ks); k < c1; ++k) {
+      const double* bk = b + static_cast<size_t>(k) * kW2;
+      const __m256d b0 = _mm256_loadu_pd(bk), b1 = _mm256_loadu_pd(bk + 4);
+      ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
+        const __m256d x = _mm256_broadcast_sd(a + r * lda + k);
+        acc[r][0] = _mm256_fmadd_pd(x, b0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_pd(x, b1, acc[r][1]);
+      }
     }
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r) put_avx2(o, c0 == 0, r0 + r, j0, acc[r], w);
   }
-  ATTNUM_UNROLL for (int r = 0; r < R; ++r) put_avx2(o, r0 + r, j0, acc[r], w);
 }
 
 // A: rows x kn doubles, row stride lda; B: column panels of kW2, panel q at pb + q * pstride.
@@ -115,13 +138,15 @@ ATTNUM_AVX2_FN void gemm_avx2(const double* pa, size_t lda, int rows, int kn, co
     const double* b = pb + static_cast<size_t>(q) * pstride;
     for (int r = 0; r < rows; r += kR2) {
       const double* a = pa + r * lda;
-      switch (std::min(kR2, rows - r)) {
-        case 6: micro_avx2<6>(a, lda, kn, b, o, r, j0, w); break;
-        case 5: micro_avx2<5>(a, lda, kn, b, o, r, j0, w); break;
-        case 4: micro_avx2<4>(a, lda, kn, b, o, r, j0, w); break;
-        case 3: micro_avx2<3>(a, lda, kn, b, o, r, j0, w); break;
-        case 2: micro_avx2<2>(a, lda, kn, b, o, r, j0, w); break;
-        default: micro_avx2<1>(a, lda, kn, b, o, r, j0, w); break;
+      const int nr = std::min(kR2, rows - r), lim = tile_limit(o, r, nr, j0, kn);
+      if (lim < 0) continue;
+      switch (nr) {
+        case 6: micro_avx2<6>(a, lda, kn, lim, b, o, r, j0, w); break;
+        case 5: micro_avx2<5>(a, lda, kn, lim, b, o, r, j0, w); break;
+        case 4: micro_avx2<4>(a, lda, kn, lim, b, o, r, j0, w); break;
+        case 3: micro_avx2<3>(a, lda, kn, lim, b, o, r, j0, w); break;
+        case 2: micro_avx2<2>(a, lda, kn, lim, b, o, r, j0, w); break;
+        default: micro_avx2<1>(a, lda, kn, lim, b, o, r, j0, w); break;
       }
     }
   }
@@ -132,7 +157,7 @@ ATTNUM_AVX2_FN void gemm_avx2(const double* pa, size_t lda, int rows, int kn, co
 constexpr int kV5 = 4, kW5 = 8 * kV5, kR5 = 6;
 
 // Row r of an AVX-512 micro-tile to its output, as put_avx2.
-ATTNUM_AVX512_FN inline void put_avx512(const out_t& o, int r, int j, const __m512d* x, int w) {
+ATTNUM_AVX512_FN inline void put_avx512(const out_t& o, bool first, int r, int j, const __m512d* x, int w) {
   if (!o.acc) {
     double* c = o.C + static_cast<size_t>(r) * o.ldc + j;
     if (w == kW5) {
@@ -147,45 +172,49 @@ ATTNUM_AVX512_FN inline void put_avx512(const out_t& o, int r, int j, const __m5
   }
   const fp32_acc& a = *o.acc;
   if (a.live && !a.live[r]) return;
+  const bool zero = a.from_zero && first;
   if (w < kW5) {
     alignas(64) double t[kW5];
     ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) _mm512_store_pd(t + 8 * v, x[v]);
-    round_row(a, r, j, t, w);
+    round_row(a, zero, r, j, t, w);
     return;
   }
   const size_t i = static_cast<size_t>(r) * a.ld + j;
   ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) {
     if (a.f) {
       float* p = a.f + i + 8 * v;
-      const __m512d base = a.from_zero ? _mm512_setzero_pd() : _mm512_cvtps_pd(_mm256_loadu_ps(p));
+      const __m512d base = zero ? _mm512_setzero_pd() : _mm512_cvtps_pd(_mm256_loadu_ps(p));
       _mm256_storeu_ps(p, _mm512_cvtpd_ps(_mm512_add_pd(base, x[v])));
     } else {
       double* p = a.d + i + 8 * v;
-      const __m512d base = a.from_zero ? _mm512_setzero_pd() : _mm512_loadu_pd(p);
+      const __m512d base = zero ? _mm512_setzero_pd() : _mm512_loadu_pd(p);
       _mm512_storeu_pd(p, _mm512_cvtps_pd(_mm512_cvtpd_ps(_mm512_add_pd(base, x[v]))));
     }
   }
 }
 
 template <int R>
-ATTNUM_AVX512_FN void micro_avx512(const double* a, size_t lda, int kn, const double* b, const out_t& o, int r0,
-                                   int j0, int w) {
-  __m512d acc[R][kV5];
-  ATTNUM_UNROLL for (int r = 0; r < R; ++r)
-    ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) acc[r][v] = _mm512_setzero_pd();
-  for (int k = 0; k < kn; ++k) {
-    const double* bk = b + static_cast<size_t>(k) * kW5;
-    const __m512d b0 = _mm512_loadu_pd(bk), b1 = _mm512_loadu_pd(bk + 8), b2 = _mm512_loadu_pd(bk + 16),
-                  b3 = _mm512_loadu_pd(bk + 24);
-    ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
-      const __m512d x = _mm512_set1_pd(a[r * lda + k]);
-      acc[r][0] = _mm512_fmadd_pd(x, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_pd(x, b1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_pd(x, b2, acc[r][2]);
-      acc[r][3] = _mm512_fmadd_pd(x, b3, acc[r][3]);
+ATTNUM_AVX512_FN void micro_avx512(const double* a, size_t lda, int kn, int lim, const double* b, const out_t& o,
+                                   int r0, int j0, int w) {
+  const int ks = chunk_of(o, kn);
+  for (int c0 = 0; c0 < lim; c0 += ks) {
+    __m512d acc[R][kV5];
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r)
+      ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) acc[r][v] = _mm512_setzero_pd();
+    for (int k = c0, c1 = std::min(lim, c0 + ks); k < c1; ++k) {
+      const double* bk = b + static_cast<size_t>(k) * kW5;
+      const __m512d b0 = _mm512_loadu_pd(bk), b1 = _mm512_loadu_pd(bk + 8), b2 = _mm512_loadu_pd(bk + 16),
+                    b3 = _mm512_loadu_pd(bk + 24);
+      ATTNUM_UNROLL for (int r = 0; r < R; ++r) {
+        const __m512d x = _mm512_set1_pd(a[r * lda + k]);
+        acc[r][0] = _mm512_fmadd_pd(x, b0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_pd(x, b1, acc[r][1]);
+        acc[r][2] = _mm512_fmadd_pd(x, b2, acc[r][2]);
+        acc[r][3] = _mm512_fmadd_pd(x, b3, acc[r][3]);
+      }
     }
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r) put_avx512(o, c0 == 0, r0 + r, j0, acc[r], w);
   }
-  ATTNUM_UNROLL for (int r = 0; r < R; ++r) put_avx512(o, r0 + r, j0, acc[r], w);
 }
 
 ATTNUM_AVX512_FN void gemm_avx512(const double* pa, size_t lda, int rows, int kn, const double* pb, size_t pstride,
@@ -196,13 +225,15 @@ ATTNUM_AVX512_FN void gemm_avx512(const double* pa, size_t lda, int rows, int kn
     const double* b = pb + static_cast<size_t>(q) * pstride;
     for (int r = 0; r < rows; r += kR5) {
       const double* a = pa + r * lda;
-      switch (std::min(kR5, rows - r)) {
-        case 6: micro_avx512<6>(a, lda, kn, b, o, r, j0, w); break;
-        case 5: micro_avx512<5>(a, lda, kn, b, o, r, j0, w); break;
-        case 4: micro_avx512<4>(a, lda, kn, b, o, r, j0, w); break;
-        case 3: micro_avx512<3>(a, lda, kn, b, o, r, j0, w); break;
-        case 2: micro_avx512<2>(a, lda, kn, b, o, r, j0, w); break;
-        default: micro_avx512<1>(a, lda, kn, b, o, r, j0, w); break;
+      const int nr = std::min(kR5, rows - r), lim = tile_limit(o, r, nr, j0, kn);
+      if (lim < 0) continue;
+      switch (nr) {
+        case 6: micro_avx512<6>(a, lda, kn, lim, b, o, r, j0, w); break;
+        case 5: micro_avx512<5>(a, lda, kn, lim, b, o, r, j0, w); break;
+        case 4: micro_avx512<4>(a, lda, kn, lim, b, o, r, j0, w); break;
+        case 3: micro_avx512<3>(a, lda, kn, lim, b, o, r, j0, w); break;
+        case 2: micro_avx512<2>(a, lda, kn, lim, b, o, r, j0, w); break;
+        default: micro_avx512<1>(a, lda, kn, lim, b, o, r, j0, w); break;
       }
     }
   }
@@ -396,6 +427,8 @@ bool fits(const packed_b& B, int k0, int kn, int j0, int n) {
 bool fits(const packed_a& A, int r0, int rows, int k0, int kn) {
   return r0 >= 0 && r0 + rows <= A.rows && k0 >= 0 && k0 + kn <= A.k;
 }
+// exactly one of f and d; k_end only on running accumulators (a skipped chunk leaves acc as it is)
+bool usable(const fp32_acc& out) { return !out.f != !out.d && !(out.k_end && out.from_zero) && out.k_step >= 0; }
 }  // namespace
 #endif
 
@@ -414,7 +447,7 @@ bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, in
 bool ordered_gemm(const float* A, int lda, const packed_b& B, int k0, int kn, int j0, int n, int rows,
                   const fp32_acc& out) {
 #if ATTNUM_SIMD_KERNELS
-  if (!fits(B, k0, kn, j0, n) || !out.f == !out.d) return false;
+  if (!fits(B, k0, kn, j0, n) || !usable(out)) return false;
   if (rows <= 0 || n <= 0) return true;
   return packed_call(rows_as_double(A, lda, rows, kn), kn, B, k0, kn, j0, n, rows, out_t{nullptr, 0, &out});
 #else
@@ -439,7 +472,7 @@ bool ordered_gemm(const packed_a& A, int r0, const packed_b& B, int k0, int kn, 
 bool ordered_gemm(const packed_a& A, int r0, const packed_b& B, int k0, int kn, int j0, int n, int rows,
                   const fp32_acc& out) {
 #if ATTNUM_SIMD_KERNELS
-  if (!fits(B, k0, kn, j0, n) || !fits(A, r0, rows, k0, kn) || !out.f == !out.d) return false;
+  if (!fits(B, k0, kn, j0, n) || !fits(A, r0, rows, k0, kn) || !usable(out)) return false;
   if (rows <= 0 || n <= 0) return true;
   return packed_call(A.p.data() + static_cast<size_t>(r0) * A.k + k0, A.k, B, k0, kn, j0, n, rows,
                      out_t{nullptr, 0, &out});

@@ -269,6 +269,108 @@ TEST(isa, fused_fp32_rounding_equals_the_plain_loop_then_rounding) {
   });
 }
 
+// The kernel's PV MMA covers the whole KV block: a V that casts to Inf (bf16 rounds FLT_MAX up)
+// at key 12 meets P = 0 in every query row before it (causal), and 0 * Inf is NaN there. No path
+// may drop those products as zeros (the chunk trimming and the per-row limits of the fused fp32
+// kernels stand down when V is not finite).
+TEST(isa, infinite_v_reaches_masked_rows_as_nan) {
+  ASSERT_TRUE(std::isinf(formats::quantize_bf16(3.4e38f)));
+  const int n = 16, d = 64, key = 12, ch = 3;
+  auto L = test::random_layer(1, 1, n, n, d, 41);
+  L.v[static_cast<size_t>(key) * d + ch] = 3.4e38f;
+  for_each_path([&](path p) {
+    const auto o = run_layer(preset("bf16"), L.view, condition::plain, true);
+    for (int r = 0; r < key; ++r) EXPECT_TRUE(std::isnan(o[static_cast<size_t>(r) * d + ch])) << isa::name(p) << " row " << r;
+    for (int r = key; r < n; ++r) EXPECT_TRUE(std::isinf(o[static_cast<size_t>(r) * d + ch])) << isa::name(p) << " row " << r;
+    EXPECT_TRUE(std::isfinite(o[ch + 1]));
+  });
+}
+
+// One call over several chunks (fp32_acc::k_step) against the plain loop that sums each chunk in
+// double from +0 and rounds it into the accumulator in turn; with the causal skip (mask_after:
+// micro-tiles wholly above the diagonal keep what they held, everything else is computed) and the
+// trailing-zero limits (k_end: A is +-0 from k_end[r] on in row r).
+TEST(isa, multi_chunk_fp32_rounding_equals_one_rounding_per_chunk) {
+  for_each_path([&](path p) {
+    const int K = 100, N = 70, R = 23;  // chunks of 32 leave a short last one; N not a panel multiple
+    const auto B = operand(static_cast<size_t>(K) * N, 22, 1);  // [K][N]: V's layout
+    fma::packed_b pb;
+    pb.build(B.data(), N, false, K, N);
+    std::vector<int> k_end(R);
+    for (int order : {0, 1, 2}) {
+      // trailing +-0 of every length from 0 to K, rising, falling or shuffled over the rows (so
+      // that the longest row of a micro-tile is its first, its last or any)
+      auto A = operand(static_cast<size_t>(R) * K, 21, 1);
+      std::mt19937_64 rng(5);
+      for (int r = 0; r < R; ++r) {
+        const int up = (r * K) / (R - 1);
+        k_end[r] = order == 0 ? up : order == 1 ? K - up : static_cast<int>(rng() % (K + 1));
+        for (int k = k_end[r]; k < K; ++k)
+          A[static_cast<size_t>(r) * K + k] = (k % 3) ? 0.0f : -0.0f;
+      }
+      std::vector<char> live(R, 1);
+      live[4] = live[17] = 0;
+      for (int ks : {32, 7, 0})
+        for (long mask_after : {1L << 40, 0L, -9L, 3L, 10L})  // 3, 10: a panel starts on a diagonal
+          for (bool use_end : {false, true})
+            for (bool from_zero : {false, true}) {
+              if (use_end && from_zero) continue;  // refused below
+              std::vector<float> f(static_cast<size_t>(R) * N);
+              for (size_t i = 0; i < f.size(); ++i)
+                f[i] = static_cast<float>(i % 11) * 0.25f - 1.0f;
+              const auto f0 = f;
+              std::vector<int> ends(R);
+              for (int r = 0; r < R; ++r) ends[r] = live[r] ? k_end[r] : 0;
+              fma::fp32_acc out{f.data(), nullptr, N, from_zero, live.data(), ks};
+              out.mask_after = mask_after;
+              if (use_end) out.k_end = ends.data();
+              const bool ran = fma::ordered_gemm(A.data(), K, pb, 0, K, 0, N, R, out);
+              EXPECT_EQ(ran, fma_kernels(p));
+              if (!ran) continue;
+              int skipped = 0;
+              for (int r = 0; r < R; ++r) {
+                for (int j = 0; j < N; ++j) {
+                  const size_t i = static_cast<size_t>(r) * N + j;
+                  float want = f0[i];
+                  if (live[r]) {
+                    const int step = ks > 0 ? ks : K;
+                    for (int c0 = 0; c0 < K; c0 += step) {
+                      double sum = 0.0;
+                      for (int k = c0; k < std::min(K, c0 + step); ++k)
+                        sum += static_cast<double>(A[static_cast<size_t>(r) * K + k]) *
+                               static_cast<double>(B[static_cast<size_t>(k) * N + j]);
+                      want = static_cast<float>(
+                          (from_zero && c0 == 0 ? 0.0 : static_cast<double>(want)) + sum);
+                    }
+                  }
+                  // a masked entry (j > r + mask_after) is computed or left as it was, nothing else
+                  if (j > r + mask_after && f[i] == f0[i] &&
+                      std::bit_cast<uint32_t>(f[i]) != std::bit_cast<uint32_t>(want)) {
+                    ++skipped;
+                    continue;
+                  }
+                  ASSERT_EQ(std::bit_cast<uint32_t>(f[i]), std::bit_cast<uint32_t>(want))
+                      << isa::name(p) << " k_step " << ks << " mask_after " << mask_after
+                      << " k_end " << use_end << " from_zero " << from_zero << " order " << order
+                      << " at " << r << "," << j;
+                }
+              }
+              if (mask_after < N) {
+                EXPECT_GT(skipped, 0) << "the causal skip never applied";
+              }
+            }
+    }
+    if (!fma_kernels(p)) return;
+    const auto A = operand(static_cast<size_t>(R) * K, 21, 1);
+    std::vector<float> f(static_cast<size_t>(R) * N);
+    fma::fp32_acc bad{f.data(), nullptr, N, true, nullptr, 32};
+    bad.k_end = k_end.data();  // a skipped chunk cannot both leave acc and start it from +0
+    EXPECT_FALSE(fma::ordered_gemm(A.data(), K, pb, 0, K, 0, N, R, bad));
+    bad.from_zero = false, bad.k_step = -1;
+    EXPECT_FALSE(fma::ordered_gemm(A.data(), K, pb, 0, K, 0, N, R, bad));
+  });
+}
+
 // INT8 QK: exact integer sums against a plain int64 loop, the extremes -128 and 127 included, d
 // odd and not a multiple of the vector width.
 TEST(isa, int8_gemm_equals_the_integer_loop) {
