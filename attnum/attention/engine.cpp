@@ -552,14 +552,14 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
       const int kn = std::min(d, k0 + ks) - k0;
       // rows [g, g + nr) of the chunk's sums (C at row g) rounded into their accumulators: the
       // fp32 scores in x (qk_to_x) or sacc
-      auto add = [&](int g, int nr, const double* C, int ldc) {
+      auto add = [&](int g, int nr, const double* C, int ldc, int nc) {
         for (int r = g; r < g + nr; ++r) {
           const double* cr = C + static_cast<size_t>(r - g) * ldc;
           auto into = [&](auto* acc) {
             if (k0 == 0)
-              round_add<true>(c.s.qk_acc, acc, cr, n);
+              round_add<true>(c.s.qk_acc, acc, cr, nc);
             else
-              round_add(c.s.qk_acc, acc, cr, n);
+              round_add(c.s.qk_acc, acc, cr, nc);
           };
           if (xq)
             into(xq + static_cast<size_t>(r) * b.bn);
@@ -568,8 +568,10 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
         }
       };
       if (c.iqk) {  // make_ctx built the planes for this path, k_step and block width: no refusal
-        // each group of rows is rounded as soon as its chunk sums are done
-        const bool ran = planes::qk_chunk(*c.qa, *c.kb, r0, rows, k0, kn, j0, n, b.c.data(), n, planes::make_sink(add));
+        // each group of rows is rounded as soon as its chunk sums are done, over the columns
+        // that hold its unmasked scores (the softmax gives the others the mask value)
+        const bool ran =
+            planes::qk_chunk(*c.qa, *c.kb, r0, rows, k0, kn, j0, n, b.c.data(), n, planes::make_sink(add), off + r0 - j0);
         ATTNUM_ASSERT(ran, "qk_tile: the QK planes refused chunk {} of block {}", k0, j0);
         continue;
       } else if (c.kpack) {  // make_ctx packed Q and K for this path and block width: no refusal
@@ -579,7 +581,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
         ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, c.kT.data() + static_cast<size_t>(k0) * c.n_kv + j0, c.n_kv,
                    rows, n, kn, b.c.data(), n);
       }
-      add(0, rows, b.c.data(), n);
+      add(0, rows, b.c.data(), n, n);
     }
   } else if (c.amx_i8) {  // the same exact int32 sums from AMX-INT8 tiles
     c.ai8->run(r0, rows, j0, n, b.sacc.data(), b.bn, off);
@@ -674,9 +676,9 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
     for (int c0 = j0; c0 < j1 && !fused; c0 += ks) {
       const int cn = std::min(j1, c0 + ks) - c0;
       // rows [g, g + nr) of the chunk's sums (C at row g) rounded into the live rows' accumulators
-      auto add = [&](int g, int nr, const double* C, int ldc) {
+      auto add = [&](int g, int nr, const double* C, int ldc, int nc) {
         for (int r = g; r < g + nr; ++r)
-          if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, C + static_cast<size_t>(r - g) * ldc, d);
+          if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, C + static_cast<size_t>(r - g) * ldc, nc);
       };
       bool packed = false;
       if constexpr (std::is_same_v<T, float>) {
@@ -688,7 +690,7 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
       }
       if (!packed)
         ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.vp + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);
-      add(0, rows, b.c.data(), d);
+      add(0, rows, b.c.data(), d, d);
     }
   }
   if (fresh)

@@ -676,7 +676,7 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
 }
 
 bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc,
-              row_sink sink) {
+              row_sink sink, long mask_after) {
   if (!a.ok || !b.ok || b.W != panel_width() || a.k != b.k || kn <= 0 || kn > 32 || k0 % 2 || (kn % 2 && k0 + kn != a.k) ||
       k0 + kn > a.k || j0 % b.W || j0 + n > b.n || r0 < 0 || r0 + rows > a.rows)
     return false;
@@ -701,9 +701,11 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
   const int32_t* bp = b.p.data() + static_cast<size_t>(j0 / b.W) * b.k2 * b.W + static_cast<size_t>(k0 / 2) * b.W;
   for (int g = 0; g < rows; g += 8) {
     const int nr = std::min(8, rows - g);
+    // columns [0, ng): every column some row of the group does not mask (j <= g + nr - 1 + mask_after)
+    const int ng = static_cast<int>(std::clamp(g + nr + mask_after, 0L, static_cast<long>(n)));
     double* Cg = C + static_cast<size_t>(g) * ldc;
     gemm(b.W, a.hi.data() + static_cast<size_t>(r0 + g) * a.k2 + k0 / 2, a.k2, nr, bp, static_cast<size_t>(b.k2) * b.W,
-         (kn + 1) / 2, n, Cg, ldc, scale, false);
+         (kn + 1) / 2, ng, Cg, ldc, scale, false);
     for (int r = g; r < g + nr; ++r) {
       double* c = C + static_cast<size_t>(r) * ldc;
       // a_lo * B over the block's keys (B's rows as floats)
@@ -713,20 +715,21 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
         if (kk >= k0 + kn) break;
         const double v = a.lo_v[e];
         const float* brow = b.full.data() + static_cast<size_t>(kk) * b.n + j0;
-        for (int j = 0; j < n; ++j) c[j] += v * static_cast<double>(brow[j]);
-        st.a_lo_terms += n;
+        for (int j = 0; j < ng; ++j) c[j] += v * static_cast<double>(brow[j]);
+        st.a_lo_terms += ng;
       }
     }
     // the a_hi * b_lo terms, each over the group's rows (term outermost: its fields are read once;
     // every C value still takes its terms in list order)
     const float* h0 = a.hi_val.data() + static_cast<size_t>(r0 + g) * a.k;
     for (const lo_term& t : terms) {
+      if (t.j >= ng) continue;
       const float* h = h0 + t.k;
       double* c = Cg + t.j;
       for (int r = 0; r < nr; ++r) c[static_cast<size_t>(r) * ldc] += static_cast<double>(h[static_cast<size_t>(r) * a.k]) * t.v;
     }
     st.b_lo_terms += static_cast<long>(terms.size()) * nr;
-    if (sink.fn) sink.fn(sink.ctx, g, nr, Cg, ldc);
+    if (sink.fn) sink.fn(sink.ctx, g, nr, Cg, ldc, ng);
   }
   return true;
 }
@@ -787,22 +790,33 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
   for (int g = 0; g < rows; g += 8) {  // 8 rows at a time, as qk_chunk
     const int nr = std::min(8, rows - g);
     double* Cg = C + static_cast<size_t>(g) * ldc;
-    gemm(v.W, hi.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq, v.n, Cg, ldc,
+    // the group's products up to its live rows' last nonzero P (in whole pairs); the rest are +-0
+    int ke = 0;
+    for (int r = g; r < g + nr; ++r) {
+      if (!live[r]) continue;
+      const float* pr = P + static_cast<size_t>(r) * ldp;
+      int e = kn;
+      while (e > ke && pr[e - 1] == 0) --e;
+      ke = std::max(ke, e);
+    }
+    const int kq_g = (ke + 1) / 2;
+    gemm(v.W, hi.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq_g, v.n, Cg, ldc,
          std::ldexp(1.0, -(shift[g / 8] + v.shift)), false);
-    if (groups[g / 8]) {
+    if (groups[g / 8] && kq_g > 0) {
       ++st.pv_lo_passes;
-      gemm(v.W, lo.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq, v.n, Cg, ldc, s_lo, true);
+      gemm(v.W, lo.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq_g, v.n, Cg, ldc, s_lo, true);
     }
     // the P * v_lo terms over the group's rows, dead ones too (their C is never read); term
     // outermost as in qk_chunk
     const float* pg = P + static_cast<size_t>(g) * ldp;
     for (const lo_term& t : terms) {
+      if (t.k >= ke) continue;
       const float* pk = pg + t.k;
       double* c = Cg + t.j;
       for (int r = 0; r < nr; ++r) c[static_cast<size_t>(r) * ldc] += static_cast<double>(pk[static_cast<size_t>(r) * ldp]) * t.v;
     }
     st.b_lo_terms += static_cast<long>(terms.size()) * nr;
-    if (sink.fn) sink.fn(sink.ctx, g, nr, Cg, ldc);
+    if (sink.fn) sink.fn(sink.ctx, g, nr, Cg, ldc, v.n);
   }
   return true;
 }

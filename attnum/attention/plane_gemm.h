@@ -88,16 +88,19 @@ struct plane_b {
 };
 
 /// Called by qk_chunk / pv_chunk for each group of rows as soon as its sums are complete (rows
-/// [r, r + nr) of the call, C pointing at row r): the caller rounds them into its accumulators
-/// while they are in cache.
+/// [r, r + nr) of the call, C pointing at row r, columns [0, n) written): the caller rounds them
+/// into its accumulators while they are in cache.
 struct row_sink {
   void* ctx = nullptr;
-  void (*fn)(void* ctx, int r, int nr, const double* C, int ldc) = nullptr;
+  void (*fn)(void* ctx, int r, int nr, const double* C, int ldc, int n) = nullptr;
 };
 template <typename F>
 row_sink make_sink(F& f) {
-  return {&f, [](void* c, int r, int nr, const double* C, int ldc) { (*static_cast<F*>(c))(r, nr, C, ldc); }};
+  return {&f, [](void* c, int r, int nr, const double* C, int ldc, int n) { (*static_cast<F*>(c))(r, nr, C, ldc, n); }};
 }
+
+/// No causal mask (qk_chunk's mask_after).
+inline constexpr long kNoMask = 1L << 40;
 
 /// Shifts for a QK pair (B gets up to 14 bits, A the rest of the int32 budget for kn products);
 /// false when no pair fits.
@@ -106,13 +109,19 @@ bool choose_shifts(double amax_a, double amax_b, int kn, int& sa, int& sb);
 /// C[r * ldc + j] = exact sum over k in [k0, k0 + kn) of A(r0 + r, k) B(k, j0 + j), r < rows,
 /// j < n. False (nothing written) when a or b is not ok, kn > 32, k0 odd, kn odd before the end of
 /// k, j0 off the panel grid, or the active path differs from b's.
+/// Causal skip: column j is masked for row r when j > r + mask_after (call-relative). A group of
+/// rows writes, and hands its sink, only the columns [0, n_g) that hold every unmasked column of
+/// its rows; the columns after are left as they are (for callers that give every masked score
+/// the mask value before reading it, as the engine's softmax does).
 bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc,
-              row_sink sink = {});
+              row_sink sink = {}, long mask_after = kNoMask);
 
 /// PV: C[r * ldc + j] = exact sum over t in [0, kn) of P[r * ldp + t] V(k0 + t, j), r < rows, j <
 /// v.n, for the rows with live[r]; the other rows of C get unspecified values (their P is not
 /// checked). P holds E4M3 values >= 0 or NaN. False (nothing written) when a live P value is NaN or
-/// off the grid, or as qk_chunk.
+/// off the grid, or as qk_chunk. A group of rows stops its products at the last nonzero P of its
+/// live rows (the causally masked tail): V's planes hold finite values, so the products after are
+/// +-0 and the exact sum is the same.
 bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int kn, const plane_b& v, double* C,
               int ldc, row_sink sink = {});
 

@@ -572,6 +572,77 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
   });
 }
 
+// The causal skip of qk_chunk (each group of rows writes and sinks the columns that hold its
+// unmasked scores, exact, and leaves the rest) and pv_chunk's stop at a group's last nonzero P (the
+// sums stay exact with zero tails of every length, odd ones and whole rows included).
+TEST(isa, plane_chunks_skip_masked_columns_and_zero_tails) {
+  for_each_path([&](path p) {
+    const int W = planes::panel_width();
+    if (W == 0) return;
+    (void)p;
+    const int n_q = 40, n_kv = 3 * W + 5, d = 64;
+    const auto Q = e4m3_operand(static_cast<size_t>(n_q) * d, 111, 0);
+    const auto K = e4m3_operand(static_cast<size_t>(n_kv) * d, 222, 0);
+    int sa = 0, sb = 0;
+    ASSERT_TRUE(planes::choose_shifts(formats::span_amax(Q.data(), Q.size()), formats::span_amax(K.data(), K.size()), 32, sa, sb));
+    planes::plane_a qa;
+    planes::plane_b kb;
+    qa.build(Q.data(), d, n_q, d, sa);
+    kb.build(K.data(), d, true, d, n_kv, sb, true);
+    ASSERT_TRUE(qa.ok && kb.ok);
+    for (long mask_after : {planes::kNoMask, 0L, 3L, -5L, static_cast<long>(W) - 8}) {
+      const int rows = n_q, n = n_kv;
+      std::vector<double> C(static_cast<size_t>(rows) * n, -7.0);
+      std::vector<int> seen(rows, -1);  // the columns each row's sink was given
+      auto sink = [&](int g, int nr, const double*, int, int nc) {
+        for (int r = g; r < g + nr; ++r) seen[r] = nc;
+      };
+      ASSERT_TRUE(planes::qk_chunk(qa, kb, 0, rows, 32, 32, 0, n, C.data(), n, planes::make_sink(sink), mask_after));
+      bool skipped = false;
+      for (int r = 0; r < rows; ++r) {
+        const long need = std::clamp(r + 1 + mask_after, 0L, static_cast<long>(n));  // unmasked: j <= r + mask_after
+        ASSERT_GE(seen[r], need) << "mask_after " << mask_after << " row " << r;
+        ASSERT_LE(seen[r], n);
+        skipped |= seen[r] < n;
+        for (int j = 0; j < n; ++j) {
+          const double got = C[static_cast<size_t>(r) * n + j];
+          if (j >= seen[r]) {
+            ASSERT_EQ(got, -7.0) << "a column past the group's range was written";
+            continue;
+          }
+          const double want = exact_dot(Q.data() + static_cast<size_t>(r) * d + 32, 1, K.data() + static_cast<size_t>(j) * d + 32, 1, 32);
+          ASSERT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want)) << "mask_after " << mask_after << " at " << r << "," << j;
+        }
+      }
+      EXPECT_EQ(skipped, mask_after != planes::kNoMask) << mask_after;
+    }
+    // PV with zero tails
+    const int kv = 64, dv = 40, rows = 21, ldp = 36;
+    const auto V = e4m3_operand(static_cast<size_t>(kv) * dv, 333, 0);
+    planes::plane_b vb;
+    vb.build(V.data(), dv, false, kv, dv, planes::shift_for(formats::span_amax(V.data(), V.size()), 13), false);
+    ASSERT_TRUE(vb.ok);
+    std::mt19937_64 rng(17);
+    std::uniform_real_distribution<float> u(-24.0f, 8.0f);
+    std::vector<float> P(static_cast<size_t>(rows) * ldp);
+    for (auto& x : P) x = formats::quantize_e4m3_sat(std::exp2(u(rng)));
+    for (int r = 0; r < rows; ++r) {  // row r is zero from (r * 3) % 33 on: 0 (all zero) to 32, odd ends too
+      const int e = (r * 3) % 33;
+      for (int t = e; t < 32; ++t) P[static_cast<size_t>(r) * ldp + t] = (t % 2) ? 0.0f : -0.0f;
+    }
+    std::vector<char> live(rows, 1);
+    live[7] = 0;
+    P[7 * ldp + 31] = 5.0f;  // a dead row's late value does not count
+    std::vector<double> C(static_cast<size_t>(rows) * dv, -7.0);
+    ASSERT_TRUE(planes::pv_chunk(P.data(), ldp, live.data(), rows, 0, 32, vb, C.data(), dv));
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; live[r] && j < dv; ++j)
+        ASSERT_EQ(std::bit_cast<uint64_t>(C[static_cast<size_t>(r) * dv + j]),
+                  std::bit_cast<uint64_t>(exact_dot(P.data() + static_cast<size_t>(r) * ldp, 1, V.data() + j, dv, 32)))
+            << "zero tails at " << r << "," << j;
+  });
+}
+
 // The engine on the plane kernels: per-tensor scaled FA3 operands take them (sparse low planes,
 // both correction kinds, the second P plane), and the output has the scalar path's bits.
 TEST(isa, fa3_runs_on_the_planes_with_the_scalar_bits) {
