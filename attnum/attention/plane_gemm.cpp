@@ -604,21 +604,26 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
   const size_t limit = static_cast<size_t>(k) * n / 8;
   bool good = true;
   if (transposed) {  // one source row per column j (a key), k values along it
-    std::vector<int16_t> h(2 * static_cast<size_t>(k2), 0);
+    // a panel's W keys are split into hs ([key][2 k2] int16, the odd k's partner 0) and then
+    // written panel row by panel row: contiguous stores instead of one word per 4 W bytes
+    std::vector<int16_t> hs(static_cast<size_t>(W) * 2 * k2, 0);
     std::vector<uint64_t> mask((k + 63) / 64);
     std::vector<int> count(k + 1, 0);
     std::vector<std::pair<int, int>> ent;  // (kk, j)
-    for (int j = 0; j < n && good; ++j) {
-      const float* x = B + static_cast<size_t>(j) * ld;
-      good = split_row(x, k, shift, h.data(), nullptr, mask.data());
-      int32_t words[1];
-      int32_t* dst = p.data() + static_cast<size_t>(j / W) * k2 * W + j % W;
-      for (int q = 0; q < k2; ++q) {
-        std::memcpy(words, h.data() + 2 * q, sizeof(int32_t));
-        dst[static_cast<size_t>(q) * W] = words[0];
+    for (int j0 = 0; j0 < n && good; j0 += W) {
+      const int w = std::min(W, n - j0);
+      for (int jj = 0; jj < w && good; ++jj) {
+        const int j = j0 + jj;
+        good = split_row(B + static_cast<size_t>(j) * ld, k, shift, hs.data() + static_cast<size_t>(jj) * 2 * k2, nullptr,
+                         mask.data());
+        for_each_bit(mask.data(), k, [&](int i) { ent.emplace_back(i, j), ++count[i + 1]; });
+        if (ent.size() > limit) good = false;
       }
-      for_each_bit(mask.data(), k, [&](int i) { ent.emplace_back(i, j), ++count[i + 1]; });
-      if (ent.size() > limit) good = false;
+      int32_t* dst = p.data() + static_cast<size_t>(j0 / W) * k2 * W;
+      for (int q = 0; q < k2; ++q)
+        for (int jj = 0; jj < w; ++jj)
+          std::memcpy(dst + static_cast<size_t>(q) * W + jj, hs.data() + static_cast<size_t>(jj) * 2 * k2 + 2 * q,
+                      sizeof(int32_t));
     }
     if (good) {
       for (int i = 0; i < k; ++i) count[i + 1] += count[i];
