@@ -183,7 +183,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     for (auto& x : c.vs)
       x = c.s.epilogue == epilogue_mode::div_first ? static_cast<T>(x / c.p_scale) : static_cast<T>((T(1) / c.p_scale) * x);
   c.v_nan = v8.nan_flagged;
-  c.v_finite = std::all_of(c.vp, c.vp + static_cast<size_t>(c.n_kv) * c.d, [](float x) { return std::isfinite(x); });
+  c.v_finite = formats::span_all_finite(c.vp, static_cast<size_t>(c.n_kv) * c.d);
   using formats::format;
   const auto& e = L.spec.enabled;
   const bool q_e4 = e.q_cast && L.spec.q.fmt == format::e4m3fn, k_e4 = e.k_cast && L.spec.k.fmt == format::e4m3fn;

@@ -184,6 +184,12 @@ float span_amax(const float* x, size_t n) {
   return std::bit_cast<float>(m);
 }
 
+bool span_all_finite(const float* x, size_t n) {
+  uint32_t bad = 0;  // the exponent field all ones: Inf or NaN
+  for (size_t i = 0; i < n; ++i) bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u);
+  return bad == 0;
+}
+
 int64_t group_count(int rows, int cols, const scale_spec& s) {
   switch (s.gran) {
     case scale_granularity::tensor: return 1;

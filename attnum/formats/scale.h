@@ -92,6 +92,9 @@ void quantize_span(const float* x, float* out, size_t n, format f, rounding r);
 /// flag NaN check for it). Exact, so the same for any order or split of the span.
 float span_amax(const float* x, size_t n);
 
+/// True when every x[i] (i < n) is finite (no Inf, no NaN); an integer test that vectorises.
+bool span_all_finite(const float* x, size_t n);
+
 /// Returns the number of scale groups of a [rows, cols] matrix under `spec`.
 int64_t group_count(int rows, int cols, const scale_spec& spec);
 /// Returns the group (index into scaled_tensor::scales) of element (r, c).

@@ -192,6 +192,27 @@ TEST(ScaleSpan, AmaxEqualsPlainLoopAndSkipsNaN) {
   EXPECT_EQ(span_amax(sub.data(), sub.size()), std::numeric_limits<float>::denorm_min());
 }
 
+// span_all_finite against std::isfinite at every position of a span, Inf of both signs and NaN
+// payloads (quiet, signalling, negative), with the largest finite value and subnormals finite.
+TEST(ScaleSpan, AllFiniteEqualsIsfiniteAtEveryPosition) {
+  const float bad[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), std::nanf(""),
+                       -std::nanf(""), std::numeric_limits<float>::signaling_NaN(), std::bit_cast<float>(0x7f800001u)};
+  std::vector<float> x(77);  // finite patterns over every exponent (0: subnormal .. 254)
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::bit_cast<float>(static_cast<uint32_t>((i % 2) << 31 | (i * 37 % 255) << 23 | (i * 2654435761u & 0x7fffffu)));
+  x[5] = std::numeric_limits<float>::max(), x[6] = -std::numeric_limits<float>::denorm_min();
+  for (float v : x) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_TRUE(span_all_finite(x.data(), x.size()));
+  EXPECT_TRUE(span_all_finite(x.data(), 0));
+  for (float b : bad)
+    for (size_t at : {size_t{0}, size_t{31}, size_t{76}}) {
+      auto y = x;
+      y[at] = b;
+      EXPECT_FALSE(span_all_finite(y.data(), y.size())) << at;
+      EXPECT_EQ(span_all_finite(y.data(), at), true) << at;  // the span before it
+    }
+}
+
 // prepare_layer's casts (values, row and column scales, NaN flag) and transformed operands are
 // the same bits on 1 and 2 threads, for presets covering each granularity (kv_group, head,
 // row_group, channel, tensor with one K/V scale, token, block, none), Sage's smooth_k and
