@@ -218,6 +218,43 @@ bool split_chunk(const float* P, int ldp, const char* live, int rows, int kn, in
   return good;
 }
 
+// dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols, strides in elements: 32-bit
+// elements (floats, or the planes' int32 words) moved as bits, through memcpy and vector loads
+// (no aliasing of one type as another). 8 x 8 blocks through AVX2 shuffles where the path has
+// them (unpack, shuffle and lane permutes only move bits), the edges element by element.
+#if ATTNUM_SIMD_KERNELS
+ATTNUM_AVX2_FN void transpose8x8(const float* src, size_t lds, float* dst, size_t ldd) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  for (int i = 0; i < 8; i += 4) {  // rows i..i+3: columns 4 q + (0, 1, 2, 3) of each 128-bit lane
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+#endif
+
+void transpose32(const void* src, size_t lds, int rows, int cols, void* dst, size_t ldd) {
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
+  auto at = [](auto* base, size_t i) { return base + 4 * i; };
+  int r8 = 0, c8 = 0;
+#if ATTNUM_SIMD_KERNELS
+  if (isa::at_least(isa::path::avx2)) {
+    r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+    for (int c = 0; c < c8; c += 8)  // along dst's rows: each block's 8 stores continue the last ones
+      for (int r = 0; r < r8; r += 8)
+        transpose8x8(static_cast<const float*>(src) + r * lds + c, lds, static_cast<float*>(dst) + c * ldd + r, ldd);
+  }
+#endif
+  for (int r = 0; r < rows; ++r)
+    for (int c = r < r8 ? c8 : 0; c < cols; ++c) std::memcpy(at(d, c * ldd + r), at(s, r * lds + c), 4);
+}
+
 template <typename F>
 void for_each_bit(const uint64_t* mask, int n, F&& f) {
   for (int w = 0; w * 64 < n; ++w)
@@ -569,7 +606,7 @@ void plane_a::build(const float* A, int ld, int rows_, int k_, int shift_, doubl
   rows = rows_, k = k_, k2 = (k_ + 1) / 2, shift = shift_, max_int = 0;
   lo_ptr.assign(1, 0), lo_k.clear(), lo_v.clear();
   if (panel_width() == 0 || shift < 0 || shift > 9 || rows < 0 || k <= 0) return;
-  hi.assign(static_cast<size_t>(rows) * k2, 0);
+  hi.resize(static_cast<size_t>(rows) * k2);  // every row's k2 words written below (kept storage: no zero fill)
   hi_val.resize(static_cast<size_t>(rows) * k);
   max_int = max_hi(A, ld, rows, k, shift, amax);
   std::vector<int16_t> h(2 * static_cast<size_t>(k2), 0);
@@ -596,10 +633,13 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
                     double amax) {
   ok = false;
   W = panel_width(), k = k_rows, n = n_cols, k2 = (k_rows + 1) / 2, shift = shift_, max_int = 0;
-  lo_ptr.assign(1, 0), lo_j.clear(), lo_v.clear(), full.clear();
+  lo_ptr.assign(1, 0), lo_j.clear(), lo_v.clear(), has_full = false;
   if (W == 0 || shift < 0 || shift > 9 || k <= 0 || n <= 0) return;
   const int np = (n + W - 1) / W;
-  p.assign(static_cast<size_t>(np) * k2 * W, 0);
+  // kept storage (no zero fill from head to head): every word of a whole panel is written below,
+  // a partial last panel gets its zeros past n here
+  p.resize(static_cast<size_t>(np) * k2 * W);
+  if (n % W) std::fill(p.begin() + static_cast<std::ptrdiff_t>(np - 1) * k2 * W, p.end(), 0);
   max_int = transposed ? max_hi(B, ld, n, k, shift, amax) : max_hi(B, ld, k, n, shift, amax);
   const size_t limit = static_cast<size_t>(k) * n / 8;
   bool good = true;
@@ -619,11 +659,8 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
         for_each_bit(mask.data(), k, [&](int i) { ent.emplace_back(i, j), ++count[i + 1]; });
         if (ent.size() > limit) good = false;
       }
-      int32_t* dst = p.data() + static_cast<size_t>(j0 / W) * k2 * W;
-      for (int q = 0; q < k2; ++q)
-        for (int jj = 0; jj < w; ++jj)
-          std::memcpy(dst + static_cast<size_t>(q) * W + jj, hs.data() + static_cast<size_t>(jj) * 2 * k2 + 2 * q,
-                      sizeof(int32_t));
+      // the w keys' words ([jj][k2]) transposed into the panel ([q][W])
+      transpose32(hs.data(), k2, w, k2, p.data() + static_cast<size_t>(j0 / W) * k2 * W, W);
     }
     if (good) {
       for (int i = 0; i < k; ++i) count[i + 1] += count[i];
@@ -663,16 +700,10 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
     }
   }
   if (good && with_full) {
-    full.resize(static_cast<size_t>(k) * n);
-    if (transposed) {  // 16 x 16 blocks through a local tile: 64-byte reads and writes
-      float t[16][16];
-      for (int j0 = 0; j0 < n; j0 += 16)
-        for (int k0 = 0; k0 < k; k0 += 16) {
-          const int jn = std::min(16, n - j0), kn = std::min(16, k - k0);
-          for (int j = 0; j < jn; ++j)
-            for (int kk = 0; kk < kn; ++kk) t[kk][j] = B[static_cast<size_t>(j0 + j) * ld + k0 + kk];
-          for (int kk = 0; kk < kn; ++kk) std::memcpy(full.data() + static_cast<size_t>(k0 + kk) * n + j0, t[kk], sizeof(float) * jn);
-        }
+    has_full = true;
+    full.resize(static_cast<size_t>(k) * n);  // every value written below
+    if (transposed) {
+      transpose32(B, ld, n, k, full.data(), n);
     } else {
       for (int kk = 0; kk < k; ++kk) std::memcpy(full.data() + static_cast<size_t>(kk) * n, B + static_cast<size_t>(kk) * ld, sizeof(float) * n);
     }
@@ -686,7 +717,7 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
       k0 + kn > a.k || j0 % b.W || j0 + n > b.n || r0 < 0 || r0 + rows > a.rows)
     return false;
   if (static_cast<double>(a.max_int) * b.max_int * kn >= 2147483648.0) return false;
-  if (a.lo_ptr[r0 + rows] > a.lo_ptr[r0] && b.full.empty()) return false;  // Q lo needs B's full values
+  if (a.lo_ptr[r0 + rows] > a.lo_ptr[r0] && !b.has_full) return false;  // Q lo needs B's full values
   if (rows <= 0 || n <= 0) return true;
   auto& st = stats();
   ++st.qk_chunks;

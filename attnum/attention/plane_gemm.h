@@ -80,6 +80,7 @@ struct plane_b {
   int32_t max_int = 0;
   std::vector<int32_t> p;             // [panel][k2][W]: (B(2q, j), B(2q+1, j)) as one int32 word
   std::vector<float> full;            // [k][n] B as floats (with_full: the A-lo corrections read it)
+  bool has_full = false;              // full holds this B (storage is kept from build to build)
   std::vector<int> lo_ptr, lo_j;      // CSR by k, j ascending
   std::vector<float> lo_v;
   /// amax as for plane_a::build.
