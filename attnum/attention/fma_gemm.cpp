@@ -129,29 +129,6 @@ ATTNUM_AVX2_FN void micro_avx2(const double* a, size_t lda, int kn, int lim, con
   }
 }
 
-// A: rows x kn doubles, row stride lda; B: column panels of kW2, panel q at pb + q * pstride.
-ATTNUM_AVX2_FN void gemm_avx2(const double* pa, size_t lda, int rows, int kn, const double* pb, size_t pstride, int n,
-                              const out_t& o) {
-  const int np = (n + kW2 - 1) / kW2;
-  for (int q = 0; q < np; ++q) {
-    const int j0 = q * kW2, w = std::min(kW2, n - j0);
-    const double* b = pb + static_cast<size_t>(q) * pstride;
-    for (int r = 0; r < rows; r += kR2) {
-      const double* a = pa + r * lda;
-      const int nr = std::min(kR2, rows - r), lim = tile_limit(o, r, nr, j0, kn);
-      if (lim < 0) continue;
-      switch (nr) {
-        case 6: micro_avx2<6>(a, lda, kn, lim, b, o, r, j0, w); break;
-        case 5: micro_avx2<5>(a, lda, kn, lim, b, o, r, j0, w); break;
-        case 4: micro_avx2<4>(a, lda, kn, lim, b, o, r, j0, w); break;
-        case 3: micro_avx2<3>(a, lda, kn, lim, b, o, r, j0, w); break;
-        case 2: micro_avx2<2>(a, lda, kn, lim, b, o, r, j0, w); break;
-        default: micro_avx2<1>(a, lda, kn, lim, b, o, r, j0, w); break;
-      }
-    }
-  }
-}
-
 // ---- AVX-512: R rows x 4 vectors of 8 doubles (32 columns); 24 accumulators + 4 B + 1 broadcast
 // of the 32 zmm registers.
 constexpr int kV5 = 4, kW5 = 8 * kV5, kR5 = 6;
@@ -217,24 +194,22 @@ ATTNUM_AVX512_FN void micro_avx512(const double* a, size_t lda, int kn, int lim,
   }
 }
 
-ATTNUM_AVX512_FN void gemm_avx512(const double* pa, size_t lda, int rows, int kn, const double* pb, size_t pstride,
-                                  int n, const out_t& o) {
-  const int np = (n + kW5 - 1) / kW5;
-  for (int q = 0; q < np; ++q) {
-    const int j0 = q * kW5, w = std::min(kW5, n - j0);
+// A micro-kernel of the table below: rows [r0, r0 + R) of A (a at row r0) against one panel.
+using micro_fn = void (*)(const double* a, size_t lda, int kn, int lim, const double* b, const out_t& o, int r0, int j0,
+                          int w);
+
+// A (rows x kn doubles, row stride lda) against B's column panels of W (panel q at pb + q *
+// pstride): panel by panel, groups of up to R rows through micro[rows - 1], the micro-tiles that
+// tile_limit skips left out.
+template <int W, int R>
+void drive(const micro_fn (&micro)[R], const double* pa, size_t lda, int rows, int kn, const double* pb, size_t pstride,
+           int n, const out_t& o) {
+  for (int q = 0; q * W < n; ++q) {
+    const int j0 = q * W, w = std::min(W, n - j0);
     const double* b = pb + static_cast<size_t>(q) * pstride;
-    for (int r = 0; r < rows; r += kR5) {
-      const double* a = pa + r * lda;
-      const int nr = std::min(kR5, rows - r), lim = tile_limit(o, r, nr, j0, kn);
-      if (lim < 0) continue;
-      switch (nr) {
-        case 6: micro_avx512<6>(a, lda, kn, lim, b, o, r, j0, w); break;
-        case 5: micro_avx512<5>(a, lda, kn, lim, b, o, r, j0, w); break;
-        case 4: micro_avx512<4>(a, lda, kn, lim, b, o, r, j0, w); break;
-        case 3: micro_avx512<3>(a, lda, kn, lim, b, o, r, j0, w); break;
-        case 2: micro_avx512<2>(a, lda, kn, lim, b, o, r, j0, w); break;
-        default: micro_avx512<1>(a, lda, kn, lim, b, o, r, j0, w); break;
-      }
+    for (int r = 0; r < rows; r += R) {
+      const int nr = std::min(R, rows - r), lim = tile_limit(o, r, nr, j0, kn);
+      if (lim >= 0) micro[nr - 1](pa + r * lda, lda, kn, lim, b, o, r, j0, w);
     }
   }
 }
@@ -345,10 +320,14 @@ namespace {
 // The active path's kernels on A (rows x kn doubles, row stride lda) and B's panels.
 void run_kernels(int W, const double* a, size_t lda, int rows, int kn, const double* b, size_t pstride, int n,
                  const out_t& o) {
+  static constexpr micro_fn k5[kR5] = {micro_avx512<1>, micro_avx512<2>, micro_avx512<3>,
+                                       micro_avx512<4>, micro_avx512<5>, micro_avx512<6>};
+  static constexpr micro_fn k2[kR2] = {micro_avx2<1>, micro_avx2<2>, micro_avx2<3>,
+                                       micro_avx2<4>, micro_avx2<5>, micro_avx2<6>};
   if (W == kW5)
-    gemm_avx512(a, lda, rows, kn, b, pstride, n, o);
+    drive<kW5>(k5, a, lda, rows, kn, b, pstride, n, o);
   else
-    gemm_avx2(a, lda, rows, kn, b, pstride, n, o);
+    drive<kW2>(k2, a, lda, rows, kn, b, pstride, n, o);
 }
 
 // Rows [0, rows) of A as doubles in thread-local storage (packed_a): columns [0, kn) of A, row

@@ -452,6 +452,25 @@ double exact_dot(const float* a, size_t sa, const float* b, size_t sb, int n) {
   return s;
 }
 
+// Q and K as E4M3 operands (e4m3_operand kinds) split into their QK planes with the shifts
+// choose_shifts gives them (the builds' ok flags as they come).
+struct qk_planes {
+  std::vector<float> Q, K;
+  planes::plane_a qa;
+  planes::plane_b kb;
+};
+qk_planes make_qk_planes(int n_q, int n_kv, int d, uint64_t seed_q, uint64_t seed_k, int kind_q, int kind_k) {
+  qk_planes t;
+  t.Q = e4m3_operand(static_cast<size_t>(n_q) * d, seed_q, kind_q);
+  t.K = e4m3_operand(static_cast<size_t>(n_kv) * d, seed_k, kind_k);
+  int sa = 0, sb = 0;
+  EXPECT_TRUE(planes::choose_shifts(formats::span_amax(t.Q.data(), t.Q.size()), formats::span_amax(t.K.data(), t.K.size()), 32,
+                                    sa, sb));
+  t.qa.build(t.Q.data(), d, n_q, d, sa);
+  t.kb.build(t.K.data(), d, true, d, n_kv, sb, true);
+  return t;
+}
+
 TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
   for_each_path([&](path p) {
     const int W = planes::panel_width();
@@ -460,14 +479,8 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
     for (int kind : {0, 1, 2, 3}) {
       // QK: Q [n_q][d], K [n_kv][d]; d = 78: a last chunk of 14
       const int n_q = 70, n_kv = 3 * W + 5, d = 78;
-      const auto Q = e4m3_operand(static_cast<size_t>(n_q) * d, 100 + kind, kind);
-      const auto K = e4m3_operand(static_cast<size_t>(n_kv) * d, 200 + kind, kind == 3 ? 0 : kind);
-      int sa = 0, sb = 0;
-      ASSERT_TRUE(planes::choose_shifts(formats::span_amax(Q.data(), Q.size()), formats::span_amax(K.data(), K.size()), 32, sa, sb));
-      planes::plane_a qa;
-      planes::plane_b kb;
-      qa.build(Q.data(), d, n_q, d, sa);
-      kb.build(K.data(), d, true, d, n_kv, sb, true);
+      const auto t = make_qk_planes(n_q, n_kv, d, 100 + kind, 200 + kind, kind, kind == 3 ? 0 : kind);
+      const auto& [Q, K, qa, kb] = t;
       EXPECT_EQ(qa.ok, kind < 2) << "kind " << kind;  // dense low planes and NaN are refused
       if (kind >= 2) {
         std::vector<double> C(4);
@@ -478,8 +491,8 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
       {  // the amax a caller passes (the engine's) builds the same planes as the one computed here
         planes::plane_a qa2;
         planes::plane_b kb2;
-        qa2.build(Q.data(), d, n_q, d, sa, formats::span_amax(Q.data(), Q.size()));
-        kb2.build(K.data(), d, true, d, n_kv, sb, true, formats::span_amax(K.data(), K.size()));
+        qa2.build(Q.data(), d, n_q, d, qa.shift, formats::span_amax(Q.data(), Q.size()));
+        kb2.build(K.data(), d, true, d, n_kv, kb.shift, true, formats::span_amax(K.data(), K.size()));
         EXPECT_EQ(qa2.max_int, qa.max_int);
         EXPECT_EQ(kb2.max_int, kb.max_int);
         EXPECT_EQ(qa2.hi, qa.hi);
@@ -581,14 +594,8 @@ TEST(isa, plane_chunks_skip_masked_columns_and_zero_tails) {
     if (W == 0) return;
     (void)p;
     const int n_q = 40, n_kv = 3 * W + 5, d = 64;
-    const auto Q = e4m3_operand(static_cast<size_t>(n_q) * d, 111, 0);
-    const auto K = e4m3_operand(static_cast<size_t>(n_kv) * d, 222, 0);
-    int sa = 0, sb = 0;
-    ASSERT_TRUE(planes::choose_shifts(formats::span_amax(Q.data(), Q.size()), formats::span_amax(K.data(), K.size()), 32, sa, sb));
-    planes::plane_a qa;
-    planes::plane_b kb;
-    qa.build(Q.data(), d, n_q, d, sa);
-    kb.build(K.data(), d, true, d, n_kv, sb, true);
+    const auto t = make_qk_planes(n_q, n_kv, d, 111, 222, 0, 0);
+    const auto& [Q, K, qa, kb] = t;
     ASSERT_TRUE(qa.ok && kb.ok);
     for (long mask_after : {planes::kNoMask, 0L, 3L, -5L, static_cast<long>(W) - 8}) {
       const int rows = n_q, n = n_kv;
