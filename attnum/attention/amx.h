@@ -34,6 +34,7 @@
 #include <new>
 #include <vector>
 
+#include "attnum/attention/causal.h"
 #include "attnum/attention/kernel_spec.h"
 
 namespace attnum::attention::amx {
@@ -83,7 +84,7 @@ class exact_qk {
   /// For rows [r0, r0 + rows) and keys [j0, j0 + n): acc[r * ld + j] starts at +0 (it is not
   /// read) and takes, for each chunk of 32 along d in order, model(acc + exact chunk sum). r0 and
   /// j0 must be multiples of 16. Causal: a key j > row + causal_off is masked, so a 16 x 16 tile
-  /// whose keys are all masked for all its rows is set to 0 instead (pass a huge offset otherwise).
+  /// whose keys are all masked for all its rows is set to 0 instead (kNoMask: no mask, causal.h).
   void run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld,
            long causal_off) const;
   /// Same into fp32 accumulators: only for the fp32 and truncated models (their values are floats).

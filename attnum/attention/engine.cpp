@@ -524,7 +524,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     for (int r = 0; r < rows; ++r)
       std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
   if (n <= 0) return;
-  const long off = c.causal ? c.n_kv - c.n_q : (1L << 40);  // AMX paths: key j masked when j > i + off
+  const long off = c.causal ? c.n_kv - c.n_q : kNoMask;  // key j masked for row i when j > i + off (causal.h)
   if (c.amx_qk) {
     if constexpr (std::is_same_v<T, float>)
       if (c.qk_to_x) {

@@ -31,6 +31,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "attnum/attention/causal.h"
+
 namespace attnum::attention::fma {
 
 /// C[r * ldc + j] = sum over k in [0, kn) of double(A[r * lda + k]) * double(B[k * ldb + j]),
@@ -95,7 +97,7 @@ struct fp32_acc {
   /// micro-tile whose every column is masked for every one of its rows is not computed and its
   /// accumulators keep whatever they held: only for callers that replace every masked score
   /// before reading it (the engine's softmax does).
-  long mask_after = 1L << 40;
+  long mask_after = kNoMask;
   /// Trailing zeros (PV): for each row r of the call, every product of k >= k_end[r] is +-0 (the
   /// caller's promise: P = +-0 there and B finite; 0 for a row that is not live). A micro-tile
   /// stops at the largest k_end of its rows, and chunks that start there are not rounded at all.

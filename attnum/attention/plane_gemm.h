@@ -36,6 +36,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "attnum/attention/causal.h"
+
 namespace attnum::attention::planes {
 
 /// False when ATTNUM_NO_PLANES is set (and not "0"): the engine then runs the double-FMA kernels
@@ -99,9 +101,6 @@ template <typename F>
 row_sink make_sink(F& f) {
   return {&f, [](void* c, int r, int nr, const double* C, int ldc, int n) { (*static_cast<F*>(c))(r, nr, C, ldc, n); }};
 }
-
-/// No causal mask (qk_chunk's mask_after).
-inline constexpr long kNoMask = 1L << 40;
 
 /// Shifts for a QK pair (B gets up to 14 bits, A the rest of the int32 budget for kn products);
 /// false when no pair fits.

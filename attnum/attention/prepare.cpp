@@ -254,10 +254,7 @@ void copy_finite(const float* x, size_t n, const char* what, std::vector<float>*
   }
   for (size_t i0 = 0; i0 < n; i0 += kChunk) {
     const size_t i1 = std::min(n, i0 + kChunk);
-    uint32_t bad = 0;
-    for (size_t i = i0; i < i1; ++i)
-      bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u);
-    if (bad)
+    if (!formats::span_all_finite(x + i0, i1 - i0))
       for (size_t i = i0; i < i1; ++i)
         if (!std::isfinite(x[i])) fail("attention input {}: element {} is not finite ({})", what, i, x[i]);
     if (dst) dst->insert(dst->end(), x + i0, x + i1);

@@ -93,7 +93,7 @@ void check_qk(int n_q, int n_kv, int d, dist dq, dist dk, uint64_t seed) {
         const int rows = std::min(64, n_q - r0), n = std::min(48, n_kv - j0), ld = 48;
         std::vector<Acc> acc(static_cast<size_t>(rows) * ld,
                              Acc(-7));  // not read: the first chunk stores
-        e.run(r0, rows, j0, n, model, acc.data(), ld, 1L << 40);
+        e.run(r0, rows, j0, n, model, acc.data(), ld, kNoMask);
         for (int r = 0; r < rows; ++r)
           for (int j = 0; j < n; ++j) {
             const float want =
@@ -179,7 +179,7 @@ TEST(AmxExact, Int8QkMatchesIntegerDotProducts) {
       for (int j0 = 0; j0 < n_kv; j0 += 48) {
         const int rows = std::min(32, n_q - r0), n = std::min(48, n_kv - j0);
         std::vector<double> acc(static_cast<size_t>(rows) * 48, -1.0);
-        e.run(r0, rows, j0, n, acc.data(), 48, 1L << 40);
+        e.run(r0, rows, j0, n, acc.data(), 48, kNoMask);
         for (int r = 0; r < rows; ++r)
           for (int j = 0; j < n; ++j)
             ASSERT_EQ(acc[static_cast<size_t>(r) * 48 + j], test::int8_dot(q, r0 + r, k, j0 + j, d)) << "d " << d;

@@ -311,7 +311,7 @@ TEST(isa, multi_chunk_fp32_rounding_equals_one_rounding_per_chunk) {
       std::vector<char> live(R, 1);
       live[4] = live[17] = 0;
       for (int ks : {32, 7, 0})
-        for (long mask_after : {1L << 40, 0L, -9L, 3L, 10L})  // 3, 10: a panel starts on a diagonal
+        for (long mask_after : {kNoMask, 0L, -9L, 3L, 10L})  // 3, 10: a panel starts on a diagonal
           for (bool use_end : {false, true})
             for (bool from_zero : {false, true}) {
               if (use_end && from_zero) continue;  // refused below
@@ -597,7 +597,7 @@ TEST(isa, plane_chunks_skip_masked_columns_and_zero_tails) {
     const auto t = make_qk_planes(n_q, n_kv, d, 111, 222, 0, 0);
     const auto& [Q, K, qa, kb] = t;
     ASSERT_TRUE(qa.ok && kb.ok);
-    for (long mask_after : {planes::kNoMask, 0L, 3L, -5L, static_cast<long>(W) - 8}) {
+    for (long mask_after : {kNoMask, 0L, 3L, -5L, static_cast<long>(W) - 8}) {
       const int rows = n_q, n = n_kv;
       std::vector<double> C(static_cast<size_t>(rows) * n, -7.0);
       std::vector<int> seen(rows, -1);  // the columns each row's sink was given
@@ -621,7 +621,7 @@ TEST(isa, plane_chunks_skip_masked_columns_and_zero_tails) {
           ASSERT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want)) << "mask_after " << mask_after << " at " << r << "," << j;
         }
       }
-      EXPECT_EQ(skipped, mask_after != planes::kNoMask) << mask_after;
+      EXPECT_EQ(skipped, mask_after != kNoMask) << mask_after;
     }
     // PV with zero tails
     const int kv = 64, dv = 40, rows = 21, ldp = 36;
