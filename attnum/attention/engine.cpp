@@ -241,7 +241,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       static thread_local planes::plane_a qa;
       static thread_local planes::plane_b kb;
       qa.build(c.q8, c.d, c.n_q, c.d, sa, qmax);
-      if (qa.ok) kb.build(c.k8, c.d, true, c.d, c.n_kv, sb, !qa.lo_k.empty(), kmax);
+      if (qa.ok) kb.build(c.k8, c.d, true, c.d, c.n_kv, sb, kmax);
       c.iqk = qa.ok && kb.ok, c.qa = &qa, c.kb = &kb;
     }
     if (c.fma_pv && kv <= 32 && kv % 2 == 0 && c.bn % 2 == 0) {
@@ -251,7 +251,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       // second P plane runs only for rows with smaller probabilities.
       const double vmax = formats::span_amax(c.vp, static_cast<size_t>(c.n_kv) * c.d);
       const int sv = planes::shift_for(vmax, 13);
-      if (sv >= 0) vb.build(c.vp, c.d, false, c.n_kv, c.d, sv, false, vmax);
+      if (sv >= 0) vb.build(c.vp, c.d, false, c.n_kv, c.d, sv, vmax);
       c.ipv = sv >= 0 && vb.ok, c.vb = &vb;
     }
   }

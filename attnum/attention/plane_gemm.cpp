@@ -2,6 +2,7 @@
 #include "attnum/attention/plane_gemm.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -22,6 +23,12 @@ counters& stats() {
   static thread_local counters c;
   return c;
 }
+
+namespace {
+// 2^e as a double for the planes' shifts and scales (|e| far inside the normal range): the value
+// std::ldexp gives, without its libm call (these run per chunk, row group, row and term).
+constexpr double pow2(int e) { return std::bit_cast<double>(static_cast<uint64_t>(1023 + e) << 52); }
+}  // namespace
 
 int shift_for(double amax, int bits) {
   for (int s = 9; s >= 0; --s)
@@ -186,7 +193,7 @@ bool split_neon(const float* x, int n, float s_hi, int16_t* hi, int16_t* lo, uin
 
 // Splits a row; hi[n] (and lo[n] when non-null) written, lo_mask[(n + 63) / 64] cleared first.
 bool split_row(const float* x, int n, int shift, int16_t* hi, int16_t* lo, uint64_t* lo_mask) {
-  const float s = std::ldexp(1.0f, shift);
+  const float s = static_cast<float>(pow2(shift));
   if (lo_mask) std::fill(lo_mask, lo_mask + (n + 63) / 64, uint64_t{0});
 #if ATTNUM_SIMD_KERNELS
   if (isa::at_least(isa::path::avx512)) return split_avx512(x, n, s, hi, lo, lo_mask);
@@ -607,7 +614,6 @@ void plane_a::build(const float* A, int ld, int rows_, int k_, int shift_, doubl
   lo_ptr.assign(1, 0), lo_k.clear(), lo_v.clear();
   if (panel_width() == 0 || shift < 0 || shift > 9 || rows < 0 || k <= 0) return;
   hi.resize(static_cast<size_t>(rows) * k2);  // every row's k2 words written below (kept storage: no zero fill)
-  hi_val.resize(static_cast<size_t>(rows) * k);
   max_int = max_hi(A, ld, rows, k, shift, amax);
   std::vector<int16_t> h(2 * static_cast<size_t>(k2), 0);
   std::vector<uint64_t> mask((k + 63) / 64);
@@ -617,23 +623,17 @@ void plane_a::build(const float* A, int ld, int rows_, int k_, int shift_, doubl
     const float* x = A + static_cast<size_t>(r) * ld;
     good = split_row(x, k, shift, h.data(), nullptr, mask.data());
     std::memcpy(hi.data() + static_cast<size_t>(r) * k2, h.data(), sizeof(int32_t) * k2);
-    float* hv = hi_val.data() + static_cast<size_t>(r) * k;
-    std::memcpy(hv, x, sizeof(float) * k);
-    for_each_bit(mask.data(), k, [&](int i) {
-      lo_k.push_back(i), lo_v.push_back(x[i]);
-      hv[i] = 0.0f;
-    });
+    for_each_bit(mask.data(), k, [&](int i) { lo_k.push_back(i), lo_v.push_back(x[i]); });
     lo_ptr.push_back(static_cast<int>(lo_k.size()));
     if (lo_k.size() > limit) good = false;
   }
   ok = good;
 }
 
-void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift_, bool with_full,
-                    double amax) {
+void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift_, double amax) {
   ok = false;
   W = panel_width(), k = k_rows, n = n_cols, k2 = (k_rows + 1) / 2, shift = shift_, max_int = 0;
-  lo_ptr.assign(1, 0), lo_j.clear(), lo_v.clear(), has_full = false;
+  lo_ptr.assign(1, 0), lo_j.clear(), lo_v.clear();
   if (W == 0 || shift < 0 || shift > 9 || k <= 0 || n <= 0) return;
   const int np = (n + W - 1) / W;
   // kept storage (no zero fill from head to head): every word of a whole panel is written below,
@@ -699,17 +699,40 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
       }
     }
   }
-  if (good && with_full) {
-    has_full = true;
-    full.resize(static_cast<size_t>(k) * n);  // every value written below
-    if (transposed) {
-      transpose32(B, ld, n, k, full.data(), n);
-    } else {
-      for (int kk = 0; kk < k; ++kk) std::memcpy(full.data() + static_cast<size_t>(kk) * n, B + static_cast<size_t>(kk) * ld, sizeof(float) * n);
-    }
-  }
   ok = good;
 }
+
+namespace {
+// One int16 half of a plane word (value 2q in the low half, 2q + 1 in the high one) as an
+// integer: up = 16 for the low half, 0 for the high one (shifted up, then arithmetically down).
+inline int32_t half_of(int32_t word, int up) {
+  return static_cast<int32_t>(static_cast<uint32_t>(word) << up) >> 16;
+}
+
+// c[j] += v * B(kk, j0 + j) for j < n, B's row kk read from b's planes: every value of B is
+// either its hi integer times 2^-shift (the hi plane; no lo entry) or a lo entry (hi integer 0),
+// so column j takes v * hi * 2^-shift (formed as hi * (v * 2^-shift): a power of two, exact) and,
+// at a lo entry, v * lo. Both products are exact (E4M3 x E4M3), the other part's product is +-0,
+// and adding +-0 to C changes no bit (C is never -0: its sums start at +0 and a rounded sum is -0
+// only when both addends are), so C gets the same bits as from one product v * B(kk, j).
+void add_b_row(const plane_b& b, int kk, int j0, int n, double v, double* c) {
+  const double vs = v * pow2(-b.shift);
+  const int up = 16 * (1 - kk % 2);
+  const size_t pstride = static_cast<size_t>(b.k2) * b.W;
+  const int32_t* row = b.p.data() + static_cast<size_t>(j0 / b.W) * pstride + static_cast<size_t>(kk / 2) * b.W;
+  for (int j = 0; j < n; j += b.W, row += pstride) {
+    const int w = std::min(b.W, n - j);
+    double* cj = c + j;
+    for (int t = 0; t < w; ++t) cj[t] += static_cast<double>(half_of(row[t], up)) * vs;
+  }
+  for (int e = b.lo_ptr[kk]; e < b.lo_ptr[kk + 1]; ++e) {
+    const int j = b.lo_j[e] - j0;
+    if (j < 0) continue;
+    if (j >= n) break;
+    c[j] += v * static_cast<double>(b.lo_v[e]);
+  }
+}
+}  // namespace
 
 bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc,
               row_sink sink, long mask_after) {
@@ -717,12 +740,12 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
       k0 + kn > a.k || j0 % b.W || j0 + n > b.n || r0 < 0 || r0 + rows > a.rows)
     return false;
   if (static_cast<double>(a.max_int) * b.max_int * kn >= 2147483648.0) return false;
-  if (a.lo_ptr[r0 + rows] > a.lo_ptr[r0] && !b.has_full) return false;  // Q lo needs B's full values
   if (rows <= 0 || n <= 0) return true;
   auto& st = stats();
   ++st.qk_chunks;
-  const double scale = std::ldexp(1.0, -(a.shift + b.shift));
-  // the chunk's sparse B values in the block (a_hi * b_lo terms)
+  const double scale = pow2(-(a.shift + b.shift));
+  // the chunk's sparse B values in the block (a_hi * b_lo terms), each times 2^-sa (exact): the
+  // terms multiply A's hi integers, so a term is a_hi * b_lo exactly
   static thread_local std::vector<lo_term> terms;
   terms.clear();
   for (int kk = k0; kk < k0 + kn; ++kk)
@@ -730,7 +753,7 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
       const int j = b.lo_j[e];
       if (j < j0) continue;
       if (j >= j0 + n) break;
-      terms.push_back({kk, j - j0, static_cast<double>(b.lo_v[e])});
+      terms.push_back({kk, j - j0, static_cast<double>(b.lo_v[e]) * pow2(-a.shift)});
     }
   // 8 rows at a time, each group finished (dense pass, corrections, sink) while its rows of C are
   // in L1; the chunk's B panels stay in L1 across the groups.
@@ -744,25 +767,25 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
          (kn + 1) / 2, ng, Cg, ldc, scale, false);
     for (int r = g; r < g + nr; ++r) {
       double* c = C + static_cast<size_t>(r) * ldc;
-      // a_lo * B over the block's keys (B's rows as floats)
+      // a_lo * B over the block's keys (B's row read back from its planes)
       for (int e = a.lo_ptr[r0 + r]; e < a.lo_ptr[r0 + r + 1]; ++e) {
         const int kk = a.lo_k[e];
         if (kk < k0) continue;
         if (kk >= k0 + kn) break;
-        const double v = a.lo_v[e];
-        const float* brow = b.full.data() + static_cast<size_t>(kk) * b.n + j0;
-        for (int j = 0; j < ng; ++j) c[j] += v * static_cast<double>(brow[j]);
+        add_b_row(b, kk, j0, ng, a.lo_v[e], c);
         st.a_lo_terms += ng;
       }
     }
     // the a_hi * b_lo terms, each over the group's rows (term outermost: its fields are read once;
-    // every C value still takes its terms in list order)
-    const float* h0 = a.hi_val.data() + static_cast<size_t>(r0 + g) * a.k;
+    // every C value still takes its terms in list order); a_hi is A's hi integer (0 where A is lo)
+    const int32_t* h0 = a.hi.data() + static_cast<size_t>(r0 + g) * a.k2;
     for (const lo_term& t : terms) {
       if (t.j >= ng) continue;
-      const float* h = h0 + t.k;
+      const int32_t* h = h0 + t.k / 2;
+      const int up = 16 * (1 - t.k % 2);
       double* c = Cg + t.j;
-      for (int r = 0; r < nr; ++r) c[static_cast<size_t>(r) * ldc] += static_cast<double>(h[static_cast<size_t>(r) * a.k]) * t.v;
+      for (int r = 0; r < nr; ++r)
+        c[static_cast<size_t>(r) * ldc] += static_cast<double>(half_of(h[static_cast<size_t>(r) * a.k2], up)) * t.v;
     }
     st.b_lo_terms += static_cast<long>(terms.size()) * nr;
     if (sink.fn) sink.fn(sink.ctx, g, nr, Cg, ldc, ng);
@@ -799,8 +822,8 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
       for (int r = 0; r < nr; ++r)
         if (live[r0 + r]) gmax = std::max(gmax, static_cast<double>(formats::span_amax(pg + static_cast<size_t>(r) * ldp, static_cast<size_t>(kn))));
     int sp = 9;
-    while (sp >= 0 && !(std::ldexp(gmax, sp) < cap)) --sp;
-    if (sp < 0 || !(std::ldexp(1.0, 12 - sp) <= cap)) return ++st.pv_refused, false;
+    while (sp >= 0 && !(gmax * pow2(sp) < cap)) --sp;
+    if (sp < 0 || !(pow2(12 - sp) <= cap)) return ++st.pv_refused, false;
     shift[g] = sp;
   }
   const int kq = (kn + 1) / 2;
@@ -822,7 +845,7 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
   terms.clear();
   for (int kk = k0; kk < k0 + kn; ++kk)
     for (int e = v.lo_ptr[kk]; e < v.lo_ptr[kk + 1]; ++e) terms.push_back({kk - k0, v.lo_j[e], static_cast<double>(v.lo_v[e])});
-  const double s_lo = std::ldexp(1.0, -(9 + v.shift));
+  const double s_lo = pow2(-(9 + v.shift));
   for (int g = 0; g < rows; g += 8) {  // 8 rows at a time, as qk_chunk
     const int nr = std::min(8, rows - g);
     double* Cg = C + static_cast<size_t>(g) * ldc;
@@ -837,7 +860,7 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
     }
     const int kq_g = (ke + 1) / 2;
     gemm(v.W, hi.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq_g, v.n, Cg, ldc,
-         std::ldexp(1.0, -(shift[g / 8] + v.shift)), false);
+         pow2(-(shift[g / 8] + v.shift)), false);
     if (groups[g / 8] && kq_g > 0) {
       ++st.pv_lo_passes;
       gemm(v.W, lo.data() + static_cast<size_t>(g) * kq, kq, nr, b, pstride, kq_g, v.n, Cg, ldc, s_lo, true);

@@ -15,7 +15,10 @@
 //
 // The rest of a chunk sum is sum(a_lo b) + sum(a_hi b_lo) (a b = a_hi b_hi + a_lo b + a_hi b_lo):
 //  * A = Q (QK, one head): lo is sparse (|q| < 1 with the shifts below on per-tensor scaled data,
-//    about 1% of the values): a list per row, each entry adding a_lo * B(k, j) over the block's keys.
+//    about 1% of the values): a list per row, each entry adding a_lo * B(k, j) over the block's keys,
+//    B(k, .) read back from B's own planes (its hi integers times 2^-sb, or its sparse lo values:
+//    a value is one or the other), so no float copy of B is kept; likewise a_hi in the a_hi * b_lo
+//    terms below is read from A's hi plane.
 //  * A = P8 (PV, one chunk of a tile; the shift sp chosen per group of 8 rows from the group's
 //    largest value): a second dense int16 plane P_lo * 2^9 (< 2^(12 - sp) since P_lo < 2^(3 - sp)),
 //    run only for the groups holding such values (none where sp = 9: every E4M3 value is then hi).
@@ -64,8 +67,7 @@ struct plane_a {
   bool ok = false;
   int rows = 0, k = 0, k2 = 0, shift = 0;
   int32_t max_int = 0;                // largest |hi| integer
-  std::vector<int32_t> hi;            // [rows][k2]: (hi[2q], hi[2q+1]) as one int32 word
-  std::vector<float> hi_val;          // [rows][k]: x where hi, 0 where lo
+  std::vector<int32_t> hi;            // [rows][k2]: (hi[2q], hi[2q+1]) as one int32 word, 0 where lo
   std::vector<int> lo_ptr, lo_k;      // CSR by row, k ascending
   std::vector<float> lo_v;
   /// Splits A (rows x k, row stride ld) with the given shift; ok false on NaN, off-grid values or
@@ -80,14 +82,11 @@ struct plane_b {
   bool ok = false;
   int W = 0, k = 0, n = 0, k2 = 0, shift = 0;
   int32_t max_int = 0;
-  std::vector<int32_t> p;             // [panel][k2][W]: (B(2q, j), B(2q+1, j)) as one int32 word
-  std::vector<float> full;            // [k][n] B as floats (with_full: the A-lo corrections read it)
-  bool has_full = false;              // full holds this B (storage is kept from build to build)
+  std::vector<int32_t> p;             // [panel][k2][W]: (B(2q, j), B(2q+1, j)) as one int32 word, 0 where lo
   std::vector<int> lo_ptr, lo_j;      // CSR by k, j ascending
   std::vector<float> lo_v;
   /// amax as for plane_a::build.
-  void build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift, bool with_full,
-             double amax = -1);
+  void build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift, double amax = -1);
 };
 
 /// Called by qk_chunk / pv_chunk for each group of rows as soon as its sums are complete (rows

@@ -467,7 +467,7 @@ qk_planes make_qk_planes(int n_q, int n_kv, int d, uint64_t seed_q, uint64_t see
   EXPECT_TRUE(planes::choose_shifts(formats::span_amax(t.Q.data(), t.Q.size()), formats::span_amax(t.K.data(), t.K.size()), 32,
                                     sa, sb));
   t.qa.build(t.Q.data(), d, n_q, d, sa);
-  t.kb.build(t.K.data(), d, true, d, n_kv, sb, true);
+  t.kb.build(t.K.data(), d, true, d, n_kv, sb);
   return t;
 }
 
@@ -492,7 +492,7 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
         planes::plane_a qa2;
         planes::plane_b kb2;
         qa2.build(Q.data(), d, n_q, d, qa.shift, formats::span_amax(Q.data(), Q.size()));
-        kb2.build(K.data(), d, true, d, n_kv, kb.shift, true, formats::span_amax(K.data(), K.size()));
+        kb2.build(K.data(), d, true, d, n_kv, kb.shift, formats::span_amax(K.data(), K.size()));
         EXPECT_EQ(qa2.max_int, qa.max_int);
         EXPECT_EQ(kb2.max_int, kb.max_int);
         EXPECT_EQ(qa2.hi, qa.hi);
@@ -530,7 +530,7 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
     for (int kind : {0, 1}) {
       const auto V = e4m3_operand(static_cast<size_t>(n_kv) * d, 300 + kind, kind);
       planes::plane_b vb;
-      vb.build(V.data(), d, false, n_kv, d, planes::shift_for(formats::span_amax(V.data(), V.size()), 13), false);
+      vb.build(V.data(), d, false, n_kv, d, planes::shift_for(formats::span_amax(V.data(), V.size()), 13));
       ASSERT_TRUE(vb.ok);
       std::mt19937_64 rng(9 + kind);
       std::uniform_real_distribution<float> u(-24.0f, 8.0f);
@@ -627,7 +627,7 @@ TEST(isa, plane_chunks_skip_masked_columns_and_zero_tails) {
     const int kv = 64, dv = 40, rows = 21, ldp = 36;
     const auto V = e4m3_operand(static_cast<size_t>(kv) * dv, 333, 0);
     planes::plane_b vb;
-    vb.build(V.data(), dv, false, kv, dv, planes::shift_for(formats::span_amax(V.data(), V.size()), 13), false);
+    vb.build(V.data(), dv, false, kv, dv, planes::shift_for(formats::span_amax(V.data(), V.size()), 13));
     ASSERT_TRUE(vb.ok);
     std::mt19937_64 rng(17);
     std::uniform_real_distribution<float> u(-24.0f, 8.0f);
