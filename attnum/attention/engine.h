@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attnum/attention/kernel_spec.h"
+#include "attnum/core/allocator.h"
 #include "attnum/transforms/hadamard.h"
 
 namespace attnum::attention {
@@ -58,7 +59,8 @@ reference_result reference_head(const layer_view& layer, int h, bool causal = tr
 struct operand_cast {
   int n_heads = 0, n_tok = 0, d_head = 0;
   int n_col_blocks = 1, col_block = 1;  ///< channel scales per token block (causal scope); col_block >= n_tok when 1 block
-  std::vector<float> values;            ///< [n_heads, n_tok, d_head]
+  /// [n_heads, n_tok, d_head] (resize leaves new elements unset: prepare_layer writes every one)
+  std::vector<float, no_init_allocator<float>> values;
   std::vector<float> row_scale;         ///< [n_heads, n_tok]
   std::vector<float> col_scale;         ///< [n_heads, n_col_blocks, d_head]
   bool nan_flagged = false;             ///< a group with amax 0 and no eps: the real kernel gives NaN

@@ -1,6 +1,9 @@
 #pragma once
 // Process-wide allocator settings for a numerics tool that allocates and frees buffers of
 // megabytes per head (scores, probabilities, outputs, packed operands).
+#include <memory>
+#include <new>
+#include <utility>
 
 namespace attnum {
 
@@ -14,5 +17,25 @@ namespace attnum {
 /// where the memory comes from). Called once by the CLI's main and by the Python module's init;
 /// a no-op without glibc, and when ATTNUM_MALLOC_DEFAULTS=1 is set (to measure the difference).
 void tune_allocator();
+
+/// std::allocator, except that a vector's resize(n) leaves new elements default-initialised
+/// (uninitialised for float and the like) rather than zeroed: for buffers of megabytes every
+/// element of which is written before it is read, where the zero fill was a pass over memory of
+/// its own (1-2% of a two-head `attnum.attend`).
+template <typename T>
+struct no_init_allocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = no_init_allocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0)
+      ::new (static_cast<void*>(p)) U;
+    else
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
 
 }  // namespace attnum

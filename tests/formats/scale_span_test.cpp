@@ -240,7 +240,7 @@ TEST(ScaleSpan, PrepareLayerSameBitsOnOneAndTwoThreads) {
         attnum::set_threads(2);
         const auto two = prepare_layer(spec, lv, cond);
         const std::string what = std::string(kernel) + " scope " + scope + " " + std::string(condition_name(cond));
-        auto same = [&](const std::vector<float>& a, const std::vector<float>& b, const char* field) {
+        auto same = [&](const auto& a, const auto& b, const char* field) {  // vectors of float (any allocator)
           ASSERT_EQ(a.size(), b.size()) << what << " " << field;
           for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(bits(a[i]), bits(b[i])) << what << " " << field << " " << i;
         };

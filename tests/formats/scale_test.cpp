@@ -195,14 +195,14 @@ TEST(Scale, EngineUsesTheOneScaledCast) {
   using attnum::attention::preset;
   const auto fa3 = prepare_layer(preset("fa3"), lv, attnum::attention::condition::plain);
   const auto kt = scaled_cast(k.data(), n, d, scale_spec{});
-  EXPECT_EQ(fa3->k8.values, kt.grid);
+  EXPECT_EQ(std::vector<float>(fa3->k8.values.begin(), fa3->k8.values.end()), kt.grid);
   for (int t = 0; t < n; ++t) EXPECT_EQ(fa3->k8.row_scale[t], kt.scales[0]);
   const auto sage = prepare_layer(preset("sage2pp-sm89"), lv, attnum::attention::condition::plain);
   scale_spec qs;
   qs.fmt = format::int8, qs.gran = scale_granularity::row_group, qs.eps = 1e-7f, qs.rnd = rounding::half_away;
   qs.group_segment = 32, qs.group_modulus = 8, qs.group_divisor = 1, qs.fmt_max = 127;
   const auto qt = scaled_cast(q.data(), n, d, qs);
-  EXPECT_EQ(sage->q8.values, qt.grid);
+  EXPECT_EQ(std::vector<float>(sage->q8.values.begin(), sage->q8.values.end()), qt.grid);
   for (int t = 0; t < n; ++t) EXPECT_EQ(sage->q8.row_scale[t], qt.scale_at(t, 0));
   scale_spec vs;
   vs.gran = scale_granularity::channel, vs.fmt_max = 2.25, vs.multiply_by_reciprocal = true;
