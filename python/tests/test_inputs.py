@@ -73,6 +73,10 @@ def test_bad_arrays_raise_value_error(fn):
     bad[0, 0, 0] = -np.inf
     with pytest.raises(ValueError, match=r"v: element \[0, 0, 0\] is not finite"):
         fn(q, k, bad)
+    bad = q[1].copy()  # two dims: the index is [t, c] (attend: the library refuses, the message is this one)
+    bad[5, 7] = np.inf
+    with pytest.raises(ValueError, match=r"q: element \[5, 7\] is not finite \(inf\)"):
+        fn(bad, k[0], v[0])
     with pytest.raises(ValueError, match=r"q has 3 heads, not a multiple of k's 2 \(GQA\)"):
         fn(q[:3].copy(), k, v)
     with pytest.raises(ValueError, match=r"d_head of q \(32\) and k \(64\) differ"):
