@@ -236,8 +236,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
     int sa = 0, sb = 0;
     double qmax = 0, kmax = 0;  // each operand's amax read once, for the shifts and the builds
     if (c.fma_qk && kq <= 32 && kq % 2 == 0 && c.bn % W == 0 &&
-        planes::choose_shifts(qmax = formats::span_amax(c.q8, static_cast<size_t>(c.n_q) * c.d),
-                              kmax = formats::span_amax(c.k8, static_cast<size_t>(c.n_kv) * c.d), kq, sa, sb)) {
+        planes::choose_shifts(qmax = L.q8.amax(h, 0, c.n_q), kmax = L.k8.amax(c.g, 0, c.n_kv), kq, sa, sb)) {
       static thread_local planes::plane_a qa;
       static thread_local planes::plane_b kb;
       qa.build(c.q8, c.d, c.n_q, c.d, sa, qmax);
@@ -249,7 +248,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       // V gets 13 bits, leaving P 2^31 / (32 * 2^13) = 2^13: per-tensor scaled P8 up to 256 (FA3's
       // exponent offset 8) keeps values down to 2^-10 of its maximum in the hi plane, so the
       // second P plane runs only for rows with smaller probabilities.
-      const double vmax = formats::span_amax(c.vp, static_cast<size_t>(c.n_kv) * c.d);
+      const double vmax = uniform ? L.v8.amax(c.g, 0, c.n_kv) : formats::span_amax(c.vp, static_cast<size_t>(c.n_kv) * c.d);
       const int sv = planes::shift_for(vmax, 13);
       if (sv >= 0) vb.build(c.vp, c.d, false, c.n_kv, c.d, sv, vmax);
       c.ipv = sv >= 0 && vb.ok, c.vb = &vb;

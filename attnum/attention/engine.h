@@ -62,6 +62,9 @@ struct operand_cast {
   /// [n_heads, n_tok, d_head] (resize leaves new elements unset: prepare_layer writes every one)
   std::vector<float, no_init_allocator<float>> values;
   std::vector<float> row_scale;         ///< [n_heads, n_tok]
+  /// [n_heads, n_tok] max |values| of each row, NaN skipped (formats::span_amax), where the cast
+  /// kept it (row-wise and per-channel scales: taken while the row is in cache); else empty.
+  std::vector<float> row_amax;
   std::vector<float> col_scale;         ///< [n_heads, n_col_blocks, d_head]
   bool nan_flagged = false;             ///< a group with amax 0 and no eps: the real kernel gives NaN
   /// Returns the dequantisation scale of element (h, t, c).
@@ -71,6 +74,9 @@ struct operand_cast {
   }
   /// Returns true when the scale of every head is constant over tokens (only channels vary).
   bool col_scale_trivial() const;
+  /// Returns max |values| (NaN skipped) over head h's tokens [t0, t1): from row_amax when kept,
+  /// else one pass over the values. The same value either way (a max of maxima).
+  float amax(int h, int t0, int t1) const;
 };
 
 /// A layer prepared for one kernel and condition: transformed and cast operands with their scales.

@@ -41,6 +41,14 @@ bool operand_cast::col_scale_trivial() const {
   return n_col_blocks == 1;
 }
 
+float operand_cast::amax(int h, int t0, int t1) const {
+  const size_t row0 = static_cast<size_t>(h) * n_tok + t0, rows = static_cast<size_t>(std::max(0, t1 - t0));
+  if (row_amax.empty()) return formats::span_amax(values.data() + row0 * d_head, rows * d_head);
+  float m = 0;
+  for (size_t r = row0; r < row0 + rows; ++r) m = std::max(m, row_amax[r]);  // no NaN here: span_amax skipped them
+  return m;
+}
+
 namespace {
 
 using formats::format;
@@ -54,7 +62,26 @@ struct cast_request {
   scale_scope scope;
   int scope_block;      // block_n
   double forced_amax;   // < 0: compute; else this amax for every group (shared K/V scale)
+  const char* check = nullptr;  // non-null: x was not checked yet; fail as copy_finite names it
 };
+
+// Copies x[0, n) into dst (a prepared operand; only checks x when dst is null), failing on the
+// first element that is Inf or NaN ("attention input q: element i is not finite"). One pass over
+// x: each chunk is scanned branch-free (so it vectorises) and copied while it is in L1.
+void copy_finite(const float* x, size_t n, const char* what, std::vector<float>* dst) {
+  constexpr size_t kChunk = 2048;
+  if (dst) {
+    dst->clear();
+    dst->reserve(n);
+  }
+  for (size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const size_t i1 = std::min(n, i0 + kChunk);
+    if (!formats::span_all_finite(x + i0, i1 - i0))
+      for (size_t i = i0; i < i1; ++i)
+        if (!std::isfinite(x[i])) fail("attention input {}: element {} is not finite ({})", what, i, x[i]);
+    if (dst) dst->insert(dst->end(), x + i0, x + i1);
+  }
+}
 
 // The formats layer's cast rule of an operand (scale_max 0: the format's max).
 formats::scale_spec cast_rule(const operand_spec& op) {
@@ -74,13 +101,21 @@ int loop_threads(size_t elements) {
   return elements >= kMinElements && !omp_in_parallel() ? threads() : 1;
 }
 
-// Row amax |x| over channels: ra[h*n_tok + t].
+// Row amax |x| over channels: ra[h*n_tok + t]. With r.check, each row is also tested for Inf and
+// NaN while it is in L1 (the pass over memory prepare_layer's check would have made), and a
+// non-finite value fails as copy_finite names it.
 std::vector<double> row_amax(const cast_request& r) {
   const auto rows = static_cast<int64_t>(r.n_heads) * r.n_tok;
   std::vector<double> ra(static_cast<size_t>(rows));
   const int nt = loop_threads(static_cast<size_t>(rows) * r.d);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t row = 0; row < rows; ++row) ra[row] = formats::span_amax(r.x + row * r.d, static_cast<size_t>(r.d));
+  const bool check = r.check != nullptr;
+  bool bad = false;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1) reduction(|| : bad)
+  for (int64_t row = 0; row < rows; ++row) {
+    ra[row] = formats::span_amax(r.x + row * r.d, static_cast<size_t>(r.d));
+    if (check) bad = bad || !formats::span_all_finite(r.x + row * r.d, static_cast<size_t>(r.d));
+  }
+  if (bad) copy_finite(r.x, static_cast<size_t>(rows) * r.d, r.check, nullptr);  // throws, naming the first
   return ra;
 }
 
@@ -104,6 +139,7 @@ void cast_rowwise(const cast_request& r, operand_cast& out) {
     fail("operand scale: block_rows {} / group_div {} must be positive (group_div dividing 8)", seg, div);
   const int n_class = 8 / div;
   const auto rows = static_cast<int64_t>(r.n_heads) * r.n_tok;
+  out.row_amax.resize(static_cast<size_t>(rows));
   // 1. The amax of each row's group: per head group, prefix[cls][t] = max over t' <= t of the
   // segment of t, class cls, all heads of the group; the row's amax is the prefix at its limit.
   std::vector<double> group_amax(static_cast<size_t>(rows));
@@ -148,8 +184,9 @@ void cast_rowwise(const cast_request& r, operand_cast& out) {
     const float s = formats::group_scale(amax, rule, &zero_nan);
     nan = nan || zero_nan;
     out.row_scale[row] = s;
-    formats::cast_span_in_group(r.x + row * r.d, out.values.data() + row * r.d, static_cast<size_t>(r.d), amax, s,
-                                rule);
+    float* v = out.values.data() + row * r.d;
+    formats::cast_span_in_group(r.x + row * r.d, v, static_cast<size_t>(r.d), amax, s, rule);
+    out.row_amax[row] = formats::span_amax(v, static_cast<size_t>(r.d));  // the row is in L1
   }
   out.nan_flagged |= nan;
 }
@@ -202,16 +239,23 @@ void cast_channel(const cast_request& r, operand_cast& out) {
   out.nan_flagged |= nan;
   // 2. Cast row by row with the operands of the row's block.
   const auto rows = static_cast<int64_t>(r.n_heads) * r.n_tok;
+  out.row_amax.resize(static_cast<size_t>(rows));
   const int nt = loop_threads(static_cast<size_t>(rows) * d);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t h = row / std::max(1, r.n_tok), t = row % std::max(1, r.n_tok);
-    formats::cast_span_by_operand(r.x + row * r.d, operand.data() + (h * ncb + t / cb) * r.d,
-                                  out.values.data() + row * r.d, d, rule);
+    float* v = out.values.data() + row * r.d;
+    formats::cast_span_by_operand(r.x + row * r.d, operand.data() + (h * ncb + t / cb) * r.d, v, d, rule);
+    out.row_amax[row] = formats::span_amax(v, d);  // the row is in L1
   }
 }
 
 operand_cast cast_operand(const cast_request& r) {
+  // A check left to the cast: the row-wise casts make it in their amax pass, the others here.
+  const bool rowwise = r.enabled && r.op->fmt != format::fp32 && r.op->gran != granularity::none &&
+                       r.op->gran != granularity::channel;
+  if (r.check && !rowwise)
+    copy_finite(r.x, static_cast<size_t>(r.n_heads) * r.n_tok * r.d, r.check, nullptr);
   operand_cast out;
   out.n_heads = r.n_heads;
   out.n_tok = r.n_tok;
@@ -243,24 +287,6 @@ operand_cast cast_operand(const cast_request& r) {
   return out;
 }
 
-// Copies x[0, n) into dst (a prepared operand; only checks x when dst is null), failing on the
-// first element that is Inf or NaN ("attention input q: element i is not finite"). One pass over
-// x: each chunk is scanned branch-free (so it vectorises) and copied while it is in L1.
-void copy_finite(const float* x, size_t n, const char* what, std::vector<float>* dst) {
-  constexpr size_t kChunk = 2048;
-  if (dst) {
-    dst->clear();
-    dst->reserve(n);
-  }
-  for (size_t i0 = 0; i0 < n; i0 += kChunk) {
-    const size_t i1 = std::min(n, i0 + kChunk);
-    if (!formats::span_all_finite(x + i0, i1 - i0))
-      for (size_t i = i0; i < i1; ++i)
-        if (!std::isfinite(x[i])) fail("attention input {}: element {} is not finite ({})", what, i, x[i]);
-    if (dst) dst->insert(dst->end(), x + i0, x + i1);
-  }
-}
-
 }  // namespace
 
 std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, const layer_view& lv, condition cond,
@@ -286,23 +312,35 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
   const bool copy_q = keep_operands || rotates || spec.scaling == score_scaling::dequant_unit;
   const bool copy_k = keep_operands || rotates || smooths || cond == condition::center;
   const bool copy_v = keep_operands;
-  {  // the three copies (or checks) on up to three threads; an error names q before k before v
-    const float* src[3] = {lv.q, lv.k, lv.v};
-    const size_t len[3] = {nq, nk, nk};
-    const char* what[3] = {"q", "k", "v"};
+  // The input check (every value finite), naming the first bad element of q before k before v.
+  // A copied operand is checked as it is copied (below, on up to three threads). An operand read
+  // in place is checked by its cast (4.), in the row-wise casts' amax pass, which reads it anyway:
+  // one pass over it fewer. The casts run q, k, v in that order, after every copy, and a failed
+  // copy first checks the operands before it that were left to their casts, so the first bad
+  // operand is named as by checking all three here.
+  const float* src[3] = {lv.q, lv.k, lv.v};
+  const size_t len[3] = {nq, nk, nk};
+  const char* what[3] = {"q", "k", "v"};
+  const bool copied[3] = {copy_q, copy_k, copy_v};
+  {
     std::vector<float>* dst[3] = {copy_q ? &p->q : nullptr, copy_k ? &p->k : nullptr, copy_v ? &p->v : nullptr};
     std::exception_ptr err[3];
     const int nt = loop_threads(nq + 2 * nk);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(std::min(nt, 3)) if (nt > 1)
     for (int i = 0; i < 3; ++i) {
+      if (!dst[i]) continue;  // checked by its cast
       try {
         copy_finite(src[i], len[i], what[i], dst[i]);
       } catch (...) {
         err[i] = std::current_exception();
       }
     }
-    for (const auto& e : err)
-      if (e) std::rethrow_exception(e);
+    for (int i = 0; i < 3; ++i)
+      if (err[i]) {
+        for (int j = 0; j < i; ++j)
+          if (!copied[j]) copy_finite(src[j], len[j], what[j], nullptr);
+        std::rethrow_exception(err[i]);
+      }
   }
   const auto [bm, bn] = spec.tile_for(d);
   if (bm <= 0 || bn <= 0) fail("kernel {}: block sizes must be positive (block_m {}, block_n {})", spec.name, bm, bn);
@@ -376,11 +414,12 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
       spec.scope == scale_scope::sequence)
     amax_kv = std::max(formats::span_amax(k, nk), formats::span_amax(v, nk));
   const int gs = lv.n_head / lv.n_head_kv;
-  p->q8 = cast_operand({&spec.q, spec.enabled.q_cast, q, lv.n_head, lv.n_q, d, gs, spec.scope, bn, -1});
+  p->q8 = cast_operand({&spec.q, spec.enabled.q_cast, q, lv.n_head, lv.n_q, d, gs, spec.scope, bn, -1,
+                        copy_q ? nullptr : what[0]});
   p->k8 = cast_operand({&spec.k, spec.enabled.k_cast, k, lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
-                        spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1});
+                        spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1, copy_k ? nullptr : what[1]});
   p->v8 = cast_operand({&spec.v, spec.enabled.v_cast, v, lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
-                        spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1});
+                        spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1, copy_v ? nullptr : what[2]});
   return p;
 }
 

@@ -260,30 +260,47 @@ TEST(ScaleSpan, PrepareLayerSameBitsOnOneAndTwoThreads) {
 }
 
 // The input check runs on threads (one per operand) and still names the first non-finite element
-// of q before k before v, as the serial order does.
+// of q before k before v, as the serial order does; also where prepare_layer leaves the check of
+// an operand it does not copy to that operand's cast (keep_operands false: plain fa3 copies none,
+// rotate copies q and k, Sage's smooth_k copies k; V per channel under Sage), in any mix.
 TEST(ScaleSpan, PrepareLayerNamesTheFirstNonFiniteInputOnThreads) {
   using namespace attnum::attention;
   const int n = 512, d = 64;
-  std::vector<float> q(static_cast<size_t>(n) * d, 0.5f), k(q.size(), 0.5f), v(q.size(), 0.5f);
-  const layer_view lv{q.data(), k.data(), v.data(), 1, 1, n, n, d};
   const int threads_before = attnum::threads();
   attnum::set_threads(2);
-  auto message = [&] {
-    try {
-      prepare_layer(preset("fa3"), lv, condition::plain);
-    } catch (const attnum::error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+  struct run {
+    const char* kernel;
+    condition cond;
+    bool keep;
   };
-  v[5] = std::numeric_limits<float>::infinity();
-  k[30000] = std::nanf("");
-  k[30001] = std::numeric_limits<float>::infinity();
-  EXPECT_NE(message().find("input k: element 30000 is not finite"), std::string::npos) << message();
-  q[20000] = -std::numeric_limits<float>::infinity();
-  EXPECT_NE(message().find("input q: element 20000 is not finite (-inf)"), std::string::npos) << message();
-  q[20000] = 0.0f, k[30000] = 0.0f, k[30001] = 0.0f;
-  EXPECT_NE(message().find("input v: element 5 is not finite"), std::string::npos) << message();
+  for (const run& c : {run{"fa3", condition::plain, true}, run{"fa3", condition::plain, false},
+                       run{"fa3", condition::rotate, false}, run{"sage2pp-sm89", condition::plain, false},
+                       run{"sage2pp-sm89", condition::center, false}}) {
+    std::vector<float> q(static_cast<size_t>(n) * d, 0.5f), k(q.size(), 0.5f), v(q.size(), 0.5f);
+    const layer_view lv{q.data(), k.data(), v.data(), 1, 1, n, n, d};
+    auto message = [&] {
+      try {
+        prepare_layer(preset(c.kernel), lv, c.cond, {}, c.keep);
+      } catch (const attnum::error& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    const std::string what = std::string(c.kernel) + " " + std::string(condition_name(c.cond)) + (c.keep ? " kept" : "");
+    v[5] = std::numeric_limits<float>::infinity();
+    k[30000] = std::nanf("");
+    k[30001] = std::numeric_limits<float>::infinity();
+    EXPECT_NE(message().find("input k: element 30000 is not finite"), std::string::npos) << what << ": " << message();
+    q[20000] = -std::numeric_limits<float>::infinity();
+    EXPECT_NE(message().find("input q: element 20000 is not finite (-inf)"), std::string::npos) << what << ": " << message();
+    q[20000] = 0.0f, k[30000] = 0.0f, k[30001] = 0.0f;
+    EXPECT_NE(message().find("input v: element 5 is not finite"), std::string::npos) << what << ": " << message();
+    v[5] = 0.5f;
+    q[7] = std::nanf("");
+    EXPECT_NE(message().find("input q: element 7 is not finite (nan)"), std::string::npos) << what << ": " << message();
+    q[7] = 0.5f;
+    EXPECT_EQ(message(), "no error") << what;
+  }
   attnum::set_threads(threads_before);
 }
 
