@@ -551,14 +551,18 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
       const int kn = std::min(d, k0 + ks) - k0;
       // rows [g, g + nr) of the chunk's sums (C at row g) rounded into their accumulators: the
       // fp32 scores in x (qk_to_x) or sacc
+      // (rows whose C and accumulators are both contiguous, nc == ldc == bn: one call over all of
+      // them; an element-wise step, so the same bits as row by row)
       auto add = [&](int g, int nr, const double* C, int ldc, int nc) {
-        for (int r = g; r < g + nr; ++r) {
+        const bool whole = nc == ldc && nc == b.bn;
+        for (int r = g; r < g + nr; r += whole ? nr : 1) {
           const double* cr = C + static_cast<size_t>(r - g) * ldc;
+          const int len = whole ? nr * nc : nc;
           auto into = [&](auto* acc) {
             if (k0 == 0)
-              round_add<true>(c.s.qk_acc, acc, cr, nc);
+              round_add<true>(c.s.qk_acc, acc, cr, len);
             else
-              round_add(c.s.qk_acc, acc, cr, nc);
+              round_add(c.s.qk_acc, acc, cr, len);
           };
           if (xq)
             into(xq + static_cast<size_t>(r) * b.bn);
@@ -675,7 +679,13 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
     for (int c0 = j0; c0 < j1 && !fused; c0 += ks) {
       const int cn = std::min(j1, c0 + ks) - c0;
       // rows [g, g + nr) of the chunk's sums (C at row g) rounded into the live rows' accumulators
+      // (a group of live rows with nc == ldc == d is one contiguous block of C and of acc: one
+      // call, the same element-wise steps as row by row)
       auto add = [&](int g, int nr, const double* C, int ldc, int nc) {
+        if (nc == ldc && nc == d && std::all_of(live.begin() + g, live.begin() + g + nr, [](char x) { return x != 0; })) {
+          round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(g) * d, C, nr * nc);
+          return;
+        }
         for (int r = g; r < g + nr; ++r)
           if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, C + static_cast<size_t>(r - g) * ldc, nc);
       };
