@@ -474,6 +474,16 @@ void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
   }
 }
 
+// round_add over rows [0, nr) of a block: accumulator row r at a + r * lda, its sums at c + r *
+// ldc, nc of each. One call over the whole block where both are contiguous (nc == lda == ldc): an
+// element-wise step, so the same bits as row by row, without a call's set-up per row.
+template <bool kFromZero = false, typename A>
+void round_add_rows(const accumulator_spec& m, A* a, int lda, const double* c, int ldc, int nc, int nr) {
+  if (nc == lda && nc == ldc) return round_add<kFromZero>(m, a, c, nr * nc);
+  for (int r = 0; r < nr; ++r)
+    round_add<kFromZero>(m, a + static_cast<size_t>(r) * lda, c + static_cast<size_t>(r) * ldc, nc);
+}
+
 }  // namespace
 
 void accumulate_chunk(const accumulator_spec& m, float* a, const double* c, int n) { round_add(m, a, c, n); }
@@ -551,24 +561,17 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
       const int kn = std::min(d, k0 + ks) - k0;
       // rows [g, g + nr) of the chunk's sums (C at row g) rounded into their accumulators: the
       // fp32 scores in x (qk_to_x) or sacc
-      // (rows whose C and accumulators are both contiguous, nc == ldc == bn: one call over all of
-      // them; an element-wise step, so the same bits as row by row)
       auto add = [&](int g, int nr, const double* C, int ldc, int nc) {
-        const bool whole = nc == ldc && nc == b.bn;
-        for (int r = g; r < g + nr; r += whole ? nr : 1) {
-          const double* cr = C + static_cast<size_t>(r - g) * ldc;
-          const int len = whole ? nr * nc : nc;
-          auto into = [&](auto* acc) {
-            if (k0 == 0)
-              round_add<true>(c.s.qk_acc, acc, cr, len);
-            else
-              round_add(c.s.qk_acc, acc, cr, len);
-          };
-          if (xq)
-            into(xq + static_cast<size_t>(r) * b.bn);
+        auto into = [&](auto* acc) {
+          if (k0 == 0)
+            round_add_rows<true>(c.s.qk_acc, acc + static_cast<size_t>(g) * b.bn, b.bn, C, ldc, nc, nr);
           else
-            into(b.sacc.data() + static_cast<size_t>(r) * b.bn);
-        }
+            round_add_rows(c.s.qk_acc, acc + static_cast<size_t>(g) * b.bn, b.bn, C, ldc, nc, nr);
+        };
+        if (xq)
+          into(xq);
+        else
+          into(b.sacc.data());
       };
       if (c.iqk) {  // make_ctx built the planes for this path, k_step and block width: no refusal
         // each group of rows is rounded as soon as its chunk sums are done, over the columns
@@ -679,11 +682,10 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
     for (int c0 = j0; c0 < j1 && !fused; c0 += ks) {
       const int cn = std::min(j1, c0 + ks) - c0;
       // rows [g, g + nr) of the chunk's sums (C at row g) rounded into the live rows' accumulators
-      // (a group of live rows with nc == ldc == d is one contiguous block of C and of acc: one
-      // call, the same element-wise steps as row by row)
+      // (all live: the group as one block)
       auto add = [&](int g, int nr, const double* C, int ldc, int nc) {
-        if (nc == ldc && nc == d && std::all_of(live.begin() + g, live.begin() + g + nr, [](char x) { return x != 0; })) {
-          round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(g) * d, C, nr * nc);
+        if (std::all_of(live.begin() + g, live.begin() + g + nr, [](char x) { return x != 0; })) {
+          round_add_rows(c.s.pv_acc, acc.data() + static_cast<size_t>(g) * d, d, C, ldc, nc, nr);
           return;
         }
         for (int r = g; r < g + nr; ++r)

@@ -251,11 +251,6 @@ void cast_channel(const cast_request& r, operand_cast& out) {
 }
 
 operand_cast cast_operand(const cast_request& r) {
-  // A check left to the cast: the row-wise casts make it in their amax pass, the others here.
-  const bool rowwise = r.enabled && r.op->fmt != format::fp32 && r.op->gran != granularity::none &&
-                       r.op->gran != granularity::channel;
-  if (r.check && !rowwise)
-    copy_finite(r.x, static_cast<size_t>(r.n_heads) * r.n_tok * r.d, r.check, nullptr);
   operand_cast out;
   out.n_heads = r.n_heads;
   out.n_tok = r.n_tok;
@@ -264,12 +259,19 @@ operand_cast cast_operand(const cast_request& r) {
   out.row_scale.assign(static_cast<size_t>(r.n_heads) * r.n_tok, 1.0f);
   out.col_scale.assign(static_cast<size_t>(r.n_heads) * r.d, 1.0f);
   const size_t n = static_cast<size_t>(r.n_heads) * r.n_tok * r.d;
+  // A check left to the cast (r.check): the row-wise casts make it in their amax pass, the other
+  // kinds here, before they read the operand.
+  auto check_here = [&] {
+    if (r.check) copy_finite(r.x, n, r.check, nullptr);
+  };
   if (!r.enabled || r.op->fmt == format::fp32) {
+    check_here();
     out.values.assign(r.x, r.x + n);
     return out;
   }
   out.values.resize(n);  // every element is written below
   if (r.op->gran == granularity::none) {
+    check_here();
     constexpr size_t kChunk = 4096;
     const auto n_chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
     const int nt = loop_threads(n);
@@ -280,10 +282,12 @@ operand_cast cast_operand(const cast_request& r) {
     }
     return out;
   }
-  if (r.op->gran == granularity::channel)
+  if (r.op->gran == granularity::channel) {
+    check_here();
     cast_channel(r, out);
-  else
-    cast_rowwise(r, out);
+  } else {
+    cast_rowwise(r, out);  // checks in row_amax
+  }
   return out;
 }
 
