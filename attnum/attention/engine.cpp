@@ -794,9 +794,12 @@ T fold_max(const T* v, int n, T init) {
 // Steps 5a, 4 and 5b of a row once P is known (shared by both softmax paths).
 template <typename T>
 void finish_row(const head_ctx<T>& c, int r, int n, int live_cols, T alpha, const T* p, T* p8v, tile_buf<T>& b,
-                run_stats& st) {
-  // 5a. P cast
-  cast_p(c, p, p8v, n, std::clamp(live_cols, 0, n), st);
+                run_stats& st, int n_same = -1) {
+  // 5a. P cast. p[n_same, n) holds one value (a masked tail): cast once and copied (a cast is a
+  // function of its argument: the same bits as casting each)
+  const int n_cast = n_same < 0 ? n : std::min(n, n_same + 1);
+  cast_p(c, p, p8v, n_cast, std::clamp(live_cols, 0, n_cast), st);
+  if (n_cast < n) std::fill(p8v + n_cast, p8v + n, p8v[n_cast - 1]);
   // 4. row sum
   T* l = b.l.data() + static_cast<size_t>(r) * 4;
   for (int t = 0; t < 4; ++t) l[t] *= alpha;
@@ -814,17 +817,25 @@ inline void fold_raw_row(const head_ctx<float>& c, int r, int n, int n_live, con
                          float* p, float* p8v, int live_cols, tile_buf<float>& b, run_stats& st) {
   if (!c.qk_to_x)  // else the QK already wrote the fp32 scores into x
     for (int jj = 0; jj < n_live; ++jj) x[jj] = static_cast<float>(sacc[jj]);
+  // The masked columns [n_live, n) all hold the mask value mv, so they share one P: computed once
+  // (the fold below is std::max applied in order, which is idempotent: the masked columns change
+  // the live columns' fold as one max with mv does; the exp2f and the cast are functions of their
+  // arguments). Same bits as the whole row through each step.
   const float mv = static_cast<float>(c.s.mask_value);
-  for (int jj = n_live; jj < n; ++jj) x[jj] = mv;
-  const float bmax = fold_max(x, n, -INFINITY);
+  float bmax = fold_max(x, n_live, -INFINITY);
+  if (n_live < n) bmax = std::max(bmax, mv);
   float& m = b.m[r];
   const float m_new = std::max(m, bmax);
   const float m_cur = m_new == -INFINITY ? 0.0f : m_new;
   const float max_scaled = m_new == -INFINITY ? 0.0f : std::fmaf(m_new, eff, -c.offset);
   const float alpha = std::exp2f((m - m_cur) * eff);
-  fast::exp2f_fma_array(x, eff, -max_scaled, p, n);
+  fast::exp2f_fma_array(x, eff, -max_scaled, p, n_live);
+  if (n_live < n) {
+    fast::exp2f_fma_array(&mv, eff, -max_scaled, p + n_live, 1);
+    std::fill(p + n_live + 1, p + n, p[n_live]);
+  }
   m = m_new;
-  finish_row(c, r, n, live_cols, alpha, p, p8v, b, st);
+  finish_row(c, r, n, live_cols, alpha, p, p8v, b, st, n_live);
 }
 
 // Steps 2-4 and the O rescale for row i (tile row r) on block [j0, j1).
