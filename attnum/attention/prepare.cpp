@@ -325,7 +325,6 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
   const float* src[3] = {lv.q, lv.k, lv.v};
   const size_t len[3] = {nq, nk, nk};
   const char* what[3] = {"q", "k", "v"};
-  const bool copied[3] = {copy_q, copy_k, copy_v};
   {
     std::vector<float>* dst[3] = {copy_q ? &p->q : nullptr, copy_k ? &p->k : nullptr, copy_v ? &p->v : nullptr};
     std::exception_ptr err[3];
@@ -342,7 +341,7 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
     for (int i = 0; i < 3; ++i)
       if (err[i]) {
         for (int j = 0; j < i; ++j)
-          if (!copied[j]) copy_finite(src[j], len[j], what[j], nullptr);
+          if (!dst[j]) copy_finite(src[j], len[j], what[j], nullptr);  // left to its cast
         std::rethrow_exception(err[i]);
       }
   }
