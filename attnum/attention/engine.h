@@ -72,8 +72,6 @@ struct operand_cast {
     return row_scale[static_cast<size_t>(h) * n_tok + t] *
            col_scale[(static_cast<size_t>(h) * n_col_blocks + t / col_block) * d_head + c];
   }
-  /// Returns true when the scale of every head is constant over tokens (only channels vary).
-  bool col_scale_trivial() const;
   /// Returns max |values| (NaN skipped) over head h's tokens [t0, t1): from row_amax when kept,
   /// else one pass over the values. The same value either way (a max of maxima).
   float amax(int h, int t0, int t1) const;

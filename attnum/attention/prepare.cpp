@@ -32,15 +32,6 @@
 
 namespace attnum::attention {
 
-bool operand_cast::col_scale_trivial() const {
-  for (int h = 0; h < n_heads; ++h) {
-    const float r0 = row_scale[static_cast<size_t>(h) * n_tok];
-    for (int t = 1; t < n_tok; ++t)
-      if (row_scale[static_cast<size_t>(h) * n_tok + t] != r0) return false;
-  }
-  return n_col_blocks == 1;
-}
-
 float operand_cast::amax(int h, int t0, int t1) const {
   const size_t row0 = static_cast<size_t>(h) * n_tok + t0, rows = static_cast<size_t>(std::max(0, t1 - t0));
   if (row_amax.empty()) return formats::span_amax(values.data() + row0 * d_head, rows * d_head);

@@ -38,17 +38,6 @@ scale_granularity parse_granularity(std::string_view text) {
   fail("unknown scale granularity '{}': expected tensor, block, row_group, token or channel", text);
 }
 
-std::string_view granularity_name(scale_granularity g) {
-  switch (g) {
-    case scale_granularity::tensor: return "tensor";
-    case scale_granularity::block: return "block";
-    case scale_granularity::row_group: return "row_group";
-    case scale_granularity::token: return "token";
-    case scale_granularity::channel: return "channel";
-  }
-  return "?";
-}
-
 float group_scale(double amax, const scale_spec& spec, bool* zero_nan) {
   if (amax == 0 && spec.eps == 0) {
     if (zero_nan && spec.multiply_by_reciprocal) *zero_nan = true;

@@ -42,7 +42,6 @@ enum class scale_granularity : uint8_t {
 
 /// Parses "tensor", "block", "row_group" (or "thread"), "token", "channel"; throws otherwise.
 scale_granularity parse_granularity(std::string_view text);
-std::string_view granularity_name(scale_granularity g);
 
 struct scale_spec {
   format fmt = format::e4m3fn;

@@ -146,12 +146,6 @@ size_t dtype_size(st_dtype d) {
   return 1;
 }
 
-st_dtype parse_dtype(std::string_view name) {
-  for (const auto& [n, d] : kDtypes)
-    if (n == name) return d;
-  fail("unknown safetensors dtype '{}': expected one of F32 F16 BF16 F64 I32 I64 U8 I8", name);
-}
-
 int64_t tensor_view::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -22,8 +22,6 @@ enum class st_dtype : uint8_t { F32, F16, BF16, F64, I32, I64, U8, I8 };
 
 std::string_view dtype_name(st_dtype d);  ///< "F32", ...
 size_t dtype_size(st_dtype d);            ///< bytes per element
-/// Parses a dtype name; throws attnum::error listing the accepted names.
-st_dtype parse_dtype(std::string_view name);
 
 /// A tensor inside a mapped file (valid while its safetensors_file lives).
 struct tensor_view {

@@ -170,7 +170,6 @@ linear_precision parse_linear_precision(std::string_view text) {
 std::string_view name(linear_precision p) { return p == linear_precision::bf16 ? "bf16" : "fp32"; }
 
 attention_fn fp32_attention() { return plain_attention<float>(); }
-attention_fn fp64_attention() { return plain_attention<double>(); }
 
 void linear(const float* x, int n, int in, const float* w, int out, float* y) {
   Eigen::Map<const row_mat> xm(x, n, in);

@@ -38,8 +38,6 @@ using attention_fn = std::function<void(int layer, const qkv_view& x, float* o)>
 
 /// Returns fp32 causal attention (plain loops, as llama2.c's run.c computes it).
 attention_fn fp32_attention();
-/// Returns fp64 causal attention (every operation in double; output rounded to float).
-attention_fn fp64_attention();
 
 /// Time spent in the linear layers (projections, MLP, classifier: GEMM plus bias and rounding).
 struct forward_stats {
