@@ -1,10 +1,12 @@
 // Hugging Face tokenizer.json, byte-level BPE (GPT-2 / Qwen2): added tokens split out first,
-// then the Qwen2 pre-tokenizer split, then each piece's UTF-8 bytes mapped to GPT-2's printable
-// byte alphabet and merged by rank. The split regex is implemented by hand (std::regex has no
-// Unicode classes):
+// then the pre-tokenizer split (Qwen2's or Llama 3's regex), then each piece's UTF-8 bytes mapped
+// to GPT-2's printable byte alphabet and merged by rank (or, with ignore_merges, taken whole when
+// the vocabulary has it). The split regex is implemented by hand (std::regex has no Unicode
+// classes):
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N} | ?[^\s\p{L}\p{N}]+[\r\n]*
 //   | \s*[\r\n]+ | \s+(?!\S) | \s+
-// with leftmost-first alternation (Oniguruma semantics, as the tokenizers library uses).
+// (Llama 3: \p{N}{1,3} for \p{N}) with leftmost-first alternation (Oniguruma semantics, as the
+// tokenizers library uses).
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
@@ -56,8 +58,16 @@ std::vector<unit> decode_utf8(std::string_view s) {
   return out;
 }
 
+// The split regexes recognised in a tokenizer.json pre_tokenizer: Qwen2's, and Llama 3's, which
+// is the same except for \p{N}{1,3} (digits in runs of up to three) instead of \p{N}.
+constexpr const char* kQwen2Split =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kLlama3Split =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 // Returns the end (unit index) of the regex match starting at i (> i: every position matches).
-size_t match_at(const std::vector<unit>& u, size_t i) {
+// max_digits: 1 (Qwen2's \p{N}) or 3 (Llama 3's \p{N}{1,3}).
+size_t match_at(const std::vector<unit>& u, size_t i, int max_digits) {
   const size_t n = u.size();
   auto cp = [&](size_t k) { return k < n ? u[k].cp : char32_t(0); };
   auto lower = [&](size_t k) { return k < n && cp(k) < 0x80 ? char32_t(cp(k) | 0x20) : cp(k); };
@@ -76,8 +86,12 @@ size_t match_at(const std::vector<unit>& u, size_t i) {
       is_letter(cp(i + 1)))
     return letters_from(i + 1);
   if (is_letter(cp(i))) return letters_from(i);
-  // 3. \p{N}
-  if (is_number(cp(i))) return i + 1;
+  // 3. \p{N} or \p{N}{1,3} (greedy)
+  if (is_number(cp(i))) {
+    size_t k = i + 1;
+    while (k < n && k - i < size_t(max_digits) && is_number(cp(k))) ++k;
+    return k;
+  }
   // 4.  ?[^\s\p{L}\p{N}]+[\r\n]*
   auto punct = [&](size_t k) { return k < n && !is_space(cp(k)) && !is_letter(cp(k)) && !is_number(cp(k)); };
   const size_t p0 = cp(i) == ' ' && punct(i + 1) ? i + 1 : i;
@@ -204,6 +218,9 @@ class bpe_tokenizer final : public tokenizer {
       }
       ranks_.emplace(a + '\n' + b, rank++);
     }
+    model_vocab_ = vocab_;
+    read_model_flags(m, path);
+    read_pre_tokenizer(j, path);
     // Normalizer: NFC (Qwen2), alone or in a Sequence; anything else is refused, not ignored.
     if (j.contains("normalizer") && !j["normalizer"].is_null()) {
       const auto& nz = j["normalizer"];
@@ -231,6 +248,64 @@ class bpe_tokenizer final : public tokenizer {
     }
   }
 
+  // The BPE model's flags: ignore_merges is implemented; the others must be off.
+  void read_model_flags(const nlohmann::json& m, const std::string& path) {
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      const std::string& k = it.key();
+      const nlohmann::json& v = it.value();
+      if (k == "type" || k == "vocab" || k == "merges") continue;
+      if (k == "ignore_merges") {
+        if (!v.is_boolean()) fail("{}: model.ignore_merges = {}: expected true or false", path, io::json_brief(v));
+        ignore_merges_ = v.get<bool>();
+        continue;
+      }
+      const bool off = v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
+                       ((k == "continuing_subword_prefix" || k == "end_of_word_suffix") && v == "");
+      const bool known = k == "dropout" || k == "unk_token" || k == "fuse_unk" || k == "byte_fallback" ||
+                         k == "continuing_subword_prefix" || k == "end_of_word_suffix";
+      if (!known || !off) fail("{}: model.{} = {} not supported", path, k, io::json_brief(v));
+    }
+  }
+
+  // The pre_tokenizer: Sequence [Split(Qwen2 or Llama 3 regex, Isolated), ByteLevel without its
+  // own regex and prefix space]; anything else is refused by name. (Absent: the Qwen2 split.)
+  void read_pre_tokenizer(const nlohmann::json& j, const std::string& path) {
+    if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null()) return;
+    const nlohmann::json& pt = j["pre_tokenizer"];
+    auto refuse = [&](const std::string& what, const nlohmann::json& v) {
+      fail("{}: pre_tokenizer{} = {} not supported (expected Sequence [Split with the Qwen2 or Llama 3 "
+           "regex, Isolated; ByteLevel with add_prefix_space and use_regex false])",
+           path, what, io::json_brief(v));
+    };
+    if (!pt.is_object() || pt.value("type", nlohmann::json()) != "Sequence") refuse(".type", pt.is_object() ? pt.value("type", nlohmann::json()) : pt);
+    if (!pt.contains("pretokenizers") || !pt["pretokenizers"].is_array() || pt["pretokenizers"].size() != 2)
+      refuse(".pretokenizers", pt.value("pretokenizers", nlohmann::json()));
+    const nlohmann::json& sp = pt["pretokenizers"][0];
+    const nlohmann::json& bl = pt["pretokenizers"][1];
+    if (!sp.is_object() || sp.value("type", nlohmann::json()) != "Split") refuse(".pretokenizers[0]", sp);
+    for (auto it = sp.begin(); it != sp.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "type") continue;
+      if (k == "behavior" && it.value() == "Isolated") continue;
+      if (k == "invert" && it.value() == false) continue;
+      if (k == "pattern" && it.value().is_object() && it.value().size() == 1 && it.value().contains("Regex") &&
+          it.value()["Regex"].is_string()) {
+        const std::string re = it.value()["Regex"].get<std::string>();
+        if (re == kQwen2Split) { max_digits_ = 1; continue; }
+        if (re == kLlama3Split) { max_digits_ = 3; continue; }
+      }
+      refuse(".pretokenizers[0]." + k, it.value());
+    }
+    if (!sp.contains("pattern")) refuse(".pretokenizers[0].pattern", nlohmann::json());
+    if (!bl.is_object() || bl.value("type", nlohmann::json()) != "ByteLevel") refuse(".pretokenizers[1]", bl);
+    for (auto it = bl.begin(); it != bl.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "type" || (k == "trim_offsets" && it.value().is_boolean())) continue;  // offsets only
+      if ((k == "add_prefix_space" || k == "use_regex") && it.value() == false) continue;
+      refuse(".pretokenizers[1]." + k, it.value());
+    }
+  }
+
   static std::string utf8(char32_t c) {
     std::string s;
     if (c < 0x80) s += char(c);
@@ -250,7 +325,7 @@ class bpe_tokenizer final : public tokenizer {
     const std::string_view text = normalized;
     const std::vector<unit> u = decode_utf8(text);
     for (size_t i = 0; i < u.size();) {
-      const size_t e = match_at(u, i);
+      const size_t e = match_at(u, i, max_digits_);
       bpe(text.substr(u[i].begin, u[e - 1].end - u[i].begin), ids);
       i = e;
     }
@@ -264,6 +339,15 @@ class bpe_tokenizer final : public tokenizer {
       auto it = cache_.find(std::string(piece));
       if (it != cache_.end()) {
         ids.insert(ids.end(), it->second.begin(), it->second.end());
+        return;
+      }
+    }
+    if (ignore_merges_) {  // tokenizers' BPE: a whole word found in the vocabulary is not merged
+      std::string word;
+      for (unsigned char b : piece) word += byte_char_[b];
+      auto it = model_vocab_.find(word);
+      if (it != model_vocab_.end()) {
+        ids.push_back(it->second);
         return;
       }
     }
@@ -320,7 +404,10 @@ class bpe_tokenizer final : public tokenizer {
   }
 
   bool nfc_ = false;
+  int max_digits_ = 1;          // the split regex's digit run (see kQwen2Split, kLlama3Split)
+  bool ignore_merges_ = false;  // model.ignore_merges: a piece in the vocabulary is one token
   std::unordered_map<std::string, int> vocab_;
+  std::unordered_map<std::string, int> model_vocab_;  // model.vocab only (not added tokens)
   std::unordered_map<std::string, int> ranks_;
   std::vector<std::pair<std::string, int>> added_;
   std::vector<std::string> pieces_;

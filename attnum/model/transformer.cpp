@@ -54,11 +54,15 @@ struct rope_table {
     const int half = c.d_head / 2;
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < half; ++j) {
-        // frequency of pair j: theta^(-2j/d) (run.c: 1.0f / powf(10000.0f, head_dim / (float)head_size))
-        const float freq = 1.0f / std::pow(c.rope_theta, float(2 * j) / float(c.d_head));
+        // frequency of pair j: theta^(-2j/d) (run.c: 1.0f / powf(10000.0f, head_dim / (float)head_size)),
+        // or the rope_scaling frequencies computed from the config
+        const float freq = c.inv_freq.empty() ? 1.0f / std::pow(c.rope_theta, float(2 * j) / float(c.d_head))
+                                              : c.inv_freq[j];
         const float val = float(i) * freq;
         cos[size_t(i) * half + j] = std::cos(val);
         sin[size_t(i) * half + j] = std::sin(val);
+        if (c.rope_attention_scale != 1.0f)  // transformers: cos = emb.cos() * attention_scaling
+          cos[size_t(i) * half + j] *= c.rope_attention_scale, sin[size_t(i) * half + j] *= c.rope_attention_scale;
       }
   }
 };
@@ -193,6 +197,11 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
   if (n > c.seq_len)
     fail("{} tokens exceed the model's context of {} (seq_len / max_position_embeddings)", n,
          c.seq_len);
+  for (size_t l = 0; l < c.sliding_window.size(); ++l)
+    if (c.sliding_window[l] > 0 && n > c.sliding_window[l])
+      fail("{} tokens exceed layer {}'s sliding window of {} (config.json sliding_window): windowed "
+           "attention is not implemented; use at most {} tokens", n, l, c.sliding_window[l],
+           c.sliding_window[l]);
   std::vector<float> x(size_t(n) * D);
   for (int i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
@@ -204,7 +213,7 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
   const rope_table rope_tab(n, c);
   std::vector<float> xb(x.size()), qh(size_t(n) * hd), kh(size_t(n) * kvd), vh(size_t(n) * kvd),
       oh(size_t(n) * hd), o(size_t(n) * hd);
-  std::vector<float> q, k, v, h1, h3, delta;  // reused by every layer
+  std::vector<float> q, k, v, qn, kn, h1, h3, delta;  // reused by every layer
   for (int l = 0; l < c.n_layers; ++l) {
     const layer_weights& L = w.layers[l];
     if (opt.on_residual) opt.on_residual(l, x.data());
@@ -213,6 +222,12 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
     project(xb, n, D, L.wq, L.bq, hd, p, opt.stats, q);
     project(xb, n, D, L.wk, L.bk, kvd, p, opt.stats, k);
     project(xb, n, D, L.wv, L.bv, kvd, p, opt.stats, v);
+    if (c.qk_norm) {  // qwen3: RMSNorm over each head's d_head channels, before RoPE
+      qn.resize(q.size()), kn.resize(k.size());
+      rmsnorm(q.data(), L.q_norm, n * c.n_head, d, c.norm_eps, p, qn.data());
+      rmsnorm(k.data(), L.k_norm, n * c.n_head_kv, d, c.norm_eps, p, kn.data());
+      q.swap(qn), k.swap(kn);
+    }
     rope(q.data(), n, c.n_head, c, rope_tab, p);
     rope(k.data(), n, c.n_head_kv, c, rope_tab, p);
     to_head_major(q.data(), n, c.n_head, d, qh.data());
@@ -223,19 +238,19 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
     attention(l, view, oh.data());
     to_token_major(oh.data(), n, c.n_head, d, o.data());
     round_all(o, p);
-    project(o, n, hd, L.wo, {}, D, p, opt.stats, delta);
+    project(o, n, hd, L.wo, L.bo, D, p, opt.stats, delta);
     add_residual(x, delta, p);
     // 2. MLP block: norm, SwiGLU (silu(x W1) * x W3) W2
     rmsnorm(x.data(), L.ffn_norm, n, D, c.norm_eps, p, xb.data());
-    project(xb, n, D, L.w1, {}, c.hidden_dim, p, opt.stats, h1);
-    project(xb, n, D, L.w3, {}, c.hidden_dim, p, opt.stats, h3);
+    project(xb, n, D, L.w1, L.b1, c.hidden_dim, p, opt.stats, h1);
+    project(xb, n, D, L.w3, L.b3, c.hidden_dim, p, opt.stats, h3);
     for (size_t i = 0; i < h1.size(); ++i) {
       float s = h1[i] * (1.0f / (1.0f + std::exp(-h1[i])));
       if (p == linear_precision::bf16) s = bf16(s);
       h1[i] = s * h3[i];
     }
     round_all(h1, p);
-    project(h1, n, c.hidden_dim, L.w2, {}, D, p, opt.stats, delta);
+    project(h1, n, c.hidden_dim, L.w2, L.b2, D, p, opt.stats, delta);
     add_residual(x, delta, p);
   }
   if (opt.on_residual) opt.on_residual(c.n_layers, x.data());

@@ -26,6 +26,14 @@ void validate(const config& c, const std::string& what) {
   if (c.d_head % 2 != 0) fail("{}: head_dim {} must be even for RoPE", what, c.d_head);
   if (!(c.norm_eps > 0.0f && std::isfinite(c.norm_eps))) fail("{}: rms_norm_eps must be finite and positive", what);
   if (!(c.rope_theta > 0.0f && std::isfinite(c.rope_theta))) fail("{}: rope_theta must be finite and positive", what);
+  if (!c.inv_freq.empty() && c.inv_freq.size() != size_t(c.d_head / 2))
+    fail("{}: {} RoPE frequencies for head_dim {}", what, c.inv_freq.size(), c.d_head);
+  for (float f : c.inv_freq)
+    if (!(f > 0.0f && std::isfinite(f))) fail("{}: RoPE inverse frequency {} must be finite and positive", what, f);
+  if (!(c.rope_attention_scale > 0.0f && std::isfinite(c.rope_attention_scale)))
+    fail("{}: RoPE attention factor {} must be finite and positive", what, c.rope_attention_scale);
+  if (!c.sliding_window.empty() && c.sliding_window.size() != size_t(c.n_layers))
+    fail("{}: {} sliding windows for {} layers", what, c.sliding_window.size(), c.n_layers);
   if (c.bos_id >= c.vocab_size) fail("{}: bos_token_id {} outside the vocabulary [0, {})", what, c.bos_id, c.vocab_size);
 }
 
@@ -40,8 +48,8 @@ void round_to_bf16(weights& w) {
   round_vec(w.final_norm);
   round_vec(w.classifier);
   for (auto& l : w.layers) {
-    for (auto* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.ffn_norm,
-                    &l.w1, &l.w2, &l.w3})
+    for (auto* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.bo, &l.ffn_norm,
+                    &l.q_norm, &l.k_norm, &l.w1, &l.w2, &l.w3, &l.b1, &l.b2, &l.b3})
       round_vec(*v);
   }
 }

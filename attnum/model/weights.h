@@ -18,7 +18,7 @@ enum class rope_style : uint8_t {
 
 /// Shapes and conventions of a model.
 struct config {
-  std::string family;   ///< "llama2c", "llama", "qwen2"
+  std::string family;   ///< "llama2c", "llama", "mistral", "qwen2", "qwen3"
   int dim = 0;          ///< hidden size
   int hidden_dim = 0;   ///< MLP intermediate size
   int n_layers = 0;
@@ -30,7 +30,16 @@ struct config {
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   rope_style rope = rope_style::interleaved;
-  bool qkv_bias = false;         ///< qwen2: q/k/v projections have a bias
+  bool qkv_bias = false;         ///< q/k/v projections have a bias (qwen2; llama attention_bias)
+  bool o_bias = false;           ///< o_proj has a bias (llama/qwen3 attention_bias)
+  bool mlp_bias = false;         ///< gate/up/down projections have biases (llama mlp_bias)
+  bool qk_norm = false;          ///< qwen3: RMSNorm over head_dim of each q and k head before RoPE
+  /// RoPE inverse frequencies per pair [d_head/2]; empty: theta^(-2j/d_head). Set by rope_scaling.
+  std::vector<float> inv_freq;
+  float rope_attention_scale = 1.0f;  ///< multiplies cos and sin (yarn's attention_factor)
+  /// Per layer: sliding-window length (0: full causal). A forward longer than a layer's window
+  /// is refused (the attention hook is causal only).
+  std::vector<int> sliding_window;
   bool tied_embeddings = true;   ///< classifier = token embedding table
   int bos_id = -1;               ///< token prepended to texts (-1: none)
 };
@@ -40,9 +49,12 @@ struct layer_weights {
   std::vector<float> attn_norm;            // [dim]
   std::vector<float> wq, wk, wv, wo;       // [n_head*d_head, dim], [n_kv*d_head, dim] x2, [dim, n_head*d_head]
   std::vector<float> bq, bk, bv;           // empty unless qkv_bias
+  std::vector<float> bo;                   // [dim]; empty unless o_bias
+  std::vector<float> q_norm, k_norm;       // [d_head]; empty unless qk_norm
   std::vector<float> ffn_norm;             // [dim]
   std::vector<float> w1, w3;               // gate, up: [hidden_dim, dim]
   std::vector<float> w2;                   // down: [dim, hidden_dim]
+  std::vector<float> b1, b3, b2;           // [hidden_dim] x2, [dim]; empty unless mlp_bias
 };
 
 /// A loaded model.

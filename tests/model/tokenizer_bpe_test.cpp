@@ -81,4 +81,80 @@ TEST(tokenizer_bpe_test, heap_merge_matches_the_rescanning_definition) {
     EXPECT_EQ(tok->encode(s), oracle(t, s)) << s.size();
 }
 
+// tokenizer.json fields: the Llama 3 split regex (\p{N}{1,3}) and ignore_merges, against
+// hand-worked expectations; unsupported pre-tokenizers and model flags are refused by name.
+const char* kQwen2Re = R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* kLlama3Re = R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+nlohmann::json digits_tokenizer(const char* regex, bool ignore_merges) {
+  nlohmann::json j;
+  j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
+                {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false},
+                {"ignore_merges", ignore_merges}};
+  // ids: 0-9 digits, 10 a, 11 b, 12 c, 13 "Ġ" (space), then merged symbols
+  nlohmann::json v;
+  for (int d = 0; d < 10; ++d) v[std::string(1, char('0' + d))] = d;
+  v["a"] = 10, v["b"] = 11, v["c"] = 12, v["\u0120"] = 13, v["12"] = 14, v["123"] = 15, v["45"] = 16;
+  v["\u0120a"] = 17, v["\u0120ab"] = 18, v["\u0120abc"] = 19;  // no merge builds "Ġabc"
+  j["model"]["vocab"] = v;
+  j["model"]["merges"] = {"1 2", "12 3", "4 5", "\u0120 a", "\u0120a b"};
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
+                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
+  return j;
+}
+
+std::unique_ptr<attnum::model::tokenizer> load_json(const nlohmann::json& j) {
+  const fs::path p = fs::temp_directory_path() / ("attnum-bpe-flags-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(p) << j.dump();
+  struct rm { fs::path p; ~rm() { fs::remove(p); } } guard{p};
+  return attnum::model::load_hf_tokenizer(p.string());
+}
+
+std::string load_error(const nlohmann::json& j) {
+  try {
+    load_json(j);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(tokenizer_bpe_test, llama3_digit_runs_and_ignore_merges) {
+  // Qwen2: one digit per pre-token; " abc" merged to Ġab + c.
+  EXPECT_EQ(load_json(digits_tokenizer(kQwen2Re, false))->encode("12345 abc"),
+            (std::vector<int>{1, 2, 3, 4, 5, 18, 12}));
+  // Llama 3: digits in runs of up to three ("123", "45"); ignore_merges takes "Ġabc" whole.
+  EXPECT_EQ(load_json(digits_tokenizer(kLlama3Re, true))->encode("12345 abc"), (std::vector<int>{15, 16, 19}));
+  EXPECT_EQ(load_json(digits_tokenizer(kLlama3Re, true))->encode("1234567"), (std::vector<int>{15, 4, 5, 6, 7}));
+  EXPECT_EQ(load_json(digits_tokenizer(kLlama3Re, false))->encode("12345 abc"), (std::vector<int>{15, 16, 18, 12}));
+}
+
+TEST(tokenizer_bpe_test, unsupported_tokenizer_fields_are_refused_by_name) {
+  auto expect_has = [](const std::string& e, const std::string& want) {
+    EXPECT_NE(e.find(want), std::string::npos) << "want '" << want << "' in: " << e;
+  };
+  nlohmann::json j = digits_tokenizer(kQwen2Re, false);
+  j["model"]["byte_fallback"] = true;
+  expect_has(load_error(j), "model.byte_fallback = true");
+  j = digits_tokenizer(kQwen2Re, false);
+  j["model"]["ignore_merges"] = 1;
+  expect_has(load_error(j), "model.ignore_merges = 1");
+  j = digits_tokenizer(kQwen2Re, false);
+  j["model"]["continuing_subword_prefix"] = "##";
+  expect_has(load_error(j), "model.continuing_subword_prefix");
+  j = digits_tokenizer(R"( ?\p{L}+| ?\p{N}+)", false);
+  expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].pattern");
+  j = digits_tokenizer(kQwen2Re, false);
+  j["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = true;
+  expect_has(load_error(j), "pre_tokenizer.pretokenizers[1].use_regex = true");
+  j = digits_tokenizer(kQwen2Re, false);
+  j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
+  expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].behavior");
+  j = digits_tokenizer(kQwen2Re, false);
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
+  expect_has(load_error(j), "pre_tokenizer.type = \"Metaspace\"");
+}
+
 }  // namespace
