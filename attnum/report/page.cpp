@@ -345,8 +345,15 @@ nlohmann::json page_data(const result_set& rs) {
 std::string build_page(const result_set& rs, const page_assets& a) {
   std::string html;
   html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  const std::vector<std::string> scripts = {"\n" + a.vega + "\n", "\n" + a.vega_lite + "\n",
-                                            "\n" + a.vega_embed + "\n", "\n" + std::string(page_js()) + "\n"};
+  // Each inline script's exact text (its CSP hash covers every byte between the tags).
+  auto body = [](std::string_view code) {
+    std::string t;
+    t.reserve(code.size() + 2);
+    t.append(1, '\n').append(code).append(1, '\n');
+    return t;
+  };
+  const std::vector<std::string> scripts = {body(a.vega), body(a.vega_lite), body(a.vega_embed),
+                                            body(page_js())};
   html += "<meta http-equiv=\"Content-Security-Policy\" content=\"" + content_security_policy(scripts) + "\">\n";
   html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   html += "<title>attention-numerics report</title>\n<style>\n";
@@ -356,7 +363,7 @@ std::string build_page(const result_set& rs, const page_assets& a) {
   html += "\n<script type=\"application/json\" id=\"attnum-data\">";
   html += json_safe(page_data(rs));
   html += "</script>\n";
-  for (const auto& sc : scripts) html += "<script>" + sc + "</script>\n";
+  for (const auto& sc : scripts) html.append("<script>").append(sc).append("</script>\n");
   html += "</body>\n</html>\n";
   return html;
 }

@@ -53,6 +53,8 @@ footer { max-width: 1100px; margin: 40px auto 30px; padding: 0 20px; color: var(
 .scroll { overflow-x: auto; max-width: 100%; }
 /* Wide tables scroll inside their box: nothing is wider than the viewport. */
 #summary-wrap, #loss-wrap, #loss-paired-wrap, #head-detail, #provenance { overflow-x: auto; max-width: 100%; }
+.row > * { min-width: 0; max-width: 100%; }
+.row > div:not(.chart) { flex: 1 1 320px; }
 .chart { max-width: 100%; overflow-x: auto; }
 #answer-list { padding-left: 20px; }
 #answer-list li.answer { margin: 4px 0; font-variant-numeric: tabular-nums; }
