@@ -142,6 +142,8 @@ json run_study(const study_config& c) {
   say(c, fmt::format("head study: {} x {} on {}", fmt::join(names, ","),
                      fmt::join(c.conditions, ","), so.zoo ? "the synthetic zoo" : c.model));
   run_heads(study::make_plan(so), c.out / "heads", 0, 1, c.progress);
+  // Each finished step's folder gets its completion marker, so that it can be read on its own.
+  if (root) write_complete_marker(c.out / "heads", c.command + " (heads step)");
   timings["heads_s"] = seconds_since(t0);
 
   // Step 3: the downstream loss.
@@ -162,6 +164,7 @@ json run_study(const study_config& c) {
       model::validate(p, *w);
       say(c, fmt::format("loss: {} on {} texts x {} labels", k.name, p.sources.size(), p.n_tokens));
       auto r = run_loss(*w, p, w->id, c.out / "loss" / k.name, 0, 1, c.progress);
+      if (root) write_complete_marker(c.out / "loss" / k.name, c.command + " (loss step, " + k.name + ")");
       rows.insert(rows.end(), r.begin(), r.end());
       // Paired rows (center - plain, ...) written by run_loss beside the kernel's checkpoints.
       if (root && fs::exists(c.out / "loss" / k.name / "loss_paired.json"))
@@ -172,6 +175,7 @@ json run_study(const study_config& c) {
     if (root) {
       write_file_atomic(c.out / "loss" / "loss_paired.json", loss_paired.dump(2) + "\n");
       write_file_atomic(c.out / "loss" / "loss_paired.csv", io::csv_table(loss_paired));
+      write_complete_marker(c.out / "loss", c.command + " (loss step)");
     }
     for (const auto& r : rows) loss_rows.push_back(model::to_json(r));
     timings["loss_s"] = seconds_since(t0);
@@ -182,6 +186,7 @@ json run_study(const study_config& c) {
   t0 = clock_type::now();
   say(c, "P-cast theory and a short sink simulation");
   run_pcast(c, c.out / "pcast");
+  write_complete_marker(c.out / "pcast", c.command + " (pcast step)");
   timings["pcast_s"] = seconds_since(t0);
 
   // Step 5: the report and the summary.

@@ -7,11 +7,14 @@
 #include <cstdlib>
 #include <map>
 
+#include <fmt/core.h>
+
 #include "attnum/attention/engine.h"
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/core/version.h"
 #include "attnum/report/illustrate.h"
+#include "attnum/report/sha256.h"
 
 namespace attnum::report {
 namespace fs = std::filesystem;
@@ -141,10 +144,10 @@ fs::path find_assets(const std::optional<fs::path>& override) {
     if (check(env)) return env;
     if (check(fs::path(env) / "node_modules")) return fs::path(env) / "node_modules";
   }
+  // Only the tool's own tree (the executable's folders, its install prefix, the source tree it
+  // was built from): never the working directory, whose node_modules may be anyone's.
   std::vector<fs::path> starts;
   if (fs::path exe = self_exe(); !exe.empty()) starts.push_back(exe.parent_path());
-  std::error_code ec;
-  if (fs::path cwd = fs::current_path(ec); !ec) starts.push_back(cwd);
   for (const auto& s : starts)
     for (fs::path p = s; !p.empty(); p = p.parent_path()) {
       if (check(p / "node_modules")) return p / "node_modules";
@@ -163,9 +166,145 @@ fs::path find_assets(const std::optional<fs::path>& override) {
        kVega, where);
 }
 
+#ifndef ATTNUM_VEGA_SHA256
+#define ATTNUM_VEGA_SHA256 ""
+#define ATTNUM_VEGA_LITE_SHA256 ""
+#define ATTNUM_VEGA_EMBED_SHA256 ""
+#endif
+
+namespace {
+// An asset's bytes, refused unless their SHA-256 is the one recorded when the tool was built.
+std::string checked_asset(const fs::path& nm, const char* name, std::string_view recorded) {
+  const fs::path file = nm / name;
+  const std::string bytes = read_file(file);
+  if (recorded.empty())
+    fail("report: {}: no hash of the Vega runtime was recorded when attnum was built (node_modules "
+         "was absent then): run `npm ci` in the source tree, then scripts/build", file.string());
+  const std::string got = sha256_hex(bytes);
+  if (got != recorded)
+    fail("report: {}: SHA-256 {} is not the {} recorded when attnum was built (a different or "
+         "altered file; run `npm ci` in the source tree, or pass --assets with the pinned "
+         "versions)", file.string(), got, recorded);
+  return script_safe(bytes);
+}
+}  // namespace
+
 page_assets load_assets(const fs::path& nm) {
-  return {nm, script_safe(read_file(nm / kVega)), script_safe(read_file(nm / kVegaLite)),
-          script_safe(read_file(nm / kVegaEmbed))};
+  return {nm, checked_asset(nm, kVega, ATTNUM_VEGA_SHA256),
+          checked_asset(nm, kVegaLite, ATTNUM_VEGA_LITE_SHA256),
+          checked_asset(nm, kVegaEmbed, ATTNUM_VEGA_EMBED_SHA256)};
+}
+
+std::string content_security_policy(const std::vector<std::string>& scripts) {
+  std::string hashes;
+  for (const auto& s : scripts) hashes += " 'sha256-" + sha256_base64(s) + "'";
+  // No network: everything is inline. Only these exact scripts may run; 'unsafe-eval' is needed
+  // by Vega's expression compiler (new Function).
+  return "default-src 'none'; script-src" + hashes +
+         " 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; connect-src 'none'";
+}
+
+namespace {
+const nlohmann::json* number_of(const nlohmann::json& row, const char* key) {
+  auto it = row.find(key);
+  return it != row.end() && it->is_number() ? &*it : nullptr;
+}
+double as_double(const nlohmann::json* v) { return v->get<double>(); }
+
+// "0.90 [0.78, 1.00]" with `digits` decimals; the interval only when both ends are numbers.
+std::string with_interval(const nlohmann::json& row, const std::string& key, int digits) {
+  const auto *v = number_of(row, key.c_str()), *lo = number_of(row, (key + "_lo").c_str()),
+             *hi = number_of(row, (key + "_hi").c_str());
+  std::string s = fmt::format("{:.{}f}", as_double(v), digits);
+  if (lo && hi) s += fmt::format(" [{:.{}f}, {:.{}f}]", as_double(lo), digits, as_double(hi), digits);
+  return s;
+}
+
+// Where a value stands against `ref` by its interval: "above", "below" or "overlaps" (or
+// "no interval"); the only basis for a word like "better" or "distinguishable" in the answer.
+std::string verdict(const nlohmann::json& row, const std::string& key, double ref) {
+  const auto *lo = number_of(row, (key + "_lo").c_str()), *hi = number_of(row, (key + "_hi").c_str());
+  if (!lo || !hi) return "no interval";
+  if (as_double(lo) > ref) return "above";
+  if (as_double(hi) < ref) return "below";
+  return "overlaps";
+}
+}  // namespace
+
+nlohmann::json answer(const result_set& rs) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!rs.summary) return out;
+  for (const auto& r : rs.summary->rows) {
+    const std::string kernel = key_part(r.value("kernel", nlohmann::json())),
+                      transform = key_part(r.value("transform", nlohmann::json()));
+    nlohmann::json a = {{"kernel", kernel}, {"transform", transform}};
+    std::vector<std::string> parts;
+    const auto *n = number_of(r, "n_heads"), *label = number_of(r, "n_label_harmed");
+    const auto* sign = number_of(r, "n_harmed_sign") ? number_of(r, "n_harmed_sign") : number_of(r, "n_harmed");
+    if (n) a["n_heads"] = *n;
+    if (label) a["n_label_harmed"] = *label;
+    if (sign) a["n_harmed_sign"] = *sign;
+    if (n && label && sign)
+      parts.push_back(fmt::format("{} of {} heads harmed above the noise floor ({} by sign alone)",
+                                  label->dump(), n->dump(), sign->dump()));
+    else if (n && sign)
+      parts.push_back(fmt::format("{} of {} heads harmed by sign (no noise floor in these results)",
+                                  sign->dump(), n->dump()));
+    if (number_of(r, "auc")) {
+      a["auc"] = r["auc"];
+      for (const char* k : {"auc_lo", "auc_hi"})
+        if (number_of(r, k)) a[k] = r[k];
+      const std::string v = verdict(r, "auc", 0.5);
+      a["auc_verdict"] = v;
+      parts.push_back(fmt::format("predictor AUC {}{}", with_interval(r, "auc", 2),
+                                  v == "above"      ? ", better than chance"
+                                  : v == "below"    ? ", worse than chance"
+                                  : v == "overlaps" ? ", not distinguishable from chance"
+                                                    : " (no interval)"));
+    } else {
+      parts.push_back("no predictor AUC in the summary");
+    }
+    nlohmann::json loss = nlohmann::json::array();
+    if (rs.loss)
+      for (const auto& l : rs.loss->rows) {
+        if (key_part(l.value("kernel", nlohmann::json())) != kernel ||
+            key_part(l.value("condition", nlohmann::json())) != transform || !number_of(l, "ppl_ratio"))
+          continue;
+        const std::string model = key_part(l.value("model", nlohmann::json()));
+        nlohmann::json e = {{"model", model}, {"ppl_ratio", l["ppl_ratio"]}};
+        for (const char* k : {"ppl_ratio_lo", "ppl_ratio_hi"})
+          if (number_of(l, k)) e[k] = l[k];
+        std::string text = fmt::format("loss on {}: perplexity ratio to the reference {}", model,
+                                       with_interval(l, "ppl_ratio", 3));
+        if (rs.loss_paired)
+          for (const auto& p : rs.loss_paired->rows) {
+            if (key_part(p.value("kernel", nlohmann::json())) != kernel ||
+                key_part(p.value("condition_a", nlohmann::json())) != transform ||
+                key_part(p.value("condition_b", nlohmann::json())) != "plain" ||
+                (p.contains("model") && key_part(p["model"]) != model) || !number_of(p, "delta_ce"))
+              continue;
+            const std::string v = verdict(p, "delta_ce", 0.0);
+            e["delta_ce"] = p["delta_ce"];
+            for (const char* k : {"delta_ce_lo", "delta_ce_hi"})
+              if (number_of(p, k)) e[k] = p[k];
+            e["delta_ce_verdict"] = v;
+            text += fmt::format("; paired with plain, CE {} nats, {}", with_interval(p, "delta_ce", 4),
+                                v == "above"      ? "worse than plain"
+                                : v == "below"    ? "better than plain"
+                                : v == "overlaps" ? "not distinguishable from plain"
+                                                  : "no interval");
+            break;
+          }
+        e["text"] = text;
+        loss.push_back(std::move(e));
+      }
+    a["loss"] = loss;
+    std::string text = kernel + ", " + transform + ": ";
+    for (size_t i = 0; i < parts.size(); ++i) text += (i ? "; " : "") + parts[i];
+    a["text"] = text;
+    out.push_back(std::move(a));
+  }
+  return out;
 }
 
 nlohmann::json page_data(const result_set& rs) {
@@ -190,6 +329,7 @@ nlohmann::json page_data(const result_set& rs) {
           {"dirs", rs.dirs},
           {"meta", rs.meta},
           {"absent", rs.absent},
+          {"answer", answer(rs)},
           {"illustration", ill},
           {"heads", table_json(heads)},
           {"summary", table_json(rs.summary)},
@@ -205,11 +345,16 @@ nlohmann::json page_data(const result_set& rs) {
 std::string build_page(const result_set& rs, const page_assets& a) {
   std::string html;
   html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  // No network: everything is inline; the policy makes any stray request fail loudly.
-  // 'unsafe-eval' is needed by Vega's expression compiler (new Function).
-  html += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-          "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
-          "img-src data: blob:; connect-src 'none'\">\n";
+  // Each inline script's exact text (its CSP hash covers every byte between the tags).
+  auto body = [](std::string_view code) {
+    std::string t;
+    t.reserve(code.size() + 2);
+    t.append(1, '\n').append(code).append(1, '\n');
+    return t;
+  };
+  const std::vector<std::string> scripts = {body(a.vega), body(a.vega_lite), body(a.vega_embed),
+                                            body(page_js())};
+  html += "<meta http-equiv=\"Content-Security-Policy\" content=\"" + content_security_policy(scripts) + "\">\n";
   html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   html += "<title>attention-numerics report</title>\n<style>\n";
   html += page_css();
@@ -217,10 +362,9 @@ std::string build_page(const result_set& rs, const page_assets& a) {
   html += page_body();
   html += "\n<script type=\"application/json\" id=\"attnum-data\">";
   html += json_safe(page_data(rs));
-  html += "</script>\n<script>\n" + a.vega + "\n</script>\n<script>\n" + a.vega_lite +
-          "\n</script>\n<script>\n" + a.vega_embed + "\n</script>\n<script>\n";
-  html += page_js();
-  html += "\n</script>\n</body>\n</html>\n";
+  html += "</script>\n";
+  for (const auto& sc : scripts) html.append("<script>").append(sc).append("</script>\n");
+  html += "</body>\n</html>\n";
   return html;
 }
 

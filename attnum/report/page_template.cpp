@@ -51,6 +51,14 @@ footer { max-width: 1100px; margin: 40px auto 30px; padding: 0 20px; color: var(
 #ill-vectors tr.first td { border-top: 1px solid #aaa; }
 #detail-table th.grp { text-align: center; border-bottom: 1px solid #bbb; }
 .scroll { overflow-x: auto; max-width: 100%; }
+/* Wide tables scroll inside their box: nothing is wider than the viewport. */
+#summary-wrap, #loss-wrap, #loss-paired-wrap, #head-detail, #provenance { overflow-x: auto; max-width: 100%; }
+.row > * { min-width: 0; max-width: 100%; }
+.row > div:not(.chart) { flex: 1 1 320px; }
+.chart { max-width: 100%; overflow-x: auto; }
+#answer-list { padding-left: 20px; }
+#answer-list li.answer { margin: 4px 0; font-variant-numeric: tabular-nums; }
+#answer-list li.answer-loss { color: var(--ink); font-size: 14px; }
 )CSS";
 }
 
@@ -58,58 +66,44 @@ const char* page_body() {
   return R"HTML(<header>
 <h1>attention-numerics report</h1>
 <p>Rotation preserves dot products; rounding does not. This page shows what happens when the two
-meet in low-precision attention: first a synthetic illustration of the mechanism, then the
-measured heads, the P-cast analysis and the downstream loss, as far as the result folders below
-hold them. Where those folders come from the emulator, they are CPU FP8 emulation results, not
+meet in low-precision attention: first the answer the results give, then the downstream loss,
+the measured heads, the P-cast analysis and a synthetic illustration of the mechanism, as far as
+the result folders below hold them. Where those folders come from the emulator, they are CPU FP8 emulation results, not
 measurements of a GPU kernel; each folder's meta.json says what produced it.</p>
 <div id="provenance"></div>
 </header>
 <main>
-<section id="s-illustration">
-<h2><span class="num">01</span>Synthetic illustration: a shared key component should disappear</h2>
-<p>Four keys share the same first coordinate. It adds the same constant to every attention score,
-so exact softmax cancels it: move the slider and the exact weights stay fixed. After a
-random-sign Hadamard rotation spreads that common component across all eight channels, coarse
-E4M3 rounding can erase the small differences that softmax needs.</p>
-<div class="controls">
-<label for="ill-common">Shared first coordinate of the keys:
-<input type="range" id="ill-common" min="0" max="0" step="1" value="0"></label>
-<output id="ill-common-value"></output>
-<label><input type="checkbox" id="ill-center"> Subtract the mean key before rotation</label>
-</div>
-<div class="row">
-<div id="ill-chart" class="chart"></div>
-<div>
-<h3>Attention weights</h3>
-<table id="ill-weights"></table>
-<h3>Weight error</h3>
-<p class="note">Total variation distance to the exact weights: the fraction of attention mass moved.</p>
-<dl class="tv"><dt>FP8 without rotation</dt><dd id="ill-tv-fp8">—</dd>
-<dt>FP8 with rotation</dt><dd id="ill-tv-rot">—</dd></dl>
-<div class="exports" id="ill-weights-exports"></div>
-</div>
-</div>
-<p class="note">Bars: attention weight of each key (vertical axis, 0 to 1) for exact arithmetic,
-FP8 without rotation and FP8 with rotation. The numbers were computed by attnum's C++ core for
-every slider position and embedded in this page (<code>attnum illustrate --common X [--center]</code>
-prints the same numbers); nothing is recomputed here.</p>
-<details><summary>The vectors and the arithmetic</summary>
-<p>One query, four keys, eight channels. Q and K each use one maximum-based E4M3 scale (amax/448,
-in float32). A fixed random-sign Hadamard (signs <span id="ill-signs"></span>, normalised by
-1/&radic;8) is applied to both before rounding; it is orthogonal. E4M3FN rounds to nearest,
-ties to even, and saturates at &plusmn;448. Dot products and softmax are in double precision.<span id="ill-signs-note"></span></p>
-<p>This panel stops at attention weights: it does not round probabilities or values, model causal
-tiles or per-block scales, or reproduce the measured output errors below. Mean subtraction
-happens before rotation and before both casts; it leaves exact attention unchanged, and the
-exact weights are always computed from the uncentered vectors. The FP8 rotated coordinates are
-the rounded vectors in the rotated basis.</p>
-<div class="scroll"><table id="ill-vectors"></table></div>
-<div class="exports" id="ill-vectors-exports"></div>
-</details>
+<section id="s-answer">
+<h2><span class="num">01</span>Answer</h2>
+<div id="answer-absent"></div>
+<ul id="answer-list"></ul>
+<p class="note">Per kernel and transform, from summary.json, loss.json and loss_paired.json.
+"Harmed above the noise floor" counts heads whose label is harmed; "by sign" counts every head
+whose score is above zero. A word such as "better than chance" or "not distinguishable from
+plain" is used only as the interval printed beside it allows (docs/report.md).</p>
 </section>
-
+<section id="s-loss">
+<h2><span class="num">02</span>Downstream loss</h2>
+<div id="loss-absent"></div>
+<div id="loss-present">
+<p>Teacher-forced cross-entropy over held-out next-token labels, with every layer's attention
+replaced by the kernel. The ratio is exp(CE<sub>variant</sub> &minus; CE<sub>reference</sub>) with a
+95% moving-block bootstrap interval over token positions (blocks keep neighbouring positions
+together: their CE differences are correlated): a ratio of perplexities, not of cross-entropies.
+KL is the mean divergence from the reference distribution; top-1 is the agreement of the argmax
+token; &Delta;p are percentiles of the change in the probability of the correct token. A ratio
+per condition does not say whether two conditions differ: the paired table below compares them on
+the same labels. Loss numbers are not exact across machines: the model's forward-pass GEMMs
+(outside attention) depend on the CPU's instruction set, so the last digits differ between
+machines; head tables are bit-for-bit.</p>
+<div id="loss-wrap"></div>
+<h3>Paired comparisons (same labels, a &minus; b)</h3>
+<div id="loss-paired-wrap"></div>
+<div class="exports" id="loss-exports"></div>
+</div>
+</section>
 <section id="s-heads">
-<h2><span class="num">02</span>Measured heads: could the predictor tell which heads a transform harms?</h2>
+<h2><span class="num">03</span>Measured heads: could the predictor tell which heads a transform harms?</h2>
 <div id="heads-absent"></div>
 <div id="heads-present">
 <p>Each point is one query head under one kernel and one transform. Horizontal axis: the
@@ -164,9 +158,8 @@ head: its per-text errors for each condition and exp(mean log error) &minus; 1.<
 <div id="head-detail"></div>
 </div>
 </section>
-
 <section id="s-pcast">
-<h2><span class="num">03</span>P cast: probabilities cast to E4M3 with a static scale S</h2>
+<h2><span class="num">04</span>P cast: probabilities cast to E4M3 with a static scale S</h2>
 <div id="pcast-absent"></div>
 <div id="pcast-present">
 <h3>Underflow against sink strength</h3>
@@ -187,27 +180,51 @@ to E4M3, divided by S. It is a sawtooth with its lower envelope 2<sup>&minus;4</
 <div class="exports" id="pcast-exports"></div>
 </div>
 </section>
-
-<section id="s-loss">
-<h2><span class="num">04</span>Downstream loss</h2>
-<div id="loss-absent"></div>
-<div id="loss-present">
-<p>Teacher-forced cross-entropy over held-out next-token labels, with every layer's attention
-replaced by the kernel. The ratio is exp(CE<sub>variant</sub> &minus; CE<sub>reference</sub>) with a
-95% moving-block bootstrap interval over token positions (blocks keep neighbouring positions
-together: their CE differences are correlated): a ratio of perplexities, not of cross-entropies.
-KL is the mean divergence from the reference distribution; top-1 is the agreement of the argmax
-token; &Delta;p are percentiles of the change in the probability of the correct token. A ratio
-per condition does not say whether two conditions differ: the paired table below compares them on
-the same labels. Loss numbers are not exact across machines: the model's forward-pass GEMMs
-(outside attention) depend on the CPU's instruction set, so the last digits differ between
-machines; head tables are bit-for-bit.</p>
-<div id="loss-wrap"></div>
-<h3>Paired comparisons (same labels, a &minus; b)</h3>
-<div id="loss-paired-wrap"></div>
-<div class="exports" id="loss-exports"></div>
+<section id="s-illustration">
+<h2><span class="num">05</span>Synthetic illustration: a shared key component should disappear</h2>
+<p>Four keys share the same first coordinate. It adds the same constant to every attention score,
+so exact softmax cancels it: move the slider and the exact weights stay fixed. After a
+random-sign Hadamard rotation spreads that common component across all eight channels, coarse
+E4M3 rounding can erase the small differences that softmax needs.</p>
+<div class="controls">
+<label for="ill-common">Shared first coordinate of the keys:
+<input type="range" id="ill-common" min="0" max="0" step="1" value="0"></label>
+<output id="ill-common-value"></output>
+<label><input type="checkbox" id="ill-center"> Subtract the mean key before rotation</label>
 </div>
+<div class="row">
+<div id="ill-chart" class="chart"></div>
+<div>
+<h3>Attention weights</h3>
+<table id="ill-weights"></table>
+<h3>Weight error</h3>
+<p class="note">Total variation distance to the exact weights: the fraction of attention mass moved.</p>
+<dl class="tv"><dt>FP8 without rotation</dt><dd id="ill-tv-fp8">—</dd>
+<dt>FP8 with rotation</dt><dd id="ill-tv-rot">—</dd></dl>
+<div class="exports" id="ill-weights-exports"></div>
+</div>
+</div>
+<p class="note">Bars: attention weight of each key (vertical axis, 0 to 1) for exact arithmetic,
+FP8 without rotation and FP8 with rotation. The numbers were computed by attnum's C++ core for
+every slider position and embedded in this page (<code>attnum illustrate --common X [--center]</code>
+prints the same numbers); nothing is recomputed here.</p>
+<details><summary>The vectors and the arithmetic</summary>
+<p>One query, four keys, eight channels. Q and K each use one maximum-based E4M3 scale (amax/448,
+in float32). A fixed random-sign Hadamard (signs <span id="ill-signs"></span>, normalised by
+1/&radic;8) is applied to both before rounding; it is orthogonal. E4M3FN rounds to nearest,
+ties to even, and saturates at &plusmn;448. Dot products and softmax are in double precision.<span id="ill-signs-note"></span></p>
+<p>This panel stops at attention weights: it does not round probabilities or values, model causal
+tiles or per-block scales, or reproduce the measured output errors below. Mean subtraction
+happens before rotation and before both casts; it leaves exact attention unchanged, and the
+exact weights are always computed from the uncentered vectors. The FP8 rotated coordinates are
+the rounded vectors in the rotated basis.</p>
+<div class="scroll"><table id="ill-vectors"></table></div>
+<div class="exports" id="ill-vectors-exports"></div>
+</details>
 </section>
+
+
+
 </main>
 <footer id="footer"></footer>
 )HTML";
@@ -646,7 +663,9 @@ const char* page_js() {
     const L = DATA.loss;
     if (!L) {
       $('loss-present').style.display = 'none';
-      $('loss-absent').innerHTML = '<p class="absent">No loss.json in these result folders: run <code>attnum loss ... --out DIR</code> and pass DIR to <code>--results</code>.</p>';
+      const zoo = (DATA.meta || []).some((m) => m.meta && m.meta.source === 'zoo');
+      $('loss-absent').innerHTML = '<p class="absent">No loss.json in these result folders' +
+        (zoo ? ': the heads come from the synthetic zoo, which has no language model to score, so no loss was run. <code>attnum study --model MODEL</code> runs one' : ': run <code>attnum loss ... --out DIR</code> and pass DIR to <code>--results</code>') + '.</p>';
       return;
     }
     let h = '<table id="loss-table"><thead><tr><th class="l">Model</th><th class="l">Kernel</th><th class="l">Condition</th><th class="l">Reference</th>' +
@@ -663,7 +682,7 @@ const char* page_js() {
     addExports('loss-exports', 'loss', 'Loss', () => ({ columns: L.columns, rows: L.rows }));
     const P = DATA.loss_paired;
     if (!P || !P.rows.length) {
-      $('loss-paired-wrap').innerHTML = '<p class="absent">No loss_paired.json in these results (written by <code>attnum loss --out DIR</code> since issue 14).</p>';
+      $('loss-paired-wrap').innerHTML = '<p class="absent">No loss_paired.json in these results (written by <code>attnum loss --out DIR</code>).</p>';
       return;
     }
     let p = '<table id="loss-paired"><thead><tr><th class="l">Kernel</th><th class="l">a &minus; b</th><th>Labels</th>' +
@@ -680,8 +699,23 @@ const char* page_js() {
     addExports('loss-exports', 'loss_paired', 'Paired', () => ({ columns: P.columns, rows: P.rows }));
   }
 
+  function renderAnswer() {
+    const A = DATA.answer || [];
+    if (!A.length) {
+      document.getElementById('answer-absent').innerHTML = '<p class="absent">No summary.json: no answer to give (run attnum heads or attnum study).</p>';
+      return;
+    }
+    const attrs = (o, keys) => keys.filter((k) => o[k] !== undefined && o[k] !== null)
+      .map((k) => ' data-' + k.replace(/_/g, '-') + '="' + esc(String(o[k])) + '"').join('');
+    document.getElementById('answer-list').innerHTML = A.map((a) =>
+      '<li class="answer"' + attrs(a, ['kernel', 'transform', 'n_heads', 'n_label_harmed', 'n_harmed_sign', 'auc', 'auc_lo', 'auc_hi']) + '>' +
+      esc(a.text) + (a.loss && a.loss.length ? '<ul>' + a.loss.map((l) => '<li class="answer-loss"' +
+        attrs(l, ['model', 'ppl_ratio', 'ppl_ratio_lo', 'ppl_ratio_hi', 'delta_ce', 'delta_ce_lo', 'delta_ce_hi']) + '>' +
+        esc(l.text) + '</li>').join('') + '</ul>' : '') + '</li>').join('');
+  }
   async function main() {
     renderProvenance();
+    renderAnswer();
     await setupIllustration();
     await setupHeads();
     await setupPcast();

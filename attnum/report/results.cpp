@@ -3,22 +3,36 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
+#include <set>
 #include <sstream>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/io/csv.h"
 
 namespace attnum::report {
 namespace fs = std::filesystem;
 namespace {
 
-std::string slurp(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("cannot open {}", file.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// A result file's bytes: regular files only (a FIFO or device is refused without blocking).
+std::string slurp(const fs::path& file) { return read_file(file); }
+
+// The deepest nesting a result file may have: result rows are flat and meta.json nests a few
+// levels, so a deeper file is not one of ours (and the page's data block stays shallow).
+constexpr int kMaxJsonDepth = 64;
+
+// Parses JSON text, refusing nesting deeper than kMaxJsonDepth before building it (the parser
+// is iterative; the limit keeps every later recursive walk, such as the page's dump, bounded).
+nlohmann::json parse_bounded(const std::string& text, const fs::path& file) {
+  try {
+    return nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxJsonDepth)
+        fail("{}: JSON nested deeper than {} levels (not a result file)", file.string(), kMaxJsonDepth);
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON ({})", file.string(), e.what());
+  }
 }
 
 bool is_integer_text(const std::string& s) {
@@ -133,26 +147,41 @@ std::optional<table>& slot(result_set& rs, const std::string& name) {
   return rs.loss;
 }
 
-// Reads the known files of one folder; returns how many it found.
-int read_folder(result_set& rs, const fs::path& dir) {
+// The file names a folder's completion marker lists, or nullopt when it has no marker (a
+// folder written by a caller of read_results that does not mark its output).
+std::optional<std::set<std::string>> marker_files(const fs::path& dir) {
+  const fs::path m = dir / kCompleteMarker;
+  if (!fs::exists(m)) return std::nullopt;
+  const nlohmann::json j = parse_bounded(slurp(m), m);
+  if (!j.is_object() || !j.contains("files") || !j["files"].is_object())
+    fail("{}: expected an object with an object 'files'", m.string());
+  std::set<std::string> names;
+  for (auto it = j["files"].begin(); it != j["files"].end(); ++it) names.insert(it.key());
+  return names;
+}
+
+// Reads the known files of one folder; returns how many it found. A folder with a completion
+// marker is read only for the files the marker lists (anything else is not the run's output).
+// `only_meta` reads meta.json alone (a study folder's top level: its summary.json is the
+// study's, not a head summary).
+int read_folder(result_set& rs, const fs::path& dir, bool only_meta = false) {
   int found = 0;
-  for (const auto& sp : specs()) {
+  const auto listed = marker_files(dir);
+  auto has = [&](const char* name) {
+    return fs::exists(dir / name) && (!listed || listed->count(name));
+  };
+  for (const auto& sp : only_meta ? std::vector<spec>{} : specs()) {
     fs::path file;
-    if (sp.csv && fs::exists(dir / sp.csv)) file = dir / sp.csv;
-    else if (sp.json && fs::exists(dir / sp.json)) file = dir / sp.json;
+    if (sp.csv && has(sp.csv)) file = dir / sp.csv;
+    else if (sp.json && has(sp.json)) file = dir / sp.json;
     else continue;
     table t = file.extension() == ".csv" ? read_csv_table(file) : read_json_table(file);
     validate(t, sp, file);
     append(slot(rs, sp.name), std::move(t));
     ++found;
   }
-  if (fs::exists(dir / "meta.json")) {
-    nlohmann::json m;
-    try {
-      m = nlohmann::json::parse(slurp(dir / "meta.json"));
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: not valid JSON ({})", (dir / "meta.json").string(), e.what());
-    }
+  if (has("meta.json")) {
+    const nlohmann::json m = parse_bounded(slurp(dir / "meta.json"), dir / "meta.json");
     rs.meta.push_back({{"dir", dir.string()}, {"meta", m}});
   }
   return found;
@@ -219,22 +248,24 @@ table read_json_table(const fs::path& file) {
         t.columns.push_back(it.key());
     t.rows.push_back(std::move(o));
   };
-  try {
-    if (file.extension() == ".jsonl") {
-      std::istringstream in(text);
-      std::string line;
-      for (size_t n = 1; std::getline(in, line); ++n)
-        if (line.find_first_not_of(" \t\r") != std::string::npos)
-          add(nlohmann::json::parse(line), n);
-    } else {
-      auto j = nlohmann::json::parse(text);
-      if (!j.is_array()) fail("{}: expected a JSON array of objects", file.string());
-      for (size_t i = 0; i < j.size(); ++i) add(std::move(j[i]), i + 1);
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON ({})", file.string(), e.what());
+  if (file.extension() == ".jsonl") {
+    std::istringstream in(text);
+    std::string line;
+    for (size_t n = 1; std::getline(in, line); ++n)
+      if (line.find_first_not_of(" \t\r") != std::string::npos) add(parse_bounded(line, file), n);
+  } else {
+    auto j = parse_bounded(text, file);
+    if (!j.is_array()) fail("{}: expected a JSON array of objects", file.string());
+    for (size_t i = 0; i < j.size(); ++i) add(std::move(j[i]), i + 1);
   }
   return t;
+}
+
+std::vector<fs::path> study_subfolders(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const char* sub : {"heads", "transfer", "pcast", "loss"})
+    if (fs::is_directory(dir / sub)) out.push_back(dir / sub);
+  return out;
 }
 
 result_set read_results(const std::vector<fs::path>& dirs) {
@@ -243,9 +274,11 @@ result_set read_results(const std::vector<fs::path>& dirs) {
   for (const auto& dir : dirs) {
     if (!fs::is_directory(dir)) fail("--results {}: no such folder", dir.string());
     rs.dirs.push_back(dir.string());
-    int found = read_folder(rs, dir);
-    for (const char* sub : {"heads", "transfer", "pcast", "loss"})
-      if (fs::is_directory(dir / sub)) found += read_folder(rs, dir / sub);
+    const auto subs = study_subfolders(dir);
+    // A study folder's top level holds the study's summary (not a table), meta.json and the
+    // page; its results are in the subfolders.
+    int found = read_folder(rs, dir, !subs.empty());
+    for (const auto& sub : subs) found += read_folder(rs, sub);
     if (found == 0)
       fail("--results {}: no result file found (expected heads.csv, rows.csv, summary.json, "
            "pcast_*.csv or loss.json, or a study folder with heads/, pcast/, loss/)",

@@ -38,8 +38,13 @@ struct result_set {
   std::vector<std::string> absent;  ///< plain sentences naming files not found
 };
 
+/// The result subfolders (heads/, transfer/, pcast/, loss/) of a study folder; empty for a
+/// folder of one command.
+std::vector<std::filesystem::path> study_subfolders(const std::filesystem::path& dir);
+
 /// Reads result folders (heads/transfer, pcast, loss, or a study folder with heads/, pcast/,
-/// loss/ inside). Throws attnum::error if a folder is missing, holds no result file, or a file
+/// loss/ inside). A folder with a completion marker is read only for the files it lists.
+/// Throws attnum::error if a folder is missing, holds no result file, or a file
 /// lacks a required column or has a non-numeric value where a number is required.
 result_set read_results(const std::vector<std::filesystem::path>& dirs);
 

@@ -85,6 +85,50 @@ try {
   const { page, errors, requests } = await open(args.page);
   await page.screenshot({ path: path.join(args.out, 'report-full.png'), fullPage: true });
 
+  // Answer block first, its numbers those of summary.json (read here, not from the page's data).
+  const order = await page.evaluate(() => [...document.querySelectorAll('main > section')].map((e) => e.id));
+  check(JSON.stringify(order) === JSON.stringify(['s-answer', 's-loss', 's-heads', 's-pcast', 's-illustration']),
+    'sections in order answer, loss, heads, P cast, illustration: ' + order.join(','));
+  const summaryRows = JSON.parse(fs.readFileSync(path.join(args.fixture, 'summary.json'), 'utf8'));
+  const answers = await page.evaluate(() => [...document.querySelectorAll('#answer-list > li.answer')].map((e) => ({ ...e.dataset, text: e.textContent })));
+  check(answers.length === summaryRows.length, `one answer line per summary.json row (${answers.length} vs ${summaryRows.length})`);
+  let answerOk = answers.length === summaryRows.length;
+  summaryRows.forEach((s, i) => {
+    const a = answers[i] || {};
+    const sign = s.n_harmed_sign !== undefined ? s.n_harmed_sign : s.n_harmed;
+    const same = (x, y) => (y === null || y === undefined) ? x === undefined : Number(x) === y;
+    const ok = a.kernel === s.kernel && a.transform === s.transform && same(a.nHeads, s.n_heads) &&
+      same(a.nHarmedSign, sign) && same(a.nLabelHarmed, s.n_label_harmed) && same(a.auc, s.auc) &&
+      same(a.aucLo, s.auc_lo) && same(a.aucHi, s.auc_hi) &&
+      (s.auc === null || a.text.includes(`AUC ${s.auc.toFixed(2)} [${s.auc_lo.toFixed(2)}, ${s.auc_hi.toFixed(2)}]`)) &&
+      a.text.includes(`${sign} of ${s.n_heads} heads`);
+    if (!ok) console.log('  answer line ' + i + ': ' + JSON.stringify(a) + ' vs ' + JSON.stringify(s));
+    answerOk = answerOk && ok;
+  });
+  check(answerOk, 'answer lines carry summary.json\'s counts and AUC with its interval');
+  const lossRows = JSON.parse(fs.readFileSync(path.join(args.fixture, 'loss.json'), 'utf8'));
+  const answerLoss = await page.evaluate(() => [...document.querySelectorAll('li.answer-loss')].map((e) => ({ ...e.dataset })));
+  const shown = lossRows.filter((l) => summaryRows.some((s) => s.kernel === l.kernel && s.transform === l.condition));
+  check(answerLoss.length === shown.length && shown.every((l, i) => Number(answerLoss[i].pplRatio) === l.ppl_ratio &&
+    Number(answerLoss[i].pplRatioLo) === l.ppl_ratio_lo && Number(answerLoss[i].pplRatioHi) === l.ppl_ratio_hi),
+    `answer loss lines carry loss.json's ratios and intervals (${answerLoss.length} lines)`);
+
+  // Layout at 1,280 px: no element reaches past the viewport, except inside a box that scrolls.
+  await page.setViewportSize({ width: 1280, height: 900 });
+  const wide = await page.evaluate(() => {
+    const W = document.documentElement.clientWidth, out = [];
+    const scrolls = (e) => { for (let p = e.parentElement; p; p = p.parentElement) { const o = getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll' || o === 'hidden') return true; } return false; };
+    for (const e of document.querySelectorAll('body *')) {
+      const r = e.getBoundingClientRect();
+      if (r.width > 0 && r.right > W + 0.5 && !scrolls(e)) out.push((e.id || e.tagName) + ':' + Math.round(r.right));
+    }
+    return { W, scrollW: document.documentElement.scrollWidth, out: out.slice(0, 10) };
+  });
+  check(wide.out.length === 0 && wide.scrollW <= wide.W, `nothing wider than the viewport at 1280 px (page ${wide.scrollW} px; ${wide.out.join(' ')})`);
+  for (const id of order) await page.locator('#' + id).screenshot({ path: path.join(args.out, 'section-' + id + '.png') });
+  await page.screenshot({ path: path.join(args.out, 'report-top-1280.png') });
+  await page.setViewportSize({ width: 1200, height: 900 });
+
   // Illustration: weights at several slider positions equal `attnum illustrate`.
   const commons = await page.evaluate(() => window.attnumReport.data.illustration.commons);
   const readWeights = () => page.evaluate(() => {

@@ -152,4 +152,16 @@ inline void write_loss_fixture(const std::filesystem::path& dir) {
   attnum::write_complete_marker(dir, "test fixture");
 }
 
+/// Writes the layout `attnum study --out dir` leaves: heads/, pcast/, loss/ (each with its
+/// completion marker) and, at the top, the study's summary.json (an object), meta.json and the
+/// top marker.
+inline void write_study_fixture(const std::filesystem::path& dir) {
+  write_heads_fixture(dir / "heads");
+  write_pcast_fixture(dir / "pcast");
+  write_loss_fixture(dir / "loss");
+  write_text(dir / "summary.json", "{\"tool_version\":\"0.1.0\",\"source\":\"zoo\",\"heads\":[],\"loss\":[]}\n");
+  write_text(dir / "meta.json", "{\"tool_version\":\"0.1.0\",\"command\":\"attnum study\"}\n");
+  attnum::write_complete_marker(dir, "test fixture");
+}
+
 }  // namespace attnum::test

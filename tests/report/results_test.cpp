@@ -4,7 +4,10 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
 #include "attnum/report/page.h"
@@ -106,6 +109,93 @@ TEST(results_test, subsets_merge_and_study_layout) {
   EXPECT_TRUE(rs.absent.empty());
   fs::remove_all(p);
   fs::remove_all(s);
+}
+
+TEST(results_test, study_folder_top_level_and_marker_listed_files_only) {
+  const fs::path s = fresh_dir("studytop");
+  attnum::test::write_study_fixture(s);
+  // The study's own summary.json (an object) is not read as a head summary.
+  auto rs = read_results({s});
+  ASSERT_TRUE(rs.heads && rs.summary && rs.loss && rs.pcast_theory);
+  EXPECT_EQ(rs.summary->size(), 2u);  // heads/summary.json's rows
+  EXPECT_EQ(rs.meta.size(), 2u);      // the top's meta.json and the heads'
+  EXPECT_TRUE(rs.absent.empty());
+  // A file added to a finished folder after its marker is not the run's output: ignored.
+  attnum::test::write_text(s / "pcast" / "loss.json", "[{\"condition\":\"plain\",\"kernel\":\"x\",\"ppl_ratio\":9}]\n");
+  rs = read_results({s});
+  EXPECT_EQ(rs.loss->size(), 4u);
+  // A folder without a marker (a library caller's own output) is read whole.
+  const fs::path bare = fresh_dir("bare");
+  attnum::test::write_text(bare / "loss.json", "[{\"condition\":\"plain\",\"kernel\":\"x\",\"ppl_ratio\":9}]\n");
+  EXPECT_EQ(read_results({bare}).loss->size(), 1u);
+  fs::remove_all(s);
+  fs::remove_all(bare);
+}
+
+TEST(results_test, deep_json_refused_before_it_is_built) {
+  const fs::path d = fresh_dir("deep");
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  attnum::test::write_text(d / "loss.json", deep + "\n");
+  std::string m = what_of([&] { read_results({d}); });
+  EXPECT_NE(m.find("loss.json"), std::string::npos) << m.substr(0, 300);
+  EXPECT_NE(m.find("deeper than 64"), std::string::npos) << m.substr(0, 300);
+  fs::remove(d / "loss.json");
+  attnum::test::write_pcast_fixture(d);
+  attnum::test::write_text(d / "meta.json", "{\"a\":" + deep + "}\n");
+  attnum::write_complete_marker(d, "test");  // meta.json is the run's
+  m = what_of([&] { read_results({d}); });
+  EXPECT_NE(m.find("meta.json"), std::string::npos) << m.substr(0, 300);
+  EXPECT_NE(m.find("deeper than 64"), std::string::npos) << m.substr(0, 300);
+  // 64 levels are a result file's business.
+  attnum::test::write_text(d / "meta.json", std::string(63, '[') + "{}" + std::string(63, ']') + "\n");
+  attnum::write_complete_marker(d, "test");
+  EXPECT_EQ(read_results({d}).meta.size(), 1u);
+  fs::remove_all(d);
+}
+
+TEST(results_test, fifo_refused_without_blocking) {
+  const fs::path d = fresh_dir("fifo");
+  ASSERT_EQ(::mkfifo((d / "loss.json").c_str(), 0600), 0);
+  const std::string m = what_of([&] { read_results({d}); });
+  EXPECT_NE(m.find("FIFO"), std::string::npos) << m;
+  fs::remove_all(d);
+}
+
+TEST(results_test, answer_words_follow_the_intervals) {
+  attnum::report::result_set rs;
+  attnum::report::table sum, loss, paired;
+  sum.rows = nlohmann::json::parse(R"([
+    {"kernel":"fa3","transform":"rotate","n_heads":672,"n_label_harmed":197,"n_harmed":386,
+     "auc":0.9,"auc_lo":0.78,"auc_hi":1.0},
+    {"kernel":"fa3","transform":"center","n_heads":672,"n_label_harmed":3,"n_harmed":300,
+     "n_harmed_sign":301,"auc":0.55,"auc_lo":0.45,"auc_hi":0.65},
+    {"kernel":"sage","transform":"rotate","n_heads":10,"n_harmed":4,"auc":0.3,"auc_lo":0.1,"auc_hi":0.45},
+    {"kernel":"sage","transform":"center","n_heads":10,"n_harmed":0,"auc":null}])");
+  loss.rows = nlohmann::json::parse(R"([
+    {"model":"m","kernel":"fa3","condition":"rotate","ppl_ratio":1.0004,"ppl_ratio_lo":0.999,"ppl_ratio_hi":1.002},
+    {"model":"m","kernel":"fa3","condition":"center","ppl_ratio":0.99,"ppl_ratio_lo":0.98,"ppl_ratio_hi":0.995}])");
+  paired.rows = nlohmann::json::parse(R"([
+    {"kernel":"fa3","condition_a":"rotate","condition_b":"plain","delta_ce":0.0004,"delta_ce_lo":-0.0001,"delta_ce_hi":0.0009},
+    {"kernel":"fa3","condition_a":"center","condition_b":"plain","delta_ce":-0.01,"delta_ce_lo":-0.02,"delta_ce_hi":-0.005}])");
+  rs.summary = sum;
+  rs.loss = loss;
+  rs.loss_paired = paired;
+  const auto a = attnum::report::answer(rs);
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[0]["text"], "fa3, rotate: 197 of 672 heads harmed above the noise floor (386 by sign "
+                          "alone); predictor AUC 0.90 [0.78, 1.00], better than chance");
+  EXPECT_EQ(a[0]["loss"][0]["text"], "loss on m: perplexity ratio to the reference 1.000 [0.999, 1.002]; "
+                                     "paired with plain, CE 0.0004 [-0.0001, 0.0009] nats, not "
+                                     "distinguishable from plain");
+  // n_harmed_sign, where present, is the sign count; an interval across 0.5 claims nothing.
+  EXPECT_EQ(a[1]["n_harmed_sign"], 301);
+  EXPECT_NE(a[1]["text"].get<std::string>().find("(301 by sign alone); predictor AUC 0.55 [0.45, 0.65], "
+                                                  "not distinguishable from chance"), std::string::npos);
+  EXPECT_NE(a[1]["loss"][0]["text"].get<std::string>().find("better than plain"), std::string::npos);
+  EXPECT_EQ(a[2]["text"], "sage, rotate: 4 of 10 heads harmed by sign (no noise floor in these "
+                          "results); predictor AUC 0.30 [0.10, 0.45], worse than chance");
+  EXPECT_TRUE(a[2]["loss"].empty());
+  EXPECT_NE(a[3]["text"].get<std::string>().find("no predictor AUC"), std::string::npos);
 }
 
 TEST(results_test, legacy_tile_label_reads_as_plain) {
