@@ -985,56 +985,64 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
 // (take_home_first). Heads in parallel leave a thread idle when its head ends first (fewer heads
 // than threads, or a slower core); sharing does not. Each tile's bits and the integer counts do
 // not depend on which thread runs a tile, nor in which order.
+//
+// The contexts are built and read in one parallel region: a context points into the
+// thread-local buffers of the thread that built it, and a team's threads are not guaranteed to
+// outlive their region (inside an enclosing parallel region, even an inactive one, libgomp
+// starts a nested team's threads afresh and ends them with the region, freeing their
+// thread-local storage).
 template <typename T, typename OutT>
 void run_heads_t(const prepared_layer& L, int h0, int h1, bool causal, OutT* o, run_stats* stats) {
   const int n_threads = omp_in_parallel() ? 1 : threads();
   const size_t per = static_cast<size_t>(L.n_q) * L.d_head;
   for (int b0 = h0; b0 < h1;) {
     int nb = std::min(h1 - b0, n_threads);
-    std::vector<head_ctx<T>> ctx(nb);
+    std::vector<head_ctx<T>> ctx;
+    std::vector<run_stats> total;
+    std::vector<std::atomic<int>> next;  // each head's tiles handed out, last (causal: largest) first
+    int tile = 0, n_tiles = 0;
     worker_errors errors;  // an error in a worker thread reaches the caller
-    if (nb == 1) {
-      ctx[0] = make_ctx<T>(L, b0, causal);
-    } else {
-      // context i on thread i only: two contexts built on one thread would share its buffers.
-      // A team smaller than asked (OMP_DYNAMIC) makes the batch smaller.
-#pragma omp parallel num_threads(nb)
-      {
-#pragma omp single
-        nb = omp_get_num_threads();
-        const int t = omp_get_thread_num();
-        errors.run([&] { ctx[t] = make_ctx<T>(L, b0 + t, causal); });
-      }
-      errors.rethrow();
-      ctx.resize(nb);
-    }
-    const int tile = std::gcd(ctx[0].bm, kTileRows);  // tiles never straddle a CTA (bm: the spec's)
-    const int n_tiles = (L.n_q + tile - 1) / tile;
-    std::vector<run_stats> total(nb);
-    for (int i = 0; i < nb; ++i) total[i].nan_flagged = ctx[i].v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
-    std::vector<std::atomic<int>> next(nb);  // each head's tiles handed out, last (causal: largest) first
-    for (auto& x : next) x.store(0);
 #pragma omp parallel num_threads(n_threads)
     {
+      // A team smaller than asked (OMP_DYNAMIC) makes the batch smaller.
+#pragma omp single
+      {
+        nb = std::min(nb, omp_get_num_threads());
+        ctx.resize(nb);
+        next = std::vector<std::atomic<int>>(nb);
+      }
+      const int t = omp_get_thread_num();
+      // context i on thread i only: two contexts built on one thread would share its buffers
+      if (t < nb) errors.run([&] { ctx[t] = make_ctx<T>(L, b0 + t, causal); });
+#pragma omp barrier
+#pragma omp single
+      errors.run([&] {
+        tile = std::gcd(ctx[0].bm, kTileRows);  // tiles never straddle a CTA (bm: the spec's)
+        n_tiles = (L.n_q + tile - 1) / tile;
+        total.resize(nb);
+        for (int i = 0; i < nb; ++i) total[i].nan_flagged = ctx[i].v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
+        for (auto& x : next) x.store(0);
+      });
       // scratch reused across heads on this thread (fresh pages cost more than the work here)
       static thread_local std::unique_ptr<tile_buf<T>> cached;
       errors.run([&] {
         if (!cached || cached->bn != ctx[0].bn || cached->d != ctx[0].d) cached = std::make_unique<tile_buf<T>>(ctx[0].bn, ctx[0].d);
       });
       std::vector<run_stats> st(nb);
-      take_home_first(next, n_tiles, omp_get_thread_num(), [&](int i, int j) {
+      take_home_first(next, n_tiles, t, [&](int i, int j) {  // (no tiles when a context failed)
         errors.run([&] {
-          const int t = n_tiles - 1 - j;
-          run_tile(ctx[i], t * tile, std::min(L.n_q, (t + 1) * tile), o + per * (b0 - h0 + i), *cached, st[i]);
+          const int tt = n_tiles - 1 - j;
+          run_tile(ctx[i], tt * tile, std::min(L.n_q, (tt + 1) * tile), o + per * (b0 - h0 + i), *cached, st[i]);
         });
       });
 #pragma omp critical
-      for (int i = 0; i < nb; ++i) {  // integer counts: the sum does not depend on the order
-        total[i].p_count += st[i].p_count;
-        total[i].p_underflow += st[i].p_underflow;
-        total[i].p_saturated += st[i].p_saturated;
-      }
-    }
+      if (!total.empty())
+        for (int i = 0; i < nb; ++i) {  // integer counts: the sum does not depend on the order
+          total[i].p_count += st[i].p_count;
+          total[i].p_underflow += st[i].p_underflow;
+          total[i].p_saturated += st[i].p_saturated;
+        }
+    }  // the contexts' buffers stay alive up to here: every thread has finished its tiles
     errors.rethrow();
     if (stats) std::copy(total.begin(), total.end(), stats + (b0 - h0));
     b0 += nb;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <cstring>
+#include <omp.h>
 
 #include "attention/test_util.h"
 #include "attnum/attention/attend.h"
@@ -278,6 +279,37 @@ TEST(engine_test, run_heads_equals_run_head_per_head) {
   std::vector<float> one(per);
   EXPECT_THROW(run_heads(*p, 4, 6, true, one.data()), error);
   EXPECT_THROW(run_heads(*p, 3, 2, true, one.data()), error);
+  set_threads(0);
+}
+
+// run_heads inside an enclosing parallel region that is inactive (the loss step's batch of one
+// unit: `parallel if (false)`) still uses the threads, as nested teams whose threads the OpenMP
+// runtime may start and end with each region; every head's context points into its builder
+// thread's buffers, which must stay alive while the team runs the tiles. Each preset (the
+// double-FMA, plane and int8 paths), with stories260K's head size 8 and a larger one: the same bits
+// as run_head head by head.
+TEST(engine_test, run_heads_in_an_inactive_enclosing_region_equals_run_head) {
+  for (int d : {8, 64}) {
+    const auto L = random_layer(2, 1, 160, 160, d, 67 + d, 2.0f);
+    const size_t per = static_cast<size_t>(160) * d;
+    for (const auto& name : preset_names()) {
+      const auto p = prepare_layer(preset(name), L.view, condition::plain);
+      set_threads(1);
+      std::vector<float> want(per * 2);
+      for (int h = 0; h < 2; ++h) run_head(*p, h, true, want.data() + per * h);
+      set_threads(2);
+      std::vector<float> got(per * 2, -7.0f);
+      bool outer_active = true;
+      const bool enclose = false;
+#pragma omp parallel if (enclose)
+      {
+        outer_active = omp_in_parallel();
+        run_heads(*p, 0, 2, true, got.data());
+      }
+      EXPECT_FALSE(outer_active);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << name << " d " << d;
+    }
+  }
   set_threads(0);
 }
 
