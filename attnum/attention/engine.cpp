@@ -1,5 +1,5 @@
-// The one emulation engine: runs any kernel_spec on one query head, row by row, following
-// ../shared/docs/kernels.md step by step (the step numbers below are that file's).
+// The one emulation engine: runs any kernel_spec on one query head, row by row. The steps below
+// are numbered as in docs/kernels.md, which gives each preset's upstream line per step.
 //
 // Per query row i (rows are independent; kBlockM only sets which KV blocks a row's CTA visits):
 //   for each KV block b in the CTA's range, in the spec's order:
@@ -65,6 +65,7 @@ struct head_ctx {
   const prepared_layer* L;
   int h, g, d, n_q, n_kv, bm, bn;
   bool causal;
+  long causal_off = 0;    // causal: key j is masked for row i when j > i + causal_off (causal.h)
   kernel_spec s;          // effective spec (disabled points resolved)
   T sm, sl2, offset, p_scale;
   const float *q8, *qs;   // q8: [n_q, d]; qs: row scales
@@ -147,9 +148,12 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
   c.h = h;
   c.g = L.kv_head(h);
   c.d = L.d_head, c.n_q = L.n_q, c.n_kv = L.n_kv;
-  std::tie(c.bm, c.bn) = L.spec.tile_for(c.d);
+  std::tie(c.bm, c.bn) = L.spec.tile_for(c.d, causal);
   c.causal = causal;
   c.s = effective_spec(L.spec);
+  // bottom-right: j <= i + n_kv - n_q; top-left (Sage: attn_qk_int8_per_block_causal.py:45
+  // `offs_m >= start_n + offs_n`, qk_int_sv_f8_cuda_sm89.cuh `kv_idx > q_idx` masked): j <= i
+  c.causal_off = c.s.causal_diag == causal_align::top_left ? 0L : static_cast<long>(c.n_kv) - c.n_q;
   const double sm = 1.0 / std::sqrt(static_cast<double>(c.d));
   c.sm = static_cast<T>(sm);
   if (std::is_same_v<T, double>)
@@ -323,8 +327,69 @@ T final_rowsum(const head_ctx<T>& c, const T* l) {
     case rowsum_order::sequential: return l[0];
     case rowsum_order::wgmma: return (l[0] + l[2]) + (l[1] + l[3]);     // quad reduce xor 2, xor 1
     case rowsum_order::sage_mma: return (l[0] + l[1]) + (l[2] + l[3]);  // xor 1, xor 2
+    // hpc-ops final_online_softmax: warp_4lane_reduce_sum_xor, `x += shfl_xor(x, 1); x +=
+    // shfl_xor(x, 2)` (hpc-ops@6e2eced src/utils/utils.cuh:405-409; prefill/kernels.cuh:51)
+    case rowsum_order::hpcops_block: return (l[0] + l[1]) + (l[2] + l[3]);
+    case rowsum_order::triton_block:
+    case rowsum_order::xqa_warps: return l[0];  // reduced per block
   }
   return l[0];
+}
+
+// Whether the order updates l once per block from the block's own sum (block_rowsum) rather
+// than scaling the partials and adding each P into them (add_rowsum).
+inline bool block_rowsum_order(rowsum_order o) {
+  return o == rowsum_order::triton_block || o == rowsum_order::hpcops_block || o == rowsum_order::xqa_warps;
+}
+
+template <typename T>
+bool fused_o_rescale(const head_ctx<T>& c) {
+  return c.s.triton_fp_fusion && c.s.pv == pv_mode::fresh_per_block;
+}
+
+// Step 4 for the block orders: l from the block's sums of P and the rescale factor alpha.
+template <typename T>
+void block_rowsum(const head_ctx<T>& c, T* l, const T* p, int n, T alpha) {
+  switch (c.s.rowsum) {
+    case rowsum_order::triton_block: {
+      // Sage v1 `l_ij = tl.sum(p, 1)` (attn_qk_int8_per_block.py:58): the mma layout gives thread t
+      // of a quad columns 8g+2t, 8g+2t+1, summed in ascending order, then the quad's shuffle tree
+      // xor 2, xor 1 [inferred from Triton's reduce lowering]; `l_i = l_i * alpha + l_ij` (:61) is
+      // one fmaf under enable_fp_fusion (the default: Triton sets LLVM's FP-op fusion to Fast).
+      T t4[4] = {T(0), T(0), T(0), T(0)};
+      for (int j = 0; j < n; ++j) t4[(j % 8) / 2] += p[j];
+      const T bs = (t4[0] + t4[2]) + (t4[1] + t4[3]);
+      l[0] = c.s.triton_fp_fusion ? fma_t(l[0], alpha, bs) : l[0] * alpha + bs;
+      break;
+    }
+    case rowsum_order::hpcops_block: {
+      // hpc-ops online_softmax (hpc-ops@6e2eced src/attention/prefill/kernels.cuh:68,82,86):
+      // `float row_sum = 0.f; ... row_sum += tAttr_mn(im, in);` over the thread's columns, then
+      // `gSum(im) = gSum(im) * scale + row_sum` (modelled unfused, as written)
+      T t4[4] = {T(0), T(0), T(0), T(0)};
+      for (int j = 0; j < n; ++j) t4[(j % 8) / 2] += p[j];
+      for (int t = 0; t < 4; ++t) l[t] = l[t] * alpha + t4[t];
+      break;
+    }
+    case rowsum_order::xqa_warps: {
+      // XQA computeWarpColSum (TensorRT-LLM@014dadcd cpp/kernels/xqa/mha_sm90.cu): a thread adds
+      // its two tokens (rows 8i + quad of its warp's 16), then `x += __shfl_xor_sync(~0U, x,
+      // xorMask)` for xorMask 16, 8, 4; rescaleGemm1AccForNewColMax_sync: `accColSum = accColSum *
+      // scaleVec`, then `accColSum = accColSum + xColSum[i]` for the warps i = 0..3 in order.
+      auto at = [&](int j) { return j < n ? p[j] : T(0); };
+      T acc = l[0] * alpha;
+      for (int w = 0; w * 16 < n; ++w) {
+        T sq[8];
+        for (int q = 0; q < 8; ++q) sq[q] = at(16 * w + q) + at(16 * w + q + 8);
+        for (int q = 0; q < 4; ++q) sq[q] = sq[q] + sq[q + 4];  // xor 16: lanes of quads q, q+4
+        for (int q = 0; q < 2; ++q) sq[q] = sq[q] + sq[q + 2];  // xor 8
+        acc = acc + (sq[0] + sq[1]);                          // xor 4, then onto the sum
+      }
+      l[0] = acc;
+      break;
+    }
+    default: break;
+  }
 }
 
 // Whether run_tile adds the row sums of a whole tile at once (wgmma_rowsum_rows) instead of
@@ -420,13 +485,14 @@ struct tile_buf {
   std::vector<double> chunk;  // [d] PV chunk sums (scalar path)
   std::vector<T> o, acc;      // [rows, d]
   std::vector<T> m, l;        // [rows], [rows, 4]
+  std::vector<T> alpha;       // [rows] the rescale factor of the current block
   std::vector<int> p_end;     // [rows] per row: P8 is +-0 from this column of the block on
   dmat c, pm;                 // GEMM results, P8 of a tile as double
   fmat cf;                    // fp32 GEMM results (exact INT8 products)
   tile_buf(int bn_, int d_)
       : bn(bn_), d(d_), sacc(kTileRows * bn_), x(kTileRows * bn_), eff(kTileRows * bn_), p(kTileRows * bn_),
         p8(kTileRows * bn_), cs(bn_), chunk(d_), o(kTileRows * d_), acc(kTileRows * d_), m(kTileRows),
-        l(kTileRows * 4), p_end(kTileRows) {}
+        l(kTileRows * 4), alpha(kTileRows), p_end(kTileRows) {}
 };
 
 // a[i] = model(a[i] + c[i]) for i < n, with the model's switch hoisted out of the loop so the
@@ -533,7 +599,7 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
     for (int r = 0; r < rows; ++r)
       std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
   if (n <= 0) return;
-  const long off = c.causal ? c.n_kv - c.n_q : kNoMask;  // key j masked for row i when j > i + off (causal.h)
+  const long off = c.causal ? c.causal_off : kNoMask;  // key j masked for row i when j > i + off (causal.h)
   if (c.amx_qk) {
     if constexpr (std::is_same_v<T, float>)
       if (c.qk_to_x) {
@@ -648,6 +714,9 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
     n_nz = std::max(n_nz, e);
   }
   if (!c.v_finite) n_nz = j1 - j0;
+  // O through a rounding model that is not idempotent on O*alpha (truncated, fp16): the hardware
+  // still adds the zero chunks' +0 into O and rounds, so nothing is skipped
+  if (!fresh && c.s.pv_acc.kind != acc_kind::fp32 && c.s.pv_acc.kind != acc_kind::exact) n_nz = j1 - j0;
   const int n = std::min(j1 - j0, (n_nz + ks - 1) / ks * ks);  // whole chunks from j0
   j1 = j0 + n;
   bool done = false;
@@ -704,10 +773,20 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
       add(0, rows, b.c.data(), d, d);
     }
   }
-  if (fresh)
+  if (fresh && fused_o_rescale(c)) {
+    // Sage v1 `acc = acc * alpha[:, None]; acc += tl.dot(p, v, out_dtype=tl.float16)`
+    // (attn_qk_int8_per_block.py:63,68): one fmaf under Triton's enable_fp_fusion
+    for (int r = 0; r < rows; ++r)
+      if (live[r]) {
+        T* o = b.o.data() + static_cast<size_t>(r) * d;
+        const T* a = b.acc.data() + static_cast<size_t>(r) * d;
+        for (int k = 0; k < d; ++k) o[k] = fma_t(o[k], b.alpha[r], a[k]);
+      }
+  } else if (fresh) {
     for (int r = 0; r < rows; ++r)
       if (live[r])
         for (int k = 0; k < d; ++k) b.o[static_cast<size_t>(r) * d + k] += b.acc[static_cast<size_t>(r) * d + k];
+  }
 }
 
 // P8 = cast(P * p_scale) over one block row, the format's switch hoisted out of the loop so each
@@ -802,9 +881,16 @@ void finish_row(const head_ctx<T>& c, int r, int n, int live_cols, T alpha, cons
   if (n_cast < n) std::fill(p8v + n_cast, p8v + n, p8v[n_cast - 1]);
   // 4. row sum
   T* l = b.l.data() + static_cast<size_t>(r) * 4;
-  for (int t = 0; t < 4; ++t) l[t] *= alpha;
-  if (!wgmma_rowsum_tile<T>(c)) add_rowsum(c, l, c.s.rowsum_from_cast ? p8v : p, n);  // else run_tile adds it
-  // 5b. O rescale (the PV add follows in pv_tile)
+  if (block_rowsum_order(c.s.rowsum)) {
+    block_rowsum(c, l, c.s.rowsum_from_cast ? p8v : p, n, alpha);
+  } else {
+    for (int t = 0; t < 4; ++t) l[t] *= alpha;
+    if (!wgmma_rowsum_tile<T>(c)) add_rowsum(c, l, c.s.rowsum_from_cast ? p8v : p, n);  // else run_tile adds it
+  }
+  // 5b. O rescale (the PV add follows in pv_tile); Triton's fused form O = fmaf(O, alpha, PV) is
+  // done in pv_tile
+  b.alpha[r] = alpha;
+  if (fused_o_rescale(c)) return;
   T* o = b.o.data() + static_cast<size_t>(r) * c.d;
   for (int k = 0; k < c.d; ++k) o[k] *= alpha;
 }
@@ -843,7 +929,7 @@ template <typename T>
 void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0, int j1, tile_buf<T>& b,
                  run_stats& st) {
   const kernel_spec& s = c.s;
-  const int n = j1 - j0, last = c.causal ? i + c.n_kv - c.n_q : c.n_kv - 1;
+  const int n = j1 - j0, last = c.causal ? static_cast<int>(i + c.causal_off) : c.n_kv - 1;
   const int n_tail = s.masked_tail_blocks;  // whatever the causal flag (sm89 2, sm90 1)
   const size_t base = static_cast<size_t>(r) * b.bn;
   T* x = b.x.data() + base;
@@ -879,8 +965,11 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
     case score_scaling::dequant_sm:
       scale_loop([&](T S, T k, T& xv, T& eff) { xv = S * ((qs * k) * c.sm), eff = log2e; });
       break;
-    // Sage v1 (attn_qk_int8_per_block.py _attn_fwd_inner): qk = float(dot) * q_scale * k_scale
-    default: scale_loop([&](T S, T k, T& xv, T& eff) { xv = (S * qs) * k, eff = T(1); }); break;
+    // Sage v1: qk = tl.dot(q, k).to(tl.float32) * (q_scale * k_scale)
+    // (SageAttention@d1a57a5 sageattention/triton/attn_qk_int8_per_block.py:45, _causal.py:41); the
+    // mask add that follows (`qk += tl.where(mask, 0, -inf)`, :53 / _causal.py:46) fuses into
+    // fmaf(S, dq, 0), which rounds as S * dq does.
+    default: scale_loop([&](T S, T k, T& xv, T& eff) { xv = S * (qs * k), eff = T(1); }); break;
   }
   // the max over the block, in raw or scaled space (p holds the candidates until step 3 refills it)
   const T* cand = x;
@@ -897,7 +986,13 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
     const T eff = effv[0];
     const T m_cur = m_new == -INFINITY ? T(0) : m_new;
     const T max_scaled = m_new == -INFINITY ? T(0) : fma_t(m_new, eff, -c.offset);
-    alpha = exp2_t((m - m_cur) * eff);
+    // XQA rescaleGemm1AccForNewColMax_sync: scaleVec = expf(accColMax - xColMax) on the maxima of
+    // the qkScale-scaled scores (TensorRT-LLM@014dadcd cpp/kernels/xqa/mha_sm90.cu, "auto const
+    // scaleVec = expf(accColMax - xColMax)")
+    if (s.alpha_expf)
+      alpha = m_new == -INFINITY ? T(1) : std::exp(m - m_new);
+    else
+      alpha = exp2_t((m - m_cur) * eff);
     for (int jj = 0; jj < n; ++jj) p[jj] = fma_t(x[jj], eff, -max_scaled);
   } else {  // Sage update_mdo / hpc-ops online_softmax
     const T m_sub = m_new == -INFINITY ? T(0) : m_new;
@@ -955,11 +1050,11 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
   const int nbt = (c.n_kv + c.bn - 1) / c.bn;
   int nbmax = nbt;
   if (c.causal) {  // FA3 block.h:23-33 / Sage N = ceil(min(kv, (bx+1)*CTA_Q)/CTA_K)
-    const long lim = static_cast<long>(r0 / c.bm + 1) * c.bm + c.n_kv - c.n_q;
+    const long lim = static_cast<long>(r0 / c.bm + 1) * c.bm + c.causal_off;
     nbmax = static_cast<int>(std::clamp<long>((lim + c.bn - 1) / c.bn, 0, nbt));
   }
   std::vector<char> live(rows);
-  for (int r = 0; r < rows; ++r) live[r] = (c.causal ? r0 + r + c.n_kv - c.n_q : c.n_kv - 1) >= 0;
+  for (int r = 0; r < rows; ++r) live[r] = (c.causal ? r0 + r + c.causal_off : c.n_kv - 1) >= 0;
   std::fill(b.o.begin(), b.o.begin() + static_cast<size_t>(rows) * c.d, T(0));
   std::fill(b.l.begin(), b.l.end(), T(0));
   const bool finite_mask = std::isfinite(s.mask_value);
@@ -967,7 +1062,7 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
   for (int step = 0; step < nbmax; ++step) {
     const int blk = s.reverse ? nbmax - 1 - step : step;
     const int j0 = blk * c.bn, j1 = std::min(c.n_kv, j0 + c.bn);
-    const int jc = c.causal ? std::clamp(r1 + c.n_kv - c.n_q, j0, j1) : j1;  // 1 + last key of row r1-1
+    const int jc = c.causal ? static_cast<int>(std::clamp<long>(r1 + c.causal_off, j0, j1)) : j1;  // 1 + last key of row r1-1
     qk_tile(c, r0, r1, j0, j1, jc, b);
     for (int r = 0; r < rows; ++r)
       if (live[r]) softmax_row(c, r0 + r, r, blk, nbmax, j0, j1, b, st);

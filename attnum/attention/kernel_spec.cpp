@@ -1,6 +1,6 @@
-// Presets of the published kernels and the JSON description of a kernel_spec. Every value cites
-// ../shared/docs/kernels.md (section.step); [I] marks an inference where the source is silent.
-// The table with sources is docs/kernels.md.
+// Presets of the published kernels. Section.step numbers (1.2, 2a.9, ...) are docs/kernels.md's,
+// which gives for each the upstream repo@commit path:line; [I] marks an inference where the
+// source is silent. Each preset records the upstream commit it follows in source_commit.
 #include "attnum/attention/kernel_spec.h"
 
 #include <fmt/format.h>
@@ -13,6 +13,9 @@
 
 namespace attnum::attention {
 namespace {
+
+constexpr const char* kSageCommit = "thu-ml/SageAttention@d1a57a546c3d395b1ffcbeecc66d81db76f3b4b5";
+constexpr const char* kHpcCommit = "Tencent/hpc-ops@6e2ecede9d6d47b2e680e839cc7ad7422bc8d88b";
 
 using formats::format;
 using formats::rounding;
@@ -51,6 +54,7 @@ kernel_spec make_fa3(bool acc13) {
   s.name = acc13 ? "fa3-acc13" : "fa3";
   s.description = acc13 ? "FlashAttention-3 FP8 E4M3 with a 13-bit RZ tensor-core accumulator (kernels.md 0)"
                         : "FlashAttention-3 FP8 E4M3 forward (hopper/), fp32 accumulators";
+  s.source_commit = "Dao-AILab/flash-attention@0251105a";
   s.q = fp8_operand(granularity::kv_group);  // 1.1: q_descale is (b, h_k)
   s.k = fp8_operand(granularity::head);
   s.v = fp8_operand(granularity::head);
@@ -79,6 +83,8 @@ kernel_spec make_sage2pp_sm89() {
   kernel_spec s;
   s.name = "sage2pp-sm89";
   s.description = "SageAttention2++ on sm89 (L4 default): INT8 QK per-thread, FP8 PV, fp16 PV accumulator";
+  s.source_commit = kSageCommit;
+  s.causal_diag = causal_align::top_left;  // 2a.6: kv_idx > q_idx masked, N = ceil(min(kv, (bx+1)*CTA_Q)/CTA_K)
   s.q = sage_int8(32, 1);  // 2a.3: 8 groups per 32-row segment
   s.k = sage_int8(64, 2);  // 2a.4: 4 groups per 64-row block
   s.v = sage_v(2.25);      // 2a.5: scale_max 2.25 for fp32+fp16
@@ -131,6 +137,8 @@ kernel_spec make_sage1() {
   kernel_spec s;
   s.name = "sage1";
   s.description = "SageAttention v1-style Triton: INT8 per-block QK, fp16 P and V, fp16 PV per 64 keys";
+  s.source_commit = kSageCommit;
+  s.causal_diag = causal_align::top_left;  // _causal.py:45 offs_m >= start_n + offs_n; blocks < (start_m+1)*BLOCK_M
   s.q.fmt = format::int8;  // 2b: per-block, Q 128 rows with sm_scale*log2e folded in
   s.q.gran = granularity::block;
   s.q.block_rows = 128;
@@ -148,7 +156,8 @@ kernel_spec make_sage1() {
   s.p_mode = p_scale_mode::none;
   s.p_scale = 1;
   s.p_offset = 0;
-  s.rowsum = rowsum_order::sequential;
+  s.rowsum = rowsum_order::triton_block;  // per_block.py:58,61 l_i = l_i * alpha + tl.sum(p, 1)
+  s.triton_fp_fusion = true;               // Triton's default enable_fp_fusion: that line and :63,68 are FMAs
   s.block_n = 64;
   s.block_m = 128;
   s.qk_acc = {acc_kind::int32, 0, 32};
@@ -163,6 +172,7 @@ kernel_spec make_flashinfer() {
   kernel_spec s;
   s.name = "flashinfer-sm90";
   s.description = "FlashInfer Hopper FP8 prefill: P*448 multiply, reverse order, rescale O before PV";
+  s.source_commit = "flashinfer-ai/flashinfer@fb28d72";
   s.q = fp8_operand(granularity::head);  // 3.1: per qo head
   s.k = fp8_operand(granularity::head);  // per kv head
   s.v = fp8_operand(granularity::head);
@@ -186,47 +196,59 @@ kernel_spec make_flashinfer() {
 kernel_spec make_xqa() {
   kernel_spec s;
   s.name = "xqa-sm90";
-  s.description = "TensorRT-LLM XQA sm90: per-tensor scales, one K/V scale, P*448, forward 64-token tiles";
-  s.q = fp8_operand(granularity::tensor);
+  s.description = "TensorRT-LLM XQA sm90: Q cast to E4M3 unscaled, one K/V scale, P*448, forward 64-token tiles";
+  s.source_commit = "NVIDIA/TensorRT-LLM@014dadcdfc440c7a7a9a21bbc519d8c56a00be43";
+  // 4.1: F16QToF8Converter::store `CacheElem{fp16Data[i]}`: the bf16 Q cast straight to E4M3
+  // (satfinite), scale 1; qScale * kvCacheScale[0] * rsqrtf(d) is folded into qkScale
+  s.q = fp8_operand(granularity::none);
   s.k = fp8_operand(granularity::tensor);
   s.v = fp8_operand(granularity::tensor);
   s.kv_shared_scale = true;  // 4.1: kvCacheScale one scalar
   s.sl2_in_double = false;
   s.scaling = score_scaling::dequant_sm;  // 4.1: acc *= qkScale
   s.max = max_space::raw;                 // 4.3: exp2f(elem*log2e - max*log2e)
+  s.alpha_expf = true;                    // 4.3: scaleVec = expf(accColMax - xColMax)
   s.p_mode = p_scale_mode::multiply;
   s.p_scale = 448;  // 4.3: kE4M3_MAX
   s.p_offset = 0;
-  s.rowsum = rowsum_order::sequential;  // [I]
+  s.rowsum = rowsum_order::xqa_warps;  // 4.3: computeWarpColSum, 4 warp partials onto l*alpha
   s.block_n = 64;                       // 4.2
   s.block_m = 64;                       // [I]
   s.reverse = false;
   s.pv = pv_mode::into_o;  // 4.4
-  s.epilogue = epilogue_mode::separate;
+  s.epilogue = epilogue_mode::combined;  // 4.4: regOutScale = __frcp_rn(regColSum) * xvoScale
   s.out_fmt = format::bf16;
   return s;
 }
 
-kernel_spec make_hpcops(bool s1) {
+// hpc-ops SM90 FP8 prefill (prefill/kernels.cuh). variant: 0 the API default quant_type
+// QPERTOKEN_PERHEAD_KPERTENSOR_VPERTENSOR (hpc/attention.py:159, kernel :969); 1 the
+// QPERTOKEN_PERHEAD_KPERTOKEN_PERHEAD_VPERHEAD variant (kernel :1461); 2 the kernel before
+// 4b402c8 (the only FP8 prefill then: per-token Q, per-tensor K and V, P cast unscaled, PV
+// straight into O; kernels.cuh@e363e86:1273,1306,1358,1402).
+kernel_spec make_hpcops(int variant) {
   kernel_spec s;
-  s.name = s1 ? "hpcops-s1" : "hpcops";
-  s.description = s1 ? "hpc-ops SM90 FP8 prefill before 2026-05-25: P cast with S=1, PV straight into O"
-                     : "hpc-ops SM90 FP8 prefill: P*256, fresh fp32 PV tile per KV tile";
+  const bool s1 = variant == 2;
+  s.name = variant == 0 ? "hpcops" : variant == 1 ? "hpcops-kpertoken" : "hpcops-s1";
+  s.description = variant == 0 ? "hpc-ops SM90 FP8 prefill (API default): per-token Q, per-tensor K and V, P*256, fresh fp32 PV tile"
+                  : variant == 1 ? "hpc-ops SM90 FP8 prefill, variant: per-token Q and K, per-head V, P*256, fresh fp32 PV tile"
+                                 : "hpc-ops SM90 FP8 prefill before 4b402c8: per-token Q, per-tensor K and V, P unscaled, PV into O";
+  s.source_commit = s1 ? "Tencent/hpc-ops@e363e86ee92667cb6c9599d5320e8e964cf87946" : kHpcCommit;
   s.q = fp8_operand(granularity::token);  // 5.2: Q per token per head
-  s.k = fp8_operand(granularity::token);  // 5.2: qkpertoken_perhead variant
-  s.v = fp8_operand(granularity::head);
-  s.sl2_in_double = false;  // 5.2: c = 1/sqrtf(d)*log2e
-  s.scaling = score_scaling::dequant;
+  s.k = fp8_operand(variant == 1 ? granularity::token : granularity::tensor);  // :1850 tQS*tKS / :1279 qscale*kscale
+  s.v = fp8_operand(variant == 1 ? granularity::head : granularity::tensor);   // :1779 vscale_ptr[ihead_kv] / :1247
+  s.sl2_in_double = false;  // 5.2: one_over_dk_log2e = 1.f / sqrtf(d) * kLog2e
+  s.scaling = score_scaling::dequant;  // :1325 tAttr_mn *= tQS[im] (= qscale * kscale)
   s.max = max_space::scaled;  // 5.3
   s.p_mode = s1 ? p_scale_mode::none : p_scale_mode::multiply;
-  s.p_scale = s1 ? 1.0f : 256.0f;  // 5.1
+  s.p_scale = s1 ? 1.0f : 256.0f;  // 5.1 kFp8PrefillPScale
   s.p_offset = 0;
-  s.rowsum = rowsum_order::wgmma;  // [I]
-  s.block_n = 128;                 // [I] tile not in kernels.md
+  s.rowsum = rowsum_order::hpcops_block;  // :68,82,86 fresh row_sum, gSum = gSum*scale + row_sum
+  s.block_n = 128;                        // warp_spec_with_kvcache_fp8_dim128.cu:118-119 kTileM, kTileN
   s.block_m = 128;
   s.reverse = false;  // 5.5 prefill forward
-  s.pv = s1 ? pv_mode::into_o : pv_mode::fresh_per_block;  // 5.4
-  s.epilogue = epilogue_mode::separate;                     // 5.6
+  s.pv = s1 ? pv_mode::into_o : pv_mode::fresh_per_block;  // 5.4: :1378 tOr fresh, :1403 tYr += tOr
+  s.epilogue = epilogue_mode::separate;                     // 5.6: y * rcp(gSum), then * vscale_eff
   s.out_fmt = format::bf16;
   return s;
 }
@@ -234,14 +256,18 @@ kernel_spec make_hpcops(bool s1) {
 kernel_spec make_bf16() {
   kernel_spec s;
   s.name = "bf16";
-  s.description = "native BF16 flash attention: bf16 Q/K/V, P rounded to bf16 before PV";
+  s.description = "FlashAttention-3 BF16 forward (hopper/): bf16 Q/K/V, P rounded to bf16 before PV";
+  s.source_commit = "Dao-AILab/flash-attention@07602adc2baa7a3ea037321ef2ca71c83096e5d5";
   s.q.fmt = s.k.fmt = s.v.fmt = format::bf16;
   s.p_fmt = format::bf16;
   s.p_mode = p_scale_mode::none;
   s.p_scale = 1;
   s.p_offset = 0;
   s.rowsum = rowsum_order::wgmma;
-  s.block_n = 128;  // [I]
+  // hopper/tile_size.h tile_size_fwd_sm90, element_size 2, headdim_v = headdim, no local/paged/
+  // softcap, two MMA warpgroups: d<=64 {192, causal ? 128 : 192}; d<=96 {192, 144}; d<=128
+  // {128, causal ? 128 : 176}; d<=192 {128, 112} (headdim_v > 128); else {128, 80}
+  s.tiles = {{64, 192, 128, 192}, {96, 192, 144, 0}, {128, 128, 128, 176}, {192, 128, 112, 0}, {256, 128, 80, 0}};
   s.reverse = true;
   s.out_fmt = format::bf16;
   return s;
@@ -270,7 +296,8 @@ kernel_spec make_generic() {
 const std::vector<kernel_spec>& all_presets() {
   static const std::vector<kernel_spec> v = {
       make_fa3(false), make_fa3(true),   make_sage2pp_sm89(), make_sage2_sm90(false), make_sage2_sm90(true),
-      make_sage1(),    make_flashinfer(), make_xqa(),         make_hpcops(false),     make_hpcops(true),
+      make_sage1(),    make_flashinfer(), make_xqa(),         make_hpcops(0),         make_hpcops(1),
+      make_hpcops(2),
       make_bf16(),     make_fp32(),       make_generic()};
   return v;
 }
@@ -283,10 +310,10 @@ kernel_spec kernel_spec::with_points(const quant_points& keep) const {
   return s;
 }
 
-std::pair<int, int> kernel_spec::tile_for(int d_head) const {
+std::pair<int, int> kernel_spec::tile_for(int d_head, bool causal) const {
   if (tiles.empty()) return {block_m, block_n};
   for (const auto& t : tiles)
-    if (d_head <= t.d_max) return {t.block_m, t.block_n};
+    if (d_head <= t.d_max) return {t.block_m, !causal && t.block_n_noncausal > 0 ? t.block_n_noncausal : t.block_n};
   fail("kernel {}: head dim {} is larger than the largest tile's ({})", name, d_head, tiles.back().d_max);
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // kernel_spec: every numeric knob of a low-precision attention forward kernel (design.md, "The
 // kernel_spec knobs"). Each published kernel is a preset value of this struct; the one engine in
-// engine.cpp runs any of them. The values of each preset, with the source of each value, are in
-// docs/kernels.md (this project's) citing ../shared/docs/kernels.md.
+// engine.cpp runs any of them. The values of each preset, with the upstream line each follows, are
+// in docs/kernels.md.
 //
 // Notation used by the knobs (per query row i, key column j):
 //   S_ij  = the QK^T accumulator (raw: cast operands, no dequantisation scale)
@@ -78,6 +78,18 @@ enum class rowsum_order : uint8_t {
                ///< (l0+l2)+(l1+l3) in the epilogue (FA3 softmax.h:132-151)
   sage_mma,    ///< 4 partial sums; per 16-column tile d_t += ((P0+P1)+P4)+P5 with cols 16f+2t+{0,1},
                ///< 16f+8+2t+{0,1}; epilogue (d0+d1)+(d2+d3) (Sage attn_utils.cuh:551)
+  triton_block,  ///< per block: tl.sum(p, 1) as 4 per-thread sums over columns 8g+2t, 8g+2t+1 (in
+                 ///< ascending order), quad tree (s0+s2)+(s1+s3); then l = l*alpha + sum (Sage v1)
+  hpcops_block,  ///< per block: 4 fresh per-thread sums (columns 8g+2t, 8g+2t+1), l_t = l_t*alpha + sum_t;
+                 ///< epilogue quad reduce xor 1 then xor 2: (l0+l1)+(l2+l3) (hpc-ops online_softmax)
+  xqa_warps,     ///< per 64-token tile: 4 warp partials of 16 tokens (shuffle tree xor 16, 8, 4 over
+                 ///< s_q = P[16w+q] + P[16w+q+8]), added in warp order onto l*alpha (XQA computeWarpColSum)
+};
+
+/// Where the causal diagonal sits when n_q != n_kv (the same when n_q == n_kv).
+enum class causal_align : uint8_t {
+  bottom_right,  ///< row i sees keys j <= i + n_kv - n_q (FA3, FlashInfer, hpc-ops with a KV cache)
+  top_left,      ///< row i sees keys j <= i (SageAttention: kv_idx > q_idx masked)
 };
 
 /// Accumulator model of a tensor-core product (design.md): within each k_step chunk the products
@@ -114,6 +126,7 @@ enum class epilogue_mode : uint8_t {
 /// A tile size for head dims up to d_max (kernels that pick tiles by head dim).
 struct tile_size {
   int d_max = 0, block_m = 0, block_n = 0;
+  int block_n_noncausal = 0;  ///< kBlockN without a causal mask where it differs (FA3 bf16); 0 = block_n
 };
 
 /// Which quantization points are active (stage attribution turns them on one at a time).
@@ -126,6 +139,7 @@ struct quant_points {
 struct kernel_spec {
   std::string name = "generic";
   std::string description;
+  std::string source_commit;        ///< upstream repo@commit the preset follows (empty: not a published kernel)
   operand_spec q, k, v;
   scale_scope scope = scale_scope::sequence;
   bool smooth_k = false;            ///< subtract the per-channel mean key (Sage), rounded to smooth_k_round
@@ -142,7 +156,8 @@ struct kernel_spec {
                                     ///< scaling (x = S*dq, eff = sl2), causal or not (sm89: 2, sm90: 1)
   formats::format p_fmt = formats::format::e4m3fn;
   p_scale_mode p_mode = p_scale_mode::exponent_offset;
-  float p_scale = 256.0f;           ///< S (multiply) ; offset = log2 of it for exponent_offset
+  float p_scale = 256.0f;           ///< S (multiply); under exponent_offset it shows 2^p_offset and is not
+                                    ///< read (setting it there is refused)
   float p_offset = 8.0f;            ///< exponent offset (8 for FA3, 8.807 for Sage)
   bool rowsum_from_cast = false;    ///< l from the cast P8 instead of the fp32 P
   rowsum_order rowsum = rowsum_order::sequential;
@@ -151,7 +166,12 @@ struct kernel_spec {
   std::vector<tile_size> tiles;     ///< per head dim (first with d_head <= d_max wins)
   bool kv_shared_scale = false;     ///< K and V share one scale (XQA's kvCacheScale)
   bool reverse = false;             ///< KV block order: reverse (FA3, FlashInfer) or forward
-  bool rescale_before_pv = true;    ///< recorded only: both pipelines give O <- O*alpha_b then O += P_b V_b
+  bool rescale_before_pv = true;    ///< recorded only (not settable): both pipelines give O <- O*alpha_b then O += P_b V_b
+  causal_align causal_diag = causal_align::bottom_right;
+  bool alpha_expf = false;          ///< raw max: alpha = expf(m_prev - m) on the scaled scores (XQA) instead of
+                                    ///< exp2f((m_prev - m) * eff)
+  bool triton_fp_fusion = false;    ///< Triton enable_fp_fusion: l = fmaf(l, alpha, block sum) and, with
+                                    ///< fresh_per_block, O = fmaf(O, alpha, float(PV tile)) (Sage v1)
   accumulator_spec qk_acc, pv_acc;
   pv_mode pv = pv_mode::into_o;
   epilogue_mode epilogue = epilogue_mode::combined;
@@ -165,8 +185,9 @@ struct kernel_spec {
 
   /// Returns this spec with only the quantization points in `keep` active (others off).
   kernel_spec with_points(const quant_points& keep) const;
-  /// Returns {block_m, block_n} for a head dim; throws attnum::error where no tile fits.
-  std::pair<int, int> tile_for(int d_head) const;
+  /// Returns {block_m, block_n} for a head dim (and mask: some kernels pick a wider kBlockN
+  /// without one); throws attnum::error where no tile fits.
+  std::pair<int, int> tile_for(int d_head, bool causal = true) const;
 };
 
 /// Returns the preset `name`; throws attnum::error listing the known presets otherwise.

@@ -37,7 +37,9 @@ ATTNUM_ENUM_NAMES(max_space, {max_space::raw, "raw"}, {max_space::scaled, "scale
 ATTNUM_ENUM_NAMES(p_scale_mode, {p_scale_mode::none, "none"}, {p_scale_mode::exponent_offset, "exponent_offset"},
                   {p_scale_mode::multiply, "multiply"})
 ATTNUM_ENUM_NAMES(rowsum_order, {rowsum_order::sequential, "sequential"}, {rowsum_order::wgmma, "wgmma"},
-                  {rowsum_order::sage_mma, "sage_mma"})
+                  {rowsum_order::sage_mma, "sage_mma"}, {rowsum_order::triton_block, "triton_block"},
+                  {rowsum_order::hpcops_block, "hpcops_block"}, {rowsum_order::xqa_warps, "xqa_warps"})
+ATTNUM_ENUM_NAMES(causal_align, {causal_align::bottom_right, "bottom_right"}, {causal_align::top_left, "top_left"})
 ATTNUM_ENUM_NAMES(acc_kind, {acc_kind::exact, "exact"}, {acc_kind::fp32, "fp32"}, {acc_kind::truncated, "truncated"},
                   {acc_kind::fp16, "fp16"}, {acc_kind::int32, "int32"})
 ATTNUM_ENUM_NAMES(pv_mode, {pv_mode::into_o, "into_o"}, {pv_mode::fresh_per_block, "fresh_per_block"})
@@ -194,7 +196,12 @@ const std::map<std::string, setter>& setters() {
     m["block_m"] = [](kernel_spec& s, auto k, auto v) { s.block_m = parse_int(k, v); s.tiles.clear(); };
     m["reverse"] = [](kernel_spec& s, auto k, auto v) { s.reverse = parse_bool(k, v); };
     m["kv_shared_scale"] = [](kernel_spec& s, auto k, auto v) { s.kv_shared_scale = parse_bool(k, v); };
-    m["rescale_before_pv"] = [](kernel_spec& s, auto k, auto v) { s.rescale_before_pv = parse_bool(k, v); };
+    m["rescale_before_pv"] = [](kernel_spec&, auto k, auto) {
+      fail("knob {}: not settable: it is recorded only (both pipelines compute O <- O*alpha_b, then O += P_b V_b)", k);
+    };
+    m["causal_align"] = [](kernel_spec& s, auto k, auto v) { s.causal_diag = parse_enum<causal_align>(k, v); };
+    m["alpha_expf"] = [](kernel_spec& s, auto k, auto v) { s.alpha_expf = parse_bool(k, v); };
+    m["triton_fp_fusion"] = [](kernel_spec& s, auto k, auto v) { s.triton_fp_fusion = parse_bool(k, v); };
     m["pv"] = [](kernel_spec& s, auto k, auto v) { s.pv = parse_enum<pv_mode>(k, v); };
     m["epilogue"] = [](kernel_spec& s, auto k, auto v) { s.epilogue = parse_enum<epilogue_mode>(k, v); };
     m["out_fmt"] = [](kernel_spec& s, auto k, auto v) { s.out_fmt = parse_enum<formats::format>(k, v); };
@@ -222,10 +229,13 @@ const std::map<std::string, setter>& setters() {
 
 nlohmann::json to_json(const kernel_spec& s) {
   nlohmann::json tiles = nlohmann::json::array();
-  for (const auto& t : s.tiles) tiles.push_back({{"d_max", t.d_max}, {"block_m", t.block_m}, {"block_n", t.block_n}});
+  for (const auto& t : s.tiles)
+    tiles.push_back({{"d_max", t.d_max}, {"block_m", t.block_m}, {"block_n", t.block_n},
+                     {"block_n_noncausal", t.block_n_noncausal > 0 ? t.block_n_noncausal : t.block_n}});
   const auto& e = s.enabled;
   return {{"name", s.name},
           {"description", s.description},
+          {"source_commit", s.source_commit},
           {"q", operand_json(s.q)},
           {"k", operand_json(s.k)},
           {"v", operand_json(s.v)},
@@ -252,6 +262,9 @@ nlohmann::json to_json(const kernel_spec& s) {
           {"kv_shared_scale", s.kv_shared_scale},
           {"reverse", s.reverse},
           {"rescale_before_pv", s.rescale_before_pv},
+          {"causal_align", name_of(s.causal_diag)},
+          {"alpha_expf", s.alpha_expf},
+          {"triton_fp_fusion", s.triton_fp_fusion},
           {"qk_acc", acc_json(s.qk_acc)},
           {"pv_acc", acc_json(s.pv_acc)},
           {"pv", name_of(s.pv)},
@@ -262,6 +275,35 @@ nlohmann::json to_json(const kernel_spec& s) {
            {{"q_cast", e.q_cast}, {"k_cast", e.k_cast}, {"v_cast", e.v_cast}, {"qk_acc_on", e.qk_acc},
             {"p_cast", e.p_cast}, {"pv_acc_on", e.pv_acc}, {"o_cast", e.o_cast}}}};
 }
+
+namespace {
+
+// Why the spec's path ignores `knob` (empty when it is used): setting such a knob is refused.
+std::string ignored_reason(const kernel_spec& s, const std::string& knob) {
+  if (knob == "p_scale" && s.p_mode != p_scale_mode::multiply)
+    return "p_scale is read only with p_mode=multiply (exponent_offset scales P by 2^p_offset; none by 1)";
+  if (knob == "p_offset" && s.p_mode != p_scale_mode::exponent_offset)
+    return "p_offset is read only with p_mode=exponent_offset";
+  if (knob == "fold_dq_first" && s.scaling != score_scaling::fold) return "fold_dq_first is read only with scaling=fold";
+  if (knob == "masked_tail_blocks" && s.scaling != score_scaling::fold)
+    return "masked_tail_blocks is read only with scaling=fold";
+  if (knob == "smooth_k_round" && !s.smooth_k) return "smooth_k_round is read only with smooth_k=true";
+  if (knob == "alpha_expf" && s.alpha_expf && s.max != max_space::raw) return "alpha_expf needs max=raw";
+  if (knob == "triton_fp_fusion" && s.triton_fp_fusion && s.rowsum != rowsum_order::triton_block)
+    return "triton_fp_fusion needs rowsum=triton_block (the block sum it fuses)";
+  for (const auto& [p, a] : {std::pair{"qk_acc", &s.qk_acc}, std::pair{"pv_acc", &s.pv_acc}})
+    if (knob == std::string(p) + ".mant_bits" && a->kind != acc_kind::truncated)
+      return knob + " is read only with " + p + ".kind=truncated";
+  for (const auto& [p, o] : {std::pair{"q", &s.q}, std::pair{"k", &s.k}, std::pair{"v", &s.v}}) {
+    if (knob == std::string(p) + ".block_rows" && o->gran != granularity::block && o->gran != granularity::row_group)
+      return knob + " is read only with " + p + ".gran=block or row_group";
+    if (knob == std::string(p) + ".group_div" && o->gran != granularity::row_group)
+      return knob + " is read only with " + p + ".gran=row_group";
+  }
+  return {};
+}
+
+}  // namespace
 
 kernel_spec resolve_kernel(std::string_view name, const std::vector<std::string>& knobs) {
   return apply_knobs(name == "fp64" ? exact_spec() : preset(name), knobs);
@@ -281,6 +323,11 @@ kernel_spec apply_knobs(kernel_spec spec, const std::vector<std::string>& assign
     it->second(spec, knob, value);
   }
   if (!assignments.empty()) validate_knobs(spec);
+  for (const auto& a : assignments) {  // a knob the resulting spec's path does not read is refused
+    const std::string knob = a.substr(0, a.find('='));
+    if (const auto why = ignored_reason(spec, knob); !why.empty())
+      fail("knob {}: kernel {} does not use it: {}", knob, spec.name, why);
+  }
   return spec;
 }
 

@@ -73,16 +73,16 @@ def test_knobs_and_rotation_seed_equal_cli(attnum_cli, tmp_path):
         np.save(tmp_path / f"{name}.npy", a[0] if name == "q" else a)
     # 2-D q: one head; the output comes back 2-D like the CLI's.
     rows = attnum_cli("attend", "--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy", "--v", tmp_path / "v.npy",
-                      "--kernel", "fa3", "--knob", "p_scale=448", "--knob", "reverse=false", "--condition", "rotate",
+                      "--kernel", "fa3", "--knob", "p_mode=multiply", "--knob", "p_scale=448", "--knob", "reverse=false", "--condition", "rotate",
                       "--seed", "77", "--json", "--out", tmp_path / "o.npy", json_out=True)
-    r = attnum.attend(q[0], k, v, kernel="fa3", knobs={"p_scale": 448, "reverse": False}, condition="rotate",
+    r = attnum.attend(q[0], k, v, kernel="fa3", knobs={"p_mode": "multiply", "p_scale": 448, "reverse": False}, condition="rotate",
                       rotation=77, stages=False)
     assert r.o.shape == q[0].shape and r.stages == {}
     np.testing.assert_array_equal(r.o.view(np.uint32), np.load(tmp_path / "o.npy").view(np.uint32))
     assert r.rel_err[0] == rows[0]["rel_err"]
     assert r.kernel["p_scale"] == 448 and r.kernel["reverse"] is False
     # The seed matters (else the test above could not fail for a wrong seed).
-    other = attnum.attend(q[0], k, v, kernel="fa3", knobs=["p_scale=448", "reverse=false"], condition="rotate",
+    other = attnum.attend(q[0], k, v, kernel="fa3", knobs=["p_mode=multiply", "p_scale=448", "reverse=false"], condition="rotate",
                           rotation="random-hadamard:78", stages=False)
     assert not np.array_equal(other.o, r.o)
 

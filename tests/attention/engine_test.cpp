@@ -140,7 +140,7 @@ TEST(engine_test, p_collapse_forward_s1_not_reverse_s256) {
   auto L = random_layer(1, 1, 1, n, d, 13, 0.1f);
   L.q[0] = 16.0f;
   L.k[0] = 16.0f;  // sink: score 256/8 = 32 above the others (e^-32 << 2^-10)
-  kernel_spec fwd = apply_knobs(preset("fa3"), {"reverse=false", "p_mode=none", "p_scale=1"});
+  kernel_spec fwd = apply_knobs(preset("fa3"), {"reverse=false", "p_mode=none"});
   kernel_spec rev = apply_knobs(preset("fa3"), {"reverse=true", "p_mode=multiply", "p_scale=256"});
   run_stats a, b;
   std::vector<float> o(d);
@@ -387,10 +387,43 @@ TEST(engine_test, stage_attribution_reports_each_stage) {
 TEST(engine_test, presets_listed_and_described) {
   const auto names = preset_names();
   for (auto n : {"fa3", "fa3-acc13", "sage2pp-sm89", "sage2-sm90", "sage2-sm90-acc13", "sage1", "flashinfer-sm90",
-                 "xqa-sm90", "hpcops", "hpcops-s1", "bf16", "fp32", "generic"})
+                 "xqa-sm90", "hpcops", "hpcops-kpertoken", "hpcops-s1", "bf16", "fp32", "generic"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   EXPECT_EQ(to_json(preset("fa3"))["reverse"], true);
   EXPECT_EQ(preset("fa3").tile_for(128).second, 224);
+  // FA3's BF16 path widens kBlockN without a causal mask (hopper/tile_size.h)
+  EXPECT_EQ(preset("bf16").tile_for(128, true).second, 128);
+  EXPECT_EQ(preset("bf16").tile_for(128, false).second, 176);
+  // every published kernel names the upstream commit it follows: repo@commit
+  for (const auto& n : names) {
+    const std::string c = to_json(preset(n))["source_commit"];
+    if (n == "fp32" || n == "generic")
+      EXPECT_TRUE(c.empty()) << n;
+    else
+      EXPECT_NE(c.find('@'), std::string::npos) << n << ": '" << c << "'";
+  }
+}
+
+// A knob the resulting spec's path does not read is refused, naming the knob; the same knob is
+// accepted where the path reads it.
+TEST(engine_test, knobs_the_path_ignores_are_refused) {
+  auto refused = [](const char* name, std::vector<std::string> knobs, const std::string& field) {
+    try {
+      apply_knobs(preset(name), knobs);
+      ADD_FAILURE() << name << ": " << knobs[0] << " accepted";
+    } catch (const attnum::error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  refused("fa3", {"p_scale=448"}, "p_scale");              // exponent_offset: P scaled by 2^p_offset
+  refused("xqa-sm90", {"p_offset=8"}, "p_offset");         // multiply
+  refused("fa3", {"rescale_before_pv=true"}, "rescale_before_pv");
+  refused("fa3", {"pv_acc.mant_bits=12"}, "pv_acc.mant_bits");  // fp32 accumulator
+  refused("hpcops", {"fold_dq_first=true"}, "fold_dq_first");
+  refused("fa3", {"triton_fp_fusion=true"}, "triton_fp_fusion");
+  EXPECT_EQ(apply_knobs(preset("xqa-sm90"), {"p_scale=256"}).p_scale, 256.0f);
+  EXPECT_EQ(apply_knobs(preset("fa3"), {"p_mode=multiply", "p_scale=448"}).p_scale, 448.0f);
+  EXPECT_EQ(apply_knobs(preset("fa3-acc13"), {"pv_acc.mant_bits=12"}).pv_acc.mant_bits, 12);
 }
 
 }  // namespace

@@ -28,8 +28,9 @@ inline std::vector<float> oracle_run(const std::string& name, const test::layer_
   if (name == "sage1") return oracle::run_sage1(L, h, causal);
   if (name == "fp32" || name == "generic") return oracle::run_fp32(L, h, causal);
   if (name == "xqa-sm90") return oracle::run_xqa(L, h, causal);
-  if (name == "hpcops") return oracle::run_hpcops(L, h, causal, false);
-  if (name == "hpcops-s1") return oracle::run_hpcops(L, h, causal, true);
+  if (name == "hpcops") return oracle::run_hpcops(L, h, causal, 0);
+  if (name == "hpcops-kpertoken") return oracle::run_hpcops(L, h, causal, 1);
+  if (name == "hpcops-s1") return oracle::run_hpcops(L, h, causal, 2);
   ADD_FAILURE() << "no oracle for " << name;
   return {};
 }
@@ -46,9 +47,12 @@ inline void expect_same_bits(const std::vector<float>& got, const std::vector<fl
                      << got[first] << " oracle " << want[first];
 }
 
-inline void check_preset(const std::string& name, int n, int d, bool gqa, bool causal, uint64_t seed, bool out_fp32 = false) {
+// n_kv < 0: n_kv = n (self-attention); else n_q = n keys n_kv (the causal diagonal's alignment matters).
+inline void check_preset(const std::string& name, int n, int d, bool gqa, bool causal, uint64_t seed, bool out_fp32 = false,
+                         int n_kv = -1) {
   const int n_head = gqa ? 4 : 2, n_kv_head = gqa ? 2 : 2;
-  auto L = test::random_layer(n_head, n_kv_head, n, n, d, seed, 1.5f);
+  if (n_kv < 0) n_kv = n;
+  auto L = test::random_layer(n_head, n_kv_head, n, n_kv, d, seed, 1.5f);
   kernel_spec spec = preset(name);
   spec.enabled.o_cast = !out_fp32;
   oracle::g_out_fp32 = out_fp32;
@@ -57,7 +61,7 @@ inline void check_preset(const std::string& name, int n, int d, bool gqa, bool c
   for (int h = 0; h < n_head; ++h) {
     run_head(*p, h, causal, o.data());
     std::ostringstream what;
-    what << name << " n " << n << " d " << d << " gqa " << gqa << " causal " << causal << " fp32 out " << out_fp32
+    what << name << " n " << n << " n_kv " << n_kv << " d " << d << " gqa " << gqa << " causal " << causal << " fp32 out " << out_fp32
          << " head " << h;
     expect_same_bits(o, oracle_run(name, L, h, causal), d, what.str());
   }

@@ -1,7 +1,8 @@
 #pragma once
-// Independent plain-loop implementations of each preset, written from ../shared/docs/kernels.md
-// (section.step cited), sharing nothing with the engine but the format casts of formats/format.h.
-// Each returns O [n_q, d] of query head h.
+// Plain-loop implementations of each preset, sharing nothing with the engine but the format casts
+// of formats/format.h. The Sage v1, XQA and hpc-ops oracles quote the upstream lines they follow
+// (repo@commit path:line); the others cite docs/kernels.md's section.step, whose table gives the
+// upstream line. Each returns O [n_q, d] of query head h.
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -126,6 +127,12 @@ inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool ca
     if (d <= 64) bm = 192, bn = 160; else if (d <= 96) bm = 192, bn = 128; else if (d <= 128) bm = 128, bn = 224;
   } else if (cfg.kind == fa3_like::flashinfer) {  // 3.2
     if (d <= 64) bm = 192, bn = 128; else if (d <= 128) bm = 128, bn = 192;
+  } else {  // FA3 bf16: flash-attention@07602adc hopper/tile_size.h tile_size_fwd_sm90, element_size 2
+    if (d <= 64) bm = 192, bn = causal ? 128 : 192;  // `return {192, is_causal ? 128 : ... 192, ...}`
+    else if (d <= 96) bm = 192, bn = 144;
+    else if (d <= 128) bm = 128, bn = causal ? 128 : 176;  // `{128, is_causal || ... ? 128 : 176, ...}`
+    else if (d <= 192) bm = 128, bn = 112;
+    else bm = 128, bn = 80;
   }
   const acc model = cfg.acc13 ? acc::rz13 : acc::fp32;
   const float sm = float(1.0 / std::sqrt(double(d)));
@@ -252,8 +259,11 @@ inline std::vector<float> run_sage2(const test::layer_data& L, int h, bool causa
   const acc model = cfg.fp16_pv ? acc::fp16 : (cfg.acc13 ? acc::rz13 : acc::fp32);
   std::vector<float> out(size_t(nq) * d);
   for (int i = 0; i < nq; ++i) {
-    const int last = causal ? i + nk - nq : nk - 1;
-    const int N = n_blocks_for(i, nq, nk, cfg.cta_q, cfg.cta_k, causal);
+    // top-left causal mask: `kv_idx > q_idx` masked (SageAttention@d1a57a5 csrc/qattn/
+    // attn_utils.cuh:308-310), num_iterations = div_ceil(min(kv_len, (bx + 1) * CTA_Q), CTA_K)
+    // (qk_int_sv_f8_cuda_sm89.cuh:222-226)
+    const int last = causal ? i : nk - 1;
+    const int N = ((causal ? std::min(nk, (i / cfg.cta_q + 1) * cfg.cta_q) : nk) + cfg.cta_k - 1) / cfg.cta_k;
     float m = -5e6f, dl[4] = {1, 1, 1, 1};  // 2a.9 initial values
     std::vector<float> O(d, 0.0f);
     for (int b = 0; b < N; ++b) {  // 2a.6 forward
@@ -301,18 +311,29 @@ inline std::vector<float> run_sage2(const test::layer_data& L, int h, bool causa
   return out;
 }
 
-// ---- 4. XQA sm90: per-tensor scales, one K/V scale, raw max, P*448, forward 64-token tiles ----
+// ---- 4. XQA sm90 (NVIDIA/TensorRT-LLM@014dadcdfc44 cpp/kernels/xqa/mha_sm90.cu, SWAP_AB path) ----
+// Q: F16QToF8Converter::store `CacheElem{fp16Data[i]}`: bf16 Q straight to E4M3 (satfinite), no
+//    scale. K, V: one kvCacheScale (modelled as amax(K, V) / 448).
+// `float const qkScale = qScale * kvCacheScale[0] * rsqrtf(validElemsPerHead)` (qScale 1; rsqrtf
+//    modelled as the correctly rounded 1/sqrt(d)); `acc = acc * qkScale`.
+// computeWarpGrpColMax_sync: running max over tiles (gemm0CurrentSeqMax, raw scaled scores).
+// warpGrpOnlineSoftmax: `bias = maxVal * log2e; elem = exp2f(elem * log2e - bias)` (fmaf).
+// computeWarpColSum: per thread rows 8i + quad of its warp's 16 tokens, then `x +=
+//    __shfl_xor_sync(~0U, x, xorMask)` for 16, 8, 4.
+// rescaleGemm1AccForNewColMax_sync: `scaleVec = expf(accColMax - xColMax)`, `acc(m, n)(i, j) *=
+//    scale`, `accColSum = accColSum * scaleVec`, then `accColSum + xColSum[i]` for i = 0..3.
+// `acc = acc * kE4M3_MAX` before the E4M3 cast; PV into the O accumulator (K = 32 per gmma).
+// finalizeAndWriteOut_sync: `regOutScale = __frcp_rn(regColSum) * xvoScale; rescaleAcc(acc,
+//    regOutScale)`, xvoScale = xScale * kvCacheScale[0] * oScale, xScale = 1.f / kE4M3_MAX.
 inline std::vector<float> run_xqa(const test::layer_data& L, int h, bool causal) {
   head_ops H = head_of(L, h);
   const int d = H.d;
-  float qsc = amax_of(L.q.data(), L.q.size()) / 448.0f;
-  float kvsc = std::max(amax_of(L.k.data(), L.k.size()), amax_of(L.v.data(), L.v.size())) / 448.0f;  // 4.1
-  if (qsc == 0) qsc = 1;
+  float kvsc = std::max(amax_of(L.k.data(), L.k.size()), amax_of(L.v.data(), L.v.size())) / 448.0f;
   if (kvsc == 0) kvsc = 1;
-  for (float& e : H.q) e = quantize_e4m3_sat(e / qsc);
+  for (float& e : H.q) e = quantize_e4m3_sat(e);
   for (float& e : H.k) e = quantize_e4m3_sat(e / kvsc);
   for (float& e : H.v) e = quantize_e4m3_sat(e / kvsc);
-  const float qk_scale = (qsc * kvsc) * float(1.0 / std::sqrt(double(d)));  // 4.1
+  const float qk_scale = (1.0f * kvsc) * float(1.0 / std::sqrt(double(d)));
   const float log2e = 1.44269504f;
   std::vector<float> out(size_t(H.n_q) * d);
   for (int i = 0; i < H.n_q; ++i) {
@@ -322,41 +343,57 @@ inline std::vector<float> run_xqa(const test::layer_data& L, int h, bool causal)
     std::vector<float> O(d, 0.0f);
     for (int b = 0; b < N && last >= 0; ++b) {
       const int j0 = b * 64, j1 = std::min(H.n_kv, j0 + 64);
-      std::vector<float> x(j1 - j0);
+      std::vector<float> x(64, -INFINITY);  // tokens past n_kv: masked
       float mx = m;
       for (int j = j0; j < j1; ++j) {
         const double a = qk_chunks(H, i, j, acc::fp32);
         x[j - j0] = j > last ? -INFINITY : float(a) * qk_scale;
         mx = std::max(mx, x[j - j0]);
       }
-      const float cur = mx == -INFINITY ? 0.0f : mx;
-      const float alpha = std::exp2f((m - cur) * log2e);
+      const float alpha = mx == -INFINITY ? 1.0f : std::exp(m - mx);
       m = mx;
-      const float ms = mx == -INFINITY ? 0.0f : mx * log2e;
-      l *= alpha;
-      for (float& o : O) o *= alpha;
-      std::vector<float> P8(x.size());
-      for (size_t j = 0; j < x.size(); ++j) {
-        const float p = std::exp2f(std::fmaf(x[j], log2e, -ms));  // 4.3
-        l += p;
-        P8[j] = quantize_e4m3_sat(p * 448.0f);
+      const float bias = mx == -INFINITY ? 0.0f : mx * log2e;
+      std::vector<float> P(64), P8(j1 - j0);
+      for (int t = 0; t < 64; ++t) P[t] = std::exp2f(std::fmaf(x[t], log2e, -bias));
+      for (int j = j0; j < j1; ++j) P8[j - j0] = quantize_e4m3_sat(P[j - j0] * 448.0f);
+      float acc_sum = l * alpha;
+      for (int w = 0; w < 4; ++w) {  // warp w: tokens 16w .. 16w+15
+        float lane[8];
+        for (int q = 0; q < 8; ++q) lane[q] = P[16 * w + q] + P[16 * w + 8 + q];
+        float a16[8], a8[8], a4[8];
+        for (int q = 0; q < 8; ++q) a16[q] = lane[q] + lane[q ^ 4];  // lane ^ 16 = quad ^ 4
+        for (int q = 0; q < 8; ++q) a8[q] = a16[q] + a16[q ^ 2];
+        for (int q = 0; q < 8; ++q) a4[q] = a8[q] + a8[q ^ 1];
+        acc_sum = acc_sum + a4[0];
       }
+      l = acc_sum;
+      for (float& o : O) o *= alpha;
       for (int c = 0; c < d; ++c)
         for (int c0 = j0; c0 < j1; c0 += 32) O[c] = float(double(O[c]) + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
     }
-    const float xvo = (1.0f / 448.0f) * kvsc;  // 4.4
-    for (int c = 0; c < d; ++c) {
-      float o = O[c];
-      o *= (l > 0 ? 1.0f / l : 0.0f);
-      o *= xvo;
-      out[size_t(i) * d + c] = out_cast(o);
-    }
+    const float xvo = (1.0f / 448.0f) * kvsc;
+    const float out_scale = (l > 0 ? 1.0f / l : 0.0f) * xvo;
+    for (int c = 0; c < d; ++c) out[size_t(i) * d + c] = out_cast(O[c] * out_scale);
   }
   return out;
 }
 
-// ---- 5. hpc-ops: Q, K per token per head, V per head; scaled max; P*256 (or S=1 before 2026-05) ----
-inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool causal, bool s1) {
+// ---- 5. hpc-ops SM90 FP8 prefill (Tencent/hpc-ops@6e2eced src/attention/prefill/kernels.cuh) ----
+// variant 0: API default QPERTOKEN_PERHEAD_KPERTENSOR_VPERTENSOR (hpc/attention.py:159), kernel
+//   :969: `tQS[im] = sQS(...) * kscale` (:1279), `tAttr_mn(im, in) *= tQS[im]` (:1325, -inf at
+//   `icol > irow` :1322), P `*= kFp8PrefillPScale` (256, :1347), PV into a fresh tile `tOr`
+//   (:1378), `tYr(i) += tOr(i)` (:1403), `tYr(i) * vscale_eff`, vscale_eff = vscale * (1/256) (:1424).
+// variant 1: the per-token K / per-head V kernel (:1461): `tAttr_mn(im, in) *= tQS[im] * tKS[in]`
+//   (:1850), `vscale = vscale_ptr[ihead_kv]` (:1779).
+// variant 2: the kernel before 4b402c8 (hpc-ops@e363e86 kernels.cuh:1273-1306,1358,1402,1428):
+//   per-token Q, per-tensor K and V, P cast unscaled, PV straight into tYr, `tYr(i) * vscale`.
+// online_softmax (:61-93): `row_max = warp_4lane_reduce_max_xor(row_max) * one_over_dk_log2e`,
+//   `exp2f_ftz(tAttr * one_over_dk_log2e - gMax)` (fmaf), `float row_sum = 0.f; row_sum += p`
+//   (:68,82), `gSum = gSum * scale + row_sum` (:86), `tYr_mn *= scale`.
+// final_online_softmax (:48-59): warp_4lane_reduce_sum_xor (utils.cuh:405-409: xor 1 then xor 2),
+//   `one_over_gsum = rcpf_ftz(gSum)` (modelled as 1/l), `tYr *= one_over_gsum`.
+// one_over_dk_log2e = 1.f / sqrtf(float(num_dim_qk)) * kLog2e (warp_spec_with_kvcache_fp8_dim128.cu).
+inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool causal, int variant) {
   head_ops H = head_of(L, h);
   const int d = H.d;
   auto per_token = [&](std::vector<float>& x, int n, std::vector<float>& sc) {
@@ -370,11 +407,20 @@ inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool caus
   };
   std::vector<float> qs, ks;
   per_token(H.q, H.n_q, qs);
-  per_token(H.k, H.n_kv, ks);
-  float vsc = amax_of(H.v.data(), H.v.size()) / 448.0f;
+  float vsc;
+  if (variant == 1) {
+    per_token(H.k, H.n_kv, ks);
+    vsc = amax_of(H.v.data(), H.v.size()) / 448.0f;  // this kv head's V
+  } else {
+    const float kt = amax_of(L.k.data(), L.k.size()) / 448.0f;  // all heads of the layer
+    ks.assign(H.n_kv, kt);
+    for (float& e : H.k) e = quantize_e4m3_sat(e / kt);
+    vsc = amax_of(L.v.data(), L.v.size()) / 448.0f;
+  }
   if (vsc == 0) vsc = 1;
   for (float& e : H.v) e = quantize_e4m3_sat(e / vsc);
-  const float c2 = float(1.0 / std::sqrt(double(d))) * 1.44269504f;  // 5.2
+  const float c2 = (1.0f / std::sqrt(float(d))) * 1.44269504f;
+  const bool s1 = variant == 2;
   const float S = s1 ? 1.0f : 256.0f;
   std::vector<float> out(size_t(H.n_q) * d);
   for (int i = 0; i < H.n_q; ++i) {
@@ -382,37 +428,39 @@ inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool caus
     const int N = n_blocks_for(i, H.n_q, H.n_kv, 128, 128, causal);
     float m = -INFINITY, lt[4] = {0, 0, 0, 0};
     std::vector<float> O(d, 0.0f);
-    for (int b = 0; b < N && last >= 0; ++b) {  // 5.5 forward
+    for (int b = 0; b < N && last >= 0; ++b) {
       const int j0 = b * 128, j1 = std::min(H.n_kv, j0 + 128);
       std::vector<float> x(j1 - j0);
-      float mx = m;
+      float mx = -INFINITY;
       for (int j = j0; j < j1; ++j) {
         const double a = qk_chunks(H, i, j, acc::fp32);
-        x[j - j0] = j > last ? -INFINITY : float(a) * (qs[i] * ks[j]);  // 5.2
-        mx = std::max(mx, x[j - j0] * c2);                              // 5.3
+        x[j - j0] = j > last ? -INFINITY : float(a) * (qs[i] * ks[j]);
+        mx = std::max(mx, x[j - j0]);
       }
+      mx = std::max(m, mx * c2);
       const float alpha = mx == -INFINITY ? 1.0f : std::exp2f(m - mx);
       m = mx;
-      for (float& e : lt) e *= alpha;
-      for (float& o : O) o *= alpha;
+      float row_sum[4] = {0, 0, 0, 0};
       std::vector<float> P8(x.size());
       for (size_t j = 0; j < x.size(); ++j) {
         const float p = std::exp2f(std::fmaf(x[j], c2, -(m == -INFINITY ? 0.0f : m)));
-        lt[(j % 8) / 2] += p;
+        row_sum[(j % 8) / 2] += p;
         P8[j] = quantize_e4m3_sat(p * S);
       }
+      for (int t = 0; t < 4; ++t) lt[t] = lt[t] * alpha + row_sum[t];
+      for (float& o : O) o *= alpha;
       for (int c = 0; c < d; ++c) {
-        if (s1) {  // before 82d80e8: straight into O
+        if (s1) {
           for (int c0 = j0; c0 < j1; c0 += 32) O[c] = float(double(O[c]) + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
-        } else {  // 5.4 fresh fp32 tile, then O += tile
+        } else {
           double a = 0;
           for (int c0 = j0; c0 < j1; c0 += 32) a = float(a + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
           O[c] += float(a);
         }
       }
     }
-    const float l = (lt[0] + lt[2]) + (lt[1] + lt[3]);
-    const float veff = s1 ? vsc : (1.0f / 256.0f) * vsc;  // 5.6
+    const float l = (lt[0] + lt[1]) + (lt[2] + lt[3]);
+    const float veff = s1 ? vsc : (1.0f / 256.0f) * vsc;
     for (int c = 0; c < d; ++c) {
       float o = O[c];
       o *= (l > 0 ? 1.0f / l : 0.0f);
@@ -423,17 +471,24 @@ inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool caus
   return out;
 }
 
-// ---- 2b. SageAttention v1-style Triton (sageattn_qk_int8_pv_fp16_triton) ----
+// ---- 2b. SageAttention v1 Triton (thu-ml/SageAttention@d1a57a5, sageattn_qk_int8_pv_fp16_triton) ----
 // quant_per_block.py: Q *= sm_scale*1.44269504 (a Python double passed as the fp32 argument), per
 // block of 128 (Q) / 64 (K) rows scale = max|x|/127, x/scale + 0.5*sign then truncate;
 // core.py: smooth_k (k - mean over tokens, in the input dtype, bf16 here), V in fp16.
-// attn_qk_int8_per_block{,_causal}.py _attn_fwd_inner, per 64-key block (forward):
-//   qk = float(dot) * q_scale * k_scale; causal diagonal stage: qk + where(mask, 0, -1e6);
-//   m = max(m, rowmax qk); p = exp2(qk - m); alpha = exp2(m_prev - m); l = l*alpha + sum p;
-//   acc = acc*alpha + dot(fp16(p), v, out_dtype=fp16); O = acc / l, then the output cast.
-// Modelled choices of the preset ([I] in docs/kernels.md): tl.sum in ascending column order;
-// the fp16 dot as exact 16-product chunks each added and rounded once to fp16; keys past n_kv
-// are absent (Triton's masked load leaves them undefined).
+// sageattention/triton/attn_qk_int8_per_block.py _attn_fwd_inner, per 64-key block (forward):
+//   :45 `qk = tl.dot(q, k).to(tl.float32) * (q_scale * k_scale)`
+//   :55-57 `m_ij = tl.maximum(m_i, tl.max(qk, 1)); qk = qk - m_ij[:, None]; p = tl.math.exp2(qk)`
+//   :58-61 `l_ij = tl.sum(p, 1); alpha = tl.math.exp2(m_i - m_ij); l_i = l_i * alpha + l_ij`
+//   :63-68 `acc = acc * alpha[:, None]; p = p.to(tl.float16); acc += tl.dot(p, v, out_dtype=tl.float16)`
+//   :111-112 m_i = -inf, l_i = 1; :122 `acc = acc / l_i[:, None]`.
+// attn_qk_int8_per_block_causal.py: :28-35 blocks [0, start_m*BLOCK_M) then [start_m*BLOCK_M,
+//   (start_m+1)*BLOCK_M); :45-46 `mask &= offs_m[:, None] >= (start_n + offs_n[None, :])`,
+//   `qk += tl.where(mask, 0, float('-inf'))`: top-left (key j visible to row i iff j <= i).
+// Triton compiles with enable_fp_fusion=True: `l_i * alpha + l_ij` and `acc * alpha + float(dot)`
+// are fmaf; `qk * s + where(mask, 0, -inf)` is fmaf(S, dq, 0), the same as S * dq.
+// tl.sum(p, 1): per thread columns 8g+2t, 8g+2t+1 ascending, then the quad's tree xor 2, xor 1
+// (inferred from Triton's reduce lowering); the fp16 dot as exact 16-product chunks each added and
+// rounded once to fp16 (inferred); keys past n_kv are absent.
 inline std::vector<float> run_sage1(const test::layer_data& L, int h, bool causal) {
   head_ops H = head_of(L, h);
   const int d = H.d, nq = H.n_q, nk = H.n_kv;
@@ -466,9 +521,10 @@ inline std::vector<float> run_sage1(const test::layer_data& L, int h, bool causa
   for (float& e : H.v) e = float(to_fp16(e));
   std::vector<float> out(size_t(nq) * d);
   for (int i = 0; i < nq; ++i) {
-    const int last = causal ? i + nk - nq : nk - 1;
-    const int N = n_blocks_for(i, nq, nk, 128, 64, causal);
-    float m = -INFINITY, l = 1.0f;  // l starts at 1 and is zeroed by the first alpha = 0
+    const int last = causal ? i : nk - 1;  // top-left
+    const int n_keys = causal ? std::min(nk, (i / 128 + 1) * 128) : nk;
+    const int N = (n_keys + 63) / 64;
+    float m = -INFINITY, l = 1.0f;
     std::vector<float> acc(d, 0.0f);
     for (int b = 0; b < N; ++b) {
       const int j0 = b * 64, j1 = std::min(nk, j0 + 64), n = j1 - j0;
@@ -477,20 +533,20 @@ inline std::vector<float> run_sage1(const test::layer_data& L, int h, bool causa
       for (int j = j0; j < j1; ++j) {
         long long S = 0;
         for (int c = 0; c < d; ++c) S += (long long)H.q[size_t(i) * d + c] * (long long)H.k[size_t(j) * d + c];
-        float x = float(S) * qs[i] * ks[j];
-        if (causal && j > last) x += -1.0e6f;
+        const float x = j > last ? -INFINITY : float(S) * (qs[i] * ks[j]);
         qk[j - j0] = x;
         mx = std::max(mx, x);
       }
-      const float alpha = std::exp2f(m - mx);
-      m = mx;
       std::vector<float> p(n);
-      l *= alpha;
+      float part[4] = {0, 0, 0, 0};
       for (int jj = 0; jj < n; ++jj) {
-        p[jj] = std::exp2f(qk[jj] - m);
-        l += p[jj];
+        p[jj] = std::exp2f(qk[jj] - mx);
+        part[(jj % 8) / 2] += p[jj];
       }
-      for (float& a : acc) a *= alpha;
+      const float l_ij = (part[0] + part[2]) + (part[1] + part[3]);
+      const float alpha = std::exp2f(m - mx);
+      l = std::fmaf(l, alpha, l_ij);
+      m = mx;
       for (int c = 0; c < d; ++c) {
         double a16 = 0;  // the dot's fp16 accumulator, fresh per block
         for (int c0 = 0; c0 < n; c0 += 16) {
@@ -498,7 +554,7 @@ inline std::vector<float> run_sage1(const test::layer_data& L, int h, bool causa
           for (int jj = c0; jj < std::min(n, c0 + 16); ++jj) ch += to_fp16(p[jj]) * double(H.v[size_t(j0 + jj) * d + c]);
           a16 = to_fp16(a16 + ch);
         }
-        acc[c] += float(a16);
+        acc[c] = std::fmaf(acc[c], alpha, float(a16));
       }
     }
     for (int c = 0; c < d; ++c) out[size_t(i) * d + c] = out_cast(l > 0 ? acc[c] / l : 0.0f);

@@ -34,7 +34,11 @@ TEST(preset_oracle_sensitivity, changed_knob_is_detected) {
       {"hpcops", "pv=into_o", 64, true},             {"flashinfer-sm90", "epilogue=combined", 64, true},
       {"flashinfer-sm90", "fold_dq_first=false", 128, true}, {"fa3-acc13", "pv_acc.mant_bits=14", 64, true},
       {"sage1", "pv_acc.k_step=32", 64, true},       {"sage1", "smooth_k=false", 64, false},
-      {"fp32", "rowsum=wgmma", 64, true},            {"generic", "reverse=true", 64, false}};
+      {"fp32", "rowsum=wgmma", 64, true},            {"generic", "reverse=true", 64, false},
+      {"sage1", "triton_fp_fusion=false", 64, true}, {"xqa-sm90", "alpha_expf=false", 64, true},
+      {"xqa-sm90", "epilogue=separate", 64, true},   {"xqa-sm90", "rowsum=sequential", 64, true},
+      {"xqa-sm90", "q.gran=tensor", 64, true},       {"hpcops", "rowsum=wgmma", 64, true},
+      {"hpcops", "k.gran=token", 64, true},          {"bf16", "block_n=128", 128, false}};
   for (const auto& [name, knob, d, causal] : cases) {
     auto L = test::random_layer(2, 1, 200, 200, d, 4242, 1.5f);
     oracle::g_out_fp32 = true;
@@ -64,6 +68,15 @@ TEST_P(preset_oracle_test, bit_identical_small) {
           check_preset(GetParam(), n, d, gqa, causal, ++seed);
           check_preset(GetParam(), n, d, gqa, causal, seed, true);
         }
+}
+
+// n_q < n_kv (the queries are the last n_q tokens): where the causal diagonal sits (top-left for
+// Sage, which counts q_idx from 0; bottom-right for the others) and blocks past it.
+TEST_P(preset_oracle_test, bit_identical_cross_lengths) {
+  set_threads(1);
+  uint64_t seed = 900;
+  for (const auto& [nq, nk] : {std::pair{7, 150}, std::pair{70, 200}})
+    for (bool causal : {true, false}) check_preset(GetParam(), nq, 64, true, causal, ++seed, true, nk);
 }
 
 INSTANTIATE_TEST_SUITE_P(presets, preset_oracle_test,
