@@ -71,7 +71,9 @@ TEST(sfu_unit_test, the_rules_equal_the_simulated_units) {
     else ASSERT_EQ(std::bit_cast<uint32_t>(yr), std::bit_cast<uint32_t>(sr)) << x;
     const float b = std::bit_cast<float>(static_cast<uint32_t>(u * 2654435761u));
     const float yd = td.div(x, b), sd = gpu::sim::mul_rcp_div{&r}(x, b);
-    if (!std::isnan(sd)) ASSERT_EQ(std::bit_cast<uint32_t>(yd), std::bit_cast<uint32_t>(sd)) << x << " / " << b;
+    if (!std::isnan(sd)) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(yd), std::bit_cast<uint32_t>(sd)) << x << " / " << b;
+    }
   }
 }
 
