@@ -16,7 +16,9 @@
 //
 // exp2: CPU exp2f is correctly rounded in glibc for most inputs, whereas MUFU.EX2 (ex2.approx) is
 // not (kernels.md 0): expect rare E4M3 boundary flips against hardware. 1/l: IEEE division where
-// the kernels use rcp.approx (Sage, hpc-ops): 1 ulp differences possible.
+// the kernels use rcp.approx (Sage, hpc-ops): 1 ulp differences possible. The knobs exp2_unit,
+// rcp_unit and div_unit replace these operations by a GPU-measured table (formats/sfu_unit.h;
+// the sites: sfu_exp2, the epilogue's inv and divisions, make_ctx's v_scale / S, the casts).
 // The T = double instantiation (spec.arith_fp64) replaces every fp32 step by fp64 and exp2f by
 // exp2: with every quantization point off it is exact attention up to fp64 rounding.
 #include <omp.h>
@@ -121,7 +123,42 @@ struct head_ctx {
   const planes::plane_a* qa = nullptr;
   const planes::plane_b* kb = nullptr;
   const planes::plane_b* vb = nullptr;
+  // The measured units of exp2_unit / rcp_unit / div_unit (float path only; null: ieee).
+  const formats::sfu_table* ex2 = nullptr;
+  const formats::sfu_table* rcp = nullptr;
+  const formats::sfu_table* dv = nullptr;
 };
+
+// exp2 through the spec's exp2_unit: the measured table where one is set, else exp2f / exp2.
+template <typename T>
+inline T sfu_exp2(const head_ctx<T>& c, T x) {
+  if constexpr (std::is_same_v<T, float>)
+    if (c.ex2) return c.ex2->ex2(x);
+  return exp2_t(x);
+}
+// In place p[i] = exp2(p[i]) through the unit (ieee: the vector exp2f path).
+template <typename T>
+inline void sfu_exp2_inplace(const head_ctx<T>& c, T* p, int n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (c.ex2) {
+      for (int i = 0; i < n; ++i) p[i] = c.ex2->ex2(p[i]);
+      return;
+    }
+  exp2_inplace(p, n);
+}
+// a / b through the spec's div_unit; 1 / b through its rcp_unit.
+template <typename T>
+inline T sfu_div(const head_ctx<T>& c, T a, T b) {
+  if constexpr (std::is_same_v<T, float>)
+    if (c.dv) return c.dv->div(a, b);
+  return a / b;
+}
+template <typename T>
+inline T sfu_rcp(const head_ctx<T>& c, T b) {
+  if constexpr (std::is_same_v<T, float>)
+    if (c.rcp) return c.rcp->rcp(b);
+  return T(1) / b;
+}
 
 constexpr int kTileRows = 64;  // divides every preset's block_m (64, 128, 192)
 
@@ -154,6 +191,11 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
   // bottom-right: j <= i + n_kv - n_q; top-left (Sage: attn_qk_int8_per_block_causal.py:45
   // `offs_m >= start_n + offs_n`, qk_int_sv_f8_cuda_sm89.cuh `kv_idx > q_idx` masked): j <= i
   c.causal_off = c.s.causal_diag == causal_align::top_left ? 0L : static_cast<long>(c.n_kv) - c.n_q;
+  if constexpr (std::is_same_v<T, float>) {
+    c.ex2 = c.s.exp2_unit.table.get();
+    c.rcp = c.s.rcp_unit.table.get();
+    c.dv = c.s.div_unit.table.get();
+  }
   const double sm = 1.0 / std::sqrt(static_cast<double>(c.d));
   c.sm = static_cast<T>(sm);
   if (std::is_same_v<T, double>)
@@ -185,7 +227,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
   // hpc-ops vscale * (1/256) (5.1) multiply by the reciprocal.
   if (c.s.p_mode == p_scale_mode::multiply && !c.s.rowsum_from_cast)
     for (auto& x : c.vs)
-      x = c.s.epilogue == epilogue_mode::div_first ? static_cast<T>(x / c.p_scale) : static_cast<T>((T(1) / c.p_scale) * x);
+      x = c.s.epilogue == epilogue_mode::div_first ? static_cast<T>(sfu_div(c, x, c.p_scale)) : static_cast<T>((T(1) / c.p_scale) * x);
   c.v_nan = v8.nan_flagged;
   c.v_finite = formats::span_all_finite(c.vp, static_cast<size_t>(c.n_kv) * c.d);
   using formats::format;
@@ -914,12 +956,15 @@ inline void fold_raw_row(const head_ctx<float>& c, int r, int n, int n_live, con
   const float m_new = std::max(m, bmax);
   const float m_cur = m_new == -INFINITY ? 0.0f : m_new;
   const float max_scaled = m_new == -INFINITY ? 0.0f : std::fmaf(m_new, eff, -c.offset);
-  const float alpha = std::exp2f((m - m_cur) * eff);
-  fast::exp2f_fma_array(x, eff, -max_scaled, p, n_live);
-  if (n_live < n) {
-    fast::exp2f_fma_array(&mv, eff, -max_scaled, p + n_live, 1);
-    std::fill(p + n_live + 1, p + n, p[n_live]);
+  const float alpha = sfu_exp2(c, (m - m_cur) * eff);
+  if (c.ex2) {  // the measured unit on the same arguments
+    for (int jj = 0; jj < n_live; ++jj) p[jj] = c.ex2->ex2(std::fmaf(x[jj], eff, -max_scaled));
+    if (n_live < n) p[n_live] = c.ex2->ex2(std::fmaf(mv, eff, -max_scaled));
+  } else {
+    fast::exp2f_fma_array(x, eff, -max_scaled, p, n_live);
+    if (n_live < n) fast::exp2f_fma_array(&mv, eff, -max_scaled, p + n_live, 1);
   }
+  if (n_live < n) std::fill(p + n_live + 1, p + n, p[n_live]);
   m = m_new;
   finish_row(c, r, n, live_cols, alpha, p, p8v, b, st, n_live);
 }
@@ -992,14 +1037,14 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
     if (s.alpha_expf)
       alpha = m_new == -INFINITY ? T(1) : std::exp(m - m_new);
     else
-      alpha = exp2_t((m - m_cur) * eff);
+      alpha = sfu_exp2(c, (m - m_cur) * eff);
     for (int jj = 0; jj < n; ++jj) p[jj] = fma_t(x[jj], eff, -max_scaled);
   } else {  // Sage update_mdo / hpc-ops online_softmax
     const T m_sub = m_new == -INFINITY ? T(0) : m_new;
-    alpha = m_new == -INFINITY ? T(1) : exp2_t(m - m_new);
+    alpha = m_new == -INFINITY ? T(1) : sfu_exp2(c, m - m_new);
     for (int jj = 0; jj < n; ++jj) p[jj] = fma_t(x[jj], effv[jj], -m_sub);
   }
-  exp2_inplace(p, n);  // P = exp2(argument), the whole block at once
+  sfu_exp2_inplace(c, p, n);  // P = exp2(argument), the whole block at once
   m = m_new;
   finish_row(c, r, n, last - j0 + 1, alpha, p, p8v, b, st);
 }
@@ -1011,7 +1056,7 @@ void epilogue_row(const head_ctx<T>& c, int i, int r, bool live, tile_buf<T>& b,
   const int d = c.d;
   const T lt = live ? final_rowsum(c, b.l.data() + static_cast<size_t>(r) * 4) : T(0);
   const bool bad = !(lt > 0);
-  const T inv = bad ? T(0) : T(1) / lt;
+  const T inv = bad ? T(0) : sfu_rcp(c, lt);
   const T* ob = b.o.data() + static_cast<size_t>(r) * d;
   const T* vsc = c.vs.data();
   OutT* dst = out + static_cast<size_t>(i) * d;
@@ -1026,8 +1071,8 @@ void epilogue_row(const head_ctx<T>& c, int i, int r, bool live, tile_buf<T>& b,
   switch (s.epilogue) {
     case epilogue_mode::combined: scale([&](T o, T vs) { return o * (inv * vs); }); break;
     case epilogue_mode::separate: scale([&](T o, T vs) { return (o * inv) * vs; }); break;
-    case epilogue_mode::div_first: scale([&](T o, T vs) { return o * (bad ? T(0) : vs / lt); }); break;
-    case epilogue_mode::divide: scale([&](T o, T vs) { return (bad ? T(0) : o / lt) * vs; }); break;
+    case epilogue_mode::div_first: scale([&](T o, T vs) { return o * (bad ? T(0) : sfu_div(c, vs, lt)); }); break;
+    case epilogue_mode::divide: scale([&](T o, T vs) { return (bad ? T(0) : sfu_div(c, o, lt)) * vs; }); break;
   }
   // output cast, the format's switch hoisted out of the loop so the common cases vectorise
   OutT* orow = out + static_cast<size_t>(i) * d;

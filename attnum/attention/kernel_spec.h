@@ -10,6 +10,7 @@
 //   sl2   = softmax_scale * log2(e)
 //   x_ij, eff_ij : the exponent argument is fmaf(x_ij, eff_ij, -m)  (see score_scaling)
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,6 +19,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "attnum/formats/format.h"
+#include "attnum/formats/sfu_unit.h"
 
 namespace attnum::attention {
 
@@ -135,6 +137,14 @@ struct quant_points {
   bool qk_acc = true, p_cast = true, pv_acc = true, o_cast = true;
 };
 
+/// The model of one approximate GPU instruction (ex2.approx.ftz.f32, rcp.approx.ftz.f32,
+/// div.full.f32): "ieee" runs the CPU's correctly rounded operation (exp2f, 1/x, x/y), "table:PATH"
+/// a measured table (formats/sfu_unit.h, written by the probe kit, docs/gpu.md).
+struct sfu_choice {
+  std::string name = "ieee";                        ///< "ieee" or "table:PATH" as given
+  std::shared_ptr<const formats::sfu_table> table;  ///< the loaded table; null for ieee
+};
+
 /// Every knob of a kernel. Defaults are an fp32 flash-attention.
 struct kernel_spec {
   std::string name = "generic";
@@ -177,6 +187,11 @@ struct kernel_spec {
   epilogue_mode epilogue = epilogue_mode::combined;
   formats::format out_fmt = formats::format::fp32;
   quant_points enabled;
+  /// Where the GPU uses approximate instructions (docs/gpu.md): exp2_unit for every P and the
+  /// rescale factor alpha; rcp_unit for the epilogue's 1/l; div_unit for the other divisions of
+  /// the emulated kernel (the quantizer's amax / fmt_max, x / scale and fmt_max / amax, and the
+  /// epilogue's v_scale / l, O / l and v_scale / S). ieee: today's CPU operations.
+  sfu_choice exp2_unit, rcp_unit, div_unit;
   /// The dtype of the transformed operands (fp32, bf16 or fp16): the condition's centering of K
   /// and rotation of Q and K are each computed in double and their outputs rounded RNE to it
   /// before the kernel's casts, as a real pipeline stores them (kernel APIs take bf16/fp16).

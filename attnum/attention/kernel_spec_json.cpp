@@ -118,6 +118,17 @@ void validate_acc(const std::string& p, const accumulator_spec& a) {
   if (a.kind == acc_kind::truncated) check_int(p + ".mant_bits", a.mant_bits, 1, 52);  // unused otherwise
 }
 
+// "ieee" or "table:PATH" (the table read now: a bad file fails before any kernel runs).
+sfu_choice parse_unit(std::string_view knob, std::string_view text, formats::sfu_kind kind) {
+  sfu_choice u;
+  if (text == "ieee") return u;
+  if (text.substr(0, 6) != "table:" || text.size() == 6)
+    fail("knob {}: unknown value '{}' (expected ieee or table:PATH, a table the probe kit wrote)", knob, text);
+  u.name = std::string(text);
+  u.table = formats::read_sfu_table(std::string(text.substr(6)), kind);
+  return u;
+}
+
 void validate_knobs(const kernel_spec& s) {
   validate_operand("q", s.q);
   validate_operand("k", s.k);
@@ -133,6 +144,10 @@ void validate_knobs(const kernel_spec& s) {
   check_int("masked_tail_blocks", s.masked_tail_blocks, 0, 1 << 20);
   check_positive("p_scale", s.p_scale);
   if (!std::isfinite(s.p_offset)) fail("knob p_offset: {} must be finite", s.p_offset);
+  for (const auto& [knob, u] : {std::pair<const char*, const sfu_choice*>{"exp2_unit", &s.exp2_unit},
+                                {"rcp_unit", &s.rcp_unit}, {"div_unit", &s.div_unit}})
+    if (u->table && s.arith_fp64)
+      fail("knob {}: {} models a float32 instruction; the fp64 path (arith_fp64) takes only ieee", knob, u->name);
   if (std::isnan(s.mask_value) || s.mask_value == INFINITY)
     fail("knob mask_value: {} must be finite or -inf", s.mask_value);
 }
@@ -211,6 +226,9 @@ const std::map<std::string, setter>& setters() {
         fail("knob {}: '{}' is not a transform dtype (expected one of: bf16, fp16, fp32)", k, v);
       s.transform_dtype = f;
     };
+    m["exp2_unit"] = [](kernel_spec& s, auto k, auto v) { s.exp2_unit = parse_unit(k, v, formats::sfu_kind::ex2); };
+    m["rcp_unit"] = [](kernel_spec& s, auto k, auto v) { s.rcp_unit = parse_unit(k, v, formats::sfu_kind::rcp); };
+    m["div_unit"] = [](kernel_spec& s, auto k, auto v) { s.div_unit = parse_unit(k, v, formats::sfu_kind::div); };
     m["arith_fp64"] = [](kernel_spec& s, auto k, auto v) { s.arith_fp64 = parse_bool(k, v); };
     const std::pair<const char*, bool quant_points::*> points[] = {
         {"q_cast", &quant_points::q_cast}, {"k_cast", &quant_points::k_cast}, {"v_cast", &quant_points::v_cast},
@@ -271,6 +289,9 @@ nlohmann::json to_json(const kernel_spec& s) {
           {"epilogue", name_of(s.epilogue)},
           {"out_fmt", name_of(s.out_fmt)},
           {"transform_dtype", name_of(s.transform_dtype)},
+          {"exp2_unit", s.exp2_unit.name},
+          {"rcp_unit", s.rcp_unit.name},
+          {"div_unit", s.div_unit.name},
           {"enabled",
            {{"q_cast", e.q_cast}, {"k_cast", e.k_cast}, {"v_cast", e.v_cast}, {"qk_acc_on", e.qk_acc},
             {"p_cast", e.p_cast}, {"pv_acc_on", e.pv_acc}, {"o_cast", e.o_cast}}}};

@@ -54,6 +54,7 @@ struct cast_request {
   int scope_block;      // block_n
   double forced_amax;   // < 0: compute; else this amax for every group (shared K/V scale)
   const char* check = nullptr;  // non-null: x was not checked yet; fail as copy_finite names it
+  const formats::sfu_table* div = nullptr;  // the spec's div_unit (null: IEEE division)
 };
 
 // Copies x[0, n) into dst (a prepared operand; only checks x when dst is null), failing on the
@@ -75,8 +76,9 @@ void copy_finite(const float* x, size_t n, const char* what, std::vector<float>*
 }
 
 // The formats layer's cast rule of an operand (scale_max 0: the format's max).
-formats::scale_spec cast_rule(const operand_spec& op) {
+formats::scale_spec cast_rule(const operand_spec& op, const formats::sfu_table* div) {
   formats::scale_spec r;
+  r.div = div;
   r.fmt = op.fmt;
   r.fmt_max = op.scale_max;
   r.eps = static_cast<float>(op.eps);
@@ -114,7 +116,7 @@ std::vector<double> row_amax(const cast_request& r) {
 // (heads of the head group, tokens of its segment in the same class, before the scope limit).
 void cast_rowwise(const cast_request& r, operand_cast& out) {
   const operand_spec& op = *r.op;
-  const formats::scale_spec rule = cast_rule(op);
+  const formats::scale_spec rule = cast_rule(op, r.div);
   const auto ra = row_amax(r);
   int hg = 1, seg = r.n_tok, div = 8;  // heads per group, segment length, class = (t % 8) / div
   switch (op.gran) {
@@ -184,7 +186,7 @@ void cast_rowwise(const cast_request& r, operand_cast& out) {
 
 // Per channel (V): scale per (h, token block, c) from the amax over tokens (prefix with causal scope).
 void cast_channel(const cast_request& r, operand_cast& out) {
-  const formats::scale_spec rule = cast_rule(*r.op);
+  const formats::scale_spec rule = cast_rule(*r.op, r.div);
   const int cb = r.scope == scale_scope::causal ? r.scope_block : std::max(1, r.n_tok);
   const int ncb = std::max(1, (r.n_tok + cb - 1) / cb);
   const size_t d = static_cast<size_t>(r.d);
@@ -408,12 +410,13 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
       spec.scope == scale_scope::sequence)
     amax_kv = std::max(formats::span_amax(k, nk), formats::span_amax(v, nk));
   const int gs = lv.n_head / lv.n_head_kv;
+  const formats::sfu_table* div = spec.div_unit.table.get();  // the quantizer's divisions (div_unit)
   p->q8 = cast_operand({&spec.q, spec.enabled.q_cast, q, lv.n_head, lv.n_q, d, gs, spec.scope, bn, -1,
-                        copy_q ? nullptr : what[0]});
+                        copy_q ? nullptr : what[0], div});
   p->k8 = cast_operand({&spec.k, spec.enabled.k_cast, k, lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
-                        spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1, copy_k ? nullptr : what[1]});
+                        spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1, copy_k ? nullptr : what[1], div});
   p->v8 = cast_operand({&spec.v, spec.enabled.v_cast, v, lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
-                        spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1, copy_v ? nullptr : what[2]});
+                        spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1, copy_v ? nullptr : what[2], div});
   return p;
 }
 

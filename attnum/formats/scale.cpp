@@ -43,18 +43,21 @@ float group_scale(double amax, const scale_spec& spec, bool* zero_nan) {
     if (zero_nan && spec.multiply_by_reciprocal) *zero_nan = true;
     return spec.multiply_by_reciprocal ? 0.0f : 1.0f;
   }
-  return static_cast<float>(amax) / format_max(spec) + spec.eps;
+  const float a = static_cast<float>(amax);
+  return (spec.div ? spec.div->div(a, format_max(spec)) : a / format_max(spec)) + spec.eps;
 }
 
 float group_operand(double amax, float scale, const scale_spec& spec) {
   if (!spec.multiply_by_reciprocal) return scale;
   // amax 0 without eps: fmt_max / 0 = Inf and 0 * Inf = NaN, as the kernel computes it.
+  if (spec.div) return spec.eps != 0.0f ? spec.div->div(1.0f, scale) : spec.div->div(format_max(spec), static_cast<float>(amax));
   return spec.eps != 0.0f ? 1.0f / scale : format_max(spec) / static_cast<float>(amax);
 }
 
 float scaled_value(float x, double amax, float scale, const scale_spec& spec) {
   const float a = group_operand(amax, scale, spec);
-  return spec.multiply_by_reciprocal ? x * a : x / a;
+  if (spec.multiply_by_reciprocal) return x * a;
+  return spec.div ? spec.div->div(x, a) : x / a;
 }
 
 float cast_in_group(float x, double amax, float scale, const scale_spec& spec) {
@@ -139,6 +142,10 @@ void span_cast(format f, rounding r, const float* x, const float* operand, float
 ATTNUM_SPAN_CLONES
 void cast_span_in_group(const float* x, float* out, size_t n, double amax, float scale, const scale_spec& spec) {
   const float a = group_operand(amax, scale, spec);
+  if (spec.div && !spec.multiply_by_reciprocal) {  // the measured division, element by element
+    for (size_t i = 0; i < n; ++i) out[i] = quantize_value(spec.fmt, spec.div->div(x[i], a), spec.rnd);
+    return;
+  }
   if (spec.multiply_by_reciprocal)
     span_cast<scaling::multiply, false>(spec.fmt, spec.rnd, x, nullptr, a, out, n);
   else
@@ -147,6 +154,10 @@ void cast_span_in_group(const float* x, float* out, size_t n, double amax, float
 
 ATTNUM_SPAN_CLONES
 void cast_span_by_operand(const float* x, const float* operand, float* out, size_t n, const scale_spec& spec) {
+  if (spec.div && !spec.multiply_by_reciprocal) {
+    for (size_t i = 0; i < n; ++i) out[i] = quantize_value(spec.fmt, spec.div->div(x[i], operand[i]), spec.rnd);
+    return;
+  }
   if (spec.multiply_by_reciprocal)
     span_cast<scaling::multiply, true>(spec.fmt, spec.rnd, x, operand, 0.0f, out, n);
   else

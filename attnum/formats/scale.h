@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "attnum/formats/format.h"
+#include "attnum/formats/sfu_unit.h"
 
 namespace attnum::formats {
 
@@ -59,6 +60,9 @@ struct scale_spec {
   float eps = 0;         ///< added to the scale (Sage int8: amax/127 + 1e-7)
   rounding rnd = rounding::nearest_even;  ///< int8 only (float formats round to nearest even)
   bool multiply_by_reciprocal = false;  ///< x * (fmt_max/amax) instead of x / scale
+  /// Every division of the rule (amax / fmt_max, x / scale, fmt_max / amax, 1 / scale) through
+  /// this measured unit (div.full.f32, sfu_unit.h) instead of IEEE division; null: IEEE.
+  const sfu_table* div = nullptr;
 };
 
 /// Returns the scale of a group with max |x| = amax: float(amax) / float(fmt_max) + eps in fp32,
