@@ -133,8 +133,12 @@ TEST(summary_test, null_heads_are_counted_and_excluded_from_the_nonnull_statisti
   EXPECT_TRUE(s["se_available"].get<bool>());
   // Dropping near-zero scores makes the ranking easier.
   EXPECT_GT(s["auc_nonnull"].get<double>(), s["auc"].get<double>());
-  for (const char* f : {"auc_nonnull_lo", "auc_nonnull_hi", "precision_nonnull", "recall_nonnull"})
-    EXPECT_TRUE(s[f].is_number()) << f;
+  for (const char* f : {"precision_nonnull", "recall_nonnull"}) EXPECT_TRUE(s[f].is_number()) << f;
+  // The non-null heads here are ranked perfectly (AUC 1 in every leave-one-model-out fit): a
+  // zero-width interval, reported as none with its reason.
+  EXPECT_EQ(s["auc_nonnull"], 1.0);
+  EXPECT_TRUE(s["auc_nonnull_lo"].is_null());
+  EXPECT_EQ(s["auc_nonnull_ci_reason"], "zero width: every leave-one-cluster-out value equals the estimate");
 }
 
 TEST(summary_test, harmed_headline_is_the_label_and_the_sign_count_is_beside_it) {
