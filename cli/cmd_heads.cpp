@@ -38,17 +38,18 @@ struct heads_args {
 };
 
 void print_summary(const nlohmann::json& summary) {
-  fmt::print("{:<14} {:<14} {:>6} {:>7} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n", "kernel",
-             "transform", "heads", "harmed", "null", "AUC [95% CI]", "precision", "recall",
-             "Spearman", "AUC non-null");
+  fmt::print("{:<14} {:<14} {:>6} {:>7} {:>14} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n", "kernel",
+             "transform", "heads", "harmed", "harmed (sign)", "null", "AUC [95% CI]", "precision",
+             "recall", "Spearman", "AUC non-null");
   for (const auto& s : summary) {
     auto cell = [&](const std::string& k) {
-      return fmt::format("{} [{}, {}]", fmt_opt(s[k]), fmt_opt(s[k + "_lo"]), fmt_opt(s[k + "_hi"]));
+      return fmt::format("{} {}", fmt_opt(s[k]), attnum::study::interval_text(s, k));
     };
-    fmt::print("{:<14} {:<14} {:>6} {:>7} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n",
+    fmt::print("{:<14} {:<14} {:>6} {:>7} {:>14} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n",
                s["kernel"].get<std::string>(), s["transform"].get<std::string>(),
-               s["n_heads"].get<int>(), s["n_harmed"].get<int>(), s.value("n_null", 0), cell("auc"),
-               cell("precision"), cell("recall"), cell("spearman"), cell("auc_nonnull"));
+               s["n_heads"].get<int>(), s.value("n_label_harmed", 0), s["n_harmed"].get<int>(),
+               s.value("n_null", 0), cell("auc"), cell("precision"), cell("recall"),
+               cell("spearman"), cell("auc_nonnull"));
   }
   fmt::print("{}", attnum::study::summary_notes(summary));
 }
@@ -72,8 +73,8 @@ void setup(CLI::App& app) {
   app.add_option("--texts", a->texts, "Zoo: texts (independent token draws) per head")
       ->capture_default_str();
   app.add_option("--predictor-model", a->predictor_model,
-                 "kernel: model each kernel's own numerics; PRESET: score every kernel with that "
-                 "one fixed model (seed 000's design)")
+                 "kernel: model each kernel's own numerics; PRESET (e.g. fa3): that preset's "
+                 "numerics, fixed across kernels (the design of seed 000)")
       ->capture_default_str();
   app.add_flag("--json", a->json, "Print the summary as a JSON array");
   app.add_flag("--quiet", a->quiet, "No progress bar");

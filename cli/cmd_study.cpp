@@ -32,8 +32,8 @@ void setup(CLI::App& app) {
   attnum::cli::add_rotation_option(app, f->rotation);
   app.add_option("--conditions", f->conditions, "Conditions")->capture_default_str();
   app.add_option("--predictor-model", f->c.predictor_model,
-                 "Head study: kernel (model each kernel's numerics) or a preset (one fixed model "
-                 "for every kernel, seed 000's design)")
+                 "Head study: kernel (model each kernel's numerics) or a preset (e.g. fa3: that "
+                 "preset's numerics, fixed across kernels, the design of seed 000)")
       ->capture_default_str();
   app.add_option("--linear-precision", f->c.linear, "Model runner outside attention: bf16|fp32")
       ->capture_default_str();

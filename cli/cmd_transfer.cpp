@@ -37,7 +37,7 @@ std::string cell(const nlohmann::json& s, const std::string& k) {
   auto f = [](const nlohmann::json& v) {
     return v.is_null() ? std::string("-") : fmt::format("{:.3f}", v.get<double>());
   };
-  return fmt::format("{} [{}, {}]", f(s[k]), f(s[k + "_lo"]), f(s[k + "_hi"]));
+  return fmt::format("{} {}", f(s[k]), attnum::study::interval_text(s, k));
 }
 
 void setup(CLI::App& app) {
@@ -51,7 +51,8 @@ void setup(CLI::App& app) {
   attnum::cli::add_kernel_options(app, a->kernel, "--kernel,--emulator", "Preset that emulates the kernel");
   attnum::cli::add_rotation_option(app, a->rotation);
   app.add_option("--predictor-model", a->predictor_model,
-                 "The fixed predictor (one preset for every kernel, seed 000's design) reported "
+                 "The fixed predictor (that preset's numerics, fixed across kernels: the design "
+                 "of seed 000) reported "
                  "next to the kernel-aware one (which models the emulator); kernel: the "
                  "kernel-aware one only")
       ->capture_default_str();
@@ -116,7 +117,8 @@ void setup(CLI::App& app) {
             s["fixed_predictor_model"] = t["predictor_model"];
             for (const char* k : {"auc", "precision", "recall", "auc_nonnull", "precision_nonnull",
                                   "recall_nonnull"})
-              for (const std::string suf : {"", "_lo", "_hi"}) s[std::string("fixed_") + k + suf] = t[k + suf];
+              for (const std::string suf : {"", "_lo", "_hi", "_ci_reason"})
+                s[std::string("fixed_") + k + suf] = t.value(k + suf, nlohmann::json());
             for (const char* k : {"n_predicted_harmed", "tp", "fp", "fn", "tn", "spearman_predicted"})
               s[std::string("fixed_") + k] = t[k];
           }
@@ -129,22 +131,24 @@ void setup(CLI::App& app) {
       fmt::print("{}\n", summary.dump());
       return;
     }
-    fmt::print("{:<14} {:>6} {:>9} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "transform", "heads",
-               "harmed", "null", "predictor", "pred harm", "AUC", "precision", "recall");
+    fmt::print("{:<14} {:>6} {:>9} {:>14} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "transform",
+               "heads", "harmed", "harmed (sign)", "null", "predictor", "pred harm", "AUC",
+               "precision", "recall");
     for (const auto& s : summary) {
-      const std::string harmed = fmt::format("{}/{}", s["n_harmed"].get<int>(), s["n_heads"].get<int>());
-      fmt::print("{:<14} {:>6} {:>9} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n",
-                 s["transform"].get<std::string>(), s["n_heads"].get<int>(), harmed,
+      const std::string harmed = fmt::format("{}/{}", s["n_label_harmed"].get<int>(), s["n_heads"].get<int>());
+      const std::string sign = fmt::format("{}/{}", s["n_harmed"].get<int>(), s["n_heads"].get<int>());
+      fmt::print("{:<14} {:>6} {:>9} {:>14} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n",
+                 s["transform"].get<std::string>(), s["n_heads"].get<int>(), harmed, sign,
                  s["n_null"].get<int>(), "kernel", s["n_predicted_harmed"].get<int>(),
                  cell(s, "auc"), cell(s, "precision"), cell(s, "recall"));
       if (with_fixed)
-        fmt::print("{:<14} {:>6} {:>9} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "", "", "", "",
-                   a->predictor_model, s["fixed_n_predicted_harmed"].get<int>(), cell(s, "fixed_auc"),
-                   cell(s, "fixed_precision"), cell(s, "fixed_recall"));
+        fmt::print("{:<14} {:>6} {:>9} {:>14} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "", "", "",
+                   "", "", a->predictor_model, s["fixed_n_predicted_harmed"].get<int>(),
+                   cell(s, "fixed_auc"), cell(s, "fixed_precision"), cell(s, "fixed_recall"));
     }
     fmt::print("emulator {}; labels from the kernel outputs; Spearman emulator/kernel:", a->kernel.kernels);
     for (const auto& s : summary)
-      fmt::print(" {} {}", s["transform"].get<std::string>(), cell(s, "spearman"));
+      fmt::print(" {} {}", s["transform"].get<std::string>(), cell(s, "spearman_emulator_kernel"));
     fmt::print("\n{}", study::summary_notes(summary));
     if (with_fixed)
       fmt::print("predictor rows: kernel = models the emulator ({}); {} = one fixed model\n",

@@ -222,27 +222,27 @@ std::string num(const json& j, const char* key, const char* f = "{:.3f}") {
   if (j[key].is_number_integer()) return std::to_string(j[key].get<long long>());
   return fmt::format(fmt::runtime(f), j[key].get<double>());
 }
-std::string interval(const json& j, const char* lo, const char* hi) {
-  if (!j.contains(lo) || j[lo].is_null() || j[hi].is_null()) return "";
-  return fmt::format("[{:.3f},{:.3f}]", j[lo].get<double>(), j[hi].get<double>());
+std::string interval(const json& j, const char* stat) {
+  std::string t = study::interval_text(j, stat);
+  t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
+  return t;
 }
 }  // namespace
 
 std::string summary_table(const json& s) {
   std::string out;
   out += fmt::format("Head study ({}): a head is harmed when its mean log1p(rel_err) under the "
-                     "transform exceeds plain's\n",
+                     "transform exceeds plain's by more than its noise floor\n",
                      s.value("source", json("")).dump());
-  out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>5} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n",
-                     "kernel", "transform", "heads", "harmed", "null", "AUC", "95% CI", "prec",
-                     "recall", "spearman", "95% CI");
+  out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>14} {:>5} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n",
+                     "kernel", "transform", "heads", "harmed", "harmed (sign)", "null", "AUC",
+                     "95% CI", "prec", "recall", "spearman", "95% CI");
   for (const auto& r : s.at("heads"))
-    out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>5} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n",
+    out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>14} {:>5} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n",
                        r.value("kernel", ""), r.value("transform", ""), num(r, "n_heads"),
-                       num(r, "n_harmed"), num(r, "n_null"), num(r, "auc"),
-                       interval(r, "auc_lo", "auc_hi"), num(r, "precision", "{:.2f}"),
-                       num(r, "recall", "{:.2f}"), num(r, "spearman"),
-                       interval(r, "spearman_lo", "spearman_hi"));
+                       num(r, "n_label_harmed"), num(r, "n_harmed"), num(r, "n_null"), num(r, "auc"),
+                       interval(r, "auc"), num(r, "precision", "{:.2f}"),
+                       num(r, "recall", "{:.2f}"), num(r, "spearman"), interval(r, "spearman"));
   out += study::summary_notes(s.at("heads"));
   if (!s.at("loss").empty()) {
     out += "\nDownstream loss: exp(CE_variant - CE_ref) against emulated native BF16 attention\n";

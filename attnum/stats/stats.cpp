@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include <boost/math/distributions/non_central_t.hpp>
 #include <boost/math/distributions/students_t.hpp>
 #include <fmt/format.h>
 
@@ -151,6 +152,7 @@ interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& s
   out.method = "cluster-jackknife-t";
   if (g < 2) {
     out.method = "none: fewer than 2 clusters";
+    out.reason = "fewer than 2 clusters";
     return out;
   }
   std::vector<int> all(cluster.size());
@@ -165,24 +167,88 @@ interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& s
     if (auto v = stat(idx); v && std::isfinite(*v)) loo.push_back(*v);
     else ++out.dropped;
   }
-  if (!full || !std::isfinite(*full) || out.dropped > 0) return out;
+  if (!full || !std::isfinite(*full)) {
+    out.reason = "the statistic is undefined on the whole sample";
+    return out;
+  }
+  if (out.dropped > 0) {
+    out.reason = fmt::format("the statistic is undefined without {} of the {} clusters", out.dropped, g);
+    return out;
+  }
+  if (std::all_of(loo.begin(), loo.end(), [&](double v) { return v == *full; })) {
+    out.reason = "zero width: every leave-one-cluster-out value equals the estimate";
+    return out;
+  }
+  const bool logit = opt.scale == ci_scale::logit;
+  if (logit) {
+    ATTNUM_ASSERT(std::isfinite(opt.range_lo) && std::isfinite(opt.range_hi) && opt.range_lo < opt.range_hi,
+                  "cluster_jackknife_t: the logit scale needs a finite range");
+    if (opt.logit_count <= 0 && (*full <= opt.range_lo || *full >= opt.range_hi)) {
+      out.reason = fmt::format("the estimate {} is on the boundary of the range [{}, {}]", *full,
+                               opt.range_lo, opt.range_hi);
+      return out;
+    }
+    if (opt.logit_count <= 0 &&
+        std::any_of(loo.begin(), loo.end(), [&](double v) { return v <= opt.range_lo || v >= opt.range_hi; })) {
+      out.reason = fmt::format("a leave-one-cluster-out value is on the boundary of the range [{}, {}]",
+                               opt.range_lo, opt.range_hi);
+      return out;
+    }
+  }
+  // The empirical logit: u = (theta - lo) / w squeezed to (u n + 1/2) / (n + 1), finite on the
+  // boundary (Cox 1970); n = 0 is the plain logit.
+  const double w = opt.range_hi - opt.range_lo, n = std::max(0.0, opt.logit_count);
+  auto h = [&](double v) {
+    if (!logit) return v;
+    double u = (v - opt.range_lo) / w;
+    if (n > 0) u = (u * n + 0.5) / (n + 1);
+    return std::log(u / (1 - u));
+  };
+  auto h_inv = [&](double z) {
+    if (!logit) return z;
+    const double u = 1 / (1 + std::exp(-z));
+    return opt.range_lo + w * (n > 0 ? (u * (n + 1) - 0.5) / n : u);
+  };
   double mean = 0;
-  for (double v : loo) mean += v;
+  for (double& v : loo) mean += v = h(v);
   mean /= g;
   double ss = 0;
   for (double v : loo) ss += (v - mean) * (v - mean);
   const double se = std::sqrt(ss * (g - 1) / g);
+  const double centre = opt.bias_correct ? g * h(*full) - (g - 1) * mean : h(*full);
   const double t = student_t_quantile(0.5 + opt.level / 2, g - 1);
-  out.lo = std::max(opt.range_lo, *full - t * se);
-  out.hi = std::min(opt.range_hi, *full + t * se);
+  out.lo = std::max(opt.range_lo, h_inv(centre - t * se));
+  out.hi = std::min(opt.range_hi, h_inv(centre + t * se));
+  if (!(*out.lo < *out.hi)) {  // a spread too small to show at double precision
+    out.lo.reset(), out.hi.reset();
+    out.reason = "zero width: the leave-one-cluster-out values barely differ";
+  }
   return out;
 }
 
 interval cluster_interval(std::span<const int> cluster, const statistic_fn& stat,
                           const bootstrap_options& opt) {
   const int g = static_cast<int>(cluster_members(cluster).size());
-  if (g >= kMinBootstrapClusters) return cluster_bootstrap(cluster, stat, opt);
-  return cluster_jackknife_t(cluster, stat, opt);
+  if (g < kMinBootstrapClusters) return cluster_jackknife_t(cluster, stat, opt);
+  interval out = cluster_bootstrap(cluster, stat, opt);
+  if (!out.lo) {
+    out.reason = fmt::format("undefined in {} of {} resamples", out.dropped, opt.n_resamples);
+  } else if (*out.lo == *out.hi) {
+    out.lo.reset(), out.hi.reset();
+    out.reason = "zero width: every resample gives the estimate";
+  }
+  return out;
+}
+
+int clusters_with_events(std::span<const int> cluster, std::span<const uint8_t> event) {
+  ATTNUM_ASSERT(cluster.size() == event.size(), "clusters_with_events: size mismatch");
+  int n = 0;
+  for (const auto& m : cluster_members(cluster)) {
+    int k = 0;
+    for (int i : m) k += event[i] != 0;
+    n += k >= kMinEventsPerCluster;
+  }
+  return n;
 }
 
 interval block_bootstrap(int n, int block_len, const statistic_fn& stat,
@@ -248,6 +314,42 @@ int block_length(std::span<const double> x) {
 double student_t_quantile(double p, double df) {
   ATTNUM_ASSERT(p > 0 && p < 1 && df > 0, "student_t_quantile: p {}, df {}", p, df);
   return boost::math::quantile(boost::math::students_t(df), p);
+}
+
+double t_test_p_value(double t, double df) {
+  ATTNUM_ASSERT(df > 0 && !std::isnan(t), "t_test_p_value: t {}, df {}", t, df);
+  return 2 * boost::math::cdf(boost::math::complement(boost::math::students_t(df), std::fabs(t)));
+}
+
+double t_test_power(double ncp, double df, double level) {
+  ATTNUM_ASSERT(df > 0 && level > 0 && level < 1, "t_test_power: df {}, level {}", df, level);
+  const double c = student_t_quantile(1 - level / 2, df);
+  const boost::math::non_central_t d(df, ncp);
+  return boost::math::cdf(boost::math::complement(d, c)) + boost::math::cdf(d, -c);
+}
+
+double detectable_effect_se(double df, double power, double level) {
+  ATTNUM_ASSERT(power > level && power < 1, "detectable_effect_se: power {}", power);
+  double lo = 0, hi = 1;
+  while (t_test_power(hi, df, level) < power) hi *= 2;
+  while (hi - lo > 1e-10) {
+    const double mid = 0.5 * (lo + hi);
+    (t_test_power(mid, df, level) < power ? lo : hi) = mid;
+  }
+  return hi;
+}
+
+std::vector<uint8_t> benjamini_hochberg(std::span<const double> p, double q) {
+  const size_t m = p.size();
+  std::vector<size_t> order(m);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+  size_t k = 0;  // rejections: the largest rank i (1-based) with p_(i) <= i q / m
+  for (size_t i = 0; i < m; ++i)
+    if (p[order[i]] <= static_cast<double>(i + 1) * q / static_cast<double>(m)) k = i + 1;
+  std::vector<uint8_t> reject(m, 0);
+  for (size_t i = 0; i < k; ++i) reject[order[i]] = 1;
+  return reject;
 }
 
 mean_se mean_and_se(std::span<const double> x) {

@@ -49,6 +49,19 @@ struct interval {
   int n_clusters = 0;   ///< independent units resampled (clusters, or blocks of a series)
   std::string method;   ///< e.g. "cluster-bootstrap-percentile", "cluster-jackknife-t", "none: ..."
   int dropped = 0;      ///< resamples (or leave-one-out fits) where the statistic was undefined
+  /// Why lo and hi are empty (e.g. "zero width: every leave-one-cluster-out value equals the
+  /// estimate"); empty when the interval is available.
+  std::string reason;
+};
+
+/// The scale a jackknife interval is formed on and mapped back from.
+enum class ci_scale {
+  identity,  ///< estimate +- t se on the statistic itself, truncated to its range
+  /// logit((theta - range_lo) / (range_hi - range_lo)): the logit for a statistic in [0, 1]
+  /// (AUC, precision, recall), 2 atanh(theta) (Fisher's z, doubled) for one in [-1, 1]
+  /// (Spearman). Needs a finite range; see bootstrap_options::logit_count for values on the
+  /// range's boundary.
+  logit,
 };
 
 /// Options of the cluster bootstrap (and of cluster_interval).
@@ -59,6 +72,16 @@ struct bootstrap_options {
   /// The statistic's range (e.g. [0, 1] for an AUC): a jackknife-t interval is truncated to it.
   double range_lo = -std::numeric_limits<double>::infinity();
   double range_hi = std::numeric_limits<double>::infinity();
+  /// Jackknife only: the scale of the interval, and whether it is centred on the jackknife's
+  /// bias-corrected estimate G h(theta) - (G-1) mean_g h(theta_(g)) (on that scale) instead of
+  /// h(theta).
+  ci_scale scale = ci_scale::identity;
+  bool bias_correct = false;
+  /// Logit scale: the count n behind the statistic (e.g. the predicted-harmed heads behind a
+  /// precision); > 0 uses the empirical logit of (u n + 1/2) / (n + 1), u the position in the
+  /// range, which is finite on the boundary; 0 the plain logit (no interval when a value lies on
+  /// the boundary).
+  double logit_count = 0;
 };
 
 /// A statistic evaluated on a resample: receives the selected item indices (with repeats).
@@ -77,18 +100,33 @@ interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& sta
 /// the delete-one-cluster jackknife with t(G-1) critical values (docs/study.md "Intervals").
 inline constexpr int kMinBootstrapClusters = 30;
 
-/// Returns the delete-one-cluster jackknife interval: estimate +- t(level, G-1) * se_J with
-/// se_J^2 = (G-1)/G sum_g (theta_(g) - mean)^2 (the CR3 / jackknife variance; Cameron & Miller
-/// 2015), truncated to [range_lo, range_hi]. Undefined (lo, hi empty, `dropped` counting the
-/// leave-one-out fits without a value) when the statistic is undefined on the whole sample or
-/// on any leave-one-out sample, or with fewer than 2 clusters.
+/// Returns the delete-one-cluster jackknife interval: with h the scale's map (opt.scale),
+/// centre +- t(level, G-1) * se_J on that scale, mapped back, where se_J^2 = (G-1)/G
+/// sum_g (h(theta_(g)) - mean)^2 (the CR3 / jackknife variance; Cameron & Miller 2015) and the
+/// centre is h(theta), or the bias-corrected G h(theta) - (G-1) mean (opt.bias_correct);
+/// truncated to [range_lo, range_hi]. Undefined (lo, hi empty, `reason` says why, `dropped`
+/// counting the leave-one-out fits without a value) when the statistic is undefined on the
+/// whole sample or on any leave-one-out sample, with fewer than 2 clusters, when every
+/// leave-one-out value equals the estimate (a zero-width interval is no interval), or on the
+/// plain logit scale (logit_count 0) when a value lies on the range's boundary.
 interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& stat,
                              const bootstrap_options& opt = {});
 
 /// The study's interval: the jackknife-t with fewer than kMinBootstrapClusters clusters, the
 /// percentile cluster bootstrap with more; none (method says why) with fewer than 2 clusters.
+/// A zero-width result (lo == hi) is reported as no interval, with the reason.
 interval cluster_interval(std::span<const int> cluster, const statistic_fn& stat,
                           const bootstrap_options& opt = {});
+
+/// The fewest events (e.g. harmed heads) a cluster must hold to count towards an interval, and
+/// the fewest such clusters: below them the study reports no interval (docs/study.md
+/// "Intervals": a statistic whose events sit in one cluster has no between-cluster spread).
+inline constexpr int kMinEventsPerCluster = 2;
+inline constexpr int kMinEventClusters = 2;
+
+/// Returns the number of clusters (cluster[i] is item i's id) holding at least
+/// kMinEventsPerCluster items with event[i] set.
+int clusters_with_events(std::span<const int> cluster, std::span<const uint8_t> event);
 
 /// A statistic of a series evaluated on a resample given as its item indices (with repeats).
 /// Returns the percentile interval of `stat` under the moving-block bootstrap of a series of n
@@ -110,6 +148,23 @@ int block_length(std::span<const double> x);
 /// Returns the quantile function of Student's t with df > 0 degrees of freedom at p in (0, 1)
 /// (Boost.Math).
 double student_t_quantile(double p, double df);
+
+/// Returns the two-sided p-value of a t statistic with df > 0 degrees of freedom.
+double t_test_p_value(double t, double df);
+
+/// Returns the power of the two-sided t-test at `level` (e.g. 0.05) with df degrees of freedom
+/// when the true effect is `ncp` standard errors: P(|T'| > t(1 - level/2, df)), T' noncentral t
+/// (Boost.Math).
+double t_test_power(double ncp, double df, double level = 0.05);
+
+/// Returns the smallest effect, in standard errors, that the two-sided t-test at `level` with
+/// df degrees of freedom detects with probability `power` (the noncentrality where
+/// t_test_power reaches it; bisection to 1e-10).
+double detectable_effect_se(double df, double power = 0.8, double level = 0.05);
+
+/// Returns which of the p-values the Benjamini-Hochberg procedure rejects at false-discovery
+/// rate q: all p_(i) with i <= k, k the largest rank with p_(k) <= k q / m (m = p.size()).
+std::vector<uint8_t> benjamini_hochberg(std::span<const double> p, double q = 0.05);
 
 /// Mean and standard error (sd / sqrt(n), sd with divisor n - 1) of x; se empty when n < 2.
 struct mean_se {

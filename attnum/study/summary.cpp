@@ -108,6 +108,24 @@ std::string zoo_heads_csv(const plan& p) {
 
 }  // namespace
 
+stats::bootstrap_options interval_options(int which, int n_resamples, uint64_t seed, double count) {
+  stats::bootstrap_options bo{n_resamples, seed, 0.95};
+  bo.range_lo = which == 3 ? -1.0 : 0.0, bo.range_hi = 1.0;
+  bo.scale = stats::ci_scale::logit;
+  bo.bias_correct = true;
+  bo.logit_count = count;
+  return bo;
+}
+
+double interval_count(int which, std::span<const double> pred, std::span<const uint8_t> harmed) {
+  double n_pred = 0, n_pos = 0;
+  for (size_t i = 0; i < pred.size(); ++i) n_pred += pred[i] > 0, n_pos += harmed[i] != 0;
+  const double n = static_cast<double>(pred.size());
+  if (which == 1) return n_pred;
+  if (which == 2) return n_pos;
+  return n;
+}
+
 std::string head_label(double score, std::optional<double> se, int n_texts) {
   if (se && n_texts >= 2) {
     const double crit = stats::student_t_quantile(0.975, n_texts - 1);
@@ -180,8 +198,10 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
       if (which == 2) return stats::confusion_at(ps, ys, 0.0).recall();
       return transfer ? stats::spearman(es, os) : stats::spearman(ps, os);
     };
+    // n_harmed: the sign count (score > 0, seed 000's "harmed", kept for scripts), also written
+    // as n_harmed_sign; the headline count is n_label_harmed (above the noise floor).
     json s{{"kernel", key.first}, {"transform", key.second},
-           {"n_heads", g.size()}, {"n_harmed", c.tp + c.fn}};
+           {"n_heads", g.size()}, {"n_harmed", c.tp + c.fn}, {"n_harmed_sign", c.tp + c.fn}};
     const char* names[] = {"auc", "precision", "recall", "spearman"};
     std::vector<int> all(g.size());
     for (size_t i = 0; i < g.size(); ++i) all[i] = static_cast<int>(i);
@@ -191,12 +211,34 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
       for (int w = 0; w < (nn ? 3 : 4); ++w) {
         const std::string name = std::string(names[w]) + (nn ? "_nonnull" : "");
         s[name] = js(sub(all, w, nn == 1));
-        stats::bootstrap_options bo{n_resamples, seed + static_cast<uint64_t>(w), 0.95};
-        bo.range_lo = w == 3 ? -1.0 : 0.0, bo.range_hi = 1.0;
-        const stats::interval iv = stats::cluster_interval(
-            cluster, [&](std::span<const int> idx) { return sub(idx, w, nn == 1); }, bo);
+        // The heads the statistic sees, their clusters and events.
+        std::vector<int> cl;
+        std::vector<double> ps;
+        std::vector<uint8_t> ys, ev_a, ev_b;  // the statistic's events (and the other class, AUC)
+        for (size_t i = 0; i < g.size(); ++i) {
+          if (nn && !nonnull[i]) continue;
+          cl.push_back(cluster[i]), ps.push_back(pred[i]), ys.push_back(harmed[i]);
+          ev_a.push_back(w == 1 ? pred[i] > 0 : w == 3 ? 1 : harmed[i]);
+          ev_b.push_back(!harmed[i]);
+        }
+        stats::interval iv = stats::cluster_interval(
+            cluster, [&](std::span<const int> idx) { return sub(idx, w, nn == 1); },
+            interval_options(w, n_resamples, seed + static_cast<uint64_t>(w), interval_count(w, ps, ys)));
+        // Too few events in too few clusters: no interval, whatever the resamples gave.
+        {
+          const char* what = w == 1 ? "predicted-harmed heads" : w == 3 ? "heads" : "harmed heads";
+          const int ka = stats::clusters_with_events(cl, ev_a);
+          const int kb = w == 0 ? stats::clusters_with_events(cl, ev_b) : stats::kMinEventClusters;
+          if (ka < stats::kMinEventClusters || kb < stats::kMinEventClusters) {
+            iv.lo.reset(), iv.hi.reset();
+            iv.reason = fmt::format("fewer than {} clusters with at least {} {}",
+                                    stats::kMinEventClusters, stats::kMinEventsPerCluster,
+                                    ka < stats::kMinEventClusters ? what : "unharmed heads");
+          }
+        }
         s[name + "_lo"] = js(iv.lo);
         s[name + "_hi"] = js(iv.hi);
+        s[name + "_ci_reason"] = iv.lo ? json(nullptr) : json(iv.reason);
         s[name + "_ci_dropped"] = iv.dropped;
         if (nn == 0) dropped += iv.dropped;
         method = iv.method;
@@ -223,6 +265,41 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
       s["n_predicted_harmed_nonnull"] = cn.tp + cn.fp;
       s["fp_nonnull"] = cn.fp;
     }
+    // Labels with known power, and a multiple-testing-aware set: per head the two-sided paired
+    // t-test's p-value (df = n_texts - 1) and the smallest effect it labels with 80% power at
+    // the head's observed se; over the heads of this (kernel, transform) the Benjamini-Hochberg
+    // set at FDR 5%.
+    {
+      const char* score_key = transfer ? "kernel_observed_score" : "observed_score";
+      std::vector<double> pv, score, detectable;
+      std::map<int, double> d80;  // df -> detectable effect in se
+      for (const json* h : g) {
+        const auto se = h->find(se_key);
+        const int n_texts = h->value("n_texts", 0);
+        if (se == h->end() || se->is_null() || n_texts < 2) continue;
+        const double sev = se->get<double>(), sc = h->at(score_key).get<double>();
+        const int df = n_texts - 1;
+        if (!d80.count(df)) d80[df] = stats::detectable_effect_se(df, 0.8, 0.05);
+        detectable.push_back(d80[df] * sev);
+        // A zero se: the score is exactly known (p 0 unless the score is 0).
+        pv.push_back(sev > 0 ? stats::t_test_p_value(sc / sev, df) : (sc == 0 ? 1.0 : 0.0));
+        score.push_back(sc);
+      }
+      s["bh_fdr"] = 0.05;
+      if (se_available && !pv.empty() && pv.size() == g.size()) {
+        const std::vector<uint8_t> rej = stats::benjamini_hochberg(pv, 0.05);
+        int64_t bh_h = 0, bh_p = 0;
+        for (size_t i = 0; i < rej.size(); ++i) bh_h += rej[i] && score[i] > 0, bh_p += rej[i] && score[i] < 0;
+        s["n_bh_harmed"] = bh_h, s["n_bh_helped"] = bh_p;
+        std::sort(detectable.begin(), detectable.end());
+        const size_t n = detectable.size();
+        s["detectable_effect_80_median"] = n % 2 ? detectable[n / 2] : 0.5 * (detectable[n / 2 - 1] + detectable[n / 2]);
+        s["detectable_effect_80_se"] = d80.size() == 1 ? json(d80.begin()->second) : json(nullptr);
+      } else {
+        s["n_bh_harmed"] = nullptr, s["n_bh_helped"] = nullptr;
+        s["detectable_effect_80_median"] = nullptr, s["detectable_effect_80_se"] = nullptr;
+      }
+    }
     s["se_available"] = se_available;
     s["label_rule"] = se_available
                           ? "null if |score| < t(0.975, n_texts-1) * se (paired over texts), else sign"
@@ -230,6 +307,10 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
     if (transfer) {
       s["emulator"] = key.first;
       s["kernel"] = "kernel-outputs";
+      // `spearman` compares emulator and kernel here (predicted vs observed in heads): the
+      // explicit name, with `spearman` kept as its alias for scripts.
+      for (const std::string suf : {"", "_lo", "_hi", "_ci_reason", "_ci_dropped"})
+        s["spearman_emulator_kernel" + suf] = s["spearman" + suf];
       s["spearman_predicted"] = js(stats::spearman(pred, obs));
       int64_t emu_harmed = 0;
       for (double e : emu) emu_harmed += e > 0;
@@ -240,6 +321,15 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
     out.push_back(s);
   }
   return out;
+}
+
+std::string interval_text(const json& row, const std::string& stat, const char* spec) {
+  const auto v = row.find(stat);
+  if (v == row.end() || v->is_null()) return "";
+  const auto lo = row.find(stat + "_lo"), hi = row.find(stat + "_hi");
+  if (lo == row.end() || hi == row.end() || lo->is_null() || hi->is_null()) return "n/a";
+  return fmt::format("[{}, {}]", fmt::format(fmt::runtime(spec), lo->get<double>()),
+                     fmt::format(fmt::runtime(spec), hi->get<double>()));
 }
 
 std::string summary_notes(const json& summary) {
@@ -254,7 +344,8 @@ std::string summary_notes(const json& summary) {
     const std::string kind = s.value("cluster", "model") == "model" ? "models" : "(model, layer) pairs";
     std::string what;
     if (method == "cluster-jackknife-t")
-      what = fmt::format("95% delete-one-cluster jackknife with t({}) critical values over {} {} "
+      what = fmt::format("95% delete-one-cluster jackknife with t({}) critical values over {} {}, "
+                         "bias-corrected, on the logit scale (Fisher's z for Spearman) "
                          "(fewer than {} clusters: no percentile bootstrap)",
                          n - 1, n, kind, stats::kMinBootstrapClusters);
     else if (method == "cluster-bootstrap-percentile")
@@ -264,10 +355,32 @@ std::string summary_notes(const json& summary) {
     add(fmt::format("intervals: {}", what));
     dropped += s.value("ci_dropped", int64_t{0});
     add(fmt::format("labels: {}", s.value("label_rule", "sign of the score")));
+    if (s.contains("detectable_effect_80_se") && s["detectable_effect_80_se"].is_number())
+      add(fmt::format("power: the per-head test labels an effect of {:.2f} se with 80% power (the "
+                      "median head's: detectable_effect_80_median); Benjamini-Hochberg at FDR 5% "
+                      "over each row's heads: n_bh_harmed, n_bh_helped in summary.json",
+                      s["detectable_effect_80_se"].get<double>()));
+    if (s.contains("n_label_harmed"))
+      add("harmed: heads labelled harmed (above the noise floor); harmed (sign): heads with a "
+          "positive score, noise or not (seed 000's count; n_harmed_sign); null: not "
+          "distinguishable from 0 at this noise");
     const std::string pm = s.value("predictor_model", "kernel");
     add(pm == "kernel" ? std::string("predictor: models each kernel's own numerics (kernel-aware)")
                        : fmt::format("predictor: one fixed model ({}) for every kernel", pm));
   }
+  // Intervals reported as n/a, grouped by reason.
+  std::vector<std::pair<std::string, std::string>> na;  // reason, "kernel transform stat, ..."
+  for (const auto& s : summary)
+    for (const char* stat : {"auc", "precision", "recall", "spearman", "auc_nonnull",
+                             "precision_nonnull", "recall_nonnull"}) {
+      const auto r = s.find(std::string(stat) + "_ci_reason");
+      if (r == s.end() || !r->is_string() || !s.contains(stat) || s[stat].is_null()) continue;
+      const std::string where = fmt::format("{} {} {}", s.value("kernel", ""), s.value("transform", ""), stat);
+      auto it = std::find_if(na.begin(), na.end(), [&](const auto& e) { return e.first == r->get<std::string>(); });
+      if (it == na.end()) na.emplace_back(r->get<std::string>(), where);
+      else it->second += ", " + where;
+    }
+  for (const auto& [reason, where] : na) add(fmt::format("interval n/a ({}): {}", reason, where));
   std::string out;
   for (const auto& l : lines) out += l + "\n";
   out += fmt::format("undefined statistics in resamples or leave-one-out fits (ci_dropped, all rows): {}\n",

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "attnum/stats/stats.h"
 #include "attnum/study/plan.h"
 #include "attnum/study/rows.h"
 
@@ -49,9 +51,25 @@ std::string head_label(double score, std::optional<double> se, int n_texts);
 nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t seed,
                          bool transfer = false);
 
+/// The interval options of summary statistic `which` (0 AUC, 1 precision, 2 recall, 3 Spearman):
+/// its range ([0, 1], Spearman [-1, 1]), the empirical logit scale of that range (Fisher's z
+/// for Spearman) with `count` the items behind the statistic (AUC: the smaller class;
+/// precision: predicted-harmed heads; recall: harmed heads; Spearman: heads), and the
+/// jackknife's bias correction (docs/study.md "Intervals").
+stats::bootstrap_options interval_options(int which, int n_resamples, uint64_t seed, double count);
+/// Returns that count for statistic `which` on the heads (pred, harmed).
+double interval_count(int which, std::span<const double> pred, std::span<const uint8_t> harmed);
+
+/// Returns a summary row's interval of `stat` as the head tables print it: "[lo, hi]" (each
+/// with `spec`), "n/a" when the estimate has no interval (`stat_ci_reason` says why, and the
+/// notes list it), "" when the statistic itself is undefined.
+std::string interval_text(const nlohmann::json& row, const std::string& stat,
+                          const char* spec = "{:.3f}");
+
 /// Returns the printed notes under a summary table: what the intervals are (method, cluster kind
 /// and count, undefined resamples), the label rule and the predictor model, as the summary rows
-/// record them (one line each distinct setting).
+/// record them (one line each distinct setting), what `harmed` and `harmed (sign)` count, and
+/// every interval reported as n/a with its reason.
 std::string summary_notes(const nlohmann::json& summary);
 
 }  // namespace attnum::study

@@ -1,5 +1,6 @@
-// Coverage of the study's intervals (stats::cluster_interval) on synthetic clustered data with a
-// known effect, at the cluster counts the study meets: 5 and 6 (the zoo's models, a captured
+// Coverage of stats::cluster_interval on its own scale (identity, no bias correction) for a
+// pooled mean on synthetic clustered data with a known effect (the study's statistics, on the
+// logit scale: summary_interval_coverage_slow_test.cpp), at the cluster counts the study meets: 5 and 6 (the zoo's models, a captured
 // model's layers), 10, 24 (a 24-layer model) and 40 (where the percentile bootstrap takes over).
 // Nominal 95% intervals must cover the truth in 90-99% of the replications. Seeds are fixed, so
 // the measured coverage is the same on every run (printed for the closing notes).

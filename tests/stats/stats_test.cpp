@@ -208,3 +208,105 @@ TEST(stats_test, mean_and_se) {
   const std::vector<double> one{2};
   EXPECT_FALSE(mean_and_se(one).se.has_value());
 }
+
+TEST(stats_test, jackknife_on_the_logit_scale_with_bias_correction) {
+  // Four clusters of proportions 0.2, 0.4, 0.5, 0.7 (10 items each): the leave-one-out
+  // proportions are (S - s_g) / 30 with S = 18, i.e. 16/30, 14/30, 13/30, 11/30; on the logit
+  // scale with bias correction the centre is 4 logit(0.45) - 3 mean(logit(loo)).
+  std::vector<double> y;
+  std::vector<int> cl;
+  const int ones[] = {2, 4, 5, 7};
+  for (int c = 0; c < 4; ++c)
+    for (int i = 0; i < 10; ++i) y.push_back(i < ones[c] ? 1 : 0), cl.push_back(c);
+  const auto mean = [&](std::span<const int> idx) -> std::optional<double> {
+    double s = 0;
+    for (int i : idx) s += y[i];
+    return s / static_cast<double>(idx.size());
+  };
+  bootstrap_options o;
+  o.range_lo = 0, o.range_hi = 1, o.scale = ci_scale::logit, o.bias_correct = true;
+  const interval iv = cluster_jackknife_t(cl, mean, o);
+  auto logit = [](double p) { return std::log(p / (1 - p)); };
+  const double z[] = {logit(16 / 30.0), logit(14 / 30.0), logit(13 / 30.0), logit(11 / 30.0)};
+  const double zbar = (z[0] + z[1] + z[2] + z[3]) / 4;
+  double ss = 0;
+  for (double v : z) ss += (v - zbar) * (v - zbar);
+  const double se = std::sqrt(ss * 3 / 4), centre = 4 * logit(0.45) - 3 * zbar;
+  const double t = 3.18244631;  // t(0.975, 3)
+  EXPECT_NEAR(*iv.lo, 1 / (1 + std::exp(-(centre - t * se))), 1e-9);
+  EXPECT_NEAR(*iv.hi, 1 / (1 + std::exp(-(centre + t * se))), 1e-9);
+  EXPECT_TRUE(iv.reason.empty());
+  // Asymmetric about the estimate (the logit scale), inside (0, 1).
+  EXPECT_GT(*iv.lo, 0.0);
+  EXPECT_LT(*iv.hi, 1.0);
+}
+
+TEST(stats_test, zero_width_jackknife_is_no_interval) {
+  // Every cluster has the same proportion: every leave-one-out value equals the estimate.
+  const std::vector<double> y{1, 0, 1, 0, 1, 0};
+  const std::vector<int> cl{0, 0, 1, 1, 2, 2};
+  const auto mean = [&](std::span<const int> idx) -> std::optional<double> {
+    double s = 0;
+    for (int i : idx) s += y[i];
+    return s / static_cast<double>(idx.size());
+  };
+  const interval iv = cluster_interval(cl, mean);
+  EXPECT_FALSE(iv.lo.has_value());
+  EXPECT_EQ(iv.reason, "zero width: every leave-one-cluster-out value equals the estimate");
+  // On the plain logit scale an estimate of 1 has no interval either; the empirical logit
+  // (logit_count) is finite there.
+  const std::vector<double> one{1, 1, 1, 1, 1, 0};
+  const auto mean1 = [&](std::span<const int> idx) -> std::optional<double> {
+    double s = 0;
+    for (int i : idx) s += one[i];
+    return s / static_cast<double>(idx.size());
+  };
+  bootstrap_options o;
+  o.range_lo = 0, o.range_hi = 1, o.scale = ci_scale::logit;
+  const interval plain = cluster_jackknife_t(cl, mean1, o);
+  EXPECT_FALSE(plain.lo.has_value());
+  EXPECT_NE(plain.reason.find("boundary"), std::string::npos) << plain.reason;
+  o.logit_count = 6;
+  const interval emp = cluster_jackknife_t(cl, mean1, o);
+  ASSERT_TRUE(emp.lo.has_value());
+  EXPECT_LT(*emp.lo, *emp.hi);
+  EXPECT_LE(*emp.hi, 1.0);
+}
+
+TEST(stats_test, clusters_with_events_counts_clusters_with_two_or_more) {
+  const std::vector<int> cl{0, 0, 0, 1, 1, 2, 2, 2};
+  const std::vector<uint8_t> ev{1, 1, 0, 1, 0, 1, 1, 1};
+  EXPECT_EQ(clusters_with_events(cl, ev), 2);  // clusters 0 (2 events) and 2 (3); 1 has one
+}
+
+TEST(stats_test, benjamini_hochberg_step_up) {
+  // m = 5, q = 0.05: thresholds 0.01, 0.02, 0.03, 0.04, 0.05. Sorted p: 0.001 (ok), 0.03 (> 0.02),
+  // 0.035 (> 0.03), 0.04 (<= 0.04: the largest rank that passes), 0.5: the step-up rejects the
+  // first four although ranks 2 and 3 fail on their own.
+  const std::vector<double> p{0.5, 0.035, 0.001, 0.04, 0.03};
+  EXPECT_EQ(benjamini_hochberg(p, 0.05), (std::vector<uint8_t>{0, 1, 1, 1, 1}));
+  const std::vector<double> none{0.2, 0.3};
+  EXPECT_EQ(benjamini_hochberg(none, 0.05), (std::vector<uint8_t>{0, 0}));
+}
+
+TEST(stats_test, t_test_p_value_and_power) {
+  // t = t(0.975, 2) has p = 0.05 exactly; power at ncp 0 is the level.
+  EXPECT_NEAR(t_test_p_value(4.30265273, 2), 0.05, 1e-8);
+  EXPECT_NEAR(t_test_p_value(-4.30265273, 2), 0.05, 1e-8);
+  EXPECT_NEAR(t_test_power(0, 2), 0.05, 1e-9);
+  // Many degrees of freedom: the normal approximation 1.95996 + 0.84162 = 2.80158 se.
+  EXPECT_NEAR(detectable_effect_se(1e6), 2.80158, 1e-3);
+  // Two degrees of freedom (3 texts): checked by simulation, T' = (Z + d) / sqrt(chi2_2 / 2),
+  // rejecting |T'| > 4.30265: the power at the returned d is 0.80 (100,000 draws, sd 0.0013).
+  const double d = detectable_effect_se(2);
+  EXPECT_GT(d, 4.30265273);
+  splitmix64 rng(99);
+  int hit = 0;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) {
+    const double z = rng.normal(), a = rng.normal(), b = rng.normal();
+    const double t = (z + d) / std::sqrt((a * a + b * b) / 2);
+    hit += std::fabs(t) > 4.30265273;
+  }
+  EXPECT_NEAR(static_cast<double>(hit) / n, 0.80, 0.004) << "d = " << d;
+}
