@@ -29,20 +29,22 @@ struct loaded {
   std::vector<float> data;
 };
 
-// .npy: the array; .safetensors: the only tensor, or the one named `name` (q, k, v).
-loaded load(const std::string& path, const std::string& name) {
+// .npy: the array; .safetensors: the only tensor, or the one named `name` (q, k, v);
+// FILE.safetensors:TENSOR: that tensor (e.g. a capture's layers.1.q).
+loaded load(const std::string& arg, const std::string& name) {
   loaded l;
+  const auto [path, tensor] = attnum::io::split_tensor_path(arg);
   if (ends_with(path, ".npy")) {
     auto a = attnum::io::read_npy(path);
     l.shape = a.shape, l.data = std::move(a.data);
   } else if (ends_with(path, ".safetensors")) {
     attnum::io::safetensors_file f(path);
-    const attnum::io::tensor_view* t = f.find(name);
+    const attnum::io::tensor_view* t = tensor.empty() ? f.find(name) : &f.at(tensor);
     if (!t && f.tensors().size() == 1) t = &f.tensors().begin()->second;
-    if (!t) fail("{}: expected a single tensor or one named '{}'", path, name);
+    if (!t) fail("{}: expected a single tensor or one named '{}' (or name one: {}:TENSOR)", path, name, path);
     l.shape = t->shape, l.data = t->to_float();
   } else {
-    fail("{}: expected a .npy or .safetensors file", path);
+    fail("{}: expected a .npy or .safetensors file (or FILE.safetensors:TENSOR)", arg);
   }
   l.rank = l.shape.size();
   if (l.shape.size() == 2) l.shape.insert(l.shape.begin(), 1);
@@ -87,19 +89,13 @@ void run(const opts& o) {
     fail("attend: --q has {} heads, not a multiple of --k's {} (GQA)", q.shape[0], k.shape[0]);
   const layer_view lv{q.data.data(), k.data.data(), v.data.data(), int(q.shape[0]), int(k.shape[0]),
                       int(q.shape[1]), int(k.shape[1]), int(q.shape[2])};
-  if (cond != condition::plain && spec.transform_dtype != attnum::formats::format::fp32) {
-    // Transformed operands are rounded to transform_dtype; untransformed ones are used as given.
-    auto exact = [&](const std::vector<float>& x) {
-      for (float e : x)
-        if (attnum::transforms::round_to(spec.transform_dtype, e) != e) return false;
-      return true;
-    };
-    if (!exact(q.data) || !exact(k.data))
-      fmt::print(stderr,
-                 "warning: --q/--k hold values that are not {0}: the transformed operands are rounded to {0} "
-                 "(transform_dtype) but plain ones are used as given; round the inputs to {0} or pass "
-                 "--knob transform_dtype=fp32 for a like-for-like comparison with plain\n",
-                 attnum::formats::info(spec.transform_dtype).name);
+  // Transformed operands are rounded to transform_dtype; untransformed ones are used as given.
+  if (transform_rounds_inputs(spec, lv, cond)) {
+    fmt::print(stderr,
+               "warning: --q/--k hold values that are not {0}: the transformed operands are rounded to {0} "
+               "(transform_dtype) but plain ones are used as given; round the inputs to {0} or pass "
+               "--knob transform_dtype=fp32 for a like-for-like comparison with plain\n",
+               attnum::formats::info(spec.transform_dtype).name);
   }
   const auto r = attend(spec, lv, cond, !o.no_causal, topt);
   bool nan = false;

@@ -1,67 +1,15 @@
 // attnum capture: writes post-RoPE Q/K/V of every layer, per (model, text), as safetensors.
 #include <fmt/core.h>
 
-#include <filesystem>
-
-#include "attnum/core/error.h"
-#include "attnum/core/file.h"
-#include "attnum/core/progress.h"
-#include "attnum/model/capture.h"
-#include "attnum/model/loader.h"
+#include "attnum/pipeline/capture_texts.h"
 #include "cli/command.h"
 
 namespace {
-struct capture_options {
-  std::string model, tokenizer, out, linear = "bf16";
-  std::vector<std::string> texts, token_ids;
-  int tokens = 1024;
-};
-
-std::string file_hash(const std::string& path) {
-  const std::string s = attnum::read_file(path);
-  return attnum::model::fnv1a_hex(s.data(), s.size());
-}
+using capture_options = attnum::pipeline::capture_request;
 
 void run(const capture_options& o) {
-  using namespace attnum::model;
-  namespace fs = std::filesystem;
-  if (o.texts.empty() && o.token_ids.empty()) attnum::fail("capture: give --text FILE... or --token-ids FILE...");
-  weights w = load_model(o.model);
-  if (o.tokens <= 0) attnum::fail("--tokens must be positive, got {}", o.tokens);
-  if (o.tokens > w.cfg.seq_len)
-    attnum::fail("--tokens {} is larger than the model's context {}", o.tokens, w.cfg.seq_len);
-  const linear_precision p = parse_linear_precision(o.linear);
-  std::unique_ptr<tokenizer> tok;
-  if (!o.texts.empty()) tok = load_tokenizer(o.model, w, o.tokenizer);
-  // Read and check every input before writing anything.
-  struct job { std::vector<int> ids; capture_source src; };
-  std::vector<job> jobs;
-  for (const auto& f : o.texts)
-    jobs.push_back({tokenize_file(f, *tok, w), {fs::path(f).stem().string(), file_hash(f), tok->source()}});
-  for (const auto& f : o.token_ids)
-    jobs.push_back({read_token_ids(f), {fs::path(f).stem().string(), file_hash(f), "token-ids"}});
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (int(jobs[i].ids.size()) < o.tokens)
-      attnum::fail("{}: {} tokens, --tokens asks for {}", jobs[i].src.text_id, jobs[i].ids.size(), o.tokens);
-    jobs[i].ids.resize(o.tokens);
-  }
-  if (p == linear_precision::bf16) round_to_bf16(w);
-  attnum::output_guard guard(o.out);  // docs/reliability.md: a failed run leaves --out as it was
-  attnum::begin_output_dir(o.out);
   // The written paths go to stdout at the end, not between redraws of the progress line.
-  std::vector<std::string> written;
-  {
-    attnum::progress bar("capture", static_cast<int64_t>(jobs.size()), "texts");
-    for (const job& j : jobs) {
-      written.push_back((fs::path(o.out) / capture_file_name(w.id, j.src.text_id)).string());
-      write_capture(w, j.ids, j.src, p, written.back());
-      bar.add();
-    }
-  }
-  // No completion marker here: users pass the folder's files as --captures DIR/* (each file is
-  // written atomically and read whole, so a killed capture leaves no half file).
-  guard.commit();
-  for (const auto& path : written) fmt::print("{}\n", path);
+  for (const auto& path : attnum::pipeline::capture_texts(o)) fmt::print("{}\n", path);
 }
 
 void setup(CLI::App& app) {

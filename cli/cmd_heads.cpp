@@ -92,7 +92,7 @@ void setup(CLI::App& app) {
     o.knobs = a->kernel.knobs;
     o.rotation = attnum::study::parse_rotation(a->rotation);
     o.zoo_opt.dtype = formats::parse_format(a->zoo_dtype);
-    o.conditions = attnum::cli::split_list(a->conditions);
+    o.conditions = attnum::cli::conditions_from_flag(a->conditions, true);
     o.predictor_model = a->predictor_model;
     std::string knobs;
     for (const auto& k : a->kernel.knobs) knobs += " --knob " + k;

@@ -7,6 +7,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/core/progress.h"
 #include "attnum/model/loader.h"
 #include "attnum/model/loss.h"
 #include "attnum/pipeline/distributed.h"
@@ -31,16 +32,24 @@ void run(const loss_options& o) {
   using namespace attnum::model;
   if (o.texts.empty() == o.token_ids.empty() && !o.token_ids.empty())
     attnum::fail("loss: give --text or --token-ids, not both");
-  weights w = load_model(o.model);
+  // Flags first: a bad flag is refused before the model is read.
   loss_params p;
   const auto specs = attnum::cli::resolve_kernels(o.kernel);
   p.n_tokens = o.tokens, p.windows = o.windows, p.kernel = specs.front(), p.knobs = o.kernel.knobs;
   p.rotation = attnum::study::parse_rotation(o.rotation);
-  p.conditions = attnum::cli::split_list(o.conditions);
+  p.conditions = attnum::cli::conditions_from_flag(o.conditions, false);
   p.reference = o.reference;
   if (p.reference != "bf16" && p.reference != "fp64")
     attnum::fail("--reference: expected bf16 or fp64, got '{}'", p.reference);
   p.linear = parse_linear_precision(o.linear);
+  weights w = load_model(o.model);
+  // Windows longer than the model's context are clamped to it, as attnum study does.
+  if (w.cfg.seq_len > 0 && p.n_tokens > w.cfg.seq_len) {
+    if (attnum::get_progress_mode() != attnum::progress_mode::never && attnum::scaleout::here().root())
+      fmt::print(stderr, "loss: {} tokens exceed {}'s context of {}: using windows of {}\n", p.n_tokens, w.id,
+                 w.cfg.seq_len, w.cfg.seq_len);
+    p.n_tokens = w.cfg.seq_len;
+  }
   if (!o.token_ids.empty()) {
     for (const auto& f : o.token_ids) p.sources.push_back(read_token_ids(f)), p.source_names.push_back(f);
   } else {

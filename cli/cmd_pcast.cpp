@@ -61,7 +61,8 @@ attnum::pcast::progress_fn progress_bar(const char* what) {
   return [what, st](int64_t done, int64_t total) {
     if (!st->bar || total != st->total || done < st->done) {
       st->bar.reset();  // finishes the previous line
-      st->bar = std::make_unique<attnum::progress>(what, total, "steps");
+      st->bar = std::make_unique<attnum::progress>(what, total, "steps", true,
+                                                    "one (token count, seed, delta) of the simulation");
       st->total = total;
     }
     st->done = done;
@@ -135,7 +136,7 @@ void setup_dp(CLI::App& app) {
 struct sim_opts {
   std::string delta, scale, order, threshold, n_tok, source = "inject", out;
   attnum::cli::kernel_flags kernel;  // empty: the idealized kernel
-  int d_head = 128, k_sink = 4, block = 128, rows = 0, seeds = 0;
+  int d_head = 128, k_sink = 4, block = 128, rows = 0, seeds = 0;  // rows, seeds 0: not given
   uint64_t seed = 1;
   double sigma = 1.0;
   bool quick = false, no_cast = false, json = false;
@@ -150,8 +151,15 @@ void add_sim_options(CLI::App& app, sim_opts& o) {
   app.add_option("--d-head", o.d_head, "Head dimension d")->capture_default_str();
   app.add_option("--k-sink", o.k_sink, "Sink tokens k")->capture_default_str();
   app.add_option("--block", o.block, "KV block size B")->capture_default_str();
-  app.add_option("--rows", o.rows, "Query rows per seed (default 64, quick 8)");
-  app.add_option("--seeds", o.seeds, "Independent data sets (default 16, quick 3)");
+  // Counts given explicitly must be >= 1 (0 is not "the default").
+  auto count = [](int& dst, const char* flag) {
+    return [&dst, flag](int v) {
+      if (v < 1) attnum::fail("pcast: {} {}: expected a count >= 1", flag, v);
+      dst = v;
+    };
+  };
+  app.add_option_function<int>("--rows", count(o.rows, "--rows"), "Query rows per seed (default 64, quick 8)");
+  app.add_option_function<int>("--seeds", count(o.seeds, "--seeds"), "Independent data sets (default 16, quick 3)");
   app.add_option("--seed", o.seed, "Base seed")->capture_default_str();
   app.add_option("--sigma", o.sigma, "Std of the score noise (theory assumes 1)")->capture_default_str();
   app.add_option("--source", o.source, "Scores: inject (drawn) or qk (fp32 Q and K built to give them)")
@@ -194,6 +202,8 @@ attnum::pcast::sim_config make_config(const sim_opts& o, attnum::pcast::sim_conf
   if (!o.order.empty()) c.orders = parse_orders(o.order);
   if (!o.threshold.empty()) c.thresholds = parse_list(o.threshold, "--threshold");
   if (!o.n_tok.empty()) c.n_toks = to_ints(parse_list(o.n_tok, "--n-tok"), "--n-tok");
+  if (o.d_head < 1) attnum::fail("pcast: --d-head {}: expected a dimension >= 1", o.d_head);
+  if (o.block < 1) attnum::fail("pcast: --block {}: expected a block size >= 1", o.block);
   c.d_head = o.d_head;
   c.k_sink = o.k_sink;
   c.block = o.block;

@@ -50,7 +50,7 @@ void setup(CLI::App& app) {
     c.kernels = attnum::cli::resolve_kernels(f->kernel);
     c.knobs = f->kernel.knobs;
     c.rotation = attnum::study::parse_rotation(f->rotation);
-    c.conditions = attnum::cli::split_list(f->conditions);
+    c.conditions = attnum::cli::conditions_from_flag(f->conditions, true);
     c.out = f->out;
     if (!f->assets.empty()) c.assets = f->assets;
     c.quick_pcast = !f->full_pcast;

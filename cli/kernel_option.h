@@ -11,6 +11,7 @@
 
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
+#include "attnum/study/plan.h"
 #include "attnum/transforms/hadamard.h"
 #include "cli/list_option.h"
 
@@ -35,6 +36,14 @@ inline std::vector<attention::kernel_spec> resolve_kernels(const kernel_flags& f
   std::vector<attention::kernel_spec> out;
   for (const auto& name : split_list(f.kernels)) out.push_back(attention::resolve_kernel(name, f.knobs));
   if (out.empty()) fail("--kernel: no kernel given");
+  return out;
+}
+
+/// Returns the conditions of a --conditions list, as given, checked by study::check_conditions
+/// (known, none twice, and with `needs_transform` one besides plain).
+inline std::vector<std::string> conditions_from_flag(const std::string& list, bool needs_transform) {
+  const std::vector<std::string> out = split_list(list);
+  study::check_conditions(out, needs_transform);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/core/progress.h"
+#include "attnum/core/suggest.h"
 #include "attnum/core/version.h"
 #include "attnum/scaleout/world.h"
 #include "cli/command.h"
@@ -51,6 +52,67 @@ CLI::App* subcommand_for(CLI::App& root, const std::string& path, const std::str
     parent = it->second;
   }
   return parent;
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> out;
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) out.push_back(s->get_name());
+  return out;
+}
+
+// The words of the command line that name subcommands are checked before parsing, so a
+// mistyped one ("attnum atend") is named with the closest commands instead of CLI11's "A
+// subcommand is required". Walks down while the current command has subcommands; at the top
+// the only option with a value is --threads.
+void check_subcommands(CLI::App& root, int argc, char** argv) {
+  CLI::App* cur = &root;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") return;
+    if (!a.empty() && a[0] == '-') {
+      if (cur == &root && a == "--threads") ++i;
+      continue;
+    }
+    const auto names = subcommand_names(*cur);
+    if (names.empty()) return;
+    CLI::App* next = nullptr;
+    for (CLI::App* s : cur->get_subcommands([](const CLI::App*) { return true; }))
+      if (s->check_name(a)) next = s;
+    if (!next) {
+      const std::string where = cur == &root ? "attnum" : "attnum " + cur->get_name();
+      const std::string hint = did_you_mean(a, names);
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      fail("{}: unknown command '{}'{} (commands: {})", where, a, hint.empty() ? "" : ": " + hint, list);
+    }
+    cur = next;
+  }
+}
+
+// For a flag CLI11 did not expect, the closest flags of the command it was given to (and the
+// global ones), or "" when the extras are not flags.
+std::string unexpected_flags(CLI::App& root) {
+  CLI::App* cur = &root;
+  std::string path = "attnum";
+  for (;;) {
+    const auto parsed = cur->get_subcommands();
+    if (parsed.empty()) break;
+    cur = parsed.front();
+    path += " " + cur->get_name();
+  }
+  std::vector<std::string> flags;
+  for (CLI::App* a : {cur, &root})
+    for (const CLI::Option* o : a->get_options())
+      for (const auto& n : o->get_lnames()) flags.push_back("--" + n);
+  std::string out;
+  for (const auto& extra : root.remaining(true)) {
+    if (extra.size() < 3 || extra.compare(0, 2, "--") != 0) continue;
+    const std::string word = extra.substr(0, extra.find('='));
+    const std::string hint = did_you_mean(word, flags);
+    out += fmt::format("{}{}: unknown flag {}{}", out.empty() ? "" : "\n", path, word, hint.empty() ? "" : ": " + hint);
+  }
+  if (!out.empty()) out += fmt::format(" ({} --help lists its flags)", path);
+  return out;
 }
 }  // namespace
 }  // namespace attnum::cli
@@ -103,9 +165,15 @@ int main(int argc, char** argv) {
     if (sub->get_allow_extras()) sub->fallthrough(false);  // its extras are its values (cast)
   }
   try {
+    cli::check_subcommands(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return finish(app.exit(e));
+  } catch (const CLI::ExtrasError& e) {
+    const std::string flags = cli::unexpected_flags(app);
+    if (flags.empty()) app.exit(e);
+    else return fatal(flags.c_str());
+    return finish(2);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return finish(2);

@@ -40,4 +40,16 @@ attend_result attend(const kernel_spec& spec, const layer_view& layer, condition
   return r;
 }
 
+bool transform_rounds_inputs(const kernel_spec& spec, const layer_view& layer, condition cond) {
+  if (cond == condition::plain || spec.transform_dtype == formats::format::fp32) return false;
+  auto exact = [&](const float* x, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (transforms::round_to(spec.transform_dtype, x[i]) != x[i]) return false;
+    return true;
+  };
+  const size_t d = static_cast<size_t>(layer.d_head);
+  return !exact(layer.q, static_cast<size_t>(layer.n_head) * layer.n_q * d) ||
+         !exact(layer.k, static_cast<size_t>(layer.n_head_kv) * layer.n_kv * d);
+}
+
 }  // namespace attnum::attention

@@ -26,4 +26,9 @@ struct attend_result {
 attend_result attend(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal = true,
                      const transform_options& opts = {}, bool with_metrics = true, float* out = nullptr);
 
+/// Whether `cond` rounds some of the given q or k values: a transformed condition (not plain)
+/// rounds its operands to the kernel's transform_dtype, while plain uses them as given, so q/k
+/// values not representable in transform_dtype make the two unlike (the CLI and Python warn).
+bool transform_rounds_inputs(const kernel_spec& spec, const layer_view& layer, condition cond);
+
 }  // namespace attnum::attention

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
+#include "attnum/core/suggest.h"
 
 namespace attnum::attention {
 namespace {
@@ -320,6 +321,11 @@ std::pair<int, int> kernel_spec::tile_for(int d_head, bool causal) const {
 const kernel_spec& preset(std::string_view name) {
   for (const auto& s : all_presets())
     if (s.name == name) return s;
+  std::vector<std::string> names{"fp64"};
+  for (const auto& s : all_presets()) names.push_back(s.name);
+  const std::string hint = did_you_mean(name, names);
+  if (!hint.empty())
+    fail("unknown kernel preset '{}': {} (attnum kernels lists all {})", name, hint, all_presets().size());
   std::string known;
   for (const auto& s : all_presets()) known += (known.empty() ? "" : ", ") + s.name;
   fail("unknown kernel preset '{}' (known: {})", name, known);

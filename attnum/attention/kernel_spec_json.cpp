@@ -10,6 +10,7 @@
 
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
+#include "attnum/core/suggest.h"
 
 namespace attnum::attention {
 namespace {
@@ -337,8 +338,13 @@ kernel_spec apply_knobs(kernel_spec spec, const std::vector<std::string>& assign
     std::string knob = a.substr(0, eq), value = a.substr(eq + 1);
     auto it = setters().find(knob);
     if (it == setters().end()) {
+      std::vector<std::string> names;
+      for (const auto& [n, _] : setters()) names.push_back(n);
+      const std::string hint = did_you_mean(knob, names);
+      if (!hint.empty())
+        fail("unknown knob '{}': {} (attnum kernels --json lists all {})", knob, hint, names.size());
       std::string known;
-      for (const auto& [n, _] : setters()) known += (known.empty() ? "" : ", ") + n;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
       fail("unknown knob '{}' (known: {})", knob, known);
     }
     it->second(spec, knob, value);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "attnum/core/error.h"
+#include "attnum/core/suggest.h"
 
 namespace attnum::attention {
 namespace {
@@ -125,7 +126,9 @@ condition parse_condition(std::string_view text) {
   if (text == "tile") return condition::plain;  // the legacy name of plain
   for (size_t i = 0; i < std::size(kConditionNames); ++i)
     if (text == kConditionNames[i]) return static_cast<condition>(i);
-  fail("unknown condition '{}' (expected plain, rotate, center or center+rotate)", text);
+  const std::string hint = did_you_mean(text, {std::begin(kConditionNames), std::end(kConditionNames)});
+  fail("unknown condition '{}'{} (expected plain, rotate, center or center+rotate)", text,
+       hint.empty() ? "" : ": " + hint);
 }
 
 }  // namespace attnum::attention

@@ -1,6 +1,7 @@
 // safetensors reader (mmap + validation) and atomic writer (see safetensors.h).
 #include "attnum/io/safetensors.h"
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/core/suggest.h"
 #include "attnum/formats/format.h"
 #include "attnum/io/json_file.h"
 
@@ -224,8 +226,23 @@ const tensor_view* safetensors_file::find(std::string_view name) const {
 
 const tensor_view& safetensors_file::at(std::string_view name) const {
   const tensor_view* t = find(name);
-  if (!t) fail("{}: no tensor '{}' ({} tensors in the file)", path(), name, tensors_.size());
+  if (!t) {
+    std::vector<std::string> names;
+    for (const auto& [n, _] : tensors_) names.push_back(n);
+    const std::string hint = did_you_mean(name, names);
+    fail("{}: no tensor '{}'{} ({} tensors in the file{})", path(), name, hint.empty() ? "" : ": " + hint,
+         tensors_.size(), tensors_.size() <= 12 ? ": " + fmt::format("{}", fmt::join(names, ", ")) : "");
+  }
   return *t;
+}
+
+std::pair<std::string, std::string> split_tensor_path(const std::string& path) {
+  static constexpr std::string_view kExt = ".safetensors:";
+  const size_t pos = path.rfind(kExt);
+  if (pos == std::string::npos) return {path, {}};
+  std::string tensor = path.substr(pos + kExt.size());
+  if (tensor.empty()) fail("{}: expected FILE.safetensors:TENSOR, no tensor name after the ':'", path);
+  return {path.substr(0, pos + kExt.size() - 1), tensor};
 }
 
 void write_safetensors(const std::string& path, const std::vector<tensor_out>& tensors,

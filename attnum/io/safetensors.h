@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "attnum/io/mapped_file.h"
@@ -63,6 +64,11 @@ class safetensors_file {
   std::map<std::string, tensor_view, std::less<>> tensors_;
   std::map<std::string, std::string> metadata_;
 };
+
+/// Splits "FILE.safetensors:TENSOR" (one tensor of a file of several, e.g. a capture's
+/// "layers.1.q") into {"FILE.safetensors", "TENSOR"}; any other path comes back as {path, ""}.
+/// Throws attnum::error for "FILE.safetensors:" with no tensor name.
+std::pair<std::string, std::string> split_tensor_path(const std::string& path);
 
 /// A float tensor to write, stored as `dtype` (F32; BF16 and F16 with RNE; F64 exact).
 struct tensor_out {

@@ -65,7 +65,8 @@ bool run_heads(std::span<const study::plan> plans, std::span<const fs::path> dir
     todo_text = join_ints(todo);
   }
   const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
-  attnum::progress bar("heads", static_cast<int64_t>(todo.size()), "units", progress && world.root());
+  attnum::progress bar("heads", static_cast<int64_t>(todo.size()), "units", progress && world.root(),
+                       study::kUnitHelp);
   scaleout::distribute(
       todo,
       [&](int i) -> std::string {
@@ -161,7 +162,8 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
   }
   const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
   std::map<int, std::vector<model::unit_result>> got;  // rank 0 without a folder keeps them here
-  attnum::progress bar("loss", static_cast<int64_t>(todo.size()), "windows", progress && world.root());
+  attnum::progress bar("loss", static_cast<int64_t>(todo.size()), "windows", progress && world.root(),
+                       "one window of --tokens labels of one text, run under every condition");
   // Windows run one at a time per rank: a window's forward passes are parallel inside.
   scaleout::distribute(
       todo,

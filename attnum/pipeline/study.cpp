@@ -71,7 +71,8 @@ model_inputs capture_model(const study_config& c, const model::weights& w,
   }
   const auto lin = model::parse_linear_precision(c.linear);
   if (scaleout::here().root()) fs::create_directories(dir);
-  attnum::progress bar("capture", static_cast<int64_t>(texts.size()), "texts", c.progress && scaleout::here().root());
+  attnum::progress bar("capture", static_cast<int64_t>(texts.size()), "texts", c.progress && scaleout::here().root(),
+                       "one text through the model, its q, k, v saved");
   for (const auto& t : texts) {
     std::vector<int> ids = model::tokenize_file(t, tok, w);
     if (static_cast<int>(ids.size()) < in.n + 1)

@@ -40,7 +40,7 @@ bool run_study(std::span<const plan> plans, std::span<const fs::path> dirs, cons
   if (ctl.stop_after >= 0 && static_cast<int>(todo.size()) > ctl.stop_after) todo.resize(ctl.stop_after);
   std::atomic<int> done{0};
   const int n_todo = static_cast<int>(todo.size());
-  attnum::progress bar("heads", n_todo, "units", ctl.progress);
+  attnum::progress bar("heads", n_todo, "units", ctl.progress, study::kUnitHelp);
   std::string first_error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(attnum::threads())
   for (int t = 0; t < n_todo; ++t) {

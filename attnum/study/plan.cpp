@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "attnum/attention/engine.h"
 #include "attnum/core/error.h"
 #include "attnum/core/hash.h"
 #include "attnum/core/same_config.h"
@@ -77,6 +78,20 @@ json rotation_matrix_json(const transforms::rotation& r) {
 
 }  // namespace
 
+void check_conditions(const std::vector<std::string>& conditions, bool needs_transform, std::string_view flag) {
+  if (conditions.empty()) fail("{}: no condition given", flag);
+  std::vector<attention::condition> seen;
+  for (const auto& name : conditions) {
+    const attention::condition c = attention::parse_condition(name);
+    if (std::find(seen.begin(), seen.end(), c) != seen.end())
+      fail("{}: '{}' is given twice ({})", flag, name, fmt::join(conditions, ","));
+    seen.push_back(c);
+  }
+  if (needs_transform && seen.size() == 1 && seen[0] == attention::condition::plain)
+    fail("{} {}: the study compares each transform with plain; add rotate, center or center+rotate", flag,
+         conditions[0]);
+}
+
 plan make_plan(const study_options& opt) {
   plan p;
   p.opt = opt;
@@ -90,6 +105,7 @@ plan make_plan(const study_options& opt) {
       fail("heads: --predictor-model: expected kernel or a preset ({}), got '{}'", fmt::join(known, ", "),
            opt.predictor_model);
   }
+  check_conditions(opt.conditions, true);
   bool plain = false;
   for (const auto& c : opt.conditions) plain |= parse_condition_index(c) == 0;
   if (!plain) fail("heads: --conditions must include plain (scores are relative to it)");

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,10 @@ struct study_options {
   std::string command;                  ///< the command line, recorded in meta.json
 };
 
+/// What one work unit is, in words (the progress log's first line).
+inline constexpr const char* kUnitHelp =
+    "one (model, layer, text) with all its heads under every kernel and condition";
+
 /// One work unit: (model, layer, text).
 struct unit {
   int index = 0;
@@ -72,6 +77,13 @@ struct plan {
 /// Returns the plan of a study. Throws attnum::error on bad options (unknown kernel or
 /// condition, no plain condition, no source).
 plan make_plan(const study_options& opt);
+
+/// Checks a list of conditions: each a known condition (an unknown one is refused with the
+/// closest names), none given twice ("tile" is plain's legacy name, so "plain,tile" repeats),
+/// and with `needs_transform` (the head study: every score compares a transform with plain) one
+/// besides plain among them. `flag` names the list in messages ("--conditions", "conditions").
+void check_conditions(const std::vector<std::string>& conditions, bool needs_transform,
+                      std::string_view flag = "--conditions");
 
 /// Returns the configuration of a plan: every option that changes a result (tool and predictor
 /// versions, source with its files' FNV-1a hashes, kernels with their knobs and specs, conditions,

@@ -3,7 +3,11 @@
 // (the Python layer converts torch tensors and checks shapes first), releases the GIL while it
 // computes, and turns attnum::error (bad input) into ValueError with the library's message.
 // Written against the public headers only: attention/{attend,kernel_spec,metrics,reference}.h,
-// formats/format.h, predict/predictor.h, study/emulate.h (the predictor's operands), pcast/theory.h.
+// formats/format.h, predict/predictor.h, study/emulate.h (the predictor's operands), pcast/theory.h,
+// io/safetensors.h (captures), study/plan.h and pipeline/{distributed,study}.h (heads, study: the
+// same entry points and result files as the CLI).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -20,12 +24,19 @@
 #include "attnum/attention/reference.h"
 #include "attnum/core/allocator.h"
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/parallel.h"
+#include "attnum/core/progress.h"
 #include "attnum/core/version.h"
 #include "attnum/formats/format.h"
+#include "attnum/io/safetensors.h"
 #include "attnum/pcast/theory.h"
+#include "attnum/pipeline/capture_texts.h"
+#include "attnum/pipeline/distributed.h"
+#include "attnum/pipeline/study.h"
 #include "attnum/predict/predictor.h"
 #include "attnum/study/emulate.h"
+#include "attnum/study/plan.h"
 #include "attnum/study/rotation_spec.h"
 
 namespace py = pybind11;
@@ -66,8 +77,15 @@ attnum::attention::layer_view layer_of(const f32_array& q, const f32_array& k, c
   return {q.data(), k.data(), v.data(), dq.n_head, dk.n_head, dq.n_tok, dk.n_tok, dq.d};
 }
 
-// The rotation named as the CLI's --rotation ("" = the default random-sign Hadamard).
-attnum::transforms::rotation rotation_of(const std::string& spec) {
+// The rotation named as the CLI's --rotation ("" = the default random-sign Hadamard), or a
+// [d, d] float64 matrix (rows become x·R) when `matrix` is not None.
+attnum::transforms::rotation rotation_of(const std::string& spec, const py::object& matrix = py::none()) {
+  if (!matrix.is_none()) {
+    const auto m = matrix.cast<f64_array>();
+    const std::vector<int64_t> shape(m.shape(), m.shape() + m.ndim());
+    return attnum::transforms::rotation::from_matrix(std::vector<double>(m.data(), m.data() + m.size()), shape,
+                                                     "rotation");
+  }
   return spec.empty() ? attnum::transforms::rotation() : attnum::study::parse_rotation(spec);
 }
 
@@ -79,17 +97,20 @@ attnum::attention::kernel_spec spec_of(const std::string& kernel, const std::vec
 
 py::dict attend(const f32_array& q, const f32_array& k, const f32_array& v, const std::string& kernel,
                 const std::string& condition, const std::vector<std::string>& knobs, bool causal,
-                const std::string& rotation, bool causal_center, bool stages, bool measure) {
+                const std::string& rotation, bool causal_center, bool stages, bool measure,
+                const py::object& rotation_matrix) {
   using namespace attnum::attention;
   const layer_view lv = layer_of(q, k, v);
   const kernel_spec spec = spec_of(kernel, knobs);
   const attnum::attention::condition cond = parse_condition(condition);
-  const transform_options topt{rotation_of(rotation), causal_center};
+  const transform_options topt{rotation_of(rotation, rotation_matrix), causal_center};
   f32_array o({lv.n_head, lv.n_q, lv.d_head});
   attend_result r;
   std::vector<std::vector<stage_error>> st;
+  bool rounds = false;
   {
     compute_scope scope;
+    rounds = transform_rounds_inputs(spec, lv, cond);
     r = attend(spec, lv, cond, causal, topt, measure, o.mutable_data());  // straight into the array
     if (stages && measure)
       for (int h = 0; h < lv.n_head; ++h) st.push_back(stage_attribution(spec, lv, h, cond, causal, topt));
@@ -119,7 +140,134 @@ py::dict attend(const f32_array& q, const f32_array& k, const f32_array& v, cons
   out["nan_flagged"] = nan, out["stages"] = stage_dict;
   out["kernel"] = to_json(spec).dump();
   out["condition"] = std::string(condition_name(cond));
+  out["rotation"] = topt.rotation.name();
+  out["transform_rounds_inputs"] = rounds;  // the CLI's transform_dtype warning
+  out["transform_dtype"] = std::string(attnum::formats::info(spec.transform_dtype).name);
   return out;
+}
+
+// A capture file (or any safetensors file): its metadata and every tensor as float32, in the
+// file's order of names.
+py::dict load_capture(const std::string& path) {
+  const attnum::io::safetensors_file f(path);
+  py::dict meta;
+  for (const auto& [k, v] : f.metadata()) meta[py::str(k)] = v;
+  py::list tensors;
+  for (const auto& [name, t] : f.tensors()) {
+    const std::vector<py::ssize_t> shape(t.shape.begin(), t.shape.end());
+    f32_array a(shape);
+    {
+      py::gil_scoped_release release;
+      t.to_float(a.mutable_data());
+    }
+    tensors.append(py::make_tuple(name, std::string(attnum::io::dtype_name(t.dtype)), a));
+  }
+  py::dict out;
+  out["metadata"] = meta, out["tensors"] = tensors;
+  return out;
+}
+
+std::vector<attnum::attention::kernel_spec> specs_of(const std::vector<std::string>& kernels,
+                                                     const std::vector<std::string>& knobs) {
+  std::vector<attnum::attention::kernel_spec> out;
+  for (const auto& k : kernels) out.push_back(attnum::attention::resolve_kernel(k, knobs));
+  if (out.empty()) fail("kernels: no kernel given");
+  return out;
+}
+
+// Progress lines on stderr (core/progress.h) unless quiet: drawn even when stderr is not a
+// terminal (a notebook's log), as the log form.
+struct progress_scope {
+  attnum::progress_mode saved = attnum::get_progress_mode();
+  explicit progress_scope(bool on) {
+    attnum::set_progress_mode(on ? attnum::progress_mode::always : attnum::progress_mode::never);
+  }
+  ~progress_scope() { attnum::set_progress_mode(saved); }
+};
+
+// The head study into `out` (`attnum heads ... --out OUT`): the same plan, checkpoints, result
+// files and completion marker; `command` is the CLI line of the same study (meta.json).
+void heads(const std::vector<std::string>& captures, bool zoo, const std::vector<std::string>& kernels,
+           const std::vector<std::string>& knobs, const std::string& rotation, const py::object& rotation_matrix,
+           const std::string& zoo_dtype, const std::vector<std::string>& conditions, int n_tok, int layers,
+           int texts, const std::string& predictor_model, const std::string& out, bool progress) {
+  using namespace attnum;
+  if (zoo == !captures.empty()) fail("heads: give exactly one of zoo=True or captures=[...]");
+  if (texts < 1) fail("heads: texts={}: expected a count >= 1", texts);
+  if (n_tok < 1) fail("heads: n_tok={}: expected a count >= 1", n_tok);
+  if (layers < 0) fail("heads: layers={}: expected 0 (all) or a count >= 1", layers);
+  study::check_conditions(conditions, true, "conditions");
+  study::study_options o;
+  o.zoo = zoo;
+  o.captures = captures;
+  o.zoo_opt.n_tok = n_tok;
+  o.zoo_opt.n_layer_cap = layers;
+  o.n_texts = texts;
+  o.kernels = specs_of(kernels, knobs);
+  o.knobs = knobs;
+  o.rotation = rotation_of(rotation, rotation_matrix);
+  o.zoo_opt.dtype = formats::parse_format(zoo_dtype);
+  o.conditions = conditions;
+  o.predictor_model = predictor_model;
+  // The CLI line of the same study (cli/cmd_heads.cpp records it in meta.json the same way).
+  std::string knob_flags;
+  for (const auto& k : knobs) knob_flags += " --knob " + k;
+  o.command = fmt::format("attnum heads {} --kernel {}{} --rotation {}{} --conditions {} --predictor-model {}",
+                          zoo ? "--zoo" : "--captures ...", fmt::join(kernels, ","), knob_flags,
+                          rotation.empty() ? o.rotation.name() : rotation, zoo ? " --zoo-dtype " + zoo_dtype : "",
+                          fmt::join(conditions, ","), predictor_model);
+  compute_scope scope;  // the plan hashes the capture files: without the GIL too
+  const study::plan p = study::make_plan(o);
+  const progress_scope ps(progress);
+  output_guard guard(out);
+  begin_output_dir(out);
+  if (!pipeline::run_heads(p, out, 0, 1, progress)) fail("heads: the study did not complete");
+  write_complete_marker(out, o.command);
+  guard.commit();
+}
+
+// `attnum capture`: one capture file per text into `out`; returns their paths.
+std::vector<std::string> capture(const std::string& model, const std::vector<std::string>& texts,
+                                 const std::vector<std::string>& token_ids, const std::string& tokenizer, int tokens,
+                                 const std::string& linear, const std::string& out, bool progress) {
+  attnum::pipeline::capture_request r;
+  r.model = model, r.texts = texts, r.token_ids = token_ids, r.tokenizer = tokenizer, r.tokens = tokens;
+  r.linear = linear, r.out = out, r.progress = progress;
+  compute_scope scope;
+  const progress_scope ps(progress);
+  return attnum::pipeline::capture_texts(r);
+}
+
+// The whole study into `out` (`attnum study ... --out OUT`).
+void study(const std::string& model, const std::vector<std::string>& texts, const std::string& tokenizer, int tokens,
+           const std::vector<std::string>& kernels, const std::vector<std::string>& knobs, const std::string& rotation,
+           const py::object& rotation_matrix, const std::vector<std::string>& conditions,
+           const std::string& predictor_model, const std::string& linear, const std::string& out, bool report,
+           bool full_pcast, int zoo_layers, int zoo_tokens, bool progress) {
+  using namespace attnum;
+  study::check_conditions(conditions, true, "conditions");
+  pipeline::study_config c;
+  c.model = model, c.texts = texts, c.tokenizer = tokenizer, c.tokens = tokens;
+  c.kernels = specs_of(kernels, knobs);
+  c.knobs = knobs;
+  c.rotation = rotation_of(rotation, rotation_matrix);
+  c.conditions = conditions;
+  c.predictor_model = predictor_model;
+  c.linear = linear;
+  c.out = out;
+  c.report = report;
+  c.quick_pcast = !full_pcast;
+  c.zoo_layer_cap = zoo_layers;
+  c.zoo_tokens = zoo_tokens;
+  c.progress = progress;
+  c.command = "attnum study";
+  compute_scope scope;
+  const progress_scope ps(progress);
+  output_guard guard(c.out);
+  begin_output_dir(c.out);
+  (void)pipeline::run_study(c);
+  write_complete_marker(c.out, c.command);
+  guard.commit();
 }
 
 f64_array reference(const f32_array& q, const f32_array& k, const f32_array& v, bool causal) {
@@ -139,7 +287,7 @@ f64_array reference(const f32_array& q, const f32_array& k, const f32_array& v, 
 // The predictor's expected rel_err per head, built as the head study builds it (study/emulate.h:
 // the transformed operands and the casts' rounding variances; the causal fp64 reference's P).
 f64_array predict(const f32_array& q, const f32_array& k, const f32_array& v, const std::string& kernel,
-                  const std::string& condition, const std::string& rotation) {
+                  const std::string& condition, const std::string& rotation, const py::object& rotation_matrix) {
   const attnum::attention::layer_view lv = layer_of(q, k, v);
   if (lv.n_q != lv.n_kv) fail("predict: q has {} tokens and k {}; the predictor needs the same count", lv.n_q, lv.n_kv);
   const int cond = attnum::study::parse_condition_index(condition);
@@ -149,7 +297,7 @@ f64_array predict(const f32_array& q, const f32_array& k, const f32_array& v, co
   double* dst = out.mutable_data();
   compute_scope scope;
   const auto run = attnum::study::prepare_run(spec_of(kernel, {}), cond, {lv.q, lv.k, lv.v, lv.n_head, lv.n_head_kv, n, d},
-                                              {rotation_of(rotation), false});
+                                              {rotation_of(rotation, rotation_matrix), false});
   for (int h = 0; h < lv.n_head; ++h) {
     const float* qh = lv.q + h * hd;
     const float* kh = lv.k + (h / group) * hd;
@@ -282,6 +430,13 @@ PYBIND11_MODULE(_core, m) {
     return attnum::threads();
   });
   m.def("attend", &attend);
+  m.def("load_capture", &load_capture);
+  m.def("heads", &heads);
+  m.def("study", &study);
+  m.def("capture", &capture);
+  m.def("check_conditions", [](const std::vector<std::string>& c, bool needs_transform) {
+    attnum::study::check_conditions(c, needs_transform, "conditions");
+  });
   m.def("reference", &reference);
   m.def("predict", &predict);
   m.def("cast", &cast);

@@ -53,8 +53,14 @@ def test_float32_arrays_are_not_copied():
 @pytest.mark.parametrize("fn", [attnum.attend, attnum.reference, attnum.predict])
 def test_bad_arrays_raise_value_error(fn):
     q, k, v = qkv(3)
-    with pytest.raises(ValueError, match=r"q: expected shape \[n_tok, d_head\] or \[n_head, n_tok, d_head\], got 4 dims"):
-        fn(q[None], k, v)
+    if fn is attnum.attend:  # attend also takes [batch, n_head, n_tok, d_head] (test_sdpa.py)
+        with pytest.raises(ValueError, match=r"k: expected shape .*\[batch, n_head, n_tok, d_head\], got 3 dims"):
+            fn(q[None], k, v)
+        with pytest.raises(ValueError, match=r"q: expected shape .* got 5 dims"):
+            fn(q[None, None], k, v)
+    else:
+        with pytest.raises(ValueError, match=r"q: expected shape \[n_tok, d_head\] or \[n_head, n_tok, d_head\], got 4 dims"):
+            fn(q[None], k, v)
     with pytest.raises(ValueError, match=r"k: expected shape .* got 1 dims"):
         fn(q, k.ravel(), v)
     with pytest.raises(ValueError, match=r"q: dtype float64: expected float32"):

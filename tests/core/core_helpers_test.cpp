@@ -47,7 +47,39 @@ TEST(core_same_config, names_the_first_differing_field) {
     FAIL() << "no error";
   } catch (const attnum::error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("dir/study.json: field 'seed' is 1 but this run has 2; use another --out"), std::string::npos) << m;
+    EXPECT_NE(m.find("dir/study.json: the stored configuration differs from this run's in 1 field (stored -> "
+                     "this run): seed: 1 -> 2; use another --out"),
+              std::string::npos)
+        << m;
+  }
+  // Nested fields are named down to the leaf, each difference once, values cut short.
+  const nlohmann::json k1 = {{"kernels", {{{"name", "fa3"}, {"qk_acc", {{"bits", 24}}}}}},
+                             {"rotation", std::string(500, 'r')}};
+  nlohmann::json k2 = k1;
+  k2["kernels"][0]["qk_acc"]["bits"] = 13;
+  k2["rotation"] = std::string(500, 's');
+  k2["extra"] = true;
+  try {
+    require_same_config(k1, k2, "f", "hint");
+    FAIL() << "no error";
+  } catch (const attnum::error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("in 3 fields"), std::string::npos) << m;
+    EXPECT_NE(m.find("kernels[0].qk_acc.bits: 24 -> 13"), std::string::npos) << m;
+    EXPECT_NE(m.find("extra: (none) -> true"), std::string::npos) << m;
+    EXPECT_NE(m.find("rotation: \"rrrr"), std::string::npos) << m;
+    EXPECT_LT(m.size(), 400u) << m;  // not the two whole configurations
+  }
+  // Another kernel: its name, not every knob that differs with it.
+  nlohmann::json k3 = k1;
+  k3["kernels"][0] = {{"name", "sage1"}, {"qk_acc", {{"bits", 32}}}};
+  try {
+    require_same_config(k1, k3, "f", "hint");
+    FAIL() << "no error";
+  } catch (const attnum::error& e) {
+    EXPECT_NE(std::string(e.what()).find("in 1 field (stored -> this run): kernels[0]: \"fa3\" -> \"sage1\"; hint"),
+              std::string::npos)
+        << e.what();
   }
   // A field only the stored configuration has is a difference too (unless ignored).
   EXPECT_THROW(require_same_config(stored, {{"kernels", {"fa3"}}, {"seed", 1}}, "f", "hint"), attnum::error);

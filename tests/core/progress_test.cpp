@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cli_util.h"
 
 namespace {
@@ -20,10 +22,14 @@ TEST(progress_test, durations) {
 TEST(progress_test, text_has_rate_elapsed_and_remaining) {
   // 50 of 200 units in 25 s: 2 units/s, 150 left -> 75 s.
   const std::string line = attnum::progress_text("heads", 50, 200, 25.0, "units");
-  EXPECT_EQ(line, "heads  25% [#######.......................] 50/200 units  2.0 units/s  elapsed 0:25  left 1:15");
-  // Slower than one unit a second: seconds per unit.
-  EXPECT_NE(attnum::progress_text("loss", 1, 4, 8.0, "windows").find("8.0 s/window  elapsed 0:08  left 0:24"),
+  EXPECT_EQ(line, "heads  25% [#######.......................] 50/200 units  2 units/s  elapsed 0:25  left 1:15");
+  // Slower than one unit a second: still units per second (one rate unit), three digits.
+  EXPECT_NE(attnum::progress_text("loss", 1, 4, 8.0, "windows").find("0.125 windows/s  elapsed 0:08  left 0:24"),
             std::string::npos);
+  EXPECT_NE(attnum::progress_text("loss", 3000, 4000, 8.0, "windows").find(" 375 windows/s "), std::string::npos);
+  // Without the bar (the log form).
+  EXPECT_EQ(attnum::progress_text("heads", 50, 200, 25.0, "units", false),
+            "heads  25% 50/200 units  2 units/s  elapsed 0:25  left 1:15");
   // Nothing done yet: no rate and no estimate.
   EXPECT_EQ(attnum::progress_text("capture", 0, 3, 1.0, "texts"),
             "capture   0% [..............................] 0/3 texts  elapsed 0:01");
@@ -48,11 +54,42 @@ TEST(progress_test, drawn_only_when_wanted) {
     for (int i = 0; i < 3; ++i) bar.add(), off.add();
   }
   const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_NE(err.find("\rloud"), std::string::npos) << err;
   EXPECT_NE(err.find("3/3 steps"), std::string::npos) << err;
   EXPECT_EQ(err.find("off"), std::string::npos) << err;
   EXPECT_EQ(err.back(), '\n');
   attnum::set_progress_mode(attnum::progress_mode::automatic);
+}
+
+TEST(progress_test, log_lines_when_not_a_terminal) {
+  // The captured stderr is a file, not a terminal: plain lines, a header saying what a unit is,
+  // and at most one line per 5% (or 10 s) however many updates come.
+  attnum::set_progress_mode(attnum::progress_mode::always);
+  testing::internal::CaptureStderr();
+  {
+    attnum::progress bar("heads", 1000, "units", true, "one (model, layer, text)");
+    for (int i = 0; i < 1000; ++i) bar.add();
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  attnum::set_progress_mode(attnum::progress_mode::automatic);
+  EXPECT_EQ(err.find('\r'), std::string::npos) << err;
+  EXPECT_EQ(err.find('\x1b'), std::string::npos) << err;
+  EXPECT_EQ(err.find('['), std::string::npos) << err;  // no bar in a log
+  EXPECT_EQ(err.rfind("heads: 1000 units to do (one unit: one (model, layer, text))\n", 0), 0u) << err;
+  const auto lines = std::count(err.begin(), err.end(), '\n');
+  EXPECT_GE(lines, 2) << err;
+  EXPECT_LE(lines, 1 + 20 + 1) << err;  // header, one per 5%, the first update
+  EXPECT_NE(err.find("heads 100% 1000/1000 units"), std::string::npos) << err;
+  EXPECT_EQ(err.find("1000/1000"), err.rfind("1000/1000")) << "the final line once: " << err;
+}
+
+TEST(progress_test, log_rate_bound) {
+  using attnum::progress_log_due;
+  EXPECT_TRUE(progress_log_due(1, 1000, -1, 0));     // the first update
+  EXPECT_FALSE(progress_log_due(49, 1000, 1, 9.9));  // under 5% and 10 s
+  EXPECT_TRUE(progress_log_due(51, 1000, 1, 0));     // 5% since the last line
+  EXPECT_TRUE(progress_log_due(2, 1000, 1, 10));     // 10 s since the last line
+  EXPECT_TRUE(progress_log_due(1000, 1000, 999, 0)); // the end
+  EXPECT_TRUE(progress_log_due(2, 3, 1, 0));         // small totals: every unit
 }
 
 TEST(progress_test, cli_flags) {

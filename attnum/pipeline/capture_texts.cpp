@@ -1,0 +1,64 @@
+#include "attnum/pipeline/capture_texts.h"
+
+#include <filesystem>
+#include <memory>
+
+#include "attnum/core/error.h"
+#include "attnum/core/file.h"
+#include "attnum/core/progress.h"
+#include "attnum/model/capture.h"
+#include "attnum/model/loader.h"
+
+namespace attnum::pipeline {
+namespace {
+std::string file_hash(const std::string& path) {
+  const std::string s = read_file(path);
+  return model::fnv1a_hex(s.data(), s.size());
+}
+}  // namespace
+
+std::vector<std::string> capture_texts(const capture_request& o) {
+  using namespace attnum::model;
+  namespace fs = std::filesystem;
+  if (o.texts.empty() && o.token_ids.empty()) fail("capture: give --text FILE... or --token-ids FILE...");
+  weights w = load_model(o.model);
+  if (o.tokens <= 0) fail("--tokens must be positive, got {}", o.tokens);
+  if (o.tokens > w.cfg.seq_len) fail("--tokens {} is larger than the model's context {}", o.tokens, w.cfg.seq_len);
+  const linear_precision p = parse_linear_precision(o.linear);
+  std::unique_ptr<tokenizer> tok;
+  if (!o.texts.empty()) tok = load_tokenizer(o.model, w, o.tokenizer);
+  // Read and check every input before writing anything.
+  struct job {
+    std::vector<int> ids;
+    capture_source src;
+  };
+  std::vector<job> jobs;
+  for (const auto& f : o.texts)
+    jobs.push_back({tokenize_file(f, *tok, w), {fs::path(f).stem().string(), file_hash(f), tok->source()}});
+  for (const auto& f : o.token_ids)
+    jobs.push_back({read_token_ids(f), {fs::path(f).stem().string(), file_hash(f), "token-ids"}});
+  for (auto& j : jobs) {
+    if (static_cast<int>(j.ids.size()) < o.tokens)
+      fail("{}: {} tokens, --tokens asks for {}", j.src.text_id, j.ids.size(), o.tokens);
+    j.ids.resize(o.tokens);
+  }
+  if (p == linear_precision::bf16) round_to_bf16(w);
+  output_guard guard(o.out);  // docs/reliability.md: a failed run leaves --out as it was
+  begin_output_dir(o.out);
+  std::vector<std::string> written;
+  {
+    progress bar("capture", static_cast<int64_t>(jobs.size()), "texts", o.progress,
+                 "one text through the model, its q, k, v saved");
+    for (const job& j : jobs) {
+      written.push_back((fs::path(o.out) / capture_file_name(w.id, j.src.text_id)).string());
+      write_capture(w, j.ids, j.src, p, written.back());
+      bar.add();
+    }
+  }
+  // No completion marker here: users pass the folder's files as --captures DIR/* (each file is
+  // written atomically and read whole, so a killed capture leaves no half file).
+  guard.commit();
+  return written;
+}
+
+}  // namespace attnum::pipeline

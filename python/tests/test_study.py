@@ -1,0 +1,68 @@
+"""attnum.capture, load_capture, heads and study in this process: the same files as the CLI, byte
+for byte, tables as dicts of NumPy arrays, writers that reproduce the files, bad combinations
+refused before any work."""
+import numpy as np
+import pytest
+
+import attnum
+from conftest import DATA, cli
+
+BOOK = "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/pg1661.txt"
+ZOO = dict(zoo=True, layers=1, texts=2, n_tok=64)
+ZOO_FLAGS = ["--zoo", "--layers", "1", "--texts", "2", "--n-tok", "64"]
+
+
+def test_heads_files_equal_the_cli(tmp_path):
+    r = attnum.heads(**ZOO, kernels=["fa3", "sage1"], out=tmp_path / "py", quiet=True)
+    cli("heads", "--quiet", *ZOO_FLAGS, "--kernel", "fa3,sage1", "--out", tmp_path / "cli")
+    names = ["rows.csv", "rows.jsonl", "heads.csv", "heads.jsonl", "summary.json", "meta.json", "zoo_heads.csv"]
+    for name in names:
+        assert r.files[name] == (tmp_path / "cli" / name).read_bytes(), name
+    assert r.summary == cli("heads", "--quiet", *ZOO_FLAGS, "--kernel", "fa3,sage1", "--json", json_out=True)
+    # Tables: dicts of arrays, one entry per line of the JSONL files.
+    n_rows = len((tmp_path / "cli" / "rows.jsonl").read_text().splitlines())
+    assert len(r.rows["rel_err"]) == n_rows and r.rows["rel_err"].dtype == np.float64
+    assert set(r.heads["kernel"]) == {"fa3", "sage1"}
+    # The writers give the CLI's bytes; a temporary folder (out=None) the same files.
+    r.to_csv(tmp_path / "csv")
+    r.to_json(tmp_path / "json")
+    for name in names:
+        sub = "csv" if name.endswith(".csv") else "json"
+        assert (tmp_path / sub / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
+    t = attnum.heads(**ZOO, kernels="fa3,sage1", quiet=True)
+    assert t.out is None and t.files["rows.csv"] == r.files["rows.csv"]
+    assert "StudyResult(" in repr(t)
+
+
+def test_capture_and_load_capture_equal_the_cli(tmp_path):
+    caps = attnum.capture(DATA / "stories260K.bin", [BOOK], out=tmp_path / "py", tokens=64, quiet=True)
+    paths = cli("--quiet", "capture", "--model", DATA / "stories260K.bin", "--text", BOOK, "--tokens", "64",
+                "--out", tmp_path / "cli").split()
+    assert len(caps) == len(paths) == 1
+    assert open(caps[0].path, "rb").read() == open(paths[0], "rb").read()
+    c = attnum.load_capture(paths[0])
+    assert c.n_layer == 5 and c.layers[1]["q"].shape == (8, 64, 8) and c.layers[1]["k"].shape == (4, 64, 8)
+    assert c.layers[1]["q"].dtype == np.float32 and c.dtypes["layers.1.q"] == "BF16"
+    assert "model" in c.metadata or c.metadata
+    # One layer: Python's attend on the loaded tensors = the CLI's attend on FILE:TENSOR.
+    got = attnum.attend(c.layers[1]["q"], c.layers[1]["k"], c.layers[1]["v"], kernel="fa3", stages=False)
+    want = cli("attend", "--q", f"{paths[0]}:layers.1.q", "--k", f"{paths[0]}:layers.1.k", "--v",
+               f"{paths[0]}:layers.1.v", "--kernel", "fa3", "--json", json_out=True)
+    assert [w["rel_err"] for w in want] == got.rel_err.tolist()
+    with pytest.raises(ValueError, match=r"no such|cannot|expected"):
+        attnum.load_capture(tmp_path / "missing.safetensors")
+
+
+def test_refused_before_any_work(tmp_path):
+    for conditions, msg in (("plain,rotate,rotate", r"conditions: 'rotate' is given twice"),
+                            (["plain"], r"conditions plain: the study compares each transform with plain"),
+                            ("plain,rotat", r"did you mean 'rotate'")):
+        with pytest.raises(ValueError, match=msg):
+            attnum.heads(**ZOO, conditions=conditions, out=tmp_path / "h", quiet=True)
+        with pytest.raises(ValueError, match=msg):
+            attnum.study(conditions=conditions, out=tmp_path / "s", quiet=True)
+    assert not (tmp_path / "h").exists() and not (tmp_path / "s").exists()
+    with pytest.raises(ValueError, match=r"exactly one of zoo=True or captures"):
+        attnum.heads(quiet=True)
+    with pytest.raises(ValueError, match=r"texts=0: expected a count >= 1"):
+        attnum.heads(zoo=True, texts=0, quiet=True)
