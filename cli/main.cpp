@@ -2,14 +2,18 @@
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
+#include <thread>
 
+#include "attnum/attention/isa_paths.h"
 #include "attnum/core/allocator.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/core/progress.h"
 #include "attnum/core/suggest.h"
+#include "attnum/core/run_info.h"
 #include "attnum/core/version.h"
 #include "attnum/scaleout/world.h"
 #include "cli/command.h"
@@ -131,11 +135,29 @@ int fatal(const char* what) {
     attnum::scaleout::abort_all(2);
   return finish(2);
 }
+
+// What an internal error prints besides the failed check (core/error.h): the command as typed
+// and the settings a bug report needs.
+std::string internal_error_context() {
+  const nlohmann::json r = attnum::run_info(attnum::attention::isa::paths_json());
+  const auto& p = r["isa_paths"];
+  std::string env;
+  for (const char* v : {"ATTNUM_ISA", "ATTNUM_NO_AMX", "ATTNUM_NO_PLANES", "OMP_NUM_THREADS", "OMP_DYNAMIC"})
+    if (const char* x = std::getenv(v)) env += fmt::format(" {}={}", v, x);
+  return fmt::format(
+      "command: {}\nsettings: attnum {} (commit {}), threads {}, isa {} (fp8 sums {}, int8 sums {}, exp2f {}), "
+      "cpu {}\nenvironment:{}\n",
+      r["command_line"].get<std::string>(), r["tool_version"].get<std::string>(), r["git_commit"].get<std::string>(),
+      r["threads"].get<int>(), p["isa"].get<std::string>(), p["fp8_exact_sums"].get<std::string>(),
+      p["int8_qk_sums"].get<std::string>(), p["exp2f"].get<std::string>(), r["cpu_model"].get<std::string>(),
+      env.empty() ? std::string(" (no ATTNUM_* or OMP_* settings)") : env);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace attnum;
   tune_allocator();
+  set_command_line(argc, argv);
   scaleout::init(&argc, &argv);
   if (!scaleout::here().root()) (void)std::freopen("/dev/null", "w", stdout);
   CLI::App app{
@@ -153,6 +175,12 @@ int main(int argc, char** argv) {
   app.parse_complete_callback([&] {
     set_threads(n_threads);
     set_progress_mode(quiet ? progress_mode::never : progress ? progress_mode::always : progress_mode::automatic);
+    set_internal_error_context(internal_error_context, [](int code) {
+      if (scaleout::here().mpi && scaleout::here().size > 1) scaleout::abort_all(code);
+    });
+    // Test hook: ATTNUM_TEST_INTERNAL_ERROR=1 fails a check on a worker thread, to test the report.
+    if (const char* t = std::getenv("ATTNUM_TEST_INTERNAL_ERROR"); t && std::string(t) == "1")
+      std::thread([] { ATTNUM_ASSERT(false, "test hook ATTNUM_TEST_INTERNAL_ERROR ({} + {} != {})", 1, 1, 3); }).join();
   });
   std::map<std::string, CLI::App*> made;
   // Parents before children so a parent's help text is kept.

@@ -3,6 +3,10 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 namespace attnum::test {
@@ -31,6 +35,19 @@ inline run_result run_command(const std::string& cmd) {
 inline run_result run_attnum(const std::string& args, bool stderr_too = true) {
   return run_command(std::string(ATTNUM_BINARY) + " " + args +
                      (stderr_too ? " 2>&1" : " 2>/dev/null"));
+}
+
+/// A result file's text for comparing two runs: the file as written, except meta.json without its
+/// "run" block (the time, command line and machine of the run that wrote it).
+inline std::string comparable_result(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  if (p.filename() != "meta.json") return s.str();
+  auto j = nlohmann::json::parse(s.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return s.str();
+  j.erase("run");
+  return j.dump(2);
 }
 
 }  // namespace attnum::test

@@ -29,7 +29,7 @@ void write_capture(const weights& w, std::span<const int> ids, const capture_sou
     out.push_back({fmt::format("layers.{}.k", l), {c.n_head_kv, n, c.d_head}, k[l].data(), io::st_dtype::BF16});
     out.push_back({fmt::format("layers.{}.v", l), {c.n_head_kv, n, c.d_head}, v[l].data(), io::st_dtype::BF16});
   }
-  const std::map<std::string, std::string> meta = {
+  std::map<std::string, std::string> meta = {
       {"format", "attnum-capture-1"},
       {"model", w.id},
       {"model_hash", w.source_hash},
@@ -44,6 +44,8 @@ void write_capture(const weights& w, std::span<const int> ids, const capture_sou
       {"n_head_kv", std::to_string(c.n_head_kv)},
       {"d_head", std::to_string(c.d_head)},
       {"tool_version", std::string(tool_version())}};
+  if (!src.text_path.empty()) meta["text_path"] = src.text_path;
+  if (!src.text_window.empty()) meta["text_window"] = src.text_window;
   io::write_safetensors(path, out, meta);
 }
 

@@ -2,7 +2,9 @@
 // Capture of post-RoPE Q, K, V (design.md "Files"): one safetensors file per (model, text) with
 // layers.{l}.q [n_head, n_tok, d_head], layers.{l}.k and layers.{l}.v [n_head_kv, n_tok, d_head]
 // in bf16, as the kernel sees them, and __metadata__ {format, model, text, n_tok, model_hash,
-// text_hash, tokenizer, linear_precision, n_layers, n_head, n_head_kv, d_head, tool_version}.
+// text_hash, tokenizer, linear_precision, n_layers, n_head, n_head_kv, d_head, tool_version}, plus
+// text_path (the file read) and text_window (a JSON string {"byte_start": B, "byte_end": E}: the
+// bytes whose tokens the capture holds) where the writer knows them.
 #include <map>
 #include <span>
 #include <string>
@@ -17,6 +19,8 @@ struct capture_source {
   std::string text_id;     ///< e.g. the text file's stem
   std::string text_hash;   ///< FNV-1a of the text bytes (or of the id file)
   std::string tokenizer;   ///< tokenizer provenance
+  std::string text_path;   ///< the text file read (metadata text_path; empty: not recorded)
+  std::string text_window; ///< {"byte_start": B, "byte_end": E} (metadata text_window; empty: not recorded)
 };
 
 /// Runs the teacher-forced forward of `ids` (the model's native BF16 reference attention, linear

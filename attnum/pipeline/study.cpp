@@ -5,15 +5,18 @@
 #include <algorithm>
 #include <chrono>
 
+#include "attnum/attention/isa_paths.h"
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/core/progress.h"
+#include "attnum/core/run_info.h"
 #include "attnum/core/version.h"
 #include "attnum/io/csv.h"
 #include "attnum/io/json_file.h"
 #include "attnum/model/capture.h"
 #include "attnum/model/loader.h"
 #include "attnum/model/loss.h"
+#include "attnum/model/text_window.h"
 #include "attnum/pcast/output.h"
 #include "attnum/pcast/simulate.h"
 #include "attnum/pcast/theory.h"
@@ -51,11 +54,16 @@ void run_pcast(const study_config& c, const fs::path& dir) {
   pcast::write_results(dir.string(), theory, dp, sim, over);
 }
 
-// Step 1 with a model: tokenized texts, captures of their first n tokens (rank 0 writes them).
+// Step 1 with a model: windows of each text's body (model/text_window.h: after the Project
+// Gutenberg header and the front matter), enough of them for the loss's kLossLabels labels, and
+// their captures (rank 0 writes them).
+constexpr int kLossLabels = 3072;  // seed 000's labels: three 1,024-token windows
+
 struct model_inputs {
   std::vector<std::vector<int>> ids;
   std::vector<std::string> names;
   std::vector<std::string> captures;
+  json windows = json::array();  // {text_path, capture, byte_start, byte_end, n_tokens}
   int n = 0;
 };
 
@@ -69,31 +77,45 @@ model_inputs capture_model(const study_config& c, const model::weights& w,
                        w.cfg.seq_len, w.cfg.seq_len));
     in.n = w.cfg.seq_len;
   }
+  const int per_text = model::windows_per_text(kLossLabels, static_cast<int>(texts.size()), in.n);
+  if (per_text > 1)
+    say(c, fmt::format("{} windows of {} tokens per text ({} labels in all)", per_text, in.n,
+                       per_text * in.n * static_cast<int>(texts.size())));
   const auto lin = model::parse_linear_precision(c.linear);
   if (scaleout::here().root()) fs::create_directories(dir);
-  attnum::progress bar("capture", static_cast<int64_t>(texts.size()), "texts", c.progress && scaleout::here().root(),
-                       "one text through the model, its q, k, v saved");
+  attnum::progress bar("capture", static_cast<int64_t>(texts.size()) * per_text, "windows",
+                       c.progress && scaleout::here().root(),
+                       "one text window through the model, its q, k, v saved");
   for (const auto& t : texts) {
-    std::vector<int> ids = model::tokenize_file(t, tok, w);
-    if (static_cast<int>(ids.size()) < in.n + 1)
-      fail("study: text '{}' has {} tokens under {}'s tokenizer, {} needed (--tokens {} plus the "
-           "last label)", t, ids.size(), w.id, in.n + 1, in.n);
-    ids.resize(in.n + 1);
+    const std::string bytes = read_file(t);
+    const auto windows = model::take_windows(bytes, tok, w.cfg.bos_id, in.n, per_text,
+                                             fmt::format("study: text '{}' under {}'s tokenizer", t, w.id));
     const std::string stem = fs::path(t).stem().string();
-    const fs::path cap = dir / model::capture_file_name(w.id, stem);
-    if (scaleout::here().root() && !fs::exists(cap)) {
-      model::capture_source src;
-      src.text_id = stem;
-      // The same provenance `attnum capture` records for a text.
-      const std::string bytes = read_file(t);
-      src.text_hash = model::fnv1a_hex(bytes.data(), bytes.size());
-      src.tokenizer = tok.source();
-      model::write_capture(w, std::span<const int>(ids.data(), in.n), src, lin, cap.string());
+    for (size_t k = 0; k < windows.size(); ++k) {
+      const auto& win = windows[k];
+      // one window: the text's own name, as a capture of the whole text is named
+      const std::string id = per_text == 1 ? stem : fmt::format("{}.w{}", stem, k + 1);
+      const fs::path cap = dir / model::capture_file_name(w.id, id);
+      if (scaleout::here().root() && !fs::exists(cap)) {
+        model::capture_source src;
+        src.text_id = id;
+        // The same provenance `attnum capture` records for a text.
+        src.text_hash = model::fnv1a_hex(bytes.data(), bytes.size());
+        src.tokenizer = tok.source();
+        src.text_path = t;
+        src.text_window = model::text_window_json(win);
+        model::write_capture(w, std::span<const int>(win.ids.data(), in.n), src, lin, cap.string());
+      }
+      in.captures.push_back(cap.string());
+      in.names.push_back(per_text == 1 ? t : fmt::format("{} bytes {}..{}", t, win.byte_start, win.byte_end));
+      in.ids.push_back(win.ids);
+      in.windows.push_back({{"text_path", t},
+                            {"capture", cap.string()},
+                            {"byte_start", win.byte_start},
+                            {"byte_end", win.byte_end},
+                            {"n_tokens", in.n}});
+      bar.add();
     }
-    in.captures.push_back(cap.string());
-    in.names.push_back(t);
-    in.ids.push_back(std::move(ids));
-    bar.add();
   }
   scaleout::barrier();
   return in;
@@ -190,10 +212,18 @@ json run_study(const study_config& c) {
   write_complete_marker(c.out / "pcast", c.command + " (pcast step)");
   timings["pcast_s"] = seconds_since(t0);
 
+  // meta.json (provenance: time, command line, version and commit, vector paths, CPU, threads) in
+  // the study folder and the step folders that have none of their own (heads/ writes its own).
+  {
+    const json meta{{"run", run_info(attention::isa::paths_json())}, {"tool_version", std::string(tool_version())}};
+    for (const fs::path& d : {c.out, c.out / "pcast", c.out / "loss"})
+      if (fs::is_directory(d)) write_file_atomic(d / "meta.json", meta.dump(2) + "\n");
+  }
   // Step 5: the report and the summary.
   json summary;
   summary["tool_version"] = std::string(tool_version());
   summary["source"] = c.model.empty() ? json("zoo") : json(c.model);
+  if (w) summary["text_windows"] = inputs.windows;
   summary["kernels"] = names;
   summary["knobs"] = c.knobs;
   summary["rotation"] = c.rotation.name();

@@ -9,8 +9,10 @@
 #include <span>
 #include <tuple>
 
+#include "attnum/attention/isa_paths.h"
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/core/run_info.h"
 #include "attnum/core/version.h"
 #include "attnum/io/csv.h"
 #include "attnum/stats/stats.h"
@@ -406,7 +408,8 @@ json assemble(const plan& p, const fs::path& dir) {
   const assembled a = assemble_tables(p, dir);
   json rows = json::array();
   for (const auto& r : a.rows) rows.push_back(row_json_versioned(r));
-  json meta{{"tool_version", std::string(tool_version())},
+  json meta{{"run", run_info(attention::isa::paths_json())},
+            {"tool_version", std::string(tool_version())},
             {"predictor_version", std::string(predict::kPredictorVersion)},
             {"command", p.opt.command},
             {"kernels", kernel_names(p.opt)},

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "attnum/core/error.h"
+#include "cli_util.h"
 #include "attnum/core/parallel.h"
 #include "attnum/study/emulate.h"
 #include "attnum/study/zoo.h"
@@ -118,7 +119,7 @@ void expect_same_files(const fs::path& a, const fs::path& b) {
   for (const char* f : {"meta.json", "rows.csv", "rows.jsonl", "heads.csv", "heads.jsonl", "summary.json"}) {
     ASSERT_TRUE(fs::exists(a / f)) << (a / f);
     ASSERT_TRUE(fs::exists(b / f)) << (b / f);
-    EXPECT_EQ(slurp(a / f), slurp(b / f)) << f;
+    EXPECT_EQ(attnum::test::comparable_result(a / f), attnum::test::comparable_result(b / f)) << f;
   }
 }
 study::plan small_plan() {

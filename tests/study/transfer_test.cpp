@@ -14,6 +14,7 @@
 
 #include "attnum/attention/engine.h"
 #include "attnum/core/error.h"
+#include "cli_util.h"
 #include "attnum/io/safetensors.h"
 #include "attnum/study/head_study.h"
 #include "attnum/study/zoo.h"
@@ -180,8 +181,8 @@ TEST(transfer_test, kernel_aware_and_fixed_predictors_from_one_run_equal_two_run
                                           "checkpoints/unit-000000.jsonl", "checkpoints/unit-000003.jsonl"};
   for (const auto& name : files) {
     ASSERT_TRUE(fs::exists(together[0] / name)) << name;
-    EXPECT_EQ(slurp(together[0] / name), slurp(dir / "alone-aware" / name)) << name;
-    EXPECT_EQ(slurp(together[1] / name), slurp(dir / "alone-fixed" / name)) << name;
+    EXPECT_EQ(attnum::test::comparable_result(together[0] / name), attnum::test::comparable_result(dir / "alone-aware" / name)) << name;
+    EXPECT_EQ(attnum::test::comparable_result(together[1] / name), attnum::test::comparable_result(dir / "alone-fixed" / name)) << name;
   }
   // The two predictors differ here (sage2pp-sm89 vs an fa3 model), so the comparison can fail.
   EXPECT_NE(slurp(together[0] / "rows.csv"), slurp(together[1] / "rows.csv"));

@@ -1,0 +1,50 @@
+// Run provenance (core/run_info.h): the command line as a shell reads it back, and the "run"
+// block every result folder's meta.json records.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "attnum/core/run_info.h"
+#include "attnum/core/version.h"
+#include "cli_util.h"
+
+namespace fs = std::filesystem;
+
+TEST(run_info_test, command_line_is_shell_quoted) {
+  const char* argv[] = {"attnum", "study", "--out", "a b", "--knob", "x=it's", ""};
+  attnum::set_command_line(7, argv);
+  EXPECT_EQ(attnum::command_line(), "attnum study --out 'a b' --knob 'x=it'\\''s' ''");
+  EXPECT_EQ(attnum::test::run_command("printf '%s|' " + attnum::command_line()).out, "attnum|study|--out|a b|--knob|x=it's||");
+}
+
+TEST(run_info_test, git_commit_is_a_hash_or_unknown) {
+  const std::string c(attnum::git_commit());
+  EXPECT_TRUE(c == "unknown" || std::regex_match(c, std::regex("[0-9a-f]{40}"))) << c;
+}
+
+TEST(run_info_test, meta_json_records_the_run) {
+  const fs::path d = fs::temp_directory_path() / "attnum_run_info_test";
+  fs::remove_all(d);
+  const std::string args = "--threads 1 heads --zoo --n-tok 32 --layers 1 --texts 1 --quiet --kernels fa3 "
+                           "--conditions plain,rotate --out " + d.string();
+  const auto r = attnum::test::run_attnum(args);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto meta = nlohmann::json::parse(attnum::test::run_command("cat " + (d / "meta.json").string()).out);
+  ASSERT_TRUE(meta.contains("run")) << meta.dump();
+  const auto& run = meta["run"];
+  EXPECT_TRUE(std::regex_match(run["utc_time"].get<std::string>(),
+                               std::regex("20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]Z")))
+      << run.dump();
+  EXPECT_EQ(run["command_line"], std::string(ATTNUM_BINARY) + " " + args);
+  EXPECT_EQ(run["tool_version"], std::string(attnum::tool_version()));
+  EXPECT_EQ(run["git_commit"], std::string(attnum::git_commit()));
+  EXPECT_EQ(run["threads"], 1);
+  EXPECT_FALSE(run["cpu_model"].get<std::string>().empty());
+  // the same paths `attnum version --json` prints
+  const auto v = nlohmann::json::parse(attnum::test::run_attnum("version --json", false).out);
+  for (const char* k : {"isa", "isa_supported", "fp8_exact_sums", "int8_qk_sums", "exp2f"})
+    EXPECT_EQ(run["isa_paths"][k], v[k]) << k;
+  fs::remove_all(d);
+}
