@@ -26,6 +26,12 @@ void run(const capture_options& o) {
   using namespace attnum::model;
   namespace fs = std::filesystem;
   if (o.texts.empty() && o.token_ids.empty()) attnum::fail("capture: give --text FILE... or --token-ids FILE...");
+  {  // --out never equal to or inside what the run reads
+    std::vector<std::filesystem::path> in{o.model, o.tokenizer};
+    in.insert(in.end(), o.texts.begin(), o.texts.end());
+    in.insert(in.end(), o.token_ids.begin(), o.token_ids.end());
+    attnum::require_out_outside_inputs(o.out, in);
+  }
   weights w = load_model(o.model);
   if (o.tokens <= 0) attnum::fail("--tokens must be positive, got {}", o.tokens);
   if (o.tokens > w.cfg.seq_len)

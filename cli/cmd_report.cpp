@@ -28,6 +28,7 @@ void setup(CLI::App& app) {
     // A folder a killed run left (no completion marker) is refused (docs/reliability.md).
     for (const auto& d : dirs)
       if (std::filesystem::is_directory(d)) attnum::require_complete(d, "report");
+    attnum::require_out_outside_inputs(o->out, dirs);
     attnum::output_guard guard(o->out);
     std::optional<std::filesystem::path> assets;
     if (!o->assets.empty()) assets = o->assets;
