@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "attnum/core/file.h"
 #include "attnum/io/npy.h"
 #include "attnum/io/safetensors.h"
@@ -408,6 +410,52 @@ TEST_F(BadInput, CompletionMarkerWrittenLastAndRequired) {
   refused("report --results " + merged.string() + " --out " + html.string(), {"summary.json", "changed"}, html);
   fs::remove(merged / "complete.json");
   refused("report --results " + merged.string() + " --out " + html.string(), {merged.string(), "complete.json"}, html);
+}
+
+// --- non-finite numbers are refused or flagged, never summarised ------------------------------
+
+TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
+  // One NaN embedding weight (llama2.c: the embedding table follows the 28-byte header).
+  const fs::path m = llama2c("nan.bin", 300);
+  {
+    std::fstream f(m, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(28 + 4 * 5);
+    const float nan = std::nanf("");
+    f.write(reinterpret_cast<const char*>(&nan), 4);
+  }
+  refused("capture --model " + m.string() + " --token-ids " + file("ids.txt", "1 2 3 4").string() +
+              " --tokens 4 --out " + (dir_ / "out").string(),
+          {m.string(), "tok_embeddings[5]", "nan"}, dir_ / "out");
+  // Finite but huge q under the fp32 kernel: a NaN output is flagged and has no metrics.
+  const int n = 8, d = 16;
+  std::vector<float> q(size_t(n) * d), k(q.size()), v(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    q[i] = (i % 3 == 0 ? -1.2e10f : 1.2e10f) * float(1 + i % 5);
+    k[i] = float(int(i % 7) - 3) * 0.5f;
+    v[i] = float(int(i % 5) - 2) * 0.25f;
+  }
+  attnum::io::write_npy((dir_ / "q.npy").string(), q.data(), {1, n, d});
+  attnum::io::write_npy((dir_ / "k.npy").string(), k.data(), {1, n, d});
+  attnum::io::write_npy((dir_ / "v.npy").string(), v.data(), {1, n, d});
+  const std::string huge = "attend --q " + (dir_ / "q.npy").string() + " --k " + (dir_ / "k.npy").string() +
+                           " --v " + (dir_ / "v.npy").string();
+  for (const char* kernel : {"fp32", "bf16", "fa3"}) {
+    const run_result r = run_attnum(huge + " --kernel " + kernel + " --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    const nlohmann::json rows = nlohmann::json::parse(r.out.substr(r.out.find('[')));
+    int flagged = 0;
+    for (const auto& h : rows) {
+      const bool finite = h["rel_err"].is_number() && h["cosine"].is_number();
+      flagged += h["nan_flagged"].get<bool>();
+      EXPECT_EQ(h["nan_flagged"].get<bool>(), !finite) << kernel << " " << h.dump();
+      if (h["nan_flagged"].get<bool>())
+        for (const char* f : {"rel_err", "log_err", "cosine", "max_row_err", "max_abs_err"})
+          EXPECT_TRUE(h[f].is_null()) << kernel << " " << f;
+    }
+    if (std::string(kernel) == "fp32") EXPECT_EQ(flagged, 1) << "fp32 overflows here: " << r.out;
+  }
+  refused(huge + " --kernel fa3 --knob q.scale_max=1e-320", {"q.scale_max", "normal range"});
+  refused(huge + " --kernel fa3 --knob v.eps=1e-45", {"v.eps", "normal range"});
 }
 
 // --- a result folder has one writer, and no output lands in an input ---------------------------
