@@ -81,6 +81,7 @@ void run(const opts& o) {
   // Every argument is checked before anything is written; a failed run leaves --out as it was.
   if (!o.out.empty() && !ends_with(o.out, ".npy") && !ends_with(o.out, ".safetensors"))
     fail("--out {}: expected a .npy or .safetensors file name", o.out);
+  attnum::require_out_outside_inputs(o.out, {o.q, o.k, o.v});
   attnum::output_guard guard(o.out);
   const auto q = load(o.q, "q"), k = load(o.k, "k"), v = load(o.v, "v");
   if (k.shape != v.shape) fail("attend: --k {} and --v {} shapes differ", o.k, o.v);

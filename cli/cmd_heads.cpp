@@ -107,6 +107,7 @@ void setup(CLI::App& app) {
       ctl.shard_index = sh.index, ctl.shard_count = sh.count;
       if (a->out.empty()) fail("--shard needs --out (shards are merged with attnum merge)");
     }
+    require_out_outside_inputs(a->out, std::vector<std::filesystem::path>(a->captures.begin(), a->captures.end()));
     std::filesystem::path dir = a->out;
     std::filesystem::path tmp;
     if (dir.empty()) {
@@ -116,7 +117,7 @@ void setup(CLI::App& app) {
     // A failed run leaves --out as it found it (rank 0 owns the folder); stale temp files of
     // killed runs go; the completion marker is written last (docs/reliability.md).
     output_guard guard(scaleout::here().root() ? dir : std::filesystem::path());
-    begin_output_dir(dir);
+    if (scaleout::here().root()) begin_output_dir(dir);
     // Under mpirun every rank computes its share; rank 0 writes the files (pipeline/distributed.h).
     const bool complete =
         pipeline::run_heads(p, dir, ctl.shard_index, ctl.shard_count, ctl.progress);

@@ -33,6 +33,12 @@ void run(const loss_options& o) {
   if (o.texts.empty() == o.token_ids.empty() && !o.token_ids.empty())
     attnum::fail("loss: give --text or --token-ids, not both");
   // Flags first: a bad flag is refused before the model is read.
+  {  // --out never equal to or inside what the run reads
+    std::vector<std::filesystem::path> in{o.model, o.tokenizer};
+    in.insert(in.end(), o.texts.begin(), o.texts.end());
+    in.insert(in.end(), o.token_ids.begin(), o.token_ids.end());
+    attnum::require_out_outside_inputs(o.out, in);
+  }
   loss_params p;
   const auto specs = attnum::cli::resolve_kernels(o.kernel);
   p.n_tokens = o.tokens, p.windows = o.windows, p.kernel = specs.front(), p.knobs = o.kernel.knobs;
@@ -80,7 +86,7 @@ void run(const loss_options& o) {
   // Several kernels: one run each (checkpoints under --out/KERNEL), rows in the order given.
   const bool mpi = attnum::scaleout::here().size > 1;
   attnum::output_guard guard(attnum::scaleout::here().root() ? o.out : std::string());
-  if (!o.out.empty()) attnum::begin_output_dir(o.out);
+  if (!o.out.empty() && attnum::scaleout::here().root()) attnum::begin_output_dir(o.out);
   // Paired comparisons (kPairedComparisons) come from a single-process run.
   std::vector<loss_row> rows;
   std::vector<paired_row> paired;

@@ -21,6 +21,7 @@ void setup(CLI::App& app) {
   app.callback([dirs, out, json] {
     namespace fs = std::filesystem;
     std::vector<fs::path> d(dirs->begin(), dirs->end());
+    attnum::require_out_outside_inputs(*out, d);
     bool heads = false, loss = false;
     for (const auto& x : d) {
       if (!fs::is_directory(x)) attnum::fail("merge: {} is not a folder", x.string());

@@ -58,6 +58,11 @@ void setup(CLI::App& app) {
     c.progress = !f->quiet;
     c.command = "attnum study";
     // A failed run leaves --out as it found it; the completion marker is written last.
+    {  // --out never equal to or inside what the run reads
+      std::vector<std::filesystem::path> in{c.model, c.tokenizer};
+      in.insert(in.end(), c.texts.begin(), c.texts.end());
+      attnum::require_out_outside_inputs(c.out, in);
+    }
     const bool root = attnum::scaleout::here().root();
     attnum::output_guard guard(root ? c.out : std::filesystem::path());
     if (root) attnum::begin_output_dir(c.out);

@@ -95,14 +95,18 @@ void setup(CLI::App& app) {
       f.command += " --predictor-model " + a->predictor_model;
       plans.push_back(study::make_plan(f));  // validates before any output
     }
+    {
+      std::vector<std::filesystem::path> in(a->captures.begin(), a->captures.end());
+      in.insert(in.end(), a->outputs.begin(), a->outputs.end());
+      require_out_outside_inputs(a->out, in);
+    }
     std::filesystem::path dir = a->out, tmp;
     if (dir.empty()) {
-      tmp = std::filesystem::temp_directory_path() /
-            fmt::format("attnum-transfer-{}", static_cast<long>(::getpid()));
+      tmp = private_temp_dir("transfer");
       dir = tmp;
     }
     output_guard guard(scaleout::here().root() ? dir : std::filesystem::path());  // docs/reliability.md
-    begin_output_dir(dir);
+    if (scaleout::here().root()) begin_output_dir(dir);
     const std::filesystem::path fixed_dir = dir / ("fixed-" + a->predictor_model);
     const std::vector<std::filesystem::path> dirs{dir, fixed_dir};
     pipeline::run_heads(plans, std::span(dirs).first(plans.size()), 0, 1, !a->quiet);

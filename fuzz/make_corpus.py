@@ -131,3 +131,26 @@ put("fuzz_capture", "nan", safetensors([("layers.0.q", "BF16", [1, 1, 2], b"\xc0
 put("fuzz_cli_parsers", "valid", "fa3,sage2pp-sm89,,bf16\n0/2\nrotate\nblock_n=64\nq.fmt=e4m3fn\npv_acc.k_step=16\n")
 put("fuzz_cli_parsers", "bad", "pv_acc.k_step=0\nqk_acc.k_step=-1\nblock_n=1000000000\np_scale=nan\nk.group_div=0\n3/2\n-1/4\n")
 put("fuzz_cli_parsers", "numbers", "p_scale=1e400\nblock_m=2147483648\nmask_value=-inf\nk.scale_max=-448\n1/0\nx/y\n")
+
+# loss shard files (attnum loss --shard) as merge reads them; a short array; deep nesting
+shard = {"kind": "attnum-loss-shard", "tool_version": "0.1.0",
+         "params": {"model": "m", "kernel": "fa3", "knobs": [], "transform_dtype": "bf16",
+                    "rotation": "random-hadamard:24301", "conditions": ["plain", "rotate"], "reference": "bf16",
+                    "linear_precision": "bf16", "n_tokens": 2, "windows": 1, "sources": ["t"], "n_sources": 1,
+                    "bootstrap_samples": 10, "bootstrap_seed": 4384120558},
+         "shard": 0, "n_shards": 1,
+         "units": [{"source": 0, "window": 0, "condition": 0, "nll_ref": [1.0, 2.0], "nll_var": [1.5, 2.5],
+                    "kl": [0.1, 0.2], "dp": [-0.1, 0.05], "top1_same": [1, 0]},
+                   {"source": 0, "window": 0, "condition": 1, "nll_ref": [1.0, 2.0], "nll_var": [1.25, 2.0],
+                    "kl": [0.05, 0.0], "dp": [-0.05, 0.0], "top1_same": [1, 1]}]}
+put("fuzz_loss_shard", "shard", json.dumps(shard))
+put("fuzz_loss_shard", "short_array", json.dumps(dict(shard, units=[dict(shard["units"][0], nll_var=[1.0])])))
+put("fuzz_loss_shard", "deep_nesting", b'{"kind":"attnum-loss-shard","params":' + b"[" * 30000 + b"]" * 30000 + b"}")
+
+# head-study result folders: first byte 0 study.json, 1 a unit file, 2 complete.json. The files
+# "study_json", "unit" and "complete_marker" are copies of a real run's (attnum heads --zoo
+# --n-tok 16 --layers 1 --texts 1 --conditions plain,rotate --kernel fa3 --shard 0/2), each
+# after its selector byte; they are not rewritten here.
+put("fuzz_result_folders", "deep_nesting", b'\x00{"a":' + b"[" * 30000 + b"]" * 30000 + b"}")
+put("fuzz_result_folders", "study_array", b"\x00[]")
+put("fuzz_result_folders", "unit_deep_line", b"\x01" + b"[" * 30000 + b'\n{"end":0,"n_rows":0}\n')

@@ -35,6 +35,14 @@ attend_result attend(const kernel_spec& spec, const layer_view& layer, condition
     const error_metrics m = measure(out + per * h, ref.o.data(), layer.n_q, layer.d_head);
     hr.rel_err = m.rel_err, hr.log_err = m.log_err, hr.cosine = m.cosine;
     hr.max_row_err = m.max_row_err, hr.max_abs_err = m.max_abs_err;
+    // A non-finite output element or metric is flagged and has no error or cosine.
+    bool finite = std::isfinite(m.rel_err) && std::isfinite(m.log_err) && std::isfinite(m.cosine) &&
+                  std::isfinite(m.max_row_err) && std::isfinite(m.max_abs_err);
+    for (size_t e = 0; finite && e < per; ++e) finite = std::isfinite(out[per * h + e]);
+    if (!finite) {
+      hr.stats.nan_flagged = true;
+      hr.rel_err = hr.log_err = hr.cosine = hr.max_row_err = hr.max_abs_err = std::nan("");
+    }
   });
   errors.rethrow();
   return r;

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -100,14 +101,19 @@ void check_int(const std::string& knob, int v, int lo, int hi) {
   if (v < lo || v > hi) fail("knob {}: {} out of range: expected {} <= {} <= {}", knob, v, lo, knob, hi);
 }
 
+// Scales, their divisors and eps are fp32 numbers in a kernel: a value outside fp32's normal
+// range (a subnormal, 1e-320, or above 3.4e38) would turn every scale into 0 or Inf.
 void check_positive(const std::string& knob, double v) {
-  if (!(std::isfinite(v) && v > 0)) fail("knob {}: {} must be a finite positive number", knob, v);
+  if (!(std::isfinite(v) && v >= std::numeric_limits<float>::min() && v <= std::numeric_limits<float>::max()))
+    fail("knob {}: {} must be a positive number in fp32's normal range [{:g}, {:g}]", knob, v,
+         std::numeric_limits<float>::min(), std::numeric_limits<float>::max());
 }
 
 void validate_operand(const std::string& p, const operand_spec& o) {
   // 0 means the format's max_finite; anything else must be a usable divisor.
   if (o.scale_max != 0) check_positive(p + ".scale_max", o.scale_max);
   if (!(std::isfinite(o.eps) && o.eps >= 0)) fail("knob {}.eps: {} must be finite and >= 0", p, o.eps);
+  if (o.eps != 0) check_positive(p + ".eps", o.eps);
   if (o.gran == granularity::block || o.gran == granularity::row_group)
     check_int(p + ".block_rows", o.block_rows, 1, 1 << 20);
   if (o.group_div < 1 || 8 % o.group_div != 0)

@@ -1,14 +1,19 @@
 #include "attnum/core/file.h"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -19,14 +24,51 @@
 namespace attnum {
 namespace fs = std::filesystem;
 
+const std::string& run_token() {
+  static const std::string token = [] {
+    uint64_t r = 0;
+    if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
+      std::random_device rd;
+      r = (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(::getpid());
+    }
+    return fmt::format("{:016x}", r);
+  }();
+  return token;
+}
+
+std::string temp_suffix() { return ".attnum-tmp-" + run_token(); }
+
+namespace {
+// What this run wrote (absolute, lexically normal paths): the files an output_guard of a failed
+// run may remove.
+std::mutex g_written_mu;
+std::set<std::string>& written_paths() {
+  static std::set<std::string> s;
+  return s;
+}
+std::string norm(const fs::path& p) {
+  std::error_code ec;
+  fs::path a = fs::absolute(p, ec);
+  if (ec) a = p;
+  std::string s = a.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+void record_written(const fs::path& p) {
+  std::lock_guard<std::mutex> l(g_written_mu);
+  written_paths().insert(norm(p));
+}
+}  // namespace
+
 void write_file_atomic(const fs::path& path, std::string_view bytes) {
   std::error_code ec;
   if (path.has_parent_path() && !fs::is_directory(path.parent_path())) {
     fs::create_directories(path.parent_path(), ec);
     if (ec) fail("{}: cannot create folder {}: {}", path.string(), path.parent_path().string(), ec.message());
   }
-  // The pid keeps concurrent writers (ranks, shards) from sharing a temp file.
-  const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  // The run token keeps concurrent writers (ranks, shards) from sharing a temp file and lets a
+  // later run know the temp file for its own kind (begin_output_dir).
+  const std::string tmp = path.string() + temp_suffix();
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail("{}: cannot write (temp file {}): {}", path.string(), tmp, std::strerror(errno));
   const bool ok = (bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size()) &&
@@ -37,6 +79,7 @@ void write_file_atomic(const fs::path& path, std::string_view bytes) {
     std::remove(tmp.c_str());
     fail("{}: write failed: {}", path.string(), std::strerror(err));
   }
+  record_written(path);
 }
 
 namespace {
@@ -94,6 +137,48 @@ std::string read_file(const fs::path& path) {
   return out;
 }
 
+std::string clip(std::string_view s, size_t max) {
+  if (s.size() <= max) return std::string(s);
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // whole UTF-8 characters
+  return fmt::format("{}... ({} bytes)", s.substr(0, n), s.size());
+}
+
+nlohmann::json parse_json_text(std::string_view text, std::string_view label, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        fail("{}: JSON nested deeper than {} levels (at byte {}): not a file attnum writes", label, max_depth, i);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", label, clip(e.what()));
+  }
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  off_t size = 0;
+  ::close(open_regular(path, "", size));
+  if (static_cast<uint64_t>(size) > kMaxJsonBytes)
+    fail("{}: {} bytes, more than the {} MiB a JSON file attnum reads may hold", path.string(),
+         static_cast<uint64_t>(size), kMaxJsonBytes >> 20);
+  const std::string text = read_file(path);
+  if (text.size() > kMaxJsonBytes) fail("{}: more than {} MiB", path.string(), kMaxJsonBytes >> 20);
+  return parse_json_text(text, path.string());
+}
+
 fs::path path_inside(const fs::path& dir, const std::string& name, std::string_view field) {
   const fs::path p(name);
   if (name.empty() || p.is_absolute() || name.find('\0') != std::string::npos)
@@ -131,14 +216,21 @@ void check_alloc(uint64_t bytes, std::string_view what) {
 }
 
 namespace {
+// The result files of a folder and of its checkpoints/ subfolder ("checkpoints/NAME").
 nlohmann::json file_hashes(const fs::path& dir) {
   nlohmann::json files = nlohmann::json::object();
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || name == kCompleteMarker || name.find(".tmp.") != std::string::npos) continue;
-    const std::string bytes = read_file(e.path());
-    files[name] = {{"bytes", bytes.size()}, {"fnv1a", core::fnv1a_hex(bytes.data(), bytes.size())}};
-  }
+  auto add = [&](const fs::path& d, const std::string& prefix) {
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      std::error_code ec2;
+      if (!it->is_regular_file(ec2) || is_bookkeeping_file(name)) continue;
+      const std::string bytes = read_file(it->path());
+      files[prefix + name] = {{"bytes", bytes.size()}, {"fnv1a", core::fnv1a_hex(bytes.data(), bytes.size())}};
+    }
+  };
+  add(dir, "");
+  if (fs::is_directory(dir / "checkpoints")) add(dir / "checkpoints", "checkpoints/");
   return files;
 }
 }  // namespace
@@ -156,12 +248,7 @@ void require_complete(const fs::path& dir, std::string_view what) {
   if (!fs::exists(m))
     fail("{}: {} has no {}: the run that wrote it did not finish (rerun the same command to "
          "resume it)", what, dir.string(), kCompleteMarker);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(m));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: {}: not valid JSON: {}", what, m.string(), e.what());
-  }
+  const nlohmann::json j = read_json(m);
   if (!j.is_object() || !j.contains("files") || !j["files"].is_object())
     fail("{}: {}: missing object files", what, m.string());
   const nlohmann::json have = file_hashes(dir);
@@ -170,48 +257,141 @@ void require_complete(const fs::path& dir, std::string_view what) {
       fail("{}: {}: file {} changed or is missing since the run finished", what, dir.string(), it.key());
 }
 
+bool is_bookkeeping_file(const std::string& name) {
+  return name == kCompleteMarker || name == kLockFile || name.find(".attnum-tmp-") != std::string::npos;
+}
+
 namespace {
-// True when `pid_text` is a whole positive number naming a process that no longer exists (a
-// live process, this one included, or text that is not a PID gives false).
-bool names_dead_process(const std::string& pid_text) {
-  if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 10)
-    return false;
-  const long long pid = std::stoll(pid_text);
-  return pid > 0 && pid <= 2147483647 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+bool is_token(const std::string& s) {
+  return s.size() == 16 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// Reads at most 64 KiB of an open lock file: the recorded run tokens, one a line.
+std::vector<std::string> read_tokens(int fd) {
+  std::string text(1 << 16, '\0');
+  const ssize_t n = ::pread(fd, text.data(), text.size(), 0);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string t = text.substr(at, end - at);
+    if (is_token(t)) out.push_back(t);
+    at = end + 1;
+  }
+  return out;
+}
+
+// The lock files this process holds (canonical folder -> descriptor), released at exit.
+std::mutex g_lock_mu;
+std::map<std::string, int>& held_locks() {
+  static std::map<std::string, int> m;
+  return m;
 }
 }  // namespace
+
+void begin_output_dir(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec) fail("{}: cannot create the output folder: {}", dir.string(), ec.message());
+  }
+  const std::string key = fs::weakly_canonical(dir, ec).string();
+  std::lock_guard<std::mutex> l(g_lock_mu);
+  if (held_locks().count(key)) return;
+  const fs::path lock = dir / kLockFile;
+  bool created = true;
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    created = false;
+    fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  }
+  if (fd < 0) fail("{}: cannot open the folder's lock file {}: {}", dir.string(), lock.string(), std::strerror(errno));
+  if (created) record_written(lock);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("{}: {} is not a regular file (attnum's lock file): remove it", dir.string(), lock.string());
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+      fail("{}: another attnum run is writing into this folder (it holds {}): wait for it to "
+           "finish or use another --out", dir.string(), lock.string());
+    fail("{}: cannot lock {}: {}", dir.string(), lock.string(), std::strerror(err));
+  }
+  // The runs recorded here hold no lock now: their temp files are stale.
+  std::vector<std::string> stale;
+  for (const auto& t : read_tokens(fd))
+    if (t != run_token()) stale.push_back(".attnum-tmp-" + t);
+  if (!stale.empty())
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      std::error_code ec2;
+      if (!it->is_regular_file(ec2) || it->is_symlink(ec2)) continue;
+      for (const auto& suffix : stale)
+        if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+          fs::remove(it->path(), ec2);
+          break;
+        }
+    }
+  const std::string rec = run_token() + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, rec.data(), rec.size(), 0) != static_cast<ssize_t>(rec.size()) ||
+      ::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail("{}: cannot write the lock file {}: {}", dir.string(), lock.string(), std::strerror(err));
+  }
+  held_locks()[key] = fd;
+}
+
+void require_out_outside_inputs(const fs::path& out, const std::vector<fs::path>& inputs, std::string_view flag) {
+  if (out.empty()) return;
+  std::error_code ec;
+  const fs::path o = fs::weakly_canonical(out, ec);
+  if (ec) return;
+  for (const auto& in : inputs) {
+    if (in.empty()) continue;
+    const fs::path i = fs::weakly_canonical(in, ec);
+    if (ec) continue;
+    if (o == i)
+      fail("{} {}: is the input {}: attnum never writes over what it reads; choose another path",
+           flag, out.string(), in.string());
+    const fs::path rel = o.lexically_relative(i);
+    if (!rel.empty() && *rel.begin() != ".." && fs::is_directory(i, ec))
+      fail("{} {}: is inside the input folder {}: attnum never writes into what it reads; choose "
+           "another path", flag, out.string(), in.string());
+  }
+}
 
 fs::path private_temp_dir(std::string_view name) {
   std::error_code ec;
   const fs::path tmp = fs::temp_directory_path(ec);
   if (ec) fail("no temporary folder for scratch files: {}", ec.message());
-  const std::string prefix = fmt::format("attnum-{}", name);
+  const std::string prefix = fmt::format("attnum-{}-", name);
+  std::vector<fs::path> stale;
   for (auto it = fs::directory_iterator(tmp, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string f = it->path().filename().string();
-    const size_t dash = f.rfind('-');
-    if (dash == std::string::npos || !it->is_directory(ec)) continue;
-    if (f.substr(0, dash) == prefix && names_dead_process(f.substr(dash + 1))) {
-      std::error_code ec2;
-      fs::remove_all(it->path(), ec2);
-    }
+    std::error_code ec2;
+    if (f.rfind(prefix, 0) != 0 || !is_token(f.substr(prefix.size())) || it->is_symlink(ec2) ||
+        !it->is_directory(ec2))
+      continue;
+    // Ours only when its lock file records the token its name carries, and dead when unlocked.
+    const fs::path lock = it->path() / kLockFile;
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st {};
+    const auto tokens = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read_tokens(fd) : std::vector<std::string>{};
+    if (std::find(tokens.begin(), tokens.end(), f.substr(prefix.size())) != tokens.end() &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      stale.push_back(it->path());
+    ::close(fd);
   }
-  return tmp / fmt::format("{}-{}", prefix, static_cast<long>(::getpid()));
-}
-
-void begin_output_dir(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    const size_t at = name.rfind(".tmp.");
-    if (at == std::string::npos || !it->is_regular_file()) continue;
-    // A temp file of a live process (a concurrent shard) stays; a dead writer's is stale.
-    if (names_dead_process(name.substr(at + 5))) {
-      std::error_code ec2;
-      fs::remove(it->path(), ec2);
-    }
-  }
+  for (const auto& p : stale) fs::remove_all(p, ec);
+  return tmp / (prefix + run_token());
 }
 
 output_guard::output_guard(fs::path path) : path_(std::move(path)) {
@@ -220,6 +400,7 @@ output_guard::output_guard(fs::path path) : path_(std::move(path)) {
     committed_ = true;  // nothing to guard
     return;
   }
+  path_ = norm(path_);
   existed_ = fs::exists(fs::symlink_status(path_, ec));
   if (existed_ && fs::is_directory(path_, ec))
     for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::recursive_directory_iterator();
@@ -230,19 +411,32 @@ output_guard::output_guard(fs::path path) : path_(std::move(path)) {
 output_guard::~output_guard() {
   if (committed_) return;
   std::error_code ec;
-  if (!existed_) {
-    fs::remove_all(path_, ec);
-    return;
+  const std::string root = path_.string();
+  std::vector<std::string> mine;
+  {
+    std::lock_guard<std::mutex> l(g_written_mu);
+    for (const auto& p : written_paths())
+      if (p == root ? !existed_ : p.rfind(root + "/", 0) == 0 && !before_.count(p.substr(root.size() + 1)))
+        mine.push_back(p);
   }
-  if (!fs::is_directory(path_, ec)) return;
-  std::vector<fs::path> created;
-  for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec))
-    if (!before_.count(it->path().lexically_relative(path_).string())) {
-      created.push_back(it->path());
-      it.disable_recursion_pending();  // a new folder goes whole
+  for (const auto& p : mine) fs::remove(p, ec);
+  // Folders that did not exist and are empty now (deepest first); a folder holding another
+  // process's file stays.
+  if (fs::is_directory(fs::symlink_status(path_, ec))) {
+    std::vector<fs::path> dirs;
+    for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      std::error_code ec2;
+      if (it->is_directory(ec2) && !it->is_symlink(ec2) &&
+          !before_.count(it->path().lexically_relative(path_).string()))
+        dirs.push_back(it->path());
     }
-  for (const auto& p : created) fs::remove_all(p, ec);
+    std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {
+      return a.string().size() > b.string().size();
+    });
+    for (const auto& d : dirs) fs::remove(d, ec);  // only removes an empty folder
+    if (!existed_) fs::remove(path_, ec);
+  }
 }
 
 }  // namespace attnum

@@ -5,6 +5,7 @@
 // the completion marker that says a result folder is finished (docs/reliability.md).
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <set>
 #include <string>
 #include <string_view>
@@ -12,9 +13,18 @@
 
 namespace attnum {
 
-/// Writes `bytes` to `path` atomically: a temp file `PATH.tmp.PID` in the same folder (created
-/// if needed), flushed and fsynced, then renamed over `path`. Throws attnum::error naming the
-/// path and the system's reason (e.g. "Permission denied").
+/// This process's random run token (16 hex digits, drawn once): it names the temp files the run
+/// writes and is recorded in the lock file of every result folder the run writes into, so that a
+/// later run removes a killed run's temp files by that record, never by a name pattern.
+const std::string& run_token();
+
+/// The suffix of this run's temp files: ".attnum-tmp-TOKEN".
+std::string temp_suffix();
+
+/// Writes `bytes` to `path` atomically: a temp file `PATH.attnum-tmp-TOKEN` (run_token) in the
+/// same folder (created if needed), flushed and fsynced, then renamed over `path`. The path is
+/// recorded as written by this run (an output_guard of a failed run removes it). Throws
+/// attnum::error naming the path and the system's reason (e.g. "Permission denied").
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
 /// Returns the whole content of a regular file. A folder, FIFO or device is refused without
@@ -24,6 +34,25 @@ std::string read_file(const std::filesystem::path& path);
 /// Throws attnum::error unless `path` is a regular file (opened without blocking, so a FIFO
 /// never hangs the caller); `what` names the role ("--q", "tokenizer").
 void require_regular_file(const std::filesystem::path& path, std::string_view what = "");
+
+/// Limits of every JSON file attnum reads back (result folders, checkpoints, shards, markers,
+/// model configs): nesting depth and size.
+inline constexpr int kMaxJsonDepth = 64;
+inline constexpr uint64_t kMaxJsonBytes = uint64_t{1} << 30;  // 1 GiB
+
+/// Parses JSON text whose nesting (arrays and objects) is at most `max_depth` levels (checked by
+/// a linear scan before parsing, so no later recursive dump or compare can overflow the stack).
+/// Throws attnum::error "LABEL: not valid JSON: ..." or "LABEL: JSON nested deeper than N
+/// levels"; quoted text is clipped to ~200 bytes.
+nlohmann::json parse_json_text(std::string_view text, std::string_view label, int max_depth = kMaxJsonDepth);
+
+/// Reads a JSON file with read_file's guards (regular files only, never blocking) and the
+/// limits above (kMaxJsonBytes, kMaxJsonDepth); every error names the file.
+nlohmann::json read_json(const std::filesystem::path& path);
+
+/// Returns `s`, or its first `max` bytes followed by "... (N bytes)" when longer: the most of a
+/// value an error message quotes.
+std::string clip(std::string_view s, size_t max = 200);
 
 /// Returns dir / name for a file named inside another file of `dir` (a shard in
 /// model.safetensors.index.json, a tokenizer file): `name` must be a relative path without
@@ -47,27 +76,47 @@ uint64_t checked_mul(uint64_t a, uint64_t b);
 inline constexpr const char* kCompleteMarker = "complete.json";
 
 /// Writes dir/complete.json (atomically, last): the command, the tool version and the FNV-1a
-/// hash and size of every other regular file in `dir` (not checkpoints/).
+/// hash and size of every other regular file in `dir` and in dir/checkpoints/ (named
+/// "checkpoints/NAME"), so that a shard folder's checkpoints are verified by merge.
 void write_complete_marker(const std::filesystem::path& dir, const std::string& command);
 
 /// Throws attnum::error naming `dir` unless it holds a completion marker whose hashes match
 /// the files (`what` is the command that refuses: "report", "merge", "transfer").
 void require_complete(const std::filesystem::path& dir, std::string_view what);
 
-/// Prepares a result folder for a new or resumed run: removes stale temp files `*.tmp.PID` left
-/// by killed processes (a live writer's stay). An earlier completion marker stays: a run that
-/// changes a finished file without writing a new marker fails the marker's hash check.
+/// Name of the lock file every result folder holds while (and after) a run writes into it.
+inline constexpr const char* kLockFile = ".attnum-lock";
+
+/// True for the names attnum keeps out of a folder's result files: the lock file, the marker
+/// and temp files (NAME.attnum-tmp-TOKEN).
+bool is_bookkeeping_file(const std::string& name);
+
+/// Prepares a result folder for a new or resumed run (created if missing): takes an exclusive
+/// lock on DIR/.attnum-lock for the rest of the process (a second run into the folder is refused
+/// naming it), then removes the temp files of the runs recorded in the lock file (they hold no
+/// lock, so they are dead) and records this run's token. Nothing else is removed. An earlier
+/// completion marker stays: a run that changes a finished file without writing a new marker
+/// fails the marker's hash check. Call it on the process that writes the folder only.
 void begin_output_dir(const std::filesystem::path& dir);
 
-/// A folder for this process's own scratch files: temp_directory_path() / "attnum-NAME-PID"
-/// (not created here). First removes the stale ones of dead processes: folders attnum-NAME-PID
-/// of the same NAME whose PID no longer runs. Guard the folder with an output_guard so that a
-/// failed run removes it too.
+/// Throws attnum::error "FLAG PATH is inside (or is) the input INPUT" when `out` equals or lies
+/// inside one of `inputs` (files or folders the run reads; empty ones are skipped), comparing
+/// resolved paths (symlinks followed, missing tails kept).
+void require_out_outside_inputs(const std::filesystem::path& out,
+                                const std::vector<std::filesystem::path>& inputs,
+                                std::string_view flag = "--out");
+
+/// A folder for this process's own scratch files: temp_directory_path() / "attnum-NAME-TOKEN"
+/// (not created here: begin_output_dir creates and locks it). First removes the stale ones of
+/// killed runs: folders attnum-NAME-X whose lock file records the token X and is not locked.
+/// Guard the folder with an output_guard so that a failed run removes it too.
 std::filesystem::path private_temp_dir(std::string_view name);
 
-/// A run's output (folder or file) that a failed run leaves as it found it: what did not exist
-/// when the guard was made is removed by the destructor unless commit() was called; files and
-/// folders that existed (an earlier run's checkpoints, which resume needs) stay.
+/// A run's output (folder or file) that a failed run leaves as it found it: the files this run
+/// wrote (write_file_atomic, the lock file) that did not exist when the guard was made are
+/// removed by the destructor unless commit() was called, then the folders that became empty and
+/// did not exist before. Files of other processes and files that existed (an earlier run's
+/// checkpoints, which resume needs) stay.
 class output_guard {
  public:
   explicit output_guard(std::filesystem::path path);

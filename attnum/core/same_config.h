@@ -9,13 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 
 namespace attnum::core {
 
 namespace detail {
 // A value for a message: its JSON text, cut to `max_chars` with "...".
 inline std::string short_dump(const nlohmann::json& v, size_t max_chars = 80) {
-  std::string s = v.dump();
+  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > max_chars) s = s.substr(0, max_chars - 3) + "...";
   return s;
 }
@@ -61,7 +62,10 @@ inline void require_same_config(const nlohmann::json& stored, const nlohmann::js
       if (k == i) return true;
     return false;
   };
-  if (!stored.is_object() || !current.is_object()) {
+  if (!stored.is_object())
+    fail("{}: expected a JSON object of configuration fields, found {}; {}", where,
+         stored.is_array() ? "an array" : detail::short_dump(stored), hint);
+  if (!current.is_object()) {
     if (stored != current)
       fail("{}: the stored configuration {} differs from this run's {}; {}", where, detail::short_dump(stored),
            detail::short_dump(current), hint);

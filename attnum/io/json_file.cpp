@@ -6,12 +6,7 @@
 namespace attnum::io {
 
 nlohmann::json read_json_file(const std::filesystem::path& path) {
-  const std::string text = read_file(path);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", path.string(), e.what());
-  }
+  return read_json(path);
 }
 
 std::string json_brief(const nlohmann::json& v) {

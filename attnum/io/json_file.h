@@ -7,8 +7,9 @@
 
 namespace attnum::io {
 
-/// Returns the parsed content of a JSON file. Throws attnum::error "PATH: cannot read: ..." or
-/// "PATH: not valid JSON: ...".
+/// Returns the parsed content of a JSON file: attnum::read_json (regular files only, never
+/// blocking; at most kMaxJsonBytes and kMaxJsonDepth levels). Throws attnum::error "PATH:
+/// cannot read: ..." or "PATH: not valid JSON: ...".
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
 /// Returns a short description of a JSON value for error messages: scalars as JSON text (at most

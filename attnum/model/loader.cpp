@@ -1,7 +1,10 @@
 #include "attnum/model/loader.h"
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
@@ -11,11 +14,40 @@
 namespace attnum::model {
 namespace fs = std::filesystem;
 
-weights load_model(const std::string& path) {
+namespace {
+// Refuses a NaN or infinite weight, naming the tensor and the element: every result of such a
+// model would be NaN (or an argmax of NaN logits).
+void require_finite_weights(const weights& w, const std::string& path) {
+  auto check = [&](const std::vector<float>& t, const std::string& name) {
+    for (size_t i = 0; i < t.size(); ++i)
+      if (!std::isfinite(t[i]))
+        fail("{}: weight {}[{}] is {}: the model holds non-finite weights", path, name, i, t[i]);
+  };
+  check(w.tok_embeddings, "tok_embeddings");
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const layer_weights& L = w.layers[l];
+    const std::string p = fmt::format("layers.{}.", l);
+    for (const auto& [t, n] : {std::pair{&L.attn_norm, "attn_norm"}, {&L.wq, "wq"}, {&L.wk, "wk"}, {&L.wv, "wv"},
+                               {&L.wo, "wo"}, {&L.bq, "bq"}, {&L.bk, "bk"}, {&L.bv, "bv"}, {&L.ffn_norm, "ffn_norm"},
+                               {&L.w1, "w1"}, {&L.w3, "w3"}, {&L.w2, "w2"}})
+      check(*t, p + n);
+  }
+  check(w.final_norm, "final_norm");
+  check(w.classifier, "classifier");
+}
+
+weights load_any(const std::string& path) {
   if (fs::is_directory(path)) return load_hf_checkpoint(path);
   if (!fs::exists(path)) fail("{}: no such model file or folder", path);
   if (fs::path(path).filename() == "config.json") return load_hf_checkpoint(fs::path(path).parent_path());
   return load_llama2c(path);
+}
+}  // namespace
+
+weights load_model(const std::string& path) {
+  weights w = load_any(path);
+  require_finite_weights(w, path);
+  return w;
 }
 
 namespace {

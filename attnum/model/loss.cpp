@@ -119,6 +119,13 @@ std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
     ATTNUM_ASSERT(u.source == units[0].source && u.window == units[0].window, "mixed windows");
     opt.attention = kernel_attention(p.kernel, p.conditions[u.condition], {p.rotation, false});
     const std::vector<float> var = forward(w, inputs, opt);
+    // A NaN or infinite logit has no loss (its argmax would be meaningless): refuse the position.
+    for (const auto& [logits, which] : {std::pair{&ref, "reference"}, std::pair{&var, "kernel"}})
+      for (size_t e = 0; e < size_t(n) * vocab; ++e)
+        if (!std::isfinite((*logits)[e]))
+          fail("loss: source {} window {} condition {}: the {} logits at position {} hold {} (token {}): "
+               "no loss for a non-finite logit row", u.source, u.window, p.conditions[u.condition], which,
+               e / vocab, (*logits)[e], e % vocab);
     unit_result r;
     r.unit = u;
     r.nll_ref.resize(n), r.nll_var.resize(n), r.kl.resize(n), r.dp.resize(n), r.top1_same.resize(n);
@@ -349,9 +356,27 @@ unit_result unit_result_from_json(const nlohmann::json& j) {
     j.at("kl").get_to(r.kl);
     j.at("dp").get_to(r.dp);
     j.at("top1_same").get_to(r.top1_same);
+    const size_t n = r.nll_ref.size();
+    const std::string unit = fmt::format("loss unit result (source {}, window {}, condition {})", r.unit.source,
+                                         r.unit.window, r.unit.condition);
+    if (r.unit.source < 0 || r.unit.window < 0 || r.unit.condition < 0) fail("{}: negative index", unit);
+    if (n == 0) fail("{}: no labels", unit);
+    for (const auto& [name, len] : {std::pair{"nll_var", r.nll_var.size()}, std::pair{"kl", r.kl.size()},
+                                    std::pair{"dp", r.dp.size()}, std::pair{"top1_same", r.top1_same.size()}})
+      if (len != n) fail("{}: {} holds {} values, nll_ref {}", unit, name, len, n);
+    for (size_t i = 0; i < n; ++i) {
+      // -log p >= 0, KL >= 0 (up to rounding), p_var - p_ref in [-1, 1], agreement 0 or 1.
+      if (!std::isfinite(r.nll_ref[i]) || r.nll_ref[i] < 0 || !std::isfinite(r.nll_var[i]) || r.nll_var[i] < 0)
+        fail("{}: label {}: nll_ref {} / nll_var {}: expected finite values >= 0", unit, i, r.nll_ref[i], r.nll_var[i]);
+      if (!std::isfinite(r.kl[i]) || r.kl[i] < -1e-6)
+        fail("{}: label {}: kl {}: expected a finite value >= 0", unit, i, r.kl[i]);
+      if (!(r.dp[i] >= -1 && r.dp[i] <= 1))
+        fail("{}: label {}: dp {}: expected a difference of probabilities in [-1, 1]", unit, i, r.dp[i]);
+      if (r.top1_same[i] > 1) fail("{}: label {}: top1_same {}: expected 0 or 1", unit, i, int(r.top1_same[i]));
+    }
     return r;
   } catch (const nlohmann::json::exception& e) {
-    fail("loss unit result: {}", e.what());
+    fail("loss unit result: {}", clip(e.what()));
   }
 }
 
@@ -391,6 +416,11 @@ merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
     if (!s.is_object() || s.value("kind", "") != "attnum-loss-shard" || !s.contains("params") ||
         !s.contains("units"))
       fail("loss merge: shard {} is not an attnum loss shard file", i);
+    if (s.value("tool_version", nlohmann::json()) != std::string(tool_version()))
+      fail("loss merge: shard {} was written by attnum {}, this is {}: rerun the shard with this "
+           "version", i, clip(s.value("tool_version", nlohmann::json()).dump(), 40), tool_version());
+    if (!s["params"].is_object() || !s["units"].is_array())
+      fail("loss merge: shard {}: params must be an object and units an array", i);
     if (i == 0) params = s["params"];
     else core::require_same_config(params, s["params"], fmt::format("loss merge: shard {}", i),
                                    "it was run with different parameters than shard 0");
@@ -406,12 +436,26 @@ merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
     p.n_tokens = params.at("n_tokens").get<int>();
     p.windows = params.at("windows").get<int>();
     p.source_names = params.at("sources").get<std::vector<std::string>>();
-    p.sources.resize(params.at("n_sources").get<size_t>());
+    const size_t n_sources = params.at("n_sources").get<size_t>();
+    if (n_sources != p.source_names.size())
+      fail("loss merge: shard parameters: n_sources {} but {} source names", n_sources, p.source_names.size());
+    p.sources.resize(n_sources);
     p.bootstrap_samples = params.at("bootstrap_samples").get<int>();
     p.bootstrap_seed = params.at("bootstrap_seed").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {
-    fail("loss merge: shard parameters: {}", e.what());
+    fail("loss merge: shard parameters: {}", clip(e.what()));
   }
+  if (p.n_tokens < 1 || p.windows < 1 || p.conditions.empty() || p.sources.empty() ||
+      p.source_names.size() != p.sources.size())
+    fail("loss merge: shard parameters: n_tokens {}, windows {}, {} conditions, {} sources ({} named): "
+         "expected positive counts and one name per source", p.n_tokens, p.windows, p.conditions.size(),
+         p.sources.size(), p.source_names.size());
+  for (const unit_result& r : all)
+    if (r.nll_ref.size() != static_cast<size_t>(p.n_tokens) || r.unit.source >= static_cast<int>(p.sources.size()) ||
+        r.unit.window >= p.windows || r.unit.condition >= static_cast<int>(p.conditions.size()))
+      fail("loss merge: unit (source {}, window {}, condition {}) with {} labels does not fit the "
+           "parameters ({} sources, {} windows, {} conditions, n_tokens {})", r.unit.source, r.unit.window,
+           r.unit.condition, r.nll_ref.size(), p.sources.size(), p.windows, p.conditions.size(), p.n_tokens);
   return {std::move(p), params.at("model").get<std::string>(), std::move(all),
           params.value("rotation", std::string())};
 }

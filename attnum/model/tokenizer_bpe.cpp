@@ -136,6 +136,7 @@ class bpe_tokenizer final : public tokenizer {
     }
     // Longest added token first, so a prefix never shadows a longer one.
     std::sort(added_.begin(), added_.end(), [](auto& x, auto& y) { return x.first.size() > y.first.size(); });
+    build_added_trie();
     int max_id = -1;
     for (const auto& [s, id] : vocab_) max_id = std::max(max_id, id);
     if (max_id < 0) fail("{}: model.vocab is empty", path);
@@ -172,8 +173,7 @@ class bpe_tokenizer final : public tokenizer {
 
   std::string decode(int, int id) const override {
     if (id < 0 || id >= size()) fail("token id {} outside the vocabulary (0..{})", id, size() - 1);
-    for (const auto& [s, a] : added_)
-      if (a == id) return s;
+    if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return added_[it->second].first;
     std::string out;
     for (const unit& u : decode_utf8(pieces_[id])) {
       auto it = char_byte_.find(pieces_[id].substr(u.begin, u.end - u.begin));
@@ -314,10 +314,41 @@ class bpe_tokenizer final : public tokenizer {
     return s;
   }
 
+  // The added tokens as a byte trie: edges (node << 8 | byte) -> child, and the added_ index
+  // that ends at a node (the first of equal strings, as the longest-first scan found it).
+  void build_added_trie() {
+    trie_end_.assign(1, -1);
+    size_t bytes = 0;
+    for (const auto& a : added_) bytes += a.first.size();
+    trie_.reserve(bytes);
+    trie_end_.reserve(bytes + 1);
+    for (size_t k = 0; k < added_.size(); ++k) {
+      const std::string& s = added_[k].first;
+      added_by_id_.try_emplace(added_[k].second, k);
+      if (s.empty()) continue;
+      uint64_t node = 0;
+      for (unsigned char c : s) {
+        auto [it, fresh] = trie_.try_emplace(node << 8 | c, trie_end_.size());
+        if (fresh) trie_end_.push_back(-1);
+        node = it->second;
+      }
+      if (trie_end_[node] < 0) trie_end_[node] = static_cast<int64_t>(k);
+    }
+  }
+
+  // The longest added token that starts at text[i], or nullptr: one trie walk, at most as many
+  // steps as the longest added token has bytes (never a comparison with every added token).
   const std::pair<std::string, int>* added_at(std::string_view text, size_t i) const {
-    for (const auto& a : added_)
-      if (!a.first.empty() && text.compare(i, a.first.size(), a.first) == 0) return &a;
-    return nullptr;
+    if (trie_.empty()) return nullptr;
+    uint64_t node = 0;
+    int64_t best = -1;
+    for (size_t j = i; j < text.size(); ++j) {
+      const auto it = trie_.find(node << 8 | static_cast<unsigned char>(text[j]));
+      if (it == trie_.end()) break;
+      node = it->second;
+      if (trie_end_[node] >= 0) best = trie_end_[node];
+    }
+    return best < 0 ? nullptr : &added_[static_cast<size_t>(best)];
   }
 
   void encode_plain(std::string_view raw, std::vector<int>& ids) const {
@@ -410,6 +441,9 @@ class bpe_tokenizer final : public tokenizer {
   std::unordered_map<std::string, int> model_vocab_;  // model.vocab only (not added tokens)
   std::unordered_map<std::string, int> ranks_;
   std::vector<std::pair<std::string, int>> added_;
+  std::unordered_map<uint64_t, uint64_t> trie_;   // added tokens: (node << 8 | byte) -> node
+  std::vector<int64_t> trie_end_;                 // node -> index into added_, or -1
+  std::unordered_map<int, size_t> added_by_id_;   // id -> index into added_
   std::vector<std::string> pieces_;
   std::string byte_char_[256];
   std::unordered_map<std::string, char> char_byte_;

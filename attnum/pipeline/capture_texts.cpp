@@ -21,6 +21,12 @@ std::vector<std::string> capture_texts(const capture_request& o) {
   using namespace attnum::model;
   namespace fs = std::filesystem;
   if (o.texts.empty() && o.token_ids.empty()) fail("capture: give --text FILE... or --token-ids FILE...");
+  {  // --out never equal to or inside what the run reads
+    std::vector<std::filesystem::path> in{o.model, o.tokenizer};
+    in.insert(in.end(), o.texts.begin(), o.texts.end());
+    in.insert(in.end(), o.token_ids.begin(), o.token_ids.end());
+    require_out_outside_inputs(o.out, in);
+  }
   weights w = load_model(o.model);
   if (o.tokens <= 0) fail("--tokens must be positive, got {}", o.tokens);
   if (o.tokens > w.cfg.seq_len) fail("--tokens {} is larger than the model's context {}", o.tokens, w.cfg.seq_len);

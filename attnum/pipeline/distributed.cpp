@@ -57,8 +57,8 @@ bool run_heads(std::span<const study::plan> plans, std::span<const fs::path> dir
     for (size_t j = 0; j < plans.size(); ++j) study::write_plan(dirs[j], plans[j]);
     std::vector<int> todo;
     for (const auto& u : plans.front().units)
-      for (const auto& d : dirs)
-        if (!study::read_unit(d, u.index)) {
+      for (size_t j = 0; j < dirs.size(); ++j)
+        if (!study::read_unit(dirs[j], plans[j], u.index)) {
           todo.push_back(u.index);
           break;
         }
@@ -72,11 +72,11 @@ bool run_heads(std::span<const study::plan> plans, std::span<const fs::path> dir
       [&](int i) -> std::string {
         const auto rows = study::compute_unit(plans, i);
         if (world.root()) {
-          for (size_t j = 0; j < dirs.size(); ++j) study::write_unit(dirs[j], i, rows[j]);
+          for (size_t j = 0; j < dirs.size(); ++j) study::write_unit(dirs[j], plans[j], i, rows[j]);
           return {};
         }
         json files = json::array();  // each plan's unit file, written by rank 0
-        for (const auto& r : rows) files.push_back(study::unit_text(i, r));
+        for (size_t j = 0; j < rows.size(); ++j) files.push_back(study::unit_text(plans[j], i, rows[j]));
         return files.dump();
       },
       [&](int i, const std::string& bytes) {
@@ -122,19 +122,38 @@ void check_params(const fs::path& dir, const json& want) {
   const fs::path f = dir / "checkpoints" / "loss-params.json";
   if (fs::exists(f)) {
     const json have = io::read_json_file(f);
+    if (!have.is_object()) fail("{}: expected a JSON object (the loss parameters)", f.string());
+    auto q = [](const json& v) { return clip(v.dump(-1, ' ', false, json::error_handler_t::replace)); };
     for (auto it = want.begin(); it != want.end(); ++it)
       if (!have.contains(it.key()) || have[it.key()] != it.value())
         fail("'{}': field '{}' is {} in the earlier run, {} now: use another --out folder",
-             f.string(), it.key(), have.value(it.key(), json()).dump(), it.value().dump());
+             f.string(), it.key(), q(have.value(it.key(), json())), q(it.value()));
     return;
   }
   fs::create_directories(f.parent_path());
   write_file_atomic(f, want.dump(2) + "\n");
 }
 
-std::vector<model::unit_result> read_window(const fs::path& f) {
+// A window's checkpoint: one verified unit result per condition, of this window and study.
+std::vector<model::unit_result> read_window(const fs::path& f, const model::loss_params& p, int source,
+                                            int window) {
+  const json arr = io::read_json_file(f);
+  if (!arr.is_array() || arr.size() != p.conditions.size())
+    fail("{}: expected an array of {} unit results (one per condition)", f.string(), p.conditions.size());
   std::vector<model::unit_result> out;
-  for (const auto& j : io::read_json_file(f)) out.push_back(model::unit_result_from_json(j));
+  for (size_t c = 0; c < arr.size(); ++c) {
+    try {
+      out.push_back(model::unit_result_from_json(arr[c]));
+    } catch (const error& e) {
+      fail("{}: {}", f.string(), e.what());
+    }
+    const auto& r = out.back();
+    if (r.unit.source != source || r.unit.window != window || r.unit.condition != static_cast<int>(c) ||
+        r.nll_ref.size() != static_cast<size_t>(p.n_tokens))
+      fail("{}: holds source {} window {} condition {} with {} labels, expected source {} window {} "
+           "condition {} with {}: remove it to recompute", f.string(), r.unit.source, r.unit.window,
+           r.unit.condition, r.nll_ref.size(), source, window, c, p.n_tokens);
+  }
   return out;
 }
 
@@ -191,7 +210,8 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
   std::vector<model::unit_result> all;
   for (int k = 0; k < n_windows; ++k) {
     std::vector<model::unit_result> rs =
-        keep ? read_window(loss_window_path(dir, k / p.windows, k % p.windows)) : got.at(k);
+        keep ? read_window(loss_window_path(dir, k / p.windows, k % p.windows), p, k / p.windows, k % p.windows)
+             : got.at(k);
     all.insert(all.end(), rs.begin(), rs.end());
   }
   // Paired comparisons between conditions (DIR/loss_paired.json) where there is a folder.

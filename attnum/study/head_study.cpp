@@ -30,8 +30,8 @@ bool run_study(std::span<const plan> plans, std::span<const fs::path> dirs, cons
   for (size_t j = 0; j < plans.size(); ++j) write_plan(dirs[j], plans[j]);
   // A unit missing from any folder is computed (for all of them: the same bits).
   auto missing = [&](int i) {
-    for (const auto& d : dirs)
-      if (!read_unit(d, i)) return true;
+    for (size_t j = 0; j < dirs.size(); ++j)
+      if (!read_unit(dirs[j], plans[j], i)) return true;
     return false;
   };
   std::vector<int> todo;
@@ -46,7 +46,7 @@ bool run_study(std::span<const plan> plans, std::span<const fs::path> dirs, cons
   for (int t = 0; t < n_todo; ++t) {
     try {
       const std::vector<std::vector<row>> rows = compute_unit(plans, todo[t]);
-      for (size_t j = 0; j < dirs.size(); ++j) write_unit(dirs[j], todo[t], rows[j]);
+      for (size_t j = 0; j < dirs.size(); ++j) write_unit(dirs[j], plans[j], todo[t], rows[j]);
     } catch (const std::exception& e) {
 #pragma omp critical(attnum_study_error)
       if (first_error.empty()) first_error = e.what();
@@ -70,10 +70,10 @@ json merge(const std::vector<fs::path>& dirs, const fs::path& out) {
   }
   write_plan(out, p);
   for (const auto& u : p.units) {
-    if (read_unit(out, u.index)) continue;
+    if (read_unit(out, p, u.index)) continue;
     for (const auto& d : dirs)
-      if (auto rows = read_unit(d, u.index)) {
-        write_unit(out, u.index, *rows);
+      if (auto rows = read_unit(d, p, u.index)) {
+        write_unit(out, p, u.index, *rows);
         break;
       }
   }

@@ -16,7 +16,7 @@
 //
 // API for scale-out (MPI ranks, job-array shards):
 //   plan p = make_plan(opt);                      // deterministic unit list + config
-//   for (unit u : p.units) if (mine(u)) write_unit(dir, u.index, compute_unit(p, u.index));
+//   for (unit u : p.units) if (mine(u)) write_unit(dir, p, u.index, compute_unit(p, u.index));
 //   if (all_units_present(p, dir)) assemble(p, dir);
 #include <filesystem>
 #include <span>

@@ -7,14 +7,17 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "attnum/attention/engine.h"
 #include "attnum/core/error.h"
 #include "attnum/core/hash.h"
+#include "attnum/core/file.h"
 #include "attnum/core/same_config.h"
 #include "attnum/core/version.h"
 #include "attnum/io/safetensors.h"
 #include "attnum/study/emulate.h"
+#include "attnum/study/rows.h"
 
 namespace attnum::study {
 
@@ -24,6 +27,7 @@ using nlohmann::json;
 namespace {
 
 std::string fnv1a_file(const std::string& path) {
+  require_regular_file(path, "capture");  // a FIFO or device never blocks or streams forever
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open", path);
   uint64_t h = core::kFnvOffset;
@@ -114,6 +118,20 @@ plan make_plan(const study_options& opt) {
     const auto models = zoo_models(opt.zoo_opt);
     bool rotates = false;
     for (const auto& c : opt.conditions) rotates |= parse_condition_index(c) % 2 == 1;  // rotate, center+rotate
+    // The units and the rows the study holds in memory (one per head, kernel and condition of
+    // every unit), estimated before any of them is allocated.
+    uint64_t n_units = 0, n_rows = 0;
+    for (const auto& m : models) {
+      const uint64_t u = checked_mul(uint64_t(m.n_layer), uint64_t(opt.n_texts));
+      n_units = std::min<uint64_t>(UINT64_MAX / 2, n_units + u);
+      n_rows = std::min<uint64_t>(UINT64_MAX / 2, n_rows + checked_mul(checked_mul(u, uint64_t(m.n_head)),
+                                                                       opt.kernels.size() * opt.conditions.size()));
+    }
+    const uint64_t unit_bytes = checked_mul(n_units, sizeof(unit)), row_bytes = checked_mul(n_rows, sizeof(row));
+    check_alloc(unit_bytes > UINT64_MAX - row_bytes ? UINT64_MAX : unit_bytes + row_bytes,
+                fmt::format("heads: --texts {} ({} units, {} rows)", opt.n_texts, n_units, n_rows));
+    if (n_units > uint64_t(std::numeric_limits<int>::max()))
+      fail("heads: --texts {} gives {} units, more than {}", opt.n_texts, n_units, std::numeric_limits<int>::max());
     for (size_t m = 0; m < models.size(); ++m) {
       if (rotates) opt.rotation.check(models[m].d_head);  // a user matrix of another d: exit 2 now
       p.model_names.push_back(models[m].name);
@@ -227,7 +245,7 @@ plan plan_from_config(const json& j, const std::string& what) {
     o.bootstrap_seed = j.at("bootstrap_seed");
     o.command = j.value("command", "");
   } catch (const json::exception& e) {
-    fail("{}: missing or bad field ({})", what, e.what());
+    fail("{}: missing or bad field ({})", what, clip(e.what()));
   }
   plan p = make_plan(o);
   core::require_same_config(j, config_json(p), what, "written by a different tool or predictor version",

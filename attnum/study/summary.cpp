@@ -393,7 +393,7 @@ std::string summary_notes(const json& summary) {
 assembled assemble_tables(const plan& p, const fs::path& dir) {
   assembled a;
   for (const auto& u : p.units) {
-    auto rows = read_unit(dir, u.index);
+    auto rows = read_unit(dir, p, u.index);
     if (!rows) fail("{}: missing or incomplete unit {} (model {}, layer {}, text {})",
                     unit_path(dir, u.index).string(), u.index, p.model_names[u.model], u.layer, u.text);
     a.rows.insert(a.rows.end(), rows->begin(), rows->end());

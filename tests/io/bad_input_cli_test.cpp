@@ -1,6 +1,8 @@
 // Hostile and broken inputs through the built tool (issue 17): every case exits 2 with a message
 // naming the file and the field, and leaves --out as it found it (docs/reliability.md).
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "attnum/core/file.h"
 #include "attnum/io/npy.h"
 #include "attnum/io/safetensors.h"
 #include "cli_util.h"
@@ -379,10 +384,16 @@ TEST_F(BadInput, UnclearMessagesNowNameTheProblem) {
 TEST_F(BadInput, CompletionMarkerWrittenLastAndRequired) {
   const std::string small = "heads --zoo --n-tok 16 --layers 1 --texts 1 --quiet --kernel fa3 --conditions plain,rotate ";
   const fs::path a = dir_ / "a", b = dir_ / "b", merged = dir_ / "merged";
-  // A stale temp file of a killed run (a pid that cannot be alive) goes on the next run.
-  file("a/rows.csv.tmp.2147483646", "half");
+  // A temp file of a killed run whose token the folder's lock file records goes on the next
+  // run; user files named like temp files stay.
+  file("a/.attnum-lock", "00000000deadbeef\n");
+  file("a/checkpoints/unit-000000.jsonl.attnum-tmp-00000000deadbeef", "half");
+  file("a/notes.tmp.4000000", "user");
+  file("a/sub/draft.tmp.99999", "user");
   ASSERT_EQ(run_attnum(small + "--shard 0/2 --out " + a.string()).status, 0);
-  EXPECT_FALSE(fs::exists(a / "rows.csv.tmp.2147483646"));
+  EXPECT_FALSE(fs::exists(a / "checkpoints/unit-000000.jsonl.attnum-tmp-00000000deadbeef"));
+  EXPECT_TRUE(fs::exists(a / "notes.tmp.4000000"));
+  EXPECT_TRUE(fs::exists(a / "sub/draft.tmp.99999"));
   EXPECT_TRUE(fs::exists(a / "complete.json"));
   // Merging one shard of two: units are missing; --out is not created.
   refused("merge " + a.string() + " --out " + merged.string(), {}, merged);
@@ -399,6 +410,77 @@ TEST_F(BadInput, CompletionMarkerWrittenLastAndRequired) {
   refused("report --results " + merged.string() + " --out " + html.string(), {"summary.json", "changed"}, html);
   fs::remove(merged / "complete.json");
   refused("report --results " + merged.string() + " --out " + html.string(), {merged.string(), "complete.json"}, html);
+}
+
+// --- non-finite numbers are refused or flagged, never summarised ------------------------------
+
+TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
+  // One NaN embedding weight (llama2.c: the embedding table follows the 28-byte header).
+  const fs::path m = llama2c("nan.bin", 300);
+  {
+    std::fstream f(m, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(28 + 4 * 5);
+    const float nan = std::nanf("");
+    f.write(reinterpret_cast<const char*>(&nan), 4);
+  }
+  refused("capture --model " + m.string() + " --token-ids " + file("ids.txt", "1 2 3 4").string() +
+              " --tokens 4 --out " + (dir_ / "out").string(),
+          {m.string(), "tok_embeddings[5]", "nan"}, dir_ / "out");
+  // Finite but huge q under the fp32 kernel: a NaN output is flagged and has no metrics.
+  const int n = 8, d = 16;
+  std::vector<float> q(size_t(n) * d), k(q.size()), v(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    q[i] = (i % 3 == 0 ? -1.2e10f : 1.2e10f) * float(1 + i % 5);
+    k[i] = float(int(i % 7) - 3) * 0.5f;
+    v[i] = float(int(i % 5) - 2) * 0.25f;
+  }
+  attnum::io::write_npy((dir_ / "q.npy").string(), q.data(), {1, n, d});
+  attnum::io::write_npy((dir_ / "k.npy").string(), k.data(), {1, n, d});
+  attnum::io::write_npy((dir_ / "v.npy").string(), v.data(), {1, n, d});
+  const std::string huge = "attend --q " + (dir_ / "q.npy").string() + " --k " + (dir_ / "k.npy").string() +
+                           " --v " + (dir_ / "v.npy").string();
+  for (const char* kernel : {"fp32", "bf16", "fa3"}) {
+    const run_result r = run_attnum(huge + " --kernel " + kernel + " --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    const nlohmann::json rows = nlohmann::json::parse(r.out.substr(r.out.find('[')));
+    int flagged = 0;
+    for (const auto& h : rows) {
+      const bool finite = h["rel_err"].is_number() && h["cosine"].is_number();
+      flagged += h["nan_flagged"].get<bool>();
+      EXPECT_EQ(h["nan_flagged"].get<bool>(), !finite) << kernel << " " << h.dump();
+      if (h["nan_flagged"].get<bool>())
+        for (const char* f : {"rel_err", "log_err", "cosine", "max_row_err", "max_abs_err"})
+          EXPECT_TRUE(h[f].is_null()) << kernel << " " << f;
+    }
+    if (std::string(kernel) == "fp32") EXPECT_EQ(flagged, 1) << "fp32 overflows here: " << r.out;
+  }
+  refused(huge + " --kernel fa3 --knob q.scale_max=1e-320", {"q.scale_max", "normal range"});
+  refused(huge + " --kernel fa3 --knob v.eps=1e-45", {"v.eps", "normal range"});
+}
+
+// --- a result folder has one writer, and no output lands in an input ---------------------------
+
+TEST_F(BadInput, SecondRunIntoALockedFolderAndOutInsideAnInputRefused) {
+  const fs::path d = dir_ / "D";
+  fs::create_directories(d);
+  file("D/earlier.csv", "another run's file");
+  {
+    const int fd = ::open((d / ".attnum-lock").c_str(), O_RDWR | O_CREAT, 0644);  // a running writer
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+    refused("pcast dp --out " + d.string(), {d.string(), "another attnum run is writing into this folder"});
+    ::close(fd);
+  }
+  EXPECT_TRUE(fs::exists(d / "earlier.csv"));
+  EXPECT_FALSE(fs::exists(d / "pcast_dp.csv"));
+  ASSERT_EQ(run_attnum("pcast dp --out " + d.string()).status, 0);  // unlocked now
+  // --out equal to or inside what the run reads.
+  refused("report --results " + d.string() + " --out " + (d / "pcast_dp.csv").string(), {"inside the input folder"});
+  EXPECT_NE(attnum::read_file(d / "pcast_dp.csv").find(","), std::string::npos) << "the result is kept";
+  refused("merge " + d.string() + " --out " + d.string(), {"is the input"});
+  const fs::path m = llama2c("m.bin", 300);
+  refused("capture --model " + m.string() + " --token-ids " + file("ids.txt", "1 2 3 4").string() +
+              " --tokens 4 --out " + m.string(), {"is the input"});
 }
 
 }  // namespace

@@ -324,7 +324,7 @@ TEST(head_study_test, result_files_follow_the_one_field_list_per_row_type) {
   const auto t = study::head_columns(true);
   EXPECT_EQ(t.size(), study::head_columns(false).size() + 4);
   EXPECT_EQ(*(std::find(t.begin(), t.end(), "kernel_label") + 1), "predictor_model");
-  const auto rows = study::read_unit(d, 3);
+  const auto rows = study::read_unit(d, p, 3);
   ASSERT_TRUE(rows && !rows->empty());
   for (const auto& r : *rows) EXPECT_EQ(study::row_json(study::row_from_json(study::row_json(r))), study::row_json(r));
   fs::remove_all(d);
