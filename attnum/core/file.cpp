@@ -408,6 +408,26 @@ output_guard::output_guard(fs::path path) : path_(std::move(path)) {
       before_.insert(it->path().lexically_relative(path_).string());
 }
 
+namespace {
+// Releases this process's lock on `dir` (if it holds one), removing the lock file when asked.
+void release_output_dir(const fs::path& dir, bool remove_file) {
+  std::error_code ec;
+  const std::string key = fs::weakly_canonical(dir, ec).string();
+  std::lock_guard<std::mutex> l(g_lock_mu);
+  const auto it = held_locks().find(key);
+  if (it == held_locks().end()) return;
+  if (remove_file) fs::remove(dir / kLockFile, ec);  // unlinked while held: a later run makes a new one
+  ::close(it->second);
+  held_locks().erase(it);
+}
+}  // namespace
+
+void output_guard::commit() {
+  if (committed_) return;
+  committed_ = true;
+  release_output_dir(path_, true);
+}
+
 output_guard::~output_guard() {
   if (committed_) return;
   std::error_code ec;
@@ -437,6 +457,7 @@ output_guard::~output_guard() {
     for (const auto& d : dirs) fs::remove(d, ec);  // only removes an empty folder
     if (!existed_) fs::remove(path_, ec);
   }
+  release_output_dir(path_, false);  // its lock file went above if this run created it
 }
 
 }  // namespace attnum

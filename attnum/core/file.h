@@ -92,8 +92,8 @@ inline constexpr const char* kLockFile = ".attnum-lock";
 bool is_bookkeeping_file(const std::string& name);
 
 /// Prepares a result folder for a new or resumed run (created if missing): takes an exclusive
-/// lock on DIR/.attnum-lock for the rest of the process (a second run into the folder is refused
-/// naming it), then removes the temp files of the runs recorded in the lock file (they hold no
+/// lock on DIR/.attnum-lock until the run's output_guard commits (the lock file is then removed)
+/// or the process exits (a second run into the folder is refused naming it), then removes the temp files of the runs recorded in the lock file (they hold no
 /// lock, so they are dead) and records this run's token. Nothing else is removed. An earlier
 /// completion marker stays: a run that changes a finished file without writing a new marker
 /// fails the marker's hash check. Call it on the process that writes the folder only.
@@ -123,8 +123,9 @@ class output_guard {
   ~output_guard();
   output_guard(const output_guard&) = delete;
   output_guard& operator=(const output_guard&) = delete;
-  /// The run succeeded: keep everything.
-  void commit() { committed_ = true; }
+  /// The run succeeded: keep everything, and release the folder's lock (begin_output_dir),
+  /// removing its lock file: a finished folder holds only results.
+  void commit();
 
  private:
   std::filesystem::path path_;

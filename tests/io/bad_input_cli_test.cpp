@@ -394,6 +394,7 @@ TEST_F(BadInput, CompletionMarkerWrittenLastAndRequired) {
   EXPECT_FALSE(fs::exists(a / "checkpoints/unit-000000.jsonl.attnum-tmp-00000000deadbeef"));
   EXPECT_TRUE(fs::exists(a / "notes.tmp.4000000"));
   EXPECT_TRUE(fs::exists(a / "sub/draft.tmp.99999"));
+  EXPECT_FALSE(fs::exists(a / ".attnum-lock"));
   EXPECT_TRUE(fs::exists(a / "complete.json"));
   // Merging one shard of two: units are missing; --out is not created.
   refused("merge " + a.string() + " --out " + merged.string(), {}, merged);
@@ -474,8 +475,9 @@ TEST_F(BadInput, SecondRunIntoALockedFolderAndOutInsideAnInputRefused) {
   EXPECT_TRUE(fs::exists(d / "earlier.csv"));
   EXPECT_FALSE(fs::exists(d / "pcast_dp.csv"));
   ASSERT_EQ(run_attnum("pcast dp --out " + d.string()).status, 0);  // unlocked now
+  EXPECT_FALSE(fs::exists(d / ".attnum-lock")) << "a finished folder holds only results";
   // --out equal to or inside what the run reads.
-  refused("report --results " + d.string() + " --out " + (d / "pcast_dp.csv").string(), {"inside the input folder"});
+  refused("report --results " + d.string() + " --out " + (d / "pcast_dp.csv").string(), {"inside the result folder"});
   EXPECT_NE(attnum::read_file(d / "pcast_dp.csv").find(","), std::string::npos) << "the result is kept";
   refused("merge " + d.string() + " --out " + d.string(), {"is the input"});
   const fs::path m = llama2c("m.bin", 300);
