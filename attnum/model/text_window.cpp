@@ -59,6 +59,12 @@ byte_range body_range(std::string_view t) {
     r.end = b;
     return false;
   });
+  // A Project Gutenberg text whose header was cut off (as in Debian's copies of the default
+  // books) still opens with its "Produced by ..." credit: its front matter is skipped the same way.
+  if (!marked) {
+    const size_t first = t.find_first_not_of(" \t\r\n");
+    marked = first != std::string_view::npos && starts_with(t.substr(first), "Produced by");
+  }
   if (marked)
     for_lines(t, r.begin, r.end, [&](size_t b, size_t e) {
       if (!is_heading(t.substr(b, e - b))) return true;

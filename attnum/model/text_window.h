@@ -5,13 +5,14 @@
 //
 // The rule (body_range):
 //   1. When the file holds a line starting with "*** START OF" (Project Gutenberg's marker), the
-//      text starts after that line, else at byte 0 (a file without the markers is used from its
-//      start, steps 2 included only when it has the markers).
-//   2. With the marker, the front matter (title page, contents, preface) is skipped: the body
-//      starts at the first line, after the marker, that is a heading: written in capitals (at
-//      least one letter, no lower-case letter) and holding one of the words CHAPTER, ADVENTURE,
-//      BOOK or PART ("CHAPTER I", "ADVENTURE I. A SCANDAL IN BOHEMIA", "THE FIRST BOOK OF
-//      OPTICKS"). Without such a line the body starts right after the marker.
+//      text starts after that line, else at byte 0.
+//   2. With the marker, or when the file's first non-blank line starts with "Produced by" (a
+//      Project Gutenberg text whose header was cut off, as Debian's copies of the default books
+//      are), the front matter (title page, contents, preface) is skipped: the body starts at the
+//      first line, after the marker, that is a heading: written in capitals (at least one letter,
+//      no lower-case letter) and holding one of the words CHAPTER, ADVENTURE, BOOK or PART
+//      ("CHAPTER I", "ADVENTURE I. A SCANDAL IN BOHEMIA", "THE FIRST BOOK OF OPTICKS"). Without
+//      such a line the body starts at step 1's start. Any other file is used from its start.
 //   3. The body ends before the first line starting with "*** END OF" after the start (else at
 //      the end of the file).
 // Windows (take_windows): window 0 starts at the body's start. A window's tokens are the first

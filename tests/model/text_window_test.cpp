@@ -52,10 +52,20 @@ TEST(text_window_test, other_heading_words_and_no_heading) {
 }
 
 TEST(text_window_test, a_text_without_markers_is_used_from_its_start) {
-  const std::string t = "Produced by nobody\n\nCHAPTER I\n\nText text text.\n";
+  const std::string t = "A title\n\nCHAPTER I\n\nText text text.\n";
   const byte_range r = body_range(t);
   EXPECT_EQ(r.begin, 0u);
   EXPECT_EQ(r.end, t.size());
+}
+
+TEST(text_window_test, a_gutenberg_text_without_its_header_skips_its_front_matter) {
+  const std::string pre = "\nProduced by a volunteer\n\nTHE TITLE\n\nCONTENTS\n  Chapter I. The start\n\n";
+  const std::string t = pre + "CHAPTER I\n\nText text text.\n";
+  const byte_range r = body_range(t);
+  EXPECT_EQ(r.begin, pre.size());
+  EXPECT_EQ(r.end, t.size());
+  // without a heading: from the start
+  EXPECT_EQ(body_range(std::string("Produced by a volunteer\n\nText.\n")).begin, 0u);
 }
 
 TEST(text_window_test, windows_follow_each_other_in_the_body_on_word_boundaries) {
