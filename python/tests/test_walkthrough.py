@@ -16,6 +16,11 @@ def test_five_lines_run():
     assert ns["r"].stages["p_cast"].shape == (8,)
 
 
+def test_readme_python_example_is_the_one_run_here():
+    readme = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert readme == [blocks()[0]]
+
+
 def test_walkthrough_reproduces_the_head_table(tmp_path, monkeypatch, capsys):
     walkthrough = blocks()[1:]  # blocks[0] is the five-line example
     assert len(walkthrough) >= 4

@@ -135,6 +135,7 @@ def scaled(cmd):
 
 
 def scratch_copy(root, build):
+    root = os.path.abspath(root)
     d = tempfile.mkdtemp(prefix="attnum_docs_")
     for name in os.listdir(root):
         if name == "results" or name.startswith((".", "build")):
