@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The baseline of issue 15's last target: a plain NumPy emulation of FlashAttention-3's FP8
+"""The speed baseline: a plain NumPy emulation of FlashAttention-3's FP8
 forward, timed in the same process as attnum's own `fa3` emulation (the Python module).
 
     OPENBLAS_NUM_THREADS=2 python3 bench/numpy_fa3.py [--tokens 1024] [--d-head 128] [--json]

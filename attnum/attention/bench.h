@@ -15,7 +15,7 @@ struct bench_result {
   double ref_gflops = 0;    ///< fp64 reference, useful causal FLOPs / s
   double dgemm_gflops = 0;  ///< the same GEMMs in fp64
   double ref_ratio = 0;     ///< ref_gflops / dgemm_gflops
-  // The baselines a user would compare against (issue 15): the same fp32 FLOPs as the engine's
+  // The baselines a user would compare against: the same fp32 FLOPs as the engine's
   // blocks (64 query rows x block_n keys, S = Q K^T then O += S V per block, every block), and a
   // square n x n x n fp32 GEMM per thread; ratio_* = gflops over each.
   double block_gemm_gflops = 0, ratio_block = 0;

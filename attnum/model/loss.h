@@ -5,7 +5,7 @@
 // Windows: for window w of a token stream, inputs are ids[wN .. wN+N-1] and labels
 // ids[wN+1 .. wN+N] (each window starts a fresh context at position 0).
 //
-// Scale-out (issue 9): the work is a list of units (source, window, condition). Each unit's
+// Scale-out: the work is a list of units (source, window, condition). Each unit's
 // per-label results are computed independently (compute_window runs the reference once per
 // window and any subset of its conditions), and summarize() merges any collection of unit
 // results in a canonical order (condition, source, window), so a sharded or MPI run that

@@ -1,4 +1,4 @@
-"""bench/numpy_fa3.py, the NumPy baseline of `attnum`'s speed target (issue 15), does FA3's work:
+"""bench/numpy_fa3.py, the NumPy baseline of `attnum`'s speed target, does FA3's work:
 its output agrees with attnum's fa3 far more closely than either agrees with fp64 attention, and
 its E4M3 and bf16 roundings equal the library's casts bit for bit."""
 import importlib.util

@@ -1,6 +1,6 @@
-// The transform dtype and user rotations at the engine's input (issue 13): prepare_layer's
+// The transform dtype and user rotations at the engine's input: prepare_layer's
 // transformed Q and K against a plain-loop oracle (centering / x·R in long double, rounded by the
-// brute-force nearest-value reference); --knob transform_dtype=fp32 against the pre-issue-13 path
+// brute-force nearest-value reference); --knob transform_dtype=fp32 against the fp32 transform path
 // (a float rounding of the double FWHT, reimplemented here); and `attnum attend --rotation R.npy`
 // against the independent FA3 oracle fed Q·R and K·R rounded to bf16.
 #include <gtest/gtest.h>
@@ -153,7 +153,7 @@ class rotation_cli_test : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-// Issue 13's "done when": attend --kernel fa3 --condition rotate --rotation R.npy rounds Q·R and
+// The contract: attend --kernel fa3 --condition rotate --rotation R.npy rounds Q·R and
 // K·R to bf16 before FA3's casts. The independent FA3 oracle fed bf16(Q·R), bf16(K·R) (computed
 // here in long double) agrees with attnum bit for bit; both are ~1e-2 from fp64 attention.
 TEST_F(rotation_cli_test, attend_rotation_file_matches_independent_fa3_oracle) {

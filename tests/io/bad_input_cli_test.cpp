@@ -1,4 +1,4 @@
-// Hostile and broken inputs through the built tool (issue 17): every case exits 2 with a message
+// Hostile and broken inputs through the built tool: every case exits 2 with a message
 // naming the file and the field, and leaves --out as it found it (docs/reliability.md).
 #include <gtest/gtest.h>
 #include <fcntl.h>

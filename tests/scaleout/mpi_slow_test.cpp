@@ -1,4 +1,4 @@
-// Scale-out (issue 9): `mpirun -n R attnum heads|loss|study` and `--shard I/N` + `attnum merge`
+// Scale-out: `mpirun -n R attnum heads|loss|study` and `--shard I/N` + `attnum merge`
 // write exactly the files of a single-process run; a rank that dies makes the run fail, and the
 // rerun resumes from the stored units and ends with identical files.
 #include <gtest/gtest.h>
