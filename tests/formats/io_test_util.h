@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "attnum/core/error.h"
+
 namespace io_test {
 
 inline std::string temp_dir() {
@@ -21,6 +23,30 @@ inline std::string temp_dir() {
 inline void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// An empty folder `prefix-<pid>-name` under the temp directory (removed first if it exists).
+inline std::filesystem::path fresh_dir(const std::string& prefix, const std::string& name) {
+  const auto d = std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()) + "-" + name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+// Writes `s` to `p`, creating its folder.
+inline void put(const std::filesystem::path& p, const std::string& s) {
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << s;
+}
+
+// The message of the attnum::error that f() throws ("" when it throws none).
+inline std::string error_text(auto&& f) {
+  try {
+    f();
+  } catch (const attnum::error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 inline std::string read_bytes(const std::string& path) {

@@ -17,30 +17,16 @@
 #include "attnum/core/file.h"
 #include "attnum/core/parallel.h"
 
+#include "formats/io_test_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("attnum-file-test-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh(const std::string& name) { return io_test::fresh_dir("attnum-file-test", name); }
+using io_test::put;
 
-void put(const fs::path& p, const std::string& s) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << s;
-}
-
-std::string what(auto&& f) {
-  try {
-    f();
-  } catch (const attnum::error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string what(auto&& f) { return io_test::error_text(f); }
 
 TEST(file_test, path_inside_refuses_escapes) {
   const fs::path d = "/models/m";

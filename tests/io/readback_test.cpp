@@ -21,33 +21,19 @@
 #include "attnum/study/checkpoint.h"
 #include "attnum/study/head_study.h"
 
+#include "formats/io_test_util.h"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-fs::path fresh(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("attnum-readback-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-void put(const fs::path& p, const std::string& s) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << s;
-}
+fs::path fresh(const std::string& name) { return io_test::fresh_dir("attnum-readback", name); }
+using io_test::put;
 
 std::string slurp(const fs::path& p) { return attnum::read_file(p); }
 
-std::string what(auto&& f) {
-  try {
-    f();
-  } catch (const attnum::error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string what(auto&& f) { return io_test::error_text(f); }
 
 std::string deep(int levels) { return std::string(size_t(levels), '[') + std::string(size_t(levels), ']'); }
 
