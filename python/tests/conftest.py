@@ -12,6 +12,16 @@ BINARY = os.environ.get("ATTNUM_BINARY", str(ROOT / "build" / "attnum"))
 DATA = Path(os.environ.get("ATTNUM_DATA_DIR", str(ROOT / "data")))
 
 
+def comparable(name, data):
+    """A result file's bytes for comparing two runs: meta.json without its `run` block (the time,
+    command line and machine of the run), every other file as it is."""
+    if name != "meta.json":
+        return data
+    meta = json.loads(data)
+    meta.pop("run", None)
+    return json.dumps(meta, sort_keys=True).encode()
+
+
 def cli(*args, json_out=False):
     """Runs the attnum CLI; returns stdout (parsed as JSON with json_out). Fails on exit != 0."""
     r = subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True)

@@ -160,4 +160,4 @@ def test_kernels_are_the_cli_json(attnum_cli):
     got = attnum.kernels()
     assert got == want
     assert {"fa3", "sage2pp-sm89", "generic"} <= {x["name"] for x in got}
-    assert attnum.kernel("fa3", {"p_scale": 448})["p_scale"] == 448
+    assert attnum.kernel("fa3", {"p_mode": "multiply", "p_scale": 448})["p_scale"] == 448
