@@ -72,8 +72,9 @@ float sfu_table::ex2(float x) const {
   if (std::isnan(x)) return kNaN;
   if (std::isinf(x)) return x > 0 ? INFINITY : 0.0f;
   const double n = std::floor(static_cast<double>(x));
-  const double f = static_cast<double>(x) - n;  // exact, in [0, 1)
-  const auto i = static_cast<size_t>(std::ldexp(f, bits));  // floor: f >= 0
+  // The top `bits` bits of frac(x), exactly: floor(x * 2^bits) - n * 2^bits. (x - n in double rounds
+  // to 1 for a tiny negative x, one past the table.)
+  const auto i = static_cast<size_t>(std::floor(std::ldexp(static_cast<double>(x), bits)) - std::ldexp(n, bits));
   return scale_flush(static_cast<double>(std::bit_cast<float>(entries[i])), n, false);
 }
 

@@ -30,9 +30,10 @@ struct table_ex2 {
     if (x == INFINITY) return INFINITY;
     if (x == -INFINITY) return 0.0f;
     const double n = std::floor(static_cast<double>(x));
-    const int i = static_cast<int>((static_cast<double>(x) - n) * (1 << k));
     if (n >= 128) return INFINITY;
     if (n < -127) return 0.0f;
+    // frac(x) truncated to k bits, exactly (x - n rounds to 1 in double for a tiny negative x)
+    const int i = static_cast<int>(std::floor(std::ldexp(static_cast<double>(x), k)) - n * (1 << k));
     const double y = static_cast<double>(g[i]) * std::exp2(n);
     return y < 0x1p-126 ? 0.0f : (y >= 0x1p128 ? INFINITY : static_cast<float>(y));
   }

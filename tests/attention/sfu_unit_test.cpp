@@ -62,6 +62,10 @@ TEST(sfu_unit_test, the_rules_equal_the_simulated_units) {
   const gpu::sim::table_ex2 e(8);
   const gpu::sim::table_rcp r(7);
   const auto te = ex2_table(e), tr = rcp_table(r), td = rcp_table(r, formats::sfu_kind::div);
+  // A tiny negative x: frac(x) is 1 - 2^-60, whose top bits are all ones (the last entry, times
+  // 2^-1), not one past the table.
+  EXPECT_EQ(te.ex2(-0x1p-60f), std::bit_cast<float>(te.entries.back()) * 0.5f);
+  EXPECT_EQ(e(-0x1p-60f), e.g.back() * 0.5f);
   for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 65521) {
     const float x = std::bit_cast<float>(static_cast<uint32_t>(u));
     const float ye = te.ex2(x), se = e(x), yr = tr.rcp(x), sr = r(x);
