@@ -1,5 +1,7 @@
 #include "attnum/core/version.h"
 
+#include "attnum/core/git_commit.h"  // generated at build time (cmake/git_commit.cmake)
+
 
 
 namespace attnum {

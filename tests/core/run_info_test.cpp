@@ -21,7 +21,7 @@ TEST(run_info_test, command_line_is_shell_quoted) {
 
 TEST(run_info_test, git_commit_is_a_hash_or_unknown) {
   const std::string c(attnum::git_commit());
-  EXPECT_TRUE(c == "unknown" || std::regex_match(c, std::regex("[0-9a-f]{40}"))) << c;
+  EXPECT_TRUE(c == "unknown" || std::regex_match(c, std::regex("[0-9a-f]{40}(-dirty)?"))) << c;
 }
 
 TEST(run_info_test, meta_json_records_the_run) {
