@@ -88,8 +88,12 @@ void json_nested(benchmark::State& st) {
 
 void safetensors_many(benchmark::State& st) {
   std::string h = "{";
-  for (int64_t i = 0; int64_t(h.size()) < st.range(0); ++i)
-    h += (i ? "," : "") + std::string("\"t") + std::to_string(i) + "\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}";
+  for (int64_t i = 0; int64_t(h.size()) < st.range(0); ++i) {
+    if (i) h += ',';
+    h += "\"t";
+    h += std::to_string(i);
+    h += "\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}";
+  }
   h += "}";
   std::string bytes(8, '\0');
   for (int k = 0; k < 8; ++k) bytes[k] = char((uint64_t(h.size()) >> (8 * k)) & 0xff);

@@ -27,8 +27,6 @@
 #endif
 
 #if ATTNUM_HAVE_AMX
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own undefined-vector idiom.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>

@@ -6,9 +6,6 @@
 
 #include <atomic>
 
-// GCC 12 trips -Wmaybe-uninitialized inside Eigen's AVX-512 kernels (their undefined-vector idiom).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 #include <Eigen/Dense>
 #include <chrono>
 #include <random>

@@ -360,6 +360,10 @@ void add_rowsum(const head_ctx<T>& c, T* l, const T* p, int n_cols) {
           l[t] += at(b) + at(b + 1) + at(b + 8) + at(b + 9);
         }
       break;
+    case rowsum_order::triton_block:
+    case rowsum_order::hpcops_block:
+    case rowsum_order::xqa_warps:
+      ATTNUM_ASSERT(false, "add_rowsum: the block orders go to block_rowsum");
   }
 }
 
@@ -613,7 +617,9 @@ void ordered_rows(const TA* A, int lda, const float* B, int ldb, int r0, int row
       for (int k = 0; k < kn; ++k) {
         const double a = static_cast<double>(ar[k]);
         const float* b = B + static_cast<size_t>(k) * ldb + j;
+#if !defined(__clang__)
 #pragma GCC ivdep
+#endif
         for (int jj = 0; jj < jn; ++jj) acc[jj] += a * static_cast<double>(b[jj]);
       }
       for (int jj = 0; jj < jn; ++jj) cr[j + jj] = acc[jj];

@@ -27,7 +27,10 @@ std::string shell_quoted(const std::string& a) {
 
 void set_command_line(int argc, const char* const* argv) {
   std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + shell_quoted(argv[i]);
+  for (int i = 0; i < argc; ++i) {
+    if (i) s += ' ';
+    s += shell_quoted(argv[i]);
+  }
   recorded() = s;
 }
 

@@ -40,9 +40,9 @@ std::vector<std::string> capture_texts(const capture_request& o) {
   };
   std::vector<job> jobs;
   for (const auto& f : o.texts)
-    jobs.push_back({tokenize_file(f, *tok, w), {fs::path(f).stem().string(), file_hash(f), tok->source()}});
+    jobs.push_back({tokenize_file(f, *tok, w), {fs::path(f).stem().string(), file_hash(f), tok->source(), "", ""}});
   for (const auto& f : o.token_ids)
-    jobs.push_back({read_token_ids(f), {fs::path(f).stem().string(), file_hash(f), "token-ids"}});
+    jobs.push_back({read_token_ids(f), {fs::path(f).stem().string(), file_hash(f), "token-ids", "", ""}});
   for (auto& j : jobs) {
     if (static_cast<int>(j.ids.size()) < o.tokens)
       fail("{}: {} tokens, --tokens asks for {}", j.src.text_id, j.ids.size(), o.tokens);

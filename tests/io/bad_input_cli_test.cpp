@@ -449,11 +449,14 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
       const bool finite = h["rel_err"].is_number() && h["cosine"].is_number();
       flagged += h["nan_flagged"].get<bool>();
       EXPECT_EQ(h["nan_flagged"].get<bool>(), !finite) << kernel << " " << h.dump();
-      if (h["nan_flagged"].get<bool>())
+      if (h["nan_flagged"].get<bool>()) {
         for (const char* f : {"rel_err", "log_err", "cosine", "max_row_err", "max_abs_err"})
           EXPECT_TRUE(h[f].is_null()) << kernel << " " << f;
+      }
     }
-    if (std::string(kernel) == "fp32") EXPECT_EQ(flagged, 1) << "fp32 overflows here: " << r.out;
+    if (std::string(kernel) == "fp32") {
+      EXPECT_EQ(flagged, 1) << "fp32 overflows here: " << r.out;
+    }
   }
   refused(huge + " --kernel fa3 --knob q.scale_max=1e-320", {"q.scale_max", "normal range"});
   refused(huge + " --kernel fa3 --knob v.eps=1e-45", {"v.eps", "normal range"});

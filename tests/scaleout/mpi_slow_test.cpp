@@ -5,8 +5,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 #include "cli_util.h"
@@ -17,13 +15,6 @@ namespace {
 
 using attnum::test::run_result;
 run_result sh(const std::string& cmd) { return attnum::test::run_command(cmd + " 2>&1"); }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Whether attnum was built with MPI (ATTNUM_MPI on and MPI found): without it every process of
 // an mpirun is a rank 0 of its own, so the mpirun runs below cannot hold.

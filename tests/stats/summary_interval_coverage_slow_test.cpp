@@ -134,7 +134,9 @@ TEST(summary_interval_coverage_slow_test, every_printed_interval_covers_92_to_98
       EXPECT_GE(after, 0.92) << kNames[k] << " G=" << g;
       EXPECT_LE(after, 0.98) << kNames[k] << " G=" << g;
       // The plain jackknife-t falls short with 5 models under model effects (non-null AUC).
-      if (g == 5 && k == 4) EXPECT_LT(before, 0.90) << kNames[k];
+      if (g == 5 && k == 4) {
+        EXPECT_LT(before, 0.90) << kNames[k];
+      }
     }
     std::printf("\n");
   }

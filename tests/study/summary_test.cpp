@@ -171,7 +171,7 @@ TEST(summary_test, degenerate_intervals_are_not_available_with_the_reason) {
       const bool harmed = m < 2 && h < 4;
       const double obs = harmed ? 0.5 + h : -0.5 - h - m;
       const double pred = harmed ? obs : -0.5 - (h * 7 + m * 3) % 11;
-      heads.push_back({{"model", "m" + std::to_string(m)}, {"layer", 0}, {"head", h}, {"kernel", "fa3"},
+      heads.push_back({{"model", std::string("m").append(std::to_string(m))}, {"layer", 0}, {"head", h}, {"kernel", "fa3"},
                        {"transform", "rotate"}, {"observed_score", obs}, {"predicted_score", pred},
                        {"harmed", harmed}, {"observed_se", 0.1},
                        {"label", harmed ? (m == 0 ? "harmed" : "null") : "helped"}});
