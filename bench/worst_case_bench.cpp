@@ -4,7 +4,7 @@
 //   bpe_long_word      one 'a'-word through the Qwen2 tokenizer (the real tokenizer.json from
 //                      node_modules; a toy BPE with 'a' merges when absent)
 //   bpe_combining      'a' then combining acute accents (U+0301): NFC and one huge pre-token
-//   llama2c_long_word  one 'a'-word through llama2.c's tokenizer (tok512.bin from shared/)
+//   llama2c_long_word  one 'a'-word through llama2.c's tokenizer (data/tok512.bin)
 //   json_nested        [[[[...]]]] as a tokenizer.json (refused, but after a full parse)
 //   safetensors_many   a safetensors header listing many empty tensors (~60 bytes each)
 #include <benchmark/benchmark.h>
@@ -67,7 +67,7 @@ void bpe_combining(benchmark::State& st) {
 
 void llama2c_long_word(benchmark::State& st) {
   const std::string path = ATTNUM_DATA_DIR "/tok512.bin";
-  if (!fs::exists(path)) return st.SkipWithError("shared/data/tok512.bin absent");
+  if (!fs::exists(path)) return st.SkipWithError("data/tok512.bin absent");
   const auto tok = attnum::model::load_llama2c_tokenizer(path, 512);
   const std::string text(static_cast<size_t>(st.range(0)), 'a');
   for (auto _ : st) benchmark::DoNotOptimize(tok->encode(text));

@@ -1,5 +1,5 @@
 // Each preset, bit for bit, against the independent plain-loop implementation in preset_oracle.h
-// (written from ../shared/docs/kernels.md), on fresh random inputs: n_tok {1, 7, 128},
+// (written from docs/kernels.md), on fresh random inputs: n_tok {1, 7, 128},
 // d_head {64, 128}, GQA on and off, causal and not. n_tok 1000 is in preset_oracle_slow_test.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The report reads what the producers really write: small `attnum heads --zoo`, `attnum pcast all
-// --quick` and (with shared/ data) `attnum loss` runs, then `attnum report` over all of them.
+// --quick` and (with data/) `attnum loss` runs, then `attnum report` over all of them.
 // Checks the embedded data against the producers' files: one heads row per heads.csv row, every
 // P-cast and loss row present. (Slow label: a few seconds of head study and simulation.)
 #include <gtest/gtest.h>
