@@ -2,7 +2,8 @@
 // The one CSV dialect every result file uses (RFC 4180): a header row, comma separators, "\n"
 // line ends; a string is quoted (quotes doubled) when it holds a comma, quote, CR or LF; null and
 // non-finite numbers are empty cells; floating-point numbers in the shortest form that reads back
-// to the same double; booleans as true/false; integers as written.
+// to the same double; booleans as true/false; integers as written; arrays and objects as compact
+// JSON, quoted like a string.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -30,6 +31,7 @@ std::string csv_cell(const J& v) {
     const double x = v.template get<double>();
     return std::isfinite(x) ? fmt::format("{}", x) : "";
   }
+  if (v.is_structured()) return csv_quote(v.dump());
   return v.dump();
 }
 
