@@ -14,6 +14,7 @@
 #include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
+#include "cli/output_option.h"
 
 namespace {
 
@@ -60,7 +61,8 @@ struct opts {
   std::string q, k, v, condition = "plain", out, rotation;
   attnum::cli::kernel_flags kernel;
   std::string seed;  // legacy --seed N: --rotation random-hadamard:N
-  bool no_causal = false, json = false, stages = false;
+  bool no_causal = false, stages = false;
+  attnum::cli::output_flags output;
   bool causal_center = false;
 };
 
@@ -120,7 +122,7 @@ void run(const opts& o) {
   std::vector<std::vector<stage_error>> stages;
   if (o.stages)
     for (int h = 0; h < lv.n_head; ++h) stages.push_back(stage_attribution(spec, lv, h, cond, !o.no_causal, topt));
-  if (o.json) {
+  if (o.output.format() != attnum::io::output_format::table) {
     nlohmann::json rows = nlohmann::json::array();
     auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
     for (const auto& h : r.heads)
@@ -134,7 +136,7 @@ void run(const opts& o) {
                       {"p_saturated", h.stats.p_saturated}, {"nan_flagged", h.stats.nan_flagged}});
     for (size_t h = 0; h < stages.size(); ++h)
       for (const auto& st : stages[h]) rows[h]["stage_rel_err"][st.stage] = num(st.rel_err);
-    fmt::print("{}\n", rows.dump());
+    attnum::cli::print_output(o.output, rows);
     return;
   }
   fmt::print("kernel {} condition {} {} transform_dtype {} rotation {}\n", spec.name, condition_name(cond),
@@ -163,7 +165,7 @@ void setup(CLI::App& app) {
   app.add_flag("--causal-center", o->causal_center, "Center keys by the causal prefix mean");
   app.add_flag("--no-causal", o->no_causal, "Non-causal attention");
   app.add_option("--out", o->out, "Write O (.npy or .safetensors)");
-  app.add_flag("--json", o->json, "Print JSON rows");
+  attnum::cli::add_output_options(app, o->output, "Print JSON rows");
   app.add_flag("--stages", o->stages, "Also each quantization point alone (stage attribution)");
   app.callback([o] { run(*o); });
 }

@@ -5,13 +5,14 @@
 
 #include "attnum/attention/bench.h"
 #include "cli/command.h"
+#include "cli/output_option.h"
 
 namespace {
 struct opts {
   std::string kernel = "fa3";
   int tokens = 1024, d_head = 128, repeats = 5;
   double qk_std = 1;
-  bool json = false;
+  attnum::cli::output_flags output;
 };
 void setup(CLI::App& app) {
   auto o = std::make_shared<opts>();
@@ -26,10 +27,10 @@ void setup(CLI::App& app) {
                  "peaked softmax as in trained heads)")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 100.0));
-  app.add_flag("--json", o->json, "Print JSON");
+  attnum::cli::add_output_options(app, o->output, "Print JSON");
   app.callback([o] {
     const auto r = attnum::attention::bench_attention(o->kernel, o->tokens, o->d_head, o->repeats, o->qk_std);
-    if (o->json) {
+    if (o->output.format() != attnum::io::output_format::table) {
       nlohmann::json row = {{"kernel", r.kernel},         {"tokens", r.tokens},   {"d_head", r.d_head},
                             {"heads", r.heads},           {"threads", r.threads}, {"qk_std", r.qk_std},
                             {"gflops", r.gflops},
@@ -38,7 +39,7 @@ void setup(CLI::App& app) {
                             {"block_gemm_gflops", r.block_gemm_gflops}, {"ratio_block", r.ratio_block},
                             {"square_gemm_gflops", r.square_gemm_gflops}, {"ratio_square", r.ratio_square},
                             {"isa", r.isa}, {"fp8_sums", r.fp8_sums}, {"gemm_source", r.gemm_source}};
-      fmt::print("{}\n", nlohmann::json::array({row}).dump());
+      attnum::cli::print_output(o->output, nlohmann::json::array({row}));
       return;
     }
     fmt::print("kernel {} tokens {} d_head {} heads {} threads {} qk_std {} isa {} (FP8 sums: {})\n", r.kernel, r.tokens,

@@ -7,12 +7,13 @@
 #include "attnum/core/error.h"
 #include "attnum/model/bench.h"
 #include "cli/command.h"
+#include "cli/output_option.h"
 
 namespace {
 struct bench_options {
   int tokens = 1024, layers = 0, repeats = 1;
   std::string linear = "fp32", attention = "fp32";
-  bool json = false;
+  attnum::cli::output_flags output;
 };
 
 void run(const bench_options& o) {
@@ -30,10 +31,7 @@ void run(const bench_options& o) {
                             {"seconds", b.seconds}, {"tokens_per_s", b.tokens_per_s},
                             {"linear_seconds", b.linear_seconds}, {"linear_gflops", b.linear_gflops},
                             {"gemm_gflops", b.gemm_gflops}, {"ratio", b.ratio}};
-  if (o.json) {
-    fmt::print("{}\n", nlohmann::json::array({j}).dump(2));
-    return;
-  }
+  if (attnum::cli::print_output(o.output, nlohmann::json::array({j}), 2)) return;
   fmt::print("Qwen2.5-0.5B shape ({} layers), {} tokens, {} threads, attention {}, linear {}\n",
              c.n_layers, b.tokens, b.threads, b.attention, b.linear);
   fmt::print("forward {:.2f} s = {:.1f} tokens/s; linear layers {:.2f} s at {:.1f} GFLOP/s = {:.0f}% of "
@@ -48,7 +46,7 @@ void setup(CLI::App& app) {
   app.add_option("--linear-precision", o->linear, "fp32 or bf16")->capture_default_str();
   app.add_option("--attention", o->attention, "fp32, fp64 or a kernel preset")->capture_default_str();
   app.add_option("--repeats", o->repeats, "Best of N forwards")->capture_default_str();
-  app.add_flag("--json", o->json, "Print JSON");
+  attnum::cli::add_output_options(app, o->output, "Print JSON");
   app.callback([o] { run(*o); });
 }
 }  // namespace

@@ -10,18 +10,19 @@
 #include "attnum/core/parallel.h"
 #include "attnum/study/head_study.h"
 #include "cli/command.h"
+#include "cli/output_option.h"
 
 namespace {
 
 struct bench_args {
-  bool json = false;
+  attnum::cli::output_flags output;
   std::string kernel = "fa3";
   int n_tok = 1024, layers = 0, texts = 3;
 };
 
 void setup(CLI::App& app) {
   auto a = std::make_shared<bench_args>();
-  app.add_flag("--json", a->json, "Print {heads, seconds, heads_per_s, ...} as JSON");
+  attnum::cli::add_output_options(app, a->output, "Print {heads, seconds, heads_per_s, ...} as JSON");
   app.add_option("--kernel", a->kernel, "Kernel")->capture_default_str();
   app.add_option("--n-tok", a->n_tok, "Tokens per head")->capture_default_str();
   app.add_option("--layers", a->layers, "Keep the first N layers of each zoo model (0 = all)")
@@ -42,18 +43,23 @@ void setup(CLI::App& app) {
                      fmt::format("attnum-bench-study-{}", static_cast<long>(::getpid()));
     std::filesystem::remove_all(dir);
     study::run_controls ctl;
-    ctl.progress = !a->json;
+    const auto format = a->output.format();
+    ctl.progress = format == attnum::io::output_format::table;
     const auto t0 = std::chrono::steady_clock::now();
     study::run_study(p, dir, ctl);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::filesystem::remove_all(dir);
     const double units = static_cast<double>(p.units.size());
-    if (a->json) {
-      fmt::print("[{{\"heads\":{},\"texts\":{},\"conditions\":4,\"kernel\":\"{}\",\"n_tok\":{},"
+    if (format != attnum::io::output_format::table) {
+      const std::string doc = fmt::format("[{{\"heads\":{},\"texts\":{},\"conditions\":4,\"kernel\":\"{}\",\"n_tok\":{},"
                  "\"threads\":{},\"seconds\":{:.3f},\"heads_per_s\":{:.3f},\"units\":{},"
-                 "\"units_per_s\":{:.4f}}}]\n",
+                 "\"units_per_s\":{:.4f}}}]",
                  heads, a->texts, a->kernel, a->n_tok, attnum::threads(), s, heads / s,
                  p.units.size(), units / s);
+      if (format == attnum::io::output_format::json)
+        fmt::print("{}\n", doc);  // the fixed decimals scripts have read
+      else
+        attnum::cli::print_output(a->output, nlohmann::json::parse(doc));
     } else {
       fmt::print("{} heads x {} texts x 4 conditions ({}, {} tokens) on {} threads: {:.1f} s, "
                  "{:.2f} heads/s, {:.3f} units/s\n",

@@ -1,5 +1,5 @@
 // attnum cast: casts values to a number format and prints the code and the decoded value.
-//   attnum cast --to FORMAT [--no-saturate] [--scale S] [--round MODE] [--json] VALUE...
+//   attnum cast --to FORMAT [--no-saturate] [--scale S] [--round MODE] [--json | -o FORMAT] VALUE...
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +11,7 @@
 #include "attnum/core/error.h"
 #include "attnum/formats/format.h"
 #include "cli/command.h"
+#include "cli/output_option.h"
 
 namespace {
 using namespace attnum::formats;
@@ -20,7 +21,7 @@ struct cast_args {
   bool no_saturate = false;
   double scale = 1.0;
   std::string round = "rne";
-  bool json = false;
+  attnum::cli::output_flags output;
 };
 
 double parse_value(const std::string& text) {
@@ -58,20 +59,20 @@ void run(const cast_args& a, const std::vector<std::string>& values) {
   std::vector<double> xs;
   for (const auto& v : values) xs.push_back(parse_value(v));  // all or nothing: no partial output
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  const bool json_rows = a.output.format() != attnum::io::output_format::table;
   std::string text;
   for (size_t i = 0; i < xs.size(); ++i) {
     // A scaled cast: x / S on the format's grid, standing for code * S (one rounding, in double).
     const uint32_t code = encode(f, xs[i] / a.scale, r, !a.no_saturate);
     const double decoded = decode(f, code) * a.scale;
     const std::string hex = fmt::format("0x{:0{}x}", code, hex_digits);
-    if (a.json) {
+    if (json_rows) {
       rows.push_back({{"input", number_or_text(xs[i])}, {"code", hex}, {"decoded", number_or_text(decoded)}});
     } else {
       text += fmt::format("{} {} {:.9g}\n", values[i], hex, decoded);
     }
   }
-  if (a.json) text = rows.dump() + "\n";
-  fmt::print("{}", text);
+  if (!attnum::cli::print_output(a.output, rows)) fmt::print("{}", text);
 }
 
 void setup(CLI::App& app) {
@@ -82,7 +83,7 @@ void setup(CLI::App& app) {
   app.add_option("--scale", a->scale, "Scaled cast: encode VALUE/S; decoded is code value * S")
       ->capture_default_str();
   app.add_option("--round", a->round, "Rounding: rne (default), away (half away from zero), rz");
-  app.add_flag("--json", a->json, "Print a JSON array of {input, code, decoded}");
+  attnum::cli::add_output_options(app, a->output, "Print a JSON array of {input, code, decoded}");
   // VALUEs are taken from the extras so that negative numbers (-1e-3, -.5, -inf) are values,
   // never flags; anything that is not a number is reported by name.
   app.allow_extras();

@@ -16,6 +16,7 @@
 #include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
+#include "cli/output_option.h"
 #include "cli/list_option.h"
 
 namespace {
@@ -33,7 +34,8 @@ struct heads_args {
   std::string out;
   std::string shard;
   std::string predictor_model = "kernel";
-  bool json = false, quiet = false;
+  bool quiet = false;
+  attnum::cli::output_flags output;
   int n_tok = 1024, layers = 0, texts = 3;
 };
 
@@ -76,7 +78,7 @@ void setup(CLI::App& app) {
                  "kernel: model each kernel's own numerics; PRESET (e.g. fa3): that preset's "
                  "numerics, fixed across kernels (the design of seed 000)")
       ->capture_default_str();
-  app.add_flag("--json", a->json, "Print the summary as a JSON array");
+  attnum::cli::add_output_options(app, a->output, "Print the summary as a JSON array");
   app.add_flag("--quiet", a->quiet, "No progress bar");
   app.callback([a, &app] {
     using namespace attnum;
@@ -133,13 +135,9 @@ void setup(CLI::App& app) {
     if (tmp.empty()) write_complete_marker(dir, o.command);  // a temporary folder goes whole
     guard.commit();
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
-    if (a->json) {
-      nlohmann::json arr = nlohmann::json::array();
-      for (const auto& s : summary) arr.push_back(s);
-      fmt::print("{}\n", arr.dump());
-    } else {
-      print_summary(summary);
-    }
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& s : summary) arr.push_back(s);
+    if (!attnum::cli::print_output(a->output, arr)) print_summary(summary);
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include "attnum/report/illustrate.h"
 #include "cli/command.h"
+#include "cli/output_option.h"
 
 namespace {
 void print_vec(const char* label, const attnum::report::ivec& v) {
@@ -16,19 +17,17 @@ void print_vec(const char* label, const attnum::report::ivec& v) {
 void setup(CLI::App& app) {
   struct opts {
     double common = 4;
-    bool center = false, json = false;
+    bool center = false;
+    attnum::cli::output_flags output;
   };
   auto o = std::make_shared<opts>();
   app.add_option("--common", o->common, "Shared first coordinate of the four keys")
       ->capture_default_str();
   app.add_flag("--center", o->center, "Subtract the mean key before rotation and the casts");
-  app.add_flag("--json", o->json, "Print a JSON array of rows (query, then keys)");
+  attnum::cli::add_output_options(app, o->output, "Print a JSON array of rows (query, then keys)");
   app.callback([o] {
     const auto ill = attnum::report::illustrate(o->common, o->center);
-    if (o->json) {
-      fmt::print("{}\n", attnum::report::illustration_rows(ill).dump());
-      return;
-    }
+    if (attnum::cli::print_output(o->output, attnum::report::illustration_rows(ill))) return;
     fmt::print("common {}  center {}  (one query, four keys, eight channels; E4M3 max-based scales)\n",
                ill.common, ill.center);
     fmt::print("{:<4} {:>10} {:>12} {:>16}\n", "key", "exact", "fp8", "fp8 rotated");

@@ -5,19 +5,17 @@
 
 #include "attnum/attention/kernel_spec.h"
 #include "cli/command.h"
+#include "cli/output_option.h"
 
 namespace {
 void setup(CLI::App& app) {
-  auto json = std::make_shared<bool>(false);
-  app.add_flag("--json", *json, "Print the presets and every knob as JSON");
-  app.callback([json] {
+  auto output = std::make_shared<attnum::cli::output_flags>();
+  attnum::cli::add_output_options(app, *output, "Print the presets and every knob as JSON");
+  app.callback([output] {
     using namespace attnum::attention;
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& name : preset_names()) rows.push_back(to_json(preset(name)));
-    if (*json) {
-      fmt::print("{}\n", rows.dump(1));
-      return;
-    }
+    if (attnum::cli::print_output(*output, rows, 1)) return;
     for (const auto& r : rows) {
       fmt::print("{:<18} {}\n", r["name"].get<std::string>(), r["description"].get<std::string>());
       fmt::print("  q {} {}  k {} {}  v {} {}  P {} {} S={}  order {}  block_n {}  acc qk {} pv {} ({})  out {}  transforms {}\n",

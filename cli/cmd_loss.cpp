@@ -15,6 +15,7 @@
 #include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
+#include "cli/output_option.h"
 #include "cli/list_option.h"
 
 namespace {
@@ -25,7 +26,7 @@ struct loss_options {
   std::vector<std::string> texts, token_ids;
   int tokens = 1024, windows = 1;
   std::string shard;  // "I/N"
-  bool json = false;
+  attnum::cli::output_flags output;
 };
 
 void run(const loss_options& o) {
@@ -105,10 +106,15 @@ void run(const loss_options& o) {
     attnum::write_complete_marker(o.out, fmt::format("attnum loss --kernel {}", o.kernel.kernels));
   }
   guard.commit();
-  if (o.json) {
-    nlohmann::json arr = nlohmann::json::array();
+  if (o.output.format() != attnum::io::output_format::table) {
+    // -o json (--json) prints the conditions alone, as it always has; md, csv and jsonl print the
+    // paired comparisons as a second table.
+    nlohmann::json arr = nlohmann::json::array(), paired_rows = nlohmann::json::array();
     for (const auto& r : rows) arr.push_back(to_json(r));
-    fmt::print("{}\n", arr.dump(2));
+    for (const auto& r : paired) paired_rows.push_back(to_json(r));
+    std::vector<attnum::io::named_rows> tables = {{"loss", arr}};
+    if (!paired.empty()) tables.push_back({"loss_paired", paired_rows});
+    attnum::cli::print_output(o.output, arr, tables, 2);
     return;
   }
   for (const auto& spec : specs) {
@@ -153,7 +159,7 @@ void setup(CLI::App& app) {
   app.add_option("--linear-precision", o->linear, "Outside attention: bf16 or fp32")->capture_default_str();
   app.add_option("--out", o->out, "Write DIR/loss.json, DIR/loss.csv and the paired comparisons DIR/loss_paired.{json,csv}");
   app.add_option("--shard", o->shard, "Compute shard I of N (I/N) and write DIR/loss-shard-I-of-N.json");
-  app.add_flag("--json", o->json, "Print a JSON array, one object per condition");
+  attnum::cli::add_output_options(app, o->output, "Print a JSON array, one object per condition");
   app.callback([o] { run(*o); });
 }
 }  // namespace

@@ -9,16 +9,18 @@
 #include "attnum/model/loss.h"
 #include "attnum/study/head_study.h"
 #include "cli/command.h"
+#include "cli/output_option.h"
 
 namespace {
 void setup(CLI::App& app) {
   auto dirs = std::make_shared<std::vector<std::string>>();
   auto out = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
+  auto output = std::make_shared<attnum::cli::output_flags>();
   app.add_option("dirs", *dirs, "Shard folders")->required();
   app.add_option("--out", *out, "Merged result folder")->required();
-  app.add_flag("--json", *json, "Print the summary as a JSON array");
-  app.callback([dirs, out, json] {
+  attnum::cli::add_output_options(app, *output, "Print the summary as a JSON array");
+  app.callback([dirs, out, output] {
+    const bool table = output->format() == attnum::io::output_format::table;
     namespace fs = std::filesystem;
     std::vector<fs::path> d(dirs->begin(), dirs->end());
     attnum::require_out_outside_inputs(*out, d);
@@ -44,13 +46,11 @@ void setup(CLI::App& app) {
     }
     if (loss) {
       const auto rows = attnum::model::merge_shard_dirs(*dirs, *out);
-      if (!*json) fmt::print("loss: {} rows merged\n", rows.size());
+      if (table) fmt::print("loss: {} rows merged\n", rows.size());
     }
     attnum::write_complete_marker(*out, fmt::format("attnum merge {}", fmt::join(*dirs, " ")));
     guard.commit();
-    if (*json)
-      fmt::print("{}\n", printed.dump());
-    else if (heads)
+    if (!attnum::cli::print_output(*output, printed) && heads)
       fmt::print("heads: merged {} folders into {}: {} summary rows\n", d.size(), *out, printed.size());
   });
 }

@@ -15,17 +15,16 @@
 #include "attnum/pcast/theory.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
+#include "cli/output_option.h"
 
 namespace {
 using attnum::pcast::parse_list;
 using json = nlohmann::ordered_json;
 
-// Prints rows as JSON (--json) or as an aligned text table of the given columns.
-void print_rows(const json& rows, bool as_json, const std::vector<std::string>& columns) {
-  if (as_json) {
-    fmt::print("{}\n", rows.dump());
-    return;
-  }
+// Prints rows in the format asked for (cli/output_option.h), by default as an aligned text table of
+// the given columns.
+void print_rows(const json& rows, const attnum::cli::output_flags& output, const std::vector<std::string>& columns) {
+  if (attnum::cli::print_output(output, rows)) return;
   std::vector<size_t> width;
   for (const auto& c : columns) width.push_back(std::max<size_t>(12, c.size() + 2));
   for (const auto& r : rows)  // strings ("forward S=256") can be wider than their header
@@ -94,7 +93,7 @@ void setup_theory(CLI::App& app) {
   struct opts {
     std::string delta = "0:12:0.5", scale = "1,256,448", out;
     int k_sink = 4, n_tok = 4096, block = 128;
-    bool json = false;
+    attnum::cli::output_flags output;
   };
   auto o = std::make_shared<opts>();
   app.add_option("--delta", o->delta, "Sink strengths A:B:STEP (inclusive) or a list")->capture_default_str();
@@ -103,7 +102,7 @@ void setup_theory(CLI::App& app) {
   app.add_option("--n-tok", o->n_tok, "Keys per row N (for underflow_exact)")->capture_default_str();
   app.add_option("--block", o->block, "KV block size B (for underflow_exact)")->capture_default_str();
   app.add_option("--out", o->out, "Write DIR/pcast_theory.csv");
-  app.add_flag("--json", o->json, "Print a JSON array of rows");
+  attnum::cli::add_output_options(app, o->output, "Print a JSON array of rows");
   app.callback([o] {
     const attnum::pcast::row_shape shape{o->n_tok, o->block, o->k_sink};
     if (o->k_sink < 1) attnum::fail("pcast theory: --k-sink {}: expected >= 1", o->k_sink);
@@ -111,7 +110,7 @@ void setup_theory(CLI::App& app) {
         attnum::pcast::theory_table(parse_list(o->delta, "--delta"), parse_list(o->scale, "--scale"), shape),
         shape);
     attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, rows, {}, {}, {}); });
-    print_rows(rows, o->json,
+    print_rows(rows, o->output,
                {"delta", "scale", "k_sink", "delta_k", "underflow_fraction", "underflow_exact", "delta_c"});
   });
 }
@@ -119,16 +118,16 @@ void setup_theory(CLI::App& app) {
 void setup_dp(CLI::App& app) {
   struct opts {
     std::string scale = "1:512:1", out;
-    bool json = false;
+    attnum::cli::output_flags output;
   };
   auto o = std::make_shared<opts>();
   app.add_option("--scale", o->scale, "Scales A:B:STEP or a list")->capture_default_str();
   app.add_option("--out", o->out, "Write DIR/pcast_dp.csv");
-  app.add_flag("--json", o->json, "Print a JSON array of rows");
+  attnum::cli::add_output_options(app, o->output, "Print a JSON array of rows");
   app.callback([o] {
     const auto rows = attnum::pcast::to_json(attnum::pcast::dp_table(parse_list(o->scale, "--scale")));
     attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, {}, rows, {}, {}); });
-    print_rows(rows, o->json, {"scale", "dp"});
+    print_rows(rows, o->output, {"scale", "dp"});
   });
 }
 
@@ -139,7 +138,8 @@ struct sim_opts {
   int d_head = 128, k_sink = 4, block = 128, rows = 0, seeds = 0;  // rows, seeds 0: not given
   uint64_t seed = 1;
   double sigma = 1.0;
-  bool quick = false, no_cast = false, json = false;
+  bool quick = false, no_cast = false;
+  attnum::cli::output_flags output;
 };
 
 void add_sim_options(CLI::App& app, sim_opts& o) {
@@ -170,7 +170,7 @@ void add_sim_options(CLI::App& app, sim_opts& o) {
   app.add_flag("--quick", o.quick, "A short run (fewer seeds and rows)");
   app.add_flag("--no-cast", o.no_cast, "Disable the P cast (the kernel then matches fp64)");
   app.add_option("--out", o.out, "Write the CSV into DIR");
-  app.add_flag("--json", o.json, "Print a JSON array of rows");
+  attnum::cli::add_output_options(app, o.output, "Print a JSON array of rows");
 }
 
 // The kernels of --kernel/--knob (one config per kernel), or the idealized kernel alone.
@@ -231,7 +231,7 @@ void setup_simulate(CLI::App& app) {
       return attnum::pcast::simulate(ck, progress_bar("pcast simulate"));
     }));
     attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, {}, {}, rows, {}); });
-    print_rows(rows, o->json,
+    print_rows(rows, o->output,
                {"delta", "scale", "order", "underflow_measured", "underflow_predicted",
                 "underflow_exact", "mse", "mse_sd", "seeds"});
   });
@@ -246,7 +246,7 @@ void setup_overflow(CLI::App& app) {
       return attnum::pcast::simulate(ck, progress_bar("pcast overflow"));
     }));
     attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, {}, {}, {}, rows); });
-    print_rows(rows, o->json,
+    print_rows(rows, o->output,
                {"delta", "scale", "offset", "threshold", "order", "saturated_fraction",
                 "sink_saturated_fraction", "can_saturate", "mse", "mse_sd"});
   });
@@ -267,7 +267,7 @@ void setup_claims(CLI::App& app) {
     attnum::write_result_dir(o->out, "attnum pcast claims", [&] {
       attnum::write_file_atomic(o->out + "/pcast_claims.csv", attnum::pcast::to_csv(rows));
     });
-    print_rows(rows, o->json,
+    print_rows(rows, o->output,
                {"claim", "n_tok", "delta", "numerator", "denominator", "ratio", "ratio_lo", "ratio_hi",
                 "seeds"});
   });
@@ -291,18 +291,18 @@ void setup_all(CLI::App& app) {
 void setup_bound(CLI::App& app) {
   struct opts {
     std::string n_tok = "1024,4096,16384,65536,262144,1000000", scale = "1,256,448";
-    bool json = false;
+    attnum::cli::output_flags output;
   };
   auto o = std::make_shared<opts>();
   app.add_option("--n-tok", o->n_tok, "Sequence lengths N")->capture_default_str();
   app.add_option("--scale", o->scale, "Static P scales S")->capture_default_str();
-  app.add_flag("--json", o->json, "Print a JSON array of rows");
+  attnum::cli::add_output_options(app, o->output, "Print a JSON array of rows");
   app.callback([o] {
     std::vector<attnum::pcast::reverse_bound_row> rows;
     for (double s : parse_list(o->scale, "--scale"))
       for (int n : to_ints(parse_list(o->n_tok, "--n-tok"), "--n-tok"))
         rows.push_back(attnum::pcast::reverse_bound(n, s));
-    print_rows(attnum::pcast::to_json(rows), o->json,
+    print_rows(attnum::pcast::to_json(rows), o->output,
                {"n_tok", "scale", "flush", "max_mean", "sqrt_2_ln_n", "max_q999999", "p_underflow",
                 "expected_count", "paper_m"});
   });

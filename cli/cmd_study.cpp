@@ -8,6 +8,7 @@
 #include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
+#include "cli/output_option.h"
 #include "cli/list_option.h"
 
 namespace {
@@ -16,7 +17,8 @@ struct study_flags {
   attnum::cli::kernel_flags kernel{"fa3,sage2pp-sm89", {}};
   std::string rotation, conditions = "plain,rotate,center,center+rotate";
   std::string out = "results/study", assets;
-  bool full_pcast = false, no_report = false, quiet = false, json = false;
+  bool full_pcast = false, no_report = false, quiet = false;
+  attnum::cli::output_flags output;
 };
 
 void setup(CLI::App& app) {
@@ -44,7 +46,7 @@ void setup(CLI::App& app) {
   app.add_flag("--full-pcast", f->full_pcast, "Full P-cast simulation (16 seeds, 64 rows)");
   app.add_flag("--no-report", f->no_report, "Skip the HTML report");
   app.add_flag("--quiet", f->quiet, "No progress on stderr");
-  app.add_flag("--json", f->json, "Print summary.json instead of the table");
+  attnum::cli::add_output_options(app, f->output, "Print summary.json instead of the table");
   app.callback([f] {
     auto& c = f->c;
     c.kernels = attnum::cli::resolve_kernels(f->kernel);
@@ -70,10 +72,11 @@ void setup(CLI::App& app) {
     if (!root) return;
     attnum::write_complete_marker(c.out, c.command);
     guard.commit();
-    if (f->json)
-      fmt::print("{}\n", s.dump(2));
-    else
-      fmt::print("{}", attnum::pipeline::summary_table(s));
+    // md, csv and jsonl: the head summary, then the loss tables a model study has.
+    std::vector<attnum::io::named_rows> tables = {{"heads", s["heads"]}};
+    for (const char* t : {"loss", "loss_paired"})
+      if (s.contains(t) && !s[t].empty()) tables.push_back({t, s[t]});
+    if (!attnum::cli::print_output(f->output, s, tables, 2)) fmt::print("{}", attnum::pipeline::summary_table(s));
   });
 }
 }  // namespace

@@ -21,6 +21,7 @@
 #include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
 #include "cli/kernel_option.h"
+#include "cli/output_option.h"
 
 namespace {
 
@@ -30,7 +31,8 @@ struct transfer_args {
   std::string rotation;
   std::string predictor_model = "fa3";
   std::string out;
-  bool json = false, quiet = false;
+  bool quiet = false;
+  attnum::cli::output_flags output;
 };
 
 std::string cell(const nlohmann::json& s, const std::string& k) {
@@ -57,7 +59,7 @@ void setup(CLI::App& app) {
                  "kernel-aware one only")
       ->capture_default_str();
   app.add_option("--out", a->out, "Result folder (resumes from its checkpoints)");
-  app.add_flag("--json", a->json, "Print the summary as a JSON array");
+  attnum::cli::add_output_options(app, a->output, "Print the summary as a JSON array");
   app.add_flag("--quiet", a->quiet, "No progress bar");
   app.callback([a] {
     using namespace attnum;
@@ -131,10 +133,7 @@ void setup(CLI::App& app) {
     if (tmp.empty()) write_complete_marker(dir, o.command);
     guard.commit();
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
-    if (a->json) {
-      fmt::print("{}\n", summary.dump());
-      return;
-    }
+    if (attnum::cli::print_output(a->output, summary)) return;
     fmt::print("{:<14} {:>6} {:>9} {:>14} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "transform",
                "heads", "harmed", "harmed (sign)", "null", "predictor", "pred harm", "AUC",
                "precision", "recall");
