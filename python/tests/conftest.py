@@ -14,12 +14,20 @@ DATA = Path(os.environ.get("ATTNUM_DATA_DIR", str(ROOT / "data")))
 
 def comparable(name, data):
     """A result file's bytes for comparing two runs: meta.json without its `run` block (the time,
-    command line and machine of the run), every other file as it is."""
-    if name != "meta.json":
+    command line and machine of the run), summary.json without its `timings`, complete.json with
+    the names of the files it covers but not their sizes and hashes (the files themselves are
+    compared), every other file as it is."""
+    if name not in ("meta.json", "summary.json", "complete.json"):
         return data
-    meta = json.loads(data)
-    meta.pop("run", None)
-    return json.dumps(meta, sort_keys=True).encode()
+    doc = json.loads(data)
+    if isinstance(doc, dict):
+        if name == "meta.json":
+            doc.pop("run", None)
+        elif name == "summary.json":
+            doc.pop("timings", None)
+        elif isinstance(doc.get("files"), dict):
+            doc["files"] = sorted(doc["files"])
+    return json.dumps(doc, sort_keys=True).encode()
 
 
 def cli(*args, json_out=False):

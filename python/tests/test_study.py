@@ -66,3 +66,24 @@ def test_refused_before_any_work(tmp_path):
         attnum.heads(quiet=True)
     with pytest.raises(ValueError, match=r"texts=0: expected a count >= 1"):
         attnum.heads(zoo=True, texts=0, quiet=True)
+
+
+
+def test_study_runs_to_completion_and_equals_the_cli(tmp_path):
+    # The whole pipeline in this process on a real checkpoint (captures, heads, predictor, loss,
+    # P-cast; no report: its assets come from the build tree), small enough for a unit test.
+    text = BOOK  # 64-token windows through the book's body until about 3,072 labels
+    args = dict(kernels="fa3", conditions="plain,rotate", tokens=64, report=False)
+    r = attnum.study(DATA / "stories260K.bin", [text], **args, out=tmp_path / "py", quiet=True)
+    cli("study", "--quiet", "--model", DATA / "stories260K.bin", "--text", text, "--kernels", "fa3",
+        "--conditions", "plain,rotate", "--tokens", "64", "--no-report", "--out", tmp_path / "cli")
+    cli_files = {p.relative_to(tmp_path / "cli").as_posix(): p.read_bytes()
+                 for p in (tmp_path / "cli").rglob("*") if p.is_file()}
+    assert "summary.json" in r.files and any(k.startswith("loss/") for k in r.files), sorted(r.files)
+    # The files name their own folder (capture paths): the two runs' folders differ by design.
+    here, there = str(tmp_path / "py").encode(), str(tmp_path / "cli").encode()
+    for name, data in r.files.items():
+        assert name in cli_files, name
+        base = name.rsplit("/", 1)[-1]
+        assert comparable(base, data.replace(here, there)) == comparable(base, cli_files[name]), name
+    assert r.summary["loss"] if "loss" in r.summary else r.summary
