@@ -14,25 +14,16 @@ namespace attnum::report {
 namespace fs = std::filesystem;
 namespace {
 
-// A result file's bytes: regular files only (a FIFO or device is refused without blocking).
-std::string slurp(const fs::path& file) { return read_file(file); }
-
-// The deepest nesting a result file may have: result rows are flat and meta.json nests a few
-// levels, so a deeper file is not one of ours (and the page's data block stays shallow).
-constexpr int kMaxJsonDepth = 64;
-
-// Parses JSON text, refusing nesting deeper than kMaxJsonDepth before building it (the parser
-// is iterative; the limit keeps every later recursive walk, such as the page's dump, bounded).
-nlohmann::json parse_bounded(const std::string& text, const fs::path& file) {
-  try {
-    return nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      if (depth > kMaxJsonDepth)
-        fail("{}: JSON nested deeper than {} levels (not a result file)", file.string(), kMaxJsonDepth);
-      return true;
-    });
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON ({})", file.string(), e.what());
-  }
+// A result file's bytes: regular files only (a FIFO or device is refused without blocking), at
+// most kMaxJsonBytes, the bound of every JSON file attnum reads back (result CSVs share it).
+std::string slurp(const fs::path& file) {
+  require_regular_file(file);
+  std::error_code ec;
+  const uintmax_t n = fs::file_size(file, ec);
+  if (!ec && n > kMaxJsonBytes)
+    fail("{}: {} bytes, more than the {} MiB a result file attnum reads may hold", file.string(), n,
+         kMaxJsonBytes >> 20);
+  return read_file(file);
 }
 
 bool is_integer_text(const std::string& s) {
@@ -152,7 +143,7 @@ std::optional<table>& slot(result_set& rs, const std::string& name) {
 std::optional<std::set<std::string>> marker_files(const fs::path& dir) {
   const fs::path m = dir / kCompleteMarker;
   if (!fs::exists(m)) return std::nullopt;
-  const nlohmann::json j = parse_bounded(slurp(m), m);
+  const nlohmann::json j = read_json(m);
   if (!j.is_object() || !j.contains("files") || !j["files"].is_object())
     fail("{}: expected an object with an object 'files'", m.string());
   std::set<std::string> names;
@@ -181,7 +172,7 @@ int read_folder(result_set& rs, const fs::path& dir, bool only_meta = false) {
     ++found;
   }
   if (has("meta.json")) {
-    const nlohmann::json m = parse_bounded(slurp(dir / "meta.json"), dir / "meta.json");
+    const nlohmann::json m = read_json(dir / "meta.json");
     rs.meta.push_back({{"dir", dir.string()}, {"meta", m}});
   }
   return found;
@@ -252,9 +243,9 @@ table read_json_table(const fs::path& file) {
     std::istringstream in(text);
     std::string line;
     for (size_t n = 1; std::getline(in, line); ++n)
-      if (line.find_first_not_of(" \t\r") != std::string::npos) add(parse_bounded(line, file), n);
+      if (line.find_first_not_of(" \t\r") != std::string::npos) add(parse_json_text(line, fmt::format("{} line {}", file.string(), n)), n);
   } else {
-    auto j = parse_bounded(text, file);
+    auto j = parse_json_text(text, file.string());
     if (!j.is_array()) fail("{}: expected a JSON array of objects", file.string());
     for (size_t i = 0; i < j.size(); ++i) add(std::move(j[i]), i + 1);
   }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/report/page.h"
 #include "attnum/report/results.h"
 #include "report/fixtures.h"
@@ -150,6 +151,25 @@ TEST(results_test, deep_json_refused_before_it_is_built) {
   attnum::test::write_text(d / "meta.json", std::string(63, '[') + "{}" + std::string(63, ']') + "\n");
   attnum::write_complete_marker(d, "test");
   EXPECT_EQ(read_results({d}).meta.size(), 1u);
+  fs::remove_all(d);
+}
+
+TEST(results_test, oversized_files_refused_before_they_are_read) {
+  // Sparse files past the 1 GiB bound of every file attnum reads back: refused by their size,
+  // CSV and JSON alike, without reading (or allocating) a byte of them.
+  const fs::path d = fresh_dir("big");
+  for (const char* name : {"rows.csv", "loss.json"}) {
+    attnum::test::write_text(d / name, "");
+    fs::resize_file(d / name, attnum::kMaxJsonBytes + 1);
+    const std::string m = what_of([&] { read_results({d}); });
+    EXPECT_NE(m.find(name), std::string::npos) << m;
+    EXPECT_NE(m.find("more than the 1024 MiB"), std::string::npos) << m;
+    fs::remove(d / name);
+  }
+  // A JSONL result's bad line is named by its number.
+  attnum::test::write_text(d / "rows.jsonl", "{\"kernel\": \"fa3\"}\n{\"kernel\": fa3}\n");
+  const std::string m = what_of([&] { read_results({d}); });
+  EXPECT_NE(m.find("rows.jsonl line 2: not valid JSON"), std::string::npos) << m;
   fs::remove_all(d);
 }
 
