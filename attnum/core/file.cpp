@@ -110,9 +110,15 @@ void require_regular_file(const fs::path& path, std::string_view what) {
   ::close(open_regular(path, what, size));
 }
 
-std::string read_file(const fs::path& path) {
+std::string read_file(const fs::path& path, uint64_t max_bytes) {
   off_t size = 0;
   const int fd = open_regular(path, "", size);
+  auto too_big = [&](uint64_t bytes) {
+    ::close(fd);
+    fail("{}: {} bytes, more than the {} MiB attnum reads from such a file", path.string(), bytes,
+         max_bytes >> 20);
+  };
+  if (static_cast<uint64_t>(size) > max_bytes) too_big(static_cast<uint64_t>(size));
   std::string out;
   try {
     check_alloc(static_cast<uint64_t>(size), path.string());
@@ -132,6 +138,7 @@ std::string read_file(const fs::path& path) {
       fail("{}: read failed: {}", path.string(), std::strerror(err));
     }
     out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) too_big(out.size());
   }
   ::close(fd);
   return out;
@@ -169,14 +176,7 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view label, in
 }
 
 nlohmann::json read_json(const fs::path& path) {
-  off_t size = 0;
-  ::close(open_regular(path, "", size));
-  if (static_cast<uint64_t>(size) > kMaxJsonBytes)
-    fail("{}: {} bytes, more than the {} MiB a JSON file attnum reads may hold", path.string(),
-         static_cast<uint64_t>(size), kMaxJsonBytes >> 20);
-  const std::string text = read_file(path);
-  if (text.size() > kMaxJsonBytes) fail("{}: more than {} MiB", path.string(), kMaxJsonBytes >> 20);
-  return parse_json_text(text, path.string());
+  return parse_json_text(read_file(path, kMaxJsonBytes), path.string());
 }
 
 fs::path path_inside(const fs::path& dir, const std::string& name, std::string_view field) {

@@ -28,8 +28,10 @@ std::string temp_suffix();
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
 /// Returns the whole content of a regular file. A folder, FIFO or device is refused without
-/// blocking. Throws attnum::error naming the path.
-std::string read_file(const std::filesystem::path& path);
+/// blocking. A file of more than `max_bytes` (when given) is refused by its size before it is
+/// read, and one that grows past it while being read is refused too. Throws attnum::error naming
+/// the path.
+std::string read_file(const std::filesystem::path& path, uint64_t max_bytes = UINT64_MAX);
 
 /// Throws attnum::error unless `path` is a regular file (opened without blocking, so a FIFO
 /// never hangs the caller); `what` names the role ("--q", "tokenizer").

@@ -16,15 +16,7 @@ namespace {
 
 // A result file's bytes: regular files only (a FIFO or device is refused without blocking), at
 // most kMaxJsonBytes, the bound of every JSON file attnum reads back (result CSVs share it).
-std::string slurp(const fs::path& file) {
-  require_regular_file(file);
-  std::error_code ec;
-  const uintmax_t n = fs::file_size(file, ec);
-  if (!ec && n > kMaxJsonBytes)
-    fail("{}: {} bytes, more than the {} MiB a result file attnum reads may hold", file.string(), n,
-         kMaxJsonBytes >> 20);
-  return read_file(file);
-}
+std::string slurp(const fs::path& file) { return read_file(file, kMaxJsonBytes); }
 
 bool is_integer_text(const std::string& s) {
   size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
