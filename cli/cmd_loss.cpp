@@ -132,6 +132,19 @@ void run(const loss_options& o) {
     fmt::print("ppl_ratio intervals: 95% {}, {} blocks of {} positions (from the autocorrelation of "
                "the per-token CE differences)\n",
                rows[0].ci_method, rows[0].n_blocks, rows[0].block_length);
+  // llama.cpp's --kl-divergence statistics, with the same block bootstrap's intervals.
+  if (!rows.empty()) {
+    fmt::print("\nKL(ref || variant) over labels, same top-1, RMS dp (llama.cpp's --kl-divergence statistics; 95% intervals as above)\n");
+    fmt::print("{:<14} {:>14} {:>10} {:>21} {:>10} {:>10} {:>10} {:>10} {:>7} {:>17} {:>9} {:>21}\n", "condition",
+               "kernel", "kl_mean", "95% interval", "kl_median", "kl_p90", "kl_p99", "kl_max", "top1",
+               "95% interval", "dp_rms", "95% interval");
+    for (const auto& r : rows)
+      fmt::print("{:<14} {:>14} {:>10.3e} [{:>9.3e},{:>9.3e}] {:>10.3e} {:>10.3e} {:>10.3e} {:>10.3e} {:>7.4f} "
+                 "[{:>7.4f},{:>7.4f}] {:>9.3e} [{:>9.3e},{:>9.3e}]\n",
+                 r.condition, r.kernel, r.kl_mean, r.kl_mean_lo, r.kl_mean_hi, r.kl_p50, r.kl_p90, r.kl_p99,
+                 r.kl_max, r.top1_agreement, r.top1_agreement_lo, r.top1_agreement_hi, r.dp_rms, r.dp_rms_lo,
+                 r.dp_rms_hi);
+  }
   if (paired.empty()) return;
   fmt::print("\npaired (a - b, same labels)   {:>14} {:>9} {:>21} {:>10} {:>21} {:>8} {:>6} {:>6}\n",
              "kernel", "dCE", "95% interval", "dKL", "95% interval", "dtop1", "block", "acf1");

@@ -20,15 +20,6 @@
 namespace attnum::model {
 namespace {
 
-// Linear interpolation between order statistics (R type 7, numpy's default). v sorted.
-double percentile(const std::vector<double>& v, double q) {
-  if (v.empty()) return NAN;
-  const double pos = q * double(v.size() - 1);
-  const size_t lo = size_t(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
-}
-
 double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -236,11 +227,43 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
     double sq = 0;
     for (double x : dp) sq += x * x;
     row.dp_mean = mean(dp), row.dp_rms = std::sqrt(sq / double(dp.size()));
+    std::vector<double> dp2(dp.size());
+    for (size_t i = 0; i < dp.size(); ++i) dp2[i] = dp[i] * dp[i];
+    // The other intervals: the same block length, seed and hence resamples as ppl_ratio's.
+    auto interval_of = [&](const stats::statistic_fn& stat, double& lo, double& hi) {
+      const stats::interval iv = stats::block_bootstrap(int(nr.size()), block, stat, bo);
+      lo = iv.lo.value_or(NAN), hi = iv.hi.value_or(NAN);
+    };
+    auto mean_of = [](const std::vector<double>& x) {
+      return [&x](std::span<const int> idx) { return resample_mean(x, idx); };
+    };
+    auto percentile_of = [&kl](double q) {
+      return [&kl, q](std::span<const int> idx) -> std::optional<double> {
+        if (idx.empty()) return std::nullopt;
+        std::vector<double> v(idx.size());
+        for (size_t i = 0; i < idx.size(); ++i) v[i] = kl[size_t(idx[i])];
+        return stats::percentile(std::move(v), q);
+      };
+    };
+    interval_of(mean_of(kl), row.kl_mean_lo, row.kl_mean_hi);
+    interval_of(percentile_of(0.50), row.kl_p50_lo, row.kl_p50_hi);
+    interval_of(percentile_of(0.90), row.kl_p90_lo, row.kl_p90_hi);
+    interval_of(percentile_of(0.99), row.kl_p99_lo, row.kl_p99_hi);
+    interval_of(mean_of(L.same), row.top1_agreement_lo, row.top1_agreement_hi);
+    interval_of(
+        [&dp2](std::span<const int> idx) -> std::optional<double> {
+          const auto m = resample_mean(dp2, idx);
+          return m ? std::optional<double>(std::sqrt(*m)) : std::nullopt;
+        },
+        row.dp_rms_lo, row.dp_rms_hi);
+    row.kl_min = *std::min_element(kl.begin(), kl.end()), row.kl_max = *std::max_element(kl.begin(), kl.end());
+    row.kl_p50 = stats::percentile(kl, 0.50), row.kl_p90 = stats::percentile(kl, 0.90);
+    row.kl_p99 = stats::percentile(kl, 0.99), row.kl_p999 = stats::percentile(kl, 0.999);
     std::sort(dp.begin(), dp.end());
     row.dp_min = dp.front(), row.dp_max = dp.back();
-    row.dp_p01 = percentile(dp, 0.01), row.dp_p10 = percentile(dp, 0.10);
-    row.dp_p50 = percentile(dp, 0.50), row.dp_p90 = percentile(dp, 0.90);
-    row.dp_p99 = percentile(dp, 0.99);
+    row.dp_p01 = stats::percentile(dp, 0.01), row.dp_p10 = stats::percentile(dp, 0.10);
+    row.dp_p50 = stats::percentile(dp, 0.50), row.dp_p90 = stats::percentile(dp, 0.90);
+    row.dp_p99 = stats::percentile(dp, 0.99);
     rows.push_back(row);
   }
   return rows;
@@ -330,8 +353,14 @@ nlohmann::json to_json(const loss_row& r) {
   return {{"condition", r.condition}, {"kernel", r.kernel}, {"n_labels", r.n_labels},
           {"ce_ref", r.ce_ref}, {"ce_variant", r.ce_variant}, {"ppl_ratio", r.ppl_ratio},
           {"ppl_ratio_lo", r.ppl_ratio_lo}, {"ppl_ratio_hi", r.ppl_ratio_hi},
-          {"kl_mean", r.kl_mean}, {"top1_agreement", r.top1_agreement}, {"dp_mean", r.dp_mean},
-          {"dp_rms", r.dp_rms}, {"dp_min", r.dp_min}, {"dp_p01", r.dp_p01},
+          {"kl_mean", r.kl_mean}, {"kl_mean_lo", r.kl_mean_lo}, {"kl_mean_hi", r.kl_mean_hi},
+          {"kl_p50", r.kl_p50}, {"kl_p50_lo", r.kl_p50_lo}, {"kl_p50_hi", r.kl_p50_hi},
+          {"kl_p90", r.kl_p90}, {"kl_p90_lo", r.kl_p90_lo}, {"kl_p90_hi", r.kl_p90_hi},
+          {"kl_p99", r.kl_p99}, {"kl_p99_lo", r.kl_p99_lo}, {"kl_p99_hi", r.kl_p99_hi},
+          {"kl_p999", r.kl_p999}, {"kl_min", r.kl_min}, {"kl_max", r.kl_max},
+          {"top1_agreement", r.top1_agreement}, {"top1_agreement_lo", r.top1_agreement_lo},
+          {"top1_agreement_hi", r.top1_agreement_hi}, {"dp_mean", r.dp_mean},
+          {"dp_rms", r.dp_rms}, {"dp_rms_lo", r.dp_rms_lo}, {"dp_rms_hi", r.dp_rms_hi}, {"dp_min", r.dp_min}, {"dp_p01", r.dp_p01},
           {"dp_p10", r.dp_p10}, {"dp_p50", r.dp_p50}, {"dp_p90", r.dp_p90},
           {"dp_p99", r.dp_p99}, {"dp_max", r.dp_max}, {"model", r.model},
           {"reference", r.reference}, {"linear_precision", r.linear}, {"knobs", fmt::format("{}", fmt::join(r.knobs, ";"))},

@@ -62,8 +62,18 @@ struct loss_row {
   double kl_mean = 0, top1_agreement = 0;
   double dp_mean = 0, dp_rms = 0, dp_min = 0, dp_p01 = 0, dp_p10 = 0, dp_p50 = 0, dp_p90 = 0,
          dp_p99 = 0, dp_max = 0;
-  /// The ppl_ratio interval: a moving-block bootstrap over token positions (stats.h); the block
-  /// length follows the autocorrelation of the per-token CE differences (stats::block_length).
+  /// The per-label KL(p_ref || p_var) distribution as llama.cpp's `--kl-divergence` reports it:
+  /// median, 90th, 99th and 99.9th percentiles, extremes.
+  double kl_p50 = 0, kl_p90 = 0, kl_p99 = 0, kl_p999 = 0, kl_min = 0, kl_max = 0;
+  /// 95% intervals of kl_mean, kl_p50, kl_p90, kl_p99, top1_agreement and dp_rms: the same
+  /// moving-block bootstrap (same block length and resamples) as ppl_ratio. kl_p999, kl_min and
+  /// kl_max have none: a bootstrap of an extreme order statistic cannot exceed the sample's own
+  /// extreme and undercovers.
+  double kl_mean_lo = 0, kl_mean_hi = 0, kl_p50_lo = 0, kl_p50_hi = 0, kl_p90_lo = 0, kl_p90_hi = 0,
+         kl_p99_lo = 0, kl_p99_hi = 0, top1_agreement_lo = 0, top1_agreement_hi = 0, dp_rms_lo = 0,
+         dp_rms_hi = 0;
+  /// The intervals: a moving-block bootstrap over token positions (stats.h); the block length
+  /// follows the autocorrelation of the per-token CE differences (stats::block_length).
   std::string ci_method;
   int block_length = 0, n_blocks = 0, ci_dropped = 0;
 };

@@ -85,16 +85,17 @@ std::optional<double> spearman(std::span<const double> x, std::span<const double
   return sxy / std::sqrt(sxx * syy);
 }
 
-namespace {
-// Percentile of sorted values with linear interpolation (type 7, as numpy's default).
-double percentile(const std::vector<double>& sorted, double p) {
-  const double pos = p * static_cast<double>(sorted.size() - 1);
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return NAN;
+  const double pos = p * static_cast<double>(v.size() - 1);
   const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  const double f = pos - static_cast<double>(lo);
-  return sorted[lo] + f * (sorted[hi] - sorted[lo]);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(lo), v.end());
+  const double a = v[lo];
+  if (lo + 1 >= v.size()) return a;
+  // The next order statistic: the least of the values the selection put above v[lo].
+  const double b = *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(lo) + 1, v.end());
+  return a + (pos - static_cast<double>(lo)) * (b - a);
 }
-}  // namespace
 
 namespace {
 // Item indices grouped by cluster id, clusters in ascending id order (deterministic).
@@ -114,7 +115,6 @@ std::vector<std::vector<int>> cluster_members(std::span<const int> cluster) {
 void percentile_interval(std::vector<double>& values, int n_resamples, double level, interval& out) {
   out.dropped = n_resamples - static_cast<int>(values.size());
   if (values.size() * 2 < static_cast<size_t>(n_resamples) || values.empty()) return;
-  std::sort(values.begin(), values.end());
   const double a = (1 - level) / 2;
   out.lo = percentile(values, a);
   out.hi = percentile(values, 1 - a);

@@ -87,6 +87,10 @@ struct bootstrap_options {
 /// A statistic evaluated on a resample: receives the selected item indices (with repeats).
 using statistic_fn = std::function<std::optional<double>(std::span<const int> idx)>;
 
+/// Returns the p-th quantile (p in [0, 1]) of `v` in any order, interpolating linearly between
+/// order statistics (R's type 7, numpy's default); NaN for an empty v.
+double percentile(std::vector<double> v, double p);
+
 /// Returns the percentile interval of `stat` under resampling whole clusters with replacement
 /// (cluster[i] is item i's cluster id). Resamples where the statistic is undefined are skipped
 /// and counted (`dropped`); the interval is undefined when fewer than half the resamples give a

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <tuple>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -280,5 +283,72 @@ TEST(loss_test, paired_rows_from_known_unit_results) {
   const auto pc = summarize_paired(p, "m", two);
   ASSERT_EQ(pc.size(), 1u);
   EXPECT_EQ(pc[0].delta_ce, rows[0].delta_ce);
+}
+TEST(loss_test, kl_distribution_and_intervals_from_known_unit_results) {
+  // llama.cpp's --kl-divergence statistics from per-label values whose order statistics are known:
+  // KL over 1,000 labels is a permutation of (1..1000) * 1e-4, so its type-7 percentile at q is
+  // (1 + 999 q) * 1e-4; top-1 agrees at random 9 times in 10; dp alternates +-0.1 (RMS 0.1).
+  loss_params p;
+  p.n_tokens = 500, p.windows = 2, p.kernel = attnum::attention::preset("fa3"), p.conditions = {"plain"};
+  p.sources = {std::vector<int>(1001, 1)};
+  p.source_names = {"s"};
+  p.bootstrap_samples = 400;
+  std::vector<int> order(1000);
+  for (int i = 0; i < 1000; ++i) order[i] = i + 1;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(11));
+  std::mt19937_64 rng(12);
+  std::normal_distribution<double> g;
+  std::vector<unit_result> results;
+  int agree = 0;
+  for (int wdw = 0; wdw < 2; ++wdw) {
+    unit_result r;
+    r.unit = {0, wdw, 0};
+    for (int i = 0; i < 500; ++i) {
+      const int k = wdw * 500 + i;
+      r.nll_ref.push_back(2.0);
+      r.nll_var.push_back(2.0 + 0.01 * g(rng));
+      r.kl.push_back(order[k] * 1e-4);
+      r.dp.push_back(k % 2 ? 0.1 : -0.1);
+      r.top1_same.push_back(rng() % 10 != 0);
+      agree += r.top1_same.back();
+    }
+    results.push_back(r);
+  }
+  const loss_row r = summarize(p, "m", results).at(0);
+  auto q = [](double x) { return (1 + 999 * x) * 1e-4; };
+  EXPECT_NEAR(r.kl_mean, 500.5e-4, 1e-15);
+  EXPECT_NEAR(r.kl_p50, q(0.50), 1e-15);
+  EXPECT_NEAR(r.kl_p90, q(0.90), 1e-15);
+  EXPECT_NEAR(r.kl_p99, q(0.99), 1e-15);
+  EXPECT_NEAR(r.kl_p999, q(0.999), 1e-15);
+  EXPECT_DOUBLE_EQ(r.kl_min, 1e-4);
+  EXPECT_DOUBLE_EQ(r.kl_max, 1000e-4);
+  EXPECT_DOUBLE_EQ(r.top1_agreement, agree / 1000.0);
+  EXPECT_NEAR(r.dp_rms, 0.1, 1e-15);
+  // Every interval brackets its statistic and has width; a constant series' is a point.
+  for (const auto& [v, lo, hi] : {std::tuple{r.kl_mean, r.kl_mean_lo, r.kl_mean_hi},
+                                  std::tuple{r.kl_p50, r.kl_p50_lo, r.kl_p50_hi},
+                                  std::tuple{r.kl_p90, r.kl_p90_lo, r.kl_p90_hi},
+                                  std::tuple{r.kl_p99, r.kl_p99_lo, r.kl_p99_hi},
+                                  std::tuple{r.top1_agreement, r.top1_agreement_lo, r.top1_agreement_hi}}) {
+    EXPECT_LT(lo, v);
+    EXPECT_GT(hi, v);
+  }
+  EXPECT_NEAR(r.dp_rms_lo, 0.1, 1e-15);
+  EXPECT_NEAR(r.dp_rms_hi, 0.1, 1e-15);
+  // The median of a uniform sample's 95% interval: about +-1.96 sqrt(0.25/1000) in quantile
+  // terms (order statistics), here within a factor of two of that.
+  const double half = 1.96 * std::sqrt(0.25 / 1000) * 999e-4;
+  EXPECT_GT(r.kl_p50_hi - r.kl_p50_lo, half);
+  EXPECT_LT(r.kl_p50_hi - r.kl_p50_lo, 4 * half);
+  // The binomial interval of top-1 agreement, same order: 1.96 sqrt(0.09/1000) each side.
+  const double th = 1.96 * std::sqrt(r.top1_agreement * (1 - r.top1_agreement) / 1000);
+  EXPECT_GT(r.top1_agreement_hi - r.top1_agreement_lo, th);
+  EXPECT_LT(r.top1_agreement_hi - r.top1_agreement_lo, 4 * th);
+  // In the files: every new field.
+  const nlohmann::json j = to_json(r);
+  for (const char* k : {"kl_p50", "kl_p50_lo", "kl_p50_hi", "kl_p90", "kl_p99", "kl_p999", "kl_max", "kl_min",
+                        "kl_mean_lo", "kl_mean_hi", "top1_agreement_lo", "top1_agreement_hi", "dp_rms_lo", "dp_rms_hi"})
+    EXPECT_TRUE(j.contains(k)) << k;
 }
 }  // namespace

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 using namespace attnum::stats;
@@ -309,4 +311,25 @@ TEST(stats_test, t_test_p_value_and_power) {
     hit += std::fabs(t) > 4.30265273;
   }
   EXPECT_NEAR(static_cast<double>(hit) / n, 0.80, 0.004) << "d = " << d;
+}
+
+TEST(stats_test, percentile_is_type_7_in_any_order) {
+  // numpy.percentile (linear): [1, 2, 3, 4] at 0.5 -> 2.5, at 0.25 -> 1.75, at 1 -> 4.
+  EXPECT_DOUBLE_EQ(attnum::stats::percentile({4, 1, 3, 2}, 0.5), 2.5);
+  EXPECT_DOUBLE_EQ(attnum::stats::percentile({4, 1, 3, 2}, 0.25), 1.75);
+  EXPECT_DOUBLE_EQ(attnum::stats::percentile({4, 1, 3, 2}, 1.0), 4.0);
+  EXPECT_DOUBLE_EQ(attnum::stats::percentile({4, 1, 3, 2}, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(attnum::stats::percentile({7}, 0.3), 7.0);
+  EXPECT_TRUE(std::isnan(attnum::stats::percentile({}, 0.5)));
+  // Against a sort: the same value for shuffled data with ties.
+  std::vector<double> v;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 1001; ++i) v.push_back(double(rng() % 97));
+  std::vector<double> s = v;
+  std::sort(s.begin(), s.end());
+  for (double q : {0.01, 0.1, 0.5, 0.9, 0.99, 0.999}) {
+    const double pos = q * 1000, f = pos - std::floor(pos);
+    const size_t lo = size_t(std::floor(pos));
+    EXPECT_EQ(attnum::stats::percentile(v, q), s[lo] + f * (s[lo + 1] - s[lo])) << q;
+  }
 }
