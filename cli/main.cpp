@@ -15,6 +15,7 @@
 #include "attnum/core/suggest.h"
 #include "attnum/core/run_info.h"
 #include "attnum/core/version.h"
+#include "attnum/io/mapped_file.h"
 #include "attnum/scaleout/world.h"
 #include "cli/command.h"
 
@@ -157,6 +158,7 @@ std::string internal_error_context() {
 int main(int argc, char** argv) {
   using namespace attnum;
   tune_allocator();
+  io::report_mapped_file_faults();
   set_command_line(argc, argv);
   scaleout::init(&argc, &argv);
   if (!scaleout::here().root()) (void)std::freopen("/dev/null", "w", stdout);

@@ -44,6 +44,9 @@ const std::vector<float>& half_table() {
   return t;
 }
 
+// bfloat16 bits as float32 (exact: the upper half of the float32 encoding).
+float bf16_value(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
 template <typename T>
 T load(const uint8_t* p, int64_t i) {
   T v;
@@ -68,8 +71,7 @@ void convert(const tensor_view& t, Out* out) {
       break;
     }
     case st_dtype::BF16:
-      for (int64_t i = 0; i < n; ++i)
-        out[i] = static_cast<Out>(std::bit_cast<float>(static_cast<uint32_t>(load<uint16_t>(p, i)) << 16));
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(bf16_value(load<uint16_t>(p, i)));
       break;
     case st_dtype::I32:
       for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(load<int32_t>(p, i));
@@ -162,6 +164,24 @@ std::vector<float> tensor_view::to_float() const {
 }
 
 void tensor_view::to_float(float* out) const { convert(*this, out); }
+
+void widen_to_float(st_dtype dtype, const uint8_t* data, size_t begin, size_t count, float* out) {
+  switch (dtype) {
+    case st_dtype::F32:
+      std::memcpy(out, data + begin * sizeof(float), count * sizeof(float));
+      return;
+    case st_dtype::BF16:
+      for (size_t i = 0; i < count; ++i) out[i] = bf16_value(load<uint16_t>(data, int64_t(begin + i)));
+      return;
+    case st_dtype::F16: {
+      const auto& tab = half_table();
+      for (size_t i = 0; i < count; ++i) out[i] = tab[load<uint16_t>(data, int64_t(begin + i))];
+      return;
+    }
+    default:
+      fail("widen_to_float: dtype {} is not a weight dtype (expected F32, F16 or BF16)", dtype_name(dtype));
+  }
+}
 
 std::vector<double> tensor_view::to_double() const {
   check_alloc(checked_mul(static_cast<uint64_t>(numel()), sizeof(double)), fmt::format("tensor '{}'", name));

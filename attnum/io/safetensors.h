@@ -41,6 +41,10 @@ struct tensor_view {
   std::vector<double> to_double() const;
 };
 
+/// Converts elements [begin, begin + count) of an F32, F16 or BF16 array at `data` (little-endian,
+/// may be unaligned) to float32, exactly; throws attnum::error for any other dtype.
+void widen_to_float(st_dtype dtype, const uint8_t* data, size_t begin, size_t count, float* out);
+
 /// A validated, memory-mapped safetensors file.
 class safetensors_file {
  public:

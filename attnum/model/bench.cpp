@@ -6,8 +6,13 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <bit>
 
+#include <sys/resource.h>
+
+#include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
+#include "attnum/formats/format.h"
 #include "attnum/model/hooks.h"
 
 namespace attnum::model {
@@ -42,17 +47,28 @@ double gemm_seconds(int n, int in, int out, int repeats) {
 
 }  // namespace
 
-config qwen25_05b_config() {
+config qwen25_config(std::string_view size) {
   config c;
   c.family = "qwen2";
-  c.dim = 896, c.hidden_dim = 4864, c.n_layers = 24, c.n_head = 14, c.n_head_kv = 2, c.d_head = 64;
   c.vocab_size = 151936, c.seq_len = 32768, c.norm_eps = 1e-6f, c.rope_theta = 1000000.0f;
   c.rope = rope_style::rotate_half, c.qkv_bias = true, c.tied_embeddings = true, c.bos_id = -1;
+  if (size == "0.5b") {
+    c.dim = 896, c.hidden_dim = 4864, c.n_layers = 24, c.n_head = 14, c.n_head_kv = 2, c.d_head = 64;
+  } else if (size == "1.5b") {
+    c.dim = 1536, c.hidden_dim = 8960, c.n_layers = 28, c.n_head = 12, c.n_head_kv = 2, c.d_head = 128;
+  } else if (size == "7b") {
+    c.dim = 3584, c.hidden_dim = 18944, c.n_layers = 28, c.n_head = 28, c.n_head_kv = 4, c.d_head = 128;
+    c.vocab_size = 152064, c.tied_embeddings = false;
+  } else {
+    fail("Qwen2.5 shape '{}': expected 0.5b, 1.5b or 7b", size);
+  }
   return c;
 }
 
-weights random_weights(const config& c, uint64_t seed) {
+weights random_weights(const config& c, uint64_t seed, io::st_dtype dtype) {
   validate(c, "random_weights");
+  if (dtype != io::st_dtype::F32 && dtype != io::st_dtype::BF16)
+    fail("random_weights: dtype {}: expected F32 or BF16", io::dtype_name(dtype));
   weights w;
   w.cfg = c;
   w.id = "random-" + c.family;
@@ -63,21 +79,35 @@ weights random_weights(const config& c, uint64_t seed) {
     for (float& x : v) x = u(rng);
     return v;
   };
+  // The same draws as fill, rounded as they are made.
+  auto fill_matrix = [&](size_t n, float scale) -> matrix {
+    if (dtype == io::st_dtype::F32) return matrix(fill(n, scale));
+    std::uniform_real_distribution<float> u(-scale, scale);
+    std::vector<uint16_t> bits(n);
+    for (uint16_t& b : bits) b = uint16_t(std::bit_cast<uint32_t>(formats::quantize_bf16(u(rng))) >> 16);
+    return matrix::from_bits(io::st_dtype::BF16, std::move(bits));
+  };
   const size_t D = c.dim, H = c.hidden_dim, hd = size_t(c.n_head) * c.d_head, kv = size_t(c.n_head_kv) * c.d_head;
   const float sd = 1.0f / std::sqrt(float(D)), sh = 1.0f / std::sqrt(float(H));
-  w.tok_embeddings = fill(c.vocab_size * D, 1.0f);
+  w.tok_embeddings = fill_matrix(c.vocab_size * D, 1.0f);
   for (int l = 0; l < c.n_layers; ++l) {
     layer_weights L;
     L.attn_norm.assign(D, 1.0f), L.ffn_norm.assign(D, 1.0f);
-    L.wq = fill(hd * D, sd), L.wk = fill(kv * D, sd), L.wv = fill(kv * D, sd);
+    L.wq = fill_matrix(hd * D, sd), L.wk = fill_matrix(kv * D, sd), L.wv = fill_matrix(kv * D, sd);
     if (c.qkv_bias) L.bq = fill(hd, 0.1f), L.bk = fill(kv, 0.1f), L.bv = fill(kv, 0.1f);
-    L.wo = fill(D * hd, 1.0f / std::sqrt(float(hd)));
-    L.w1 = fill(H * D, sd), L.w3 = fill(H * D, sd), L.w2 = fill(D * H, sh);
+    L.wo = fill_matrix(D * hd, 1.0f / std::sqrt(float(hd)));
+    L.w1 = fill_matrix(H * D, sd), L.w3 = fill_matrix(H * D, sd), L.w2 = fill_matrix(D * H, sh);
     w.layers.push_back(std::move(L));
   }
   w.final_norm.assign(D, 1.0f);
-  if (!c.tied_embeddings) w.classifier = fill(c.vocab_size * D, sd);
+  if (!c.tied_embeddings) w.classifier = fill_matrix(c.vocab_size * D, sd);
   return w;
+}
+
+size_t peak_rss_bytes() {
+  struct rusage u {};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return size_t(u.ru_maxrss) * 1024;  // Linux: kilobytes
 }
 
 forward_bench bench_forward(const weights& w, int tokens, linear_precision p,
@@ -105,6 +135,10 @@ forward_bench bench_forward(const weights& w, int tokens, linear_precision p,
     }
   }
   b.tokens_per_s = tokens / b.seconds;
+  // Memory before the baseline GEMMs below allocate their own fp32 operands.
+  b.checkpoint_bytes = w.bytes();
+  b.activation_bytes = forward_activation_bytes(c, tokens);
+  b.peak_rss_bytes = peak_rss_bytes();
   // The same GEMM shapes, each timed once and weighted by how often the forward runs it.
   const int hd = c.n_head * c.d_head, kv = c.n_head_kv * c.d_head;
   const std::map<std::tuple<int, int>, int> shapes = {
@@ -119,6 +153,7 @@ forward_bench bench_forward(const weights& w, int tokens, linear_precision p,
   }
   b.gemm_gflops = flops / gemm_s * 1e-9;
   b.ratio = b.linear_gflops / b.gemm_gflops;
+
   return b;
 }
 

@@ -70,12 +70,12 @@ class tensor_set {
         const std::string file = it->get<std::string>();
         // A shard name must stay inside the model folder (never "../x" or "/etc/x").
         const fs::path shard = path_inside(dir, file, fmt::format("{}: weight_map[{}]", index.string(), it.key()));
-        if (!files_.count(file)) files_[file] = std::make_unique<safetensors_file>(shard.string());
-        where_[it.key()] = files_[file].get();
+        if (!files_.count(file)) files_[file] = std::make_shared<const safetensors_file>(shard.string());
+        where_[it.key()] = files_[file];
       }
     } else if (fs::exists(single)) {
-      files_["model.safetensors"] = std::make_unique<safetensors_file>(single.string());
-      for (const auto& [name, t] : files_.begin()->second->tensors()) where_[name] = files_.begin()->second.get();
+      files_["model.safetensors"] = std::make_shared<const safetensors_file>(single.string());
+      for (const auto& [name, t] : files_.begin()->second->tensors()) where_[name] = files_.begin()->second;
     } else {
       fail("{}: no model.safetensors or model.safetensors.index.json", dir.string());
     }
@@ -91,6 +91,16 @@ class tensor_set {
   std::string family_;
   // Returns the tensor as fp32 after checking its shape.
   std::vector<float> get(const std::string& name, std::vector<int64_t> shape) const {
+    return view(name, std::move(shape)).to_float();
+  }
+  // Returns the tensor in place, as stored (the matrix keeps its shard mapped).
+  matrix get_matrix(const std::string& name, std::vector<int64_t> shape) const {
+    const tensor_view& t = view(name, std::move(shape));
+    return matrix(t.dtype, t.data, size_t(t.numel()), where_.at(name));
+  }
+
+ private:
+  const tensor_view& view(const std::string& name, std::vector<int64_t> shape) const {
     auto it = where_.find(name);
     if (it == where_.end()) fail("checkpoint: missing tensor {}", name);
     read_.insert(name);
@@ -104,12 +114,11 @@ class tensor_set {
     if (t->dtype != st_dtype::F32 && t->dtype != st_dtype::F16 && t->dtype != st_dtype::BF16)
       fail("{}: tensor {}: dtype {} not supported (expected F32, F16 or BF16)", r.path(), name,
            dtype_name(t->dtype));
-    return t->to_float();
+    return *t;
   }
 
- private:
-  std::map<std::string, std::unique_ptr<safetensors_file>> files_;
-  std::map<std::string, const safetensors_file*> where_;
+  std::map<std::string, std::shared_ptr<const safetensors_file>> files_;
+  std::map<std::string, std::shared_ptr<const safetensors_file>> where_;
   mutable std::set<std::string> read_;
 };
 
@@ -361,14 +370,14 @@ weights load_hf_checkpoint(const std::string& dir_path) {
   ts.family_ = c.family;
   const int64_t D = c.dim, H = c.hidden_dim, V = c.vocab_size, hd = int64_t(c.n_head) * c.d_head,
                 kv = int64_t(c.n_head_kv) * c.d_head;
-  w.tok_embeddings = ts.get("model.embed_tokens.weight", {V, D});
+  w.tok_embeddings = ts.get_matrix("model.embed_tokens.weight", {V, D});
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     layer_weights L;
     L.attn_norm = ts.get(p + "input_layernorm.weight", {D});
-    L.wq = ts.get(p + "self_attn.q_proj.weight", {hd, D});
-    L.wk = ts.get(p + "self_attn.k_proj.weight", {kv, D});
-    L.wv = ts.get(p + "self_attn.v_proj.weight", {kv, D});
+    L.wq = ts.get_matrix(p + "self_attn.q_proj.weight", {hd, D});
+    L.wk = ts.get_matrix(p + "self_attn.k_proj.weight", {kv, D});
+    L.wv = ts.get_matrix(p + "self_attn.v_proj.weight", {kv, D});
     if (c.qkv_bias) {
       L.bq = ts.get(p + "self_attn.q_proj.bias", {hd});
       L.bk = ts.get(p + "self_attn.k_proj.bias", {kv});
@@ -378,12 +387,12 @@ weights load_hf_checkpoint(const std::string& dir_path) {
       L.q_norm = ts.get(p + "self_attn.q_norm.weight", {c.d_head});
       L.k_norm = ts.get(p + "self_attn.k_norm.weight", {c.d_head});
     }
-    L.wo = ts.get(p + "self_attn.o_proj.weight", {D, hd});
+    L.wo = ts.get_matrix(p + "self_attn.o_proj.weight", {D, hd});
     if (c.o_bias) L.bo = ts.get(p + "self_attn.o_proj.bias", {D});
     L.ffn_norm = ts.get(p + "post_attention_layernorm.weight", {D});
-    L.w1 = ts.get(p + "mlp.gate_proj.weight", {H, D});
-    L.w3 = ts.get(p + "mlp.up_proj.weight", {H, D});
-    L.w2 = ts.get(p + "mlp.down_proj.weight", {D, H});
+    L.w1 = ts.get_matrix(p + "mlp.gate_proj.weight", {H, D});
+    L.w3 = ts.get_matrix(p + "mlp.up_proj.weight", {H, D});
+    L.w2 = ts.get_matrix(p + "mlp.down_proj.weight", {D, H});
     if (c.mlp_bias) {
       L.b1 = ts.get(p + "mlp.gate_proj.bias", {H});
       L.b3 = ts.get(p + "mlp.up_proj.bias", {H});
@@ -392,9 +401,9 @@ weights load_hf_checkpoint(const std::string& dir_path) {
     w.layers.push_back(std::move(L));
   }
   w.final_norm = ts.get("model.norm.weight", {D});
-  if (!c.tied_embeddings) w.classifier = ts.get("lm_head.weight", {V, D});
+  if (!c.tied_embeddings) w.classifier = ts.get_matrix("lm_head.weight", {V, D});
   // transformers ties lm_head to the embedding table; a stored copy must be that table.
-  if (c.tied_embeddings && ts.has("lm_head.weight") && ts.get("lm_head.weight", {V, D}) != w.tok_embeddings)
+  if (c.tied_embeddings && ts.has("lm_head.weight") && ts.get_matrix("lm_head.weight", {V, D}) != w.tok_embeddings)
     fail("{}: tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight", dir_path);
   ts.check_all_read();
   w.id = fs::absolute(dir).lexically_normal().filename().string();

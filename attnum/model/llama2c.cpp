@@ -33,8 +33,8 @@ struct cursor {
 };
 
 // Splits a stacked [n_layers * per] array into the layers' fields.
-void split(std::vector<float> all, size_t per, std::vector<layer_weights>& layers,
-           std::vector<float> layer_weights::*field) {
+template <typename Field>
+void split(std::vector<float> all, size_t per, std::vector<layer_weights>& layers, Field layer_weights::*field) {
   for (size_t l = 0; l < layers.size(); ++l)
     layers[l].*field = std::vector<float>(all.begin() + l * per, all.begin() + (l + 1) * per);
 }

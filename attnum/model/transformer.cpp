@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "attnum/core/error.h"
+#include "attnum/core/parallel.h"
 #include "attnum/formats/format.h"
 
 namespace attnum::model {
@@ -101,12 +102,12 @@ void to_token_major(const float* x, int n, int heads, int d, float* out) {
 
 // y = x W^T (+ bias), rounded to bf16 in bf16 mode (fp32 accumulation inside the GEMM). y is a
 // buffer reused across layers: fresh multi-megabyte allocations cost page faults per call.
-void project(const std::vector<float>& x, int n, int in, const std::vector<float>& w,
+void project(const std::vector<float>& x, int n, int in, const matrix& w,
              const std::vector<float>& bias, int out, linear_precision p, forward_stats* stats,
              std::vector<float>& y) {
   const auto t0 = std::chrono::steady_clock::now();
   y.resize(size_t(n) * out);
-  linear(x.data(), n, in, w.data(), out, y.data());
+  linear(x.data(), n, in, w, out, y.data());
   if (!bias.empty()) {
 #pragma omp parallel for schedule(static) if (size_t(n) * out > kParallelMin)
     for (int i = 0; i < n; ++i)
@@ -187,6 +188,34 @@ void linear(const float* x, int n, int in, const float* w, int out, float* y) {
   }
 }
 
+void linear(const float* x, int n, int in, const matrix& w, int out, float* y) {
+  if (w.size() != size_t(out) * in) fail("linear: weight of {} elements for [{}, {}]", w.size(), out, in);
+  if (const float* wf = w.f32()) return linear(x, n, in, wf, out, y);
+  Eigen::Map<const row_mat> xm(x, n, in);
+  Eigen::Map<row_mat> ym(y, n, out);
+  const int blocks = (out + kOutBlock - 1) / kOutBlock;
+  // The same blocks and the same Eigen product as the fp32 path, on a widened copy of the block
+  // (one per thread, reused): the values and the arithmetic are the same, so is every bit.
+#pragma omp parallel if (size_t(n) * in * out > 64 * kParallelMin)
+  {
+    std::vector<float> panel;
+#pragma omp for schedule(dynamic)
+    for (int b = 0; b < blocks; ++b) {
+      const int o0 = b * kOutBlock, m = std::min(kOutBlock, out - o0);
+      panel.resize(size_t(m) * in);
+      w.widen(size_t(o0) * in, size_t(m) * in, panel.data());
+      Eigen::Map<const row_mat> wb(panel.data(), m, in);
+      ym.middleCols(o0, m).noalias() = xm * wb.transpose();
+    }
+  }
+}
+
+size_t forward_activation_bytes(const config& c, int n) {
+  const size_t D = c.dim, H = c.hidden_dim, hd = size_t(c.n_head) * c.d_head, kvd = size_t(c.n_head_kv) * c.d_head;
+  const size_t per_token = 3 * D + 5 * hd + 4 * kvd + (c.qk_norm ? hd + kvd : 0) + 2 * H + c.vocab_size + c.d_head;
+  return sizeof(float) * (size_t(n) * per_token + size_t(threads()) * kOutBlock * std::max({D, H, hd}));
+}
+
 std::vector<float> forward(const weights& w, std::span<const int> tokens,
                            const forward_options& opt) {
   const config& c = w.cfg;
@@ -207,7 +236,7 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       fail("token id {} at position {} outside the vocabulary 0..{}", tokens[i], i,
            c.vocab_size - 1);
-    std::copy_n(w.tok_embeddings.data() + size_t(tokens[i]) * D, D, x.data() + size_t(i) * D);
+    w.tok_embeddings.widen(size_t(tokens[i]) * D, D, x.data() + size_t(i) * D);
   }
   const attention_fn attention = opt.attention ? opt.attention : fp32_attention();
   const rope_table rope_tab(n, c);

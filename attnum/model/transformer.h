@@ -63,9 +63,19 @@ struct forward_options {
 std::vector<float> forward(const weights& w, std::span<const int> tokens,
                            const forward_options& opt = {});
 
+/// Returns the bytes forward() allocates for n tokens besides the weights: the residual and its
+/// norm, q/k/v and their head-major copies, the MLP's two hidden rows, the logits, the RoPE table
+/// and one widening panel per thread: 4 * (n * (3 D + 5 hd + 4 kvd [+ hd + kvd with q/k norms]
+/// + 2 H + V + d_head) + threads * 256 * max(D, H, hd)), hd = n_head d_head, kvd = n_kv d_head.
+/// The attention hook's own scratch (a kernel emulation's tiles) is not included.
+size_t forward_activation_bytes(const config& c, int n);
+
 /// Returns y[n, out] = x[n, in] * W^T for W row-major [out, in] (Eigen GEMM over fixed blocks of
 /// output features, so the result does not depend on the thread count).
 void linear(const float* x, int n, int in, const float* w, int out, float* y);
+/// The same for W held as stored (F32 in place; BF16/F16 widened to fp32 one block of output
+/// features at a time inside the GEMM: exact, so the result equals the fp32 matrix's bit for bit).
+void linear(const float* x, int n, int in, const matrix& w, int out, float* y);
 
 /// Returns the greedy continuation: starting from `prompt`, appends the argmax token `steps`
 /// times (full teacher-forced recomputation per step; for tests and demos).

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "attnum/core/error.h"
@@ -37,6 +39,83 @@ void validate(const config& c, const std::string& what) {
   if (c.bos_id >= c.vocab_size) fail("{}: bos_token_id {} outside the vocabulary [0, {})", what, c.bos_id, c.vocab_size);
 }
 
+matrix::matrix(std::vector<float> values) {
+  auto owned = std::make_shared<const std::vector<float>>(std::move(values));
+  data_ = reinterpret_cast<const uint8_t*>(owned->data());
+  count_ = owned->size();
+  owner_ = std::move(owned);
+}
+
+matrix::matrix(io::st_dtype dtype, const uint8_t* data, size_t count, std::shared_ptr<const void> owner)
+    : dtype_(dtype), data_(data), count_(count), owner_(std::move(owner)) {
+  if (dtype != io::st_dtype::F32 && dtype != io::st_dtype::BF16 && dtype != io::st_dtype::F16)
+    fail("matrix: dtype {} is not a weight dtype (expected F32, F16 or BF16)", io::dtype_name(dtype));
+  if (dtype == io::st_dtype::F32 && reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) *this = matrix(to_float());
+}
+
+matrix matrix::from_bits(io::st_dtype dtype, std::vector<uint16_t> bits) {
+  auto owned = std::make_shared<const std::vector<uint16_t>>(std::move(bits));
+  const auto* p = reinterpret_cast<const uint8_t*>(owned->data());
+  const size_t n = owned->size();  // before the move below (argument order is unspecified)
+  return matrix(dtype, p, n, std::move(owned));
+}
+
+std::vector<float> matrix::to_float() const {
+  std::vector<float> v(count_);
+  if (count_) widen(0, count_, v.data());
+  return v;
+}
+
+matrix matrix::rounded_to_bf16() const {
+  if (dtype_ == io::st_dtype::BF16) return *this;
+  std::vector<uint16_t> bits(count_);
+  constexpr size_t kChunk = 4096;
+  float buf[kChunk];
+  for (size_t b = 0; b < count_; b += kChunk) {
+    const size_t m = std::min(kChunk, count_ - b);
+    widen(b, m, buf);
+    for (size_t i = 0; i < m; ++i)
+      bits[b + i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(formats::quantize_bf16(buf[i])) >> 16);
+  }
+  return from_bits(io::st_dtype::BF16, std::move(bits));
+}
+
+bool matrix::operator==(const matrix& o) const {
+  if (count_ != o.count_) return false;
+  if (data_ == o.data_ && dtype_ == o.dtype_) return true;
+  constexpr size_t kChunk = 4096;
+  float a[kChunk], b[kChunk];
+  for (size_t s = 0; s < count_; s += kChunk) {
+    const size_t m = std::min(kChunk, count_ - s);
+    widen(s, m, a), o.widen(s, m, b);
+    for (size_t i = 0; i < m; ++i)
+      if (!(a[i] == b[i])) return false;
+  }
+  return true;
+}
+
+size_t model_bytes(const config& c, io::st_dtype matrices) {
+  const size_t D = c.dim, H = c.hidden_dim, V = c.vocab_size, hd = size_t(c.n_head) * c.d_head,
+               kv = size_t(c.n_head_kv) * c.d_head;
+  const size_t per_layer_m = 2 * hd * D + 2 * kv * D + 3 * H * D;
+  const size_t per_layer_v = 2 * D + (c.qkv_bias ? hd + 2 * kv : 0) + (c.o_bias ? D : 0) +
+                             (c.qk_norm ? 2 * size_t(c.d_head) : 0) + (c.mlp_bias ? 2 * H + D : 0);
+  const size_t m = V * D * (c.tied_embeddings ? 1 : 2) + c.n_layers * per_layer_m;
+  return m * io::dtype_size(matrices) + (D + c.n_layers * per_layer_v) * sizeof(float);
+}
+
+size_t weights::bytes() const {
+  auto vec = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
+  size_t n = tok_embeddings.bytes() + classifier.bytes() + vec(final_norm);
+  for (const layer_weights& l : layers) {
+    for (const matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) n += m->bytes();
+    for (const auto* v : {&l.attn_norm, &l.bq, &l.bk, &l.bv, &l.bo, &l.ffn_norm, &l.q_norm, &l.k_norm, &l.b1,
+                          &l.b2, &l.b3})
+      n += vec(*v);
+  }
+  return n;
+}
+
 namespace {
 void round_vec(std::vector<float>& v) {
   for (float& x : v) x = formats::quantize_bf16(x);
@@ -44,12 +123,13 @@ void round_vec(std::vector<float>& v) {
 }  // namespace
 
 void round_to_bf16(weights& w) {
-  round_vec(w.tok_embeddings);
+  w.tok_embeddings = w.tok_embeddings.rounded_to_bf16();
+  if (!w.classifier.empty()) w.classifier = w.classifier.rounded_to_bf16();
   round_vec(w.final_norm);
-  round_vec(w.classifier);
   for (auto& l : w.layers) {
-    for (auto* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.bo, &l.ffn_norm,
-                    &l.q_norm, &l.k_norm, &l.w1, &l.w2, &l.w3, &l.b1, &l.b2, &l.b3})
+    for (matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) *m = m->rounded_to_bf16();
+    for (auto* v : {&l.attn_norm, &l.bq, &l.bk, &l.bv, &l.bo, &l.ffn_norm, &l.q_norm, &l.k_norm, &l.b1,
+                    &l.b2, &l.b3})
       round_vec(*v);
   }
 }

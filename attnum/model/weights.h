@@ -1,12 +1,15 @@
 #pragma once
 // A decoder-only transformer's configuration and weights (llama and qwen2 families, llama2.c).
-// Every matrix is row-major [out, in] as both llama2.c and Hugging Face store it, held in fp32
-// (bf16/fp16 checkpoints widen exactly).
+// Every matrix is row-major [out, in] as both llama2.c and Hugging Face store it, held in the
+// dtype the checkpoint stores (fp32, bf16 or fp16), in place in the mapped checkpoint file when
+// it can be; norms and biases (small) are fp32 vectors.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "attnum/core/hash.h"
+#include "attnum/io/safetensors.h"
 
 namespace attnum::model {
 
@@ -44,16 +47,61 @@ struct config {
   int bos_id = -1;               ///< token prepended to texts (-1: none)
 };
 
+/// A weight matrix's elements (row-major), stored as F32, BF16 or F16 either in memory it owns or
+/// in place in a mapped file it keeps mapped. Immutable: copies share the storage. Readers widen
+/// ranges to fp32 where they use them (exact for the three dtypes), so a model costs its
+/// checkpoint's bytes, not twice them.
+class matrix {
+ public:
+  matrix() = default;
+  /// Owns fp32 values (implicit: tests and the llama2.c reader build matrices from vectors).
+  matrix(std::vector<float> values);  // NOLINT(google-explicit-constructor)
+  /// `count` elements of `dtype` at `data`, kept valid by `owner` (e.g. the mapped file). fp32
+  /// data that is not 4-byte aligned is copied (f32() hands out a float pointer).
+  matrix(io::st_dtype dtype, const uint8_t* data, size_t count, std::shared_ptr<const void> owner);
+  /// Owns 16-bit codes of `dtype` (BF16 or F16).
+  static matrix from_bits(io::st_dtype dtype, std::vector<uint16_t> bits);
+
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  io::st_dtype dtype() const { return dtype_; }
+  size_t bytes() const { return count_ * io::dtype_size(dtype_); }
+  /// The elements as fp32 in place, or nullptr when they are stored in 16 bits.
+  const float* f32() const {
+    return dtype_ == io::st_dtype::F32 ? reinterpret_cast<const float*>(data_) : nullptr;
+  }
+  /// Elements [begin, begin + count) widened to fp32 into out.
+  void widen(size_t begin, size_t count, float* out) const {
+    io::widen_to_float(dtype_, data_, begin, count, out);
+  }
+  float operator[](size_t i) const {
+    float v;
+    widen(i, 1, &v);
+    return v;
+  }
+  std::vector<float> to_float() const;
+  /// The same values rounded to bfloat16 (RNE), stored as BF16 (itself when already BF16).
+  matrix rounded_to_bf16() const;
+  /// Equal values (not storage): a bf16 matrix equals its fp32 widening.
+  bool operator==(const matrix& o) const;
+
+ private:
+  io::st_dtype dtype_ = io::st_dtype::F32;
+  const uint8_t* data_ = nullptr;
+  size_t count_ = 0;
+  std::shared_ptr<const void> owner_;
+};
+
 /// One layer's weights.
 struct layer_weights {
   std::vector<float> attn_norm;            // [dim]
-  std::vector<float> wq, wk, wv, wo;       // [n_head*d_head, dim], [n_kv*d_head, dim] x2, [dim, n_head*d_head]
+  matrix wq, wk, wv, wo;                   // [n_head*d_head, dim], [n_kv*d_head, dim] x2, [dim, n_head*d_head]
   std::vector<float> bq, bk, bv;           // empty unless qkv_bias
   std::vector<float> bo;                   // [dim]; empty unless o_bias
   std::vector<float> q_norm, k_norm;       // [d_head]; empty unless qk_norm
   std::vector<float> ffn_norm;             // [dim]
-  std::vector<float> w1, w3;               // gate, up: [hidden_dim, dim]
-  std::vector<float> w2;                   // down: [dim, hidden_dim]
+  matrix w1, w3;                           // gate, up: [hidden_dim, dim]
+  matrix w2;                               // down: [dim, hidden_dim]
   std::vector<float> b1, b3, b2;           // [hidden_dim] x2, [dim]; empty unless mlp_bias
 };
 
@@ -62,20 +110,26 @@ struct weights {
   config cfg;
   std::string id;           ///< model name (file or folder name)
   std::string source_hash;  ///< FNV-1a 64 of the checkpoint bytes (hex), for result metadata
-  std::vector<float> tok_embeddings;  // [vocab, dim]
+  matrix tok_embeddings;              // [vocab, dim]
   std::vector<layer_weights> layers;
   std::vector<float> final_norm;      // [dim]
-  std::vector<float> classifier;      // [vocab, dim]; empty when tied
+  matrix classifier;                  // [vocab, dim]; empty when tied
   /// Returns the classifier matrix (the embedding table when tied).
-  const std::vector<float>& output_matrix() const {
-    return classifier.empty() ? tok_embeddings : classifier;
-  }
+  const matrix& output_matrix() const { return classifier.empty() ? tok_embeddings : classifier; }
+  /// Bytes the weights hold (matrices in their stored dtype, norms and biases in fp32): about the
+  /// checkpoint's size, and the resident memory the model needs once every page is touched.
+  size_t bytes() const;
 };
+
+/// Bytes a model of shape c holds with its matrices stored as `matrices` (F32, BF16 or F16) and
+/// norms and biases in fp32: weights::bytes() of such a model, known before it exists.
+size_t model_bytes(const config& c, io::st_dtype matrices);
 
 /// Throws attnum::error (naming `what`) unless the config's shapes are positive and consistent.
 void validate(const config& c, const std::string& what);
 
-/// Rounds every weight to bfloat16 (RNE), as a model held in bf16 on a GPU.
+/// Rounds every weight to bfloat16 (RNE), as a model held in bf16 on a GPU: matrices become BF16
+/// (half the memory of fp32), vectors keep fp32 storage of bf16 values.
 void round_to_bf16(weights& w);
 
 /// The FNV-1a 64-bit hash of bytes as 16 hex digits (core/hash.h; cheap, for provenance only).

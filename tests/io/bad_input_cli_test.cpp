@@ -150,6 +150,8 @@ TEST_F(BadInput, PcastAndBenchSizesOutsideTheRange) {
   refused("bench forward --tokens -4", {"--tokens -4", "expected >= 1"});
   refused("bench forward --tokens 0", {"--tokens 0"});
   refused("bench forward --layers -2", {"--layers -2"});
+  refused("bench forward --shape 3b", {"--shape 3b", "expected 0.5b, 1.5b or 7b"});
+  refused("bench forward --weights fp8", {"--weights fp8", "expected fp32 or bf16"});
 }
 
 TEST_F(BadInput, ThreadsAboveTheCoresAreCappedNegativeRefused) {

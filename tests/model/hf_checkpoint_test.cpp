@@ -511,6 +511,37 @@ TEST(hf_checkpoint_test, single_file_forward_matches_plain_loops) {
   fs::remove_all(dir);
 }
 
+// Matrices stay as the checkpoint stores them, in place in the mapped shards: the model costs its
+// checkpoint's bytes, keeps working after the files are unlinked (the mapping holds them), and
+// its forward equals the forward of the same values widened to fp32.
+TEST(hf_checkpoint_test, weights_are_held_as_stored_in_the_mapped_files) {
+  using attnum::io::st_dtype;
+  tiny_qwen m(14);
+  const fs::path dir = temp_dir("in_place");
+  m.write(dir, true);
+  attnum::model::weights w = attnum::model::load_model(dir.string());
+  EXPECT_EQ(w.tok_embeddings.dtype(), st_dtype::BF16);
+  EXPECT_EQ(w.layers[0].wq.dtype(), st_dtype::F16);
+  EXPECT_EQ(w.layers[1].wq.dtype(), st_dtype::F32);
+  EXPECT_EQ(w.layers[0].wv.dtype(), st_dtype::BF16);
+  size_t stored = 0;  // the tensors' bytes as written, 2 or 4 per element
+  for (const auto& [name, t] : m.ts) stored += t.data.size() * (t.dtype == std::string("F32") ? 4 : 2);
+  size_t norms16 = 0;  // norms and biases in 16 bits on disk, fp32 in memory
+  for (const auto& [name, t] : m.ts)
+    if (t.shape.size() == 1 && t.dtype != std::string("F32")) norms16 += t.data.size() * 2;
+  EXPECT_EQ(w.bytes(), stored + norms16);
+  std::vector<int> ids;
+  for (int i = 0; i < 20; ++i) ids.push_back((i * 13 + 5) % m.V);
+  const std::vector<float> before = attnum::model::forward(w, ids);
+  fs::remove_all(dir);
+  EXPECT_EQ(attnum::model::forward(w, ids), before);
+  attnum::model::weights f = w;
+  f.tok_embeddings = attnum::model::matrix(w.tok_embeddings.to_float());
+  for (auto& l : f.layers)
+    for (auto* x : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) *x = attnum::model::matrix(x->to_float());
+  EXPECT_EQ(attnum::model::forward(f, ids), before);
+}
+
 TEST(hf_checkpoint_test, sharded_index_forward_matches_plain_loops) {
   tiny_qwen m(12);
   const fs::path dir = temp_dir("sharded");

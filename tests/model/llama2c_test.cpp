@@ -24,13 +24,18 @@ void write_llama2c(const fs::path& path, const weights& w, bool shared, int32_t 
                         vocab_override ? vocab_override : (shared ? c.vocab_size : -c.vocab_size), c.seq_len};
   f.write(reinterpret_cast<const char*>(h), sizeof h);
   auto put = [&](const std::vector<float>& v) { f.write(reinterpret_cast<const char*>(v.data()), v.size() * 4); };
-  put(w.tok_embeddings);
+  auto put_matrix = [&](const attnum::model::matrix& m) { put(m.to_float()); };
+  put_matrix(w.tok_embeddings);
   using lw = attnum::model::layer_weights;
-  for (auto field : {&lw::attn_norm, &lw::wq, &lw::wk, &lw::wv, &lw::wo, &lw::ffn_norm, &lw::w1, &lw::w2, &lw::w3})
-    for (const auto& L : w.layers) put(L.*field);
+  for (const auto& L : w.layers) put(L.attn_norm);
+  for (auto field : {&lw::wq, &lw::wk, &lw::wv, &lw::wo})
+    for (const auto& L : w.layers) put_matrix(L.*field);
+  for (const auto& L : w.layers) put(L.ffn_norm);
+  for (auto field : {&lw::w1, &lw::w2, &lw::w3})
+    for (const auto& L : w.layers) put_matrix(L.*field);
   put(w.final_norm);
   put(std::vector<float>(size_t(c.seq_len) * c.d_head, 0.0f));  // freq_cis_real + imag
-  if (!shared) put(w.classifier);
+  if (!shared) put_matrix(w.classifier);
 }
 
 fs::path tmp(const std::string& name) {
