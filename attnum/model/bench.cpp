@@ -2,11 +2,11 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <random>
-#include <bit>
 
 #include <sys/resource.h>
 
@@ -153,7 +153,6 @@ forward_bench bench_forward(const weights& w, int tokens, linear_precision p,
   }
   b.gemm_gflops = flops / gemm_s * 1e-9;
   b.ratio = b.linear_gflops / b.gemm_gflops;
-
   return b;
 }
 

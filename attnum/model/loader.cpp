@@ -19,7 +19,7 @@ namespace {
 // Refuses a NaN or infinite weight, naming the tensor and the element: every result of such a
 // model would be NaN (or an argmax of NaN logits).
 void require_finite_weights(const weights& w, const std::string& path) {
-  auto check = [&](const auto& t, const std::string& name) {
+  auto check = [&](const std::vector<float>& t, const std::string& name) {
     for (size_t i = 0; i < t.size(); ++i)
       if (!std::isfinite(t[i]))
         fail("{}: weight {}[{}] is {}: the model holds non-finite weights", path, name, i, t[i]);
