@@ -60,7 +60,7 @@ void record_written(const fs::path& p) {
 }
 }  // namespace
 
-void write_file_atomic(const fs::path& path, std::string_view bytes) {
+atomic_file_writer::atomic_file_writer(const fs::path& path) : path_(path) {
   std::error_code ec;
   if (path.has_parent_path() && !fs::is_directory(path.parent_path())) {
     fs::create_directories(path.parent_path(), ec);
@@ -68,18 +68,43 @@ void write_file_atomic(const fs::path& path, std::string_view bytes) {
   }
   // The run token keeps concurrent writers (ranks, shards) from sharing a temp file and lets a
   // later run know the temp file for its own kind (begin_output_dir).
-  const std::string tmp = path.string() + temp_suffix();
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("{}: cannot write (temp file {}): {}", path.string(), tmp, std::strerror(errno));
-  const bool ok = (bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size()) &&
-                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  tmp_ = path.string() + temp_suffix();
+  f_ = std::fopen(tmp_.c_str(), "wb");
+  if (!f_) fail("{}: cannot write (temp file {}): {}", path.string(), tmp_, std::strerror(errno));
+}
+
+atomic_file_writer::~atomic_file_writer() {
+  if (!f_) return;
+  std::fclose(f_);
+  std::remove(tmp_.c_str());
+}
+
+void atomic_file_writer::write(const void* data, size_t n) {
+  if (!f_) fail("{}: write after commit", path_.string());
+  if (n > 0 && std::fwrite(data, 1, n, f_) != n) {
     const int err = errno;
-    std::remove(tmp.c_str());
-    fail("{}: write failed: {}", path.string(), std::strerror(err));
+    fail("{}: write failed: {}", path_.string(), std::strerror(err));
   }
-  record_written(path);
+}
+
+void atomic_file_writer::commit() {
+  if (!f_) fail("{}: committed twice", path_.string());
+  const bool ok = std::fflush(f_) == 0 && ::fsync(::fileno(f_)) == 0;
+  int err = errno;
+  const bool closed = std::fclose(f_) == 0;
+  f_ = nullptr;
+  if (!ok || !closed || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    if (ok) err = errno;
+    std::remove(tmp_.c_str());
+    fail("{}: write failed: {}", path_.string(), std::strerror(err));
+  }
+  record_written(path_);
+}
+
+void write_file_atomic(const fs::path& path, std::string_view bytes) {
+  atomic_file_writer w(path);
+  w.write(bytes.data(), bytes.size());
+  w.commit();
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // leave it, allocation limits, output folders that a failed run leaves as it found them, and
 // the completion marker that says a result folder is finished (docs/reliability.md).
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
 #include <set>
@@ -26,6 +27,27 @@ std::string temp_suffix();
 /// recorded as written by this run (an output_guard of a failed run removes it). Throws
 /// attnum::error naming the path and the system's reason (e.g. "Permission denied").
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+/// A file written atomically in pieces (one too large to hold in memory): the same temp file,
+/// fsync and rename as write_file_atomic, which is this writer given one piece. Until commit()
+/// nothing appears at `path`; a writer destroyed uncommitted (an error, a kill) removes its temp
+/// file. Throws attnum::error naming the path and the system's reason.
+class atomic_file_writer {
+ public:
+  explicit atomic_file_writer(const std::filesystem::path& path);
+  atomic_file_writer(const atomic_file_writer&) = delete;
+  atomic_file_writer& operator=(const atomic_file_writer&) = delete;
+  ~atomic_file_writer();
+  /// Appends n bytes.
+  void write(const void* data, size_t n);
+  /// Flushes, fsyncs and renames the temp file over the path (recorded as written by this run).
+  void commit();
+
+ private:
+  std::filesystem::path path_;
+  std::string tmp_;
+  std::FILE* f_ = nullptr;
+};
 
 /// Returns the whole content of a regular file. A folder, FIFO or device is refused without
 /// blocking. A file of more than `max_bytes` (when given) is refused by its size before it is

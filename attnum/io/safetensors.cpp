@@ -265,37 +265,71 @@ std::pair<std::string, std::string> split_tensor_path(const std::string& path) {
   return {path.substr(0, pos + kExt.size() - 1), tensor};
 }
 
-void write_safetensors(const std::string& path, const std::vector<tensor_out>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+namespace {
+uint64_t layout_bytes(const std::string& path, const tensor_layout& t) {
+  uint64_t n = 1;
+  for (int64_t d : t.shape) {
+    if (d < 0) fail("{}: tensor '{}': negative dimension {}", path, t.name, d);
+    n = checked_mul(n, static_cast<uint64_t>(d));
+  }
+  return checked_mul(n, dtype_size(t.dtype));
+}
+}  // namespace
+
+safetensors_writer::safetensors_writer(const std::string& path, std::vector<tensor_layout> layout,
+                                       const std::map<std::string, std::string>& metadata)
+    : path_(path), layout_(std::move(layout)) {
   json header = json::object();
   std::set<std::string> names;
   uint64_t at = 0;
-  for (const tensor_out& t : tensors) {
+  for (const tensor_layout& t : layout_) {
     if (t.name.empty() || t.name == "__metadata__") fail("{}: bad tensor name '{}'", path, t.name);
     if (!names.insert(t.name).second) fail("{}: tensor '{}' given twice", path, t.name);
-    if (t.dtype != st_dtype::F32 && t.dtype != st_dtype::F16 && t.dtype != st_dtype::BF16 && t.dtype != st_dtype::F64)
-      fail("{}: tensor '{}': cannot write float data as {}: expected F32, F16, BF16 or F64", path, t.name,
-           dtype_name(t.dtype));
-    uint64_t n = 1;
-    for (int64_t d : t.shape) {
-      if (d < 0) fail("{}: tensor '{}': negative dimension {}", path, t.name, d);
-      n *= static_cast<uint64_t>(d);
-    }
-    if (n > 0 && !t.data) fail("{}: tensor '{}': no data", path, t.name);
-    const uint64_t bytes = n * dtype_size(t.dtype);
+    const uint64_t bytes = layout_bytes(path, t);
     header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {at, at + bytes}}};
     at += bytes;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');  // align the data buffer to 8 bytes, as the Rust writer does
-  std::vector<uint8_t> out(8 + h.size() + at);
-  for (int k = 0; k < 8; ++k) out[k] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * k));
-  std::memcpy(out.data() + 8, h.data(), h.size());
-  uint8_t* dst = out.data() + 8 + h.size();
+  std::array<uint8_t, 8> len{};
+  for (int k = 0; k < 8; ++k) len[k] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * k));
+  out_ = std::make_unique<atomic_file_writer>(path);
+  out_->write(len.data(), len.size());
+  out_->write(h.data(), h.size());
+}
+
+void safetensors_writer::write_next(const void* bytes, size_t n) {
+  if (next_ >= layout_.size()) fail("{}: all {} tensors are already written", path_, layout_.size());
+  const tensor_layout& t = layout_[next_];
+  if (n != layout_bytes(path_, t)) fail("{}: tensor '{}': {} bytes given, its shape needs {}", path_, t.name, n, layout_bytes(path_, t));
+  out_->write(bytes, n);
+  ++next_;
+}
+
+void safetensors_writer::commit() {
+  if (next_ != layout_.size())
+    fail("{}: {} of {} tensors written (next: '{}')", path_, next_, layout_.size(), layout_[next_].name);
+  out_->commit();
+}
+
+void write_safetensors(const std::string& path, const std::vector<tensor_out>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<tensor_layout> layout;
+  for (const tensor_out& t : tensors) {
+    if (t.dtype != st_dtype::F32 && t.dtype != st_dtype::F16 && t.dtype != st_dtype::BF16 && t.dtype != st_dtype::F64)
+      fail("{}: tensor '{}': cannot write float data as {}: expected F32, F16, BF16 or F64", path, t.name,
+           dtype_name(t.dtype));
+    layout.push_back({t.name, t.dtype, t.shape});
+    if (layout_bytes(path, layout.back()) > 0 && !t.data) fail("{}: tensor '{}': no data", path, t.name);
+  }
+  safetensors_writer out(path, std::move(layout), metadata);
+  std::vector<uint8_t> buf;
   for (const tensor_out& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
+    buf.resize(static_cast<size_t>(n) * dtype_size(t.dtype));
+    uint8_t* dst = buf.data();
     for (int64_t i = 0; i < n; ++i) {
       const float x = t.data[i];
       switch (t.dtype) {
@@ -318,8 +352,9 @@ void write_safetensors(const std::string& path, const std::vector<tensor_out>& t
         }
       }
     }
+    out.write_next(buf.data(), buf.size());
   }
-  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(out.data()), out.size()));
+  out.commit();
 }
 
 }  // namespace attnum::io

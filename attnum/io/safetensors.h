@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "attnum/core/file.h"
 #include "attnum/io/mapped_file.h"
 
 namespace attnum::io {
@@ -84,7 +85,36 @@ struct tensor_out {
 
 /// Writes a safetensors file atomically (temp file + rename). Tensors are laid out in the order
 /// given; names must be unique and non-empty. Throws attnum::error naming the file and tensor.
+/// Holds one converted tensor at a time (safetensors_writer).
 void write_safetensors(const std::string& path, const std::vector<tensor_out>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+/// The name, dtype and shape of a tensor a safetensors_writer writes.
+struct tensor_layout {
+  std::string name;
+  st_dtype dtype = st_dtype::F32;
+  std::vector<int64_t> shape;
+};
+
+/// Writes a safetensors file atomically a tensor at a time, for files larger than memory: the
+/// header (every tensor's layout, the data buffer aligned to 8 bytes) is written first, then each
+/// tensor's raw little-endian bytes in layout order. Nothing appears at the path before commit();
+/// a writer destroyed uncommitted removes its temp file. Throws attnum::error naming the file and
+/// the tensor.
+class safetensors_writer {
+ public:
+  safetensors_writer(const std::string& path, std::vector<tensor_layout> layout,
+                     const std::map<std::string, std::string>& metadata = {});
+  /// Appends the next tensor's bytes (n must be its size: product(shape) * dtype size).
+  void write_next(const void* bytes, size_t n);
+  /// Finishes the file; throws unless every tensor was written.
+  void commit();
+
+ private:
+  std::string path_;
+  std::vector<tensor_layout> layout_;
+  size_t next_ = 0;
+  std::unique_ptr<atomic_file_writer> out_;
+};
 
 }  // namespace attnum::io
