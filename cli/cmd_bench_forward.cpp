@@ -22,8 +22,6 @@ void run(const bench_options& o) {
   using namespace attnum::model;
   if (o.tokens < 1) attnum::fail("bench forward: --tokens {}: expected >= 1", o.tokens);
   if (o.layers < 0) attnum::fail("bench forward: --layers {}: expected >= 0 (0: all of the model's)", o.layers);
-  if (o.shape != "0.5b" && o.shape != "1.5b" && o.shape != "7b")
-    attnum::fail("bench forward: --shape {}: expected 0.5b, 1.5b or 7b", o.shape);
   config c = qwen25_config(o.shape);
   if (o.layers > 0) c.n_layers = o.layers;
   if (o.weights != "fp32" && o.weights != "bf16")

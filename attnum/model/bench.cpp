@@ -60,7 +60,7 @@ config qwen25_config(std::string_view size) {
     c.dim = 3584, c.hidden_dim = 18944, c.n_layers = 28, c.n_head = 28, c.n_head_kv = 4, c.d_head = 128;
     c.vocab_size = 152064, c.tied_embeddings = false;
   } else {
-    fail("Qwen2.5 shape '{}': expected 0.5b, 1.5b or 7b", size);
+    fail("bench forward: --shape {}: expected 0.5b, 1.5b or 7b (the Qwen2.5 shapes)", size);
   }
   return c;
 }

@@ -26,15 +26,12 @@ void require_finite_weights(const weights& w, const std::string& path) {
   };
   // Matrices: widened a chunk at a time (never as a whole).
   auto check_matrix = [&](const matrix& m, const std::string& name) {
-    constexpr size_t kChunk = 1 << 14;
-    std::vector<float> buf(std::min(kChunk, m.size()));
-    for (size_t b = 0; b < m.size(); b += kChunk) {
-      const size_t n = std::min(kChunk, m.size() - b);
-      m.widen(b, n, buf.data());
+    m.for_each_chunk([&](size_t b, const float* x, size_t n) {
       for (size_t i = 0; i < n; ++i)
-        if (!std::isfinite(buf[i]))
-          fail("{}: weight {}[{}] is {}: the model holds non-finite weights", path, name, b + i, buf[i]);
-    }
+        if (!std::isfinite(x[i]))
+          fail("{}: weight {}[{}] is {}: the model holds non-finite weights", path, name, b + i, x[i]);
+      return true;
+    });
   };
   check_matrix(w.tok_embeddings, "tok_embeddings");
   for (size_t l = 0; l < w.layers.size(); ++l) {

@@ -69,29 +69,24 @@ std::vector<float> matrix::to_float() const {
 matrix matrix::rounded_to_bf16() const {
   if (dtype_ == io::st_dtype::BF16) return *this;
   std::vector<uint16_t> bits(count_);
-  constexpr size_t kChunk = 4096;
-  float buf[kChunk];
-  for (size_t b = 0; b < count_; b += kChunk) {
-    const size_t m = std::min(kChunk, count_ - b);
-    widen(b, m, buf);
+  for_each_chunk([&](size_t b, const float* x, size_t m) {
     for (size_t i = 0; i < m; ++i)
-      bits[b + i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(formats::quantize_bf16(buf[i])) >> 16);
-  }
+      bits[b + i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(formats::quantize_bf16(x[i])) >> 16);
+    return true;
+  });
   return from_bits(io::st_dtype::BF16, std::move(bits));
 }
 
 bool matrix::operator==(const matrix& o) const {
   if (count_ != o.count_) return false;
   if (data_ == o.data_ && dtype_ == o.dtype_) return true;
-  constexpr size_t kChunk = 4096;
-  float a[kChunk], b[kChunk];
-  for (size_t s = 0; s < count_; s += kChunk) {
-    const size_t m = std::min(kChunk, count_ - s);
-    widen(s, m, a), o.widen(s, m, b);
+  float other[kChunk];
+  return for_each_chunk([&](size_t b, const float* x, size_t m) {
+    o.widen(b, m, other);
     for (size_t i = 0; i < m; ++i)
-      if (!(a[i] == b[i])) return false;
-  }
-  return true;
+      if (!(x[i] == other[i])) return false;
+    return true;
+  });
 }
 
 size_t model_bytes(const config& c, io::st_dtype matrices) {
@@ -114,6 +109,53 @@ size_t weights::bytes() const {
       n += vec(*v);
   }
   return n;
+}
+
+std::string fingerprint(const weights& w) {
+  // What the forward reads besides the weights: every config field (floats as bit patterns).
+  const config& c = w.cfg;
+  std::string cfg = fmt::format("{} {} {} {} {} {} {} {} {} {:08x} {:08x} {} {} {} {} {} {:08x} {} {}", c.family,
+                                c.dim, c.hidden_dim, c.n_layers, c.n_head, c.n_head_kv, c.d_head, c.vocab_size,
+                                c.seq_len, std::bit_cast<uint32_t>(c.norm_eps), std::bit_cast<uint32_t>(c.rope_theta),
+                                int(c.rope), c.qkv_bias, c.o_bias, c.mlp_bias, c.qk_norm,
+                                std::bit_cast<uint32_t>(c.rope_attention_scale), c.tied_embeddings, c.bos_id);
+  for (float f : c.inv_freq) cfg += fmt::format(" {:08x}", std::bit_cast<uint32_t>(f));
+  cfg += " |";
+  for (int s : c.sliding_window) cfg += fmt::format(" {}", s);
+  // The data: pieces of at most 16 MiB of every tensor in a fixed order, each hashed on its own.
+  struct piece {
+    const uint8_t* p;
+    size_t n;
+    int dtype;  // -1: an fp32 vector
+  };
+  std::vector<piece> pieces;
+  constexpr size_t kPiece = size_t(16) << 20;
+  auto add = [&](const uint8_t* p, size_t n, int dtype) {
+    pieces.push_back({p, 0, dtype});  // marks the tensor's start (and an empty tensor)
+    for (size_t b = 0; b < n; b += kPiece) pieces.push_back({p + b, std::min(kPiece, n - b), dtype});
+  };
+  auto add_matrix = [&](const matrix& m) { add(m.data(), m.bytes(), int(m.dtype())); };
+  auto add_vector = [&](const std::vector<float>& v) {
+    add(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float), -1);
+  };
+  add_matrix(w.tok_embeddings);
+  for (const layer_weights& l : w.layers) {
+    for (const matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) add_matrix(*m);
+    for (const auto* v : {&l.attn_norm, &l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.b1,
+                          &l.b3, &l.b2})
+      add_vector(*v);
+  }
+  add_vector(w.final_norm);
+  add_matrix(w.classifier);
+  std::vector<uint64_t> h(pieces.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t i = 0; i < pieces.size(); ++i) h[i] = core::fnv1a64(pieces[i].p, pieces[i].n);
+  uint64_t out = core::fnv1a64(cfg.data(), cfg.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const uint64_t rec[3] = {uint64_t(int64_t(pieces[i].dtype)), uint64_t(pieces[i].n), h[i]};
+    out = core::fnv1a64(rec, sizeof rec, out);
+  }
+  return fmt::format("{:016x}", out);
 }
 
 namespace {

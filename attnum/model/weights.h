@@ -80,6 +80,22 @@ class matrix {
     return v;
   }
   std::vector<float> to_float() const;
+  /// Calls fn(begin, values, n) for the elements widened to fp32 in order, at most kChunk at a
+  /// time (values valid during the call); fn returns false to stop. Returns whether every chunk
+  /// was visited.
+  static constexpr size_t kChunk = 4096;
+  template <typename F>
+  bool for_each_chunk(F&& fn) const {
+    float buf[kChunk];
+    for (size_t b = 0; b < count_; b += kChunk) {
+      const size_t n = count_ - b < kChunk ? count_ - b : kChunk;
+      widen(b, n, buf);
+      if (!fn(b, static_cast<const float*>(buf), n)) return false;
+    }
+    return true;
+  }
+  /// The stored bytes (size() elements of dtype(), little-endian).
+  const uint8_t* data() const { return data_; }
   /// The same values rounded to bfloat16 (RNE), stored as BF16 (itself when already BF16).
   matrix rounded_to_bf16() const;
   /// Equal values (not storage): a bf16 matrix equals its fp32 widening.
@@ -131,6 +147,13 @@ void validate(const config& c, const std::string& what);
 /// Rounds every weight to bfloat16 (RNE), as a model held in bf16 on a GPU: matrices become BF16
 /// (half the memory of fp32), vectors keep fp32 storage of bf16 values.
 void round_to_bf16(weights& w);
+
+/// A fingerprint of the model as the forward uses it (16 hex digits): FNV-1a 64 over its
+/// configuration and every matrix's dtype and stored bytes and every vector, hashed in fixed
+/// pieces on all threads and chained in order (the same at any thread count). Reading every
+/// byte costs about a second per GB on two cores; it names what reference logits were computed
+/// from.
+std::string fingerprint(const weights& w);
 
 /// The FNV-1a 64-bit hash of bytes as 16 hex digits (core/hash.h; cheap, for provenance only).
 using core::fnv1a_hex;
