@@ -1,16 +1,14 @@
 // attnum loss: teacher-forced loss of a model whose attention runs an emulated kernel, against
-// a reference attention (docs/model.md). Parses options, calls attnum::model, prints.
+// a reference attention (docs/model.md). Parses options, calls attnum::pipeline::run_loss_request, prints.
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
 #include <cstdio>
 
 #include "attnum/core/error.h"
-#include "attnum/core/file.h"
 #include "attnum/core/progress.h"
-#include "attnum/model/loader.h"
 #include "attnum/model/loss.h"
-#include "attnum/pipeline/distributed.h"
+#include "attnum/pipeline/loss_texts.h"
 #include "attnum/scaleout/world.h"
 #include "attnum/study/rotation_spec.h"
 #include "cli/command.h"
@@ -22,7 +20,7 @@ namespace {
 struct loss_options {
   attnum::cli::kernel_flags kernel{"fa3", {}};
   std::string model, tokenizer, rotation, conditions = "plain,rotate,center,center+rotate";
-  std::string reference = "bf16", linear = "bf16", out;
+  std::string reference = "bf16", linear = "bf16", out, save_reference, reference_file;
   std::vector<std::string> texts, token_ids;
   int tokens = 1024, windows = 1;
   std::string shard;  // "I/N"
@@ -31,81 +29,31 @@ struct loss_options {
 
 void run(const loss_options& o) {
   using namespace attnum::model;
-  if (o.texts.empty() == o.token_ids.empty() && !o.token_ids.empty())
-    attnum::fail("loss: give --text or --token-ids, not both");
-  // Flags first: a bad flag is refused before the model is read.
-  {  // --out never equal to or inside what the run reads
-    std::vector<std::filesystem::path> in{o.model, o.tokenizer};
-    in.insert(in.end(), o.texts.begin(), o.texts.end());
-    in.insert(in.end(), o.token_ids.begin(), o.token_ids.end());
-    attnum::require_out_outside_inputs(o.out, in);
-  }
-  loss_params p;
-  const auto specs = attnum::cli::resolve_kernels(o.kernel);
-  p.n_tokens = o.tokens, p.windows = o.windows, p.kernel = specs.front(), p.knobs = o.kernel.knobs;
-  p.rotation = attnum::study::parse_rotation(o.rotation);
-  p.conditions = attnum::cli::conditions_from_flag(o.conditions, false);
-  p.reference = o.reference;
-  if (p.reference != "bf16" && p.reference != "fp64")
-    attnum::fail("--reference: expected bf16 or fp64, got '{}'", p.reference);
-  p.linear = parse_linear_precision(o.linear);
-  weights w = load_model(o.model);
-  // Windows longer than the model's context are clamped to it, as attnum study does.
-  if (w.cfg.seq_len > 0 && p.n_tokens > w.cfg.seq_len) {
-    if (attnum::get_progress_mode() != attnum::progress_mode::never && attnum::scaleout::here().root())
-      fmt::print(stderr, "loss: {} tokens exceed {}'s context of {}: using windows of {}\n", p.n_tokens, w.id,
-                 w.cfg.seq_len, w.cfg.seq_len);
-    p.n_tokens = w.cfg.seq_len;
-  }
-  if (!o.token_ids.empty()) {
-    for (const auto& f : o.token_ids) p.sources.push_back(read_token_ids(f)), p.source_names.push_back(f);
-  } else {
-    auto tok = load_tokenizer(o.model, w, o.tokenizer);
-    for (const auto& f : o.texts.empty() ? default_texts() : o.texts)
-      p.sources.push_back(tokenize_file(f, *tok, w)), p.source_names.push_back(f);
-  }
-  validate(p, w);
-  if (p.linear == linear_precision::bf16) round_to_bf16(w);
+  attnum::pipeline::loss_request q;
+  q.model = o.model, q.tokenizer = o.tokenizer, q.texts = o.texts, q.token_ids = o.token_ids;
+  q.tokens = o.tokens, q.windows = o.windows;
+  q.kernels = attnum::cli::resolve_kernels(o.kernel);
+  q.knobs = o.kernel.knobs;
+  q.rotation = attnum::study::parse_rotation(o.rotation);
+  q.conditions = attnum::cli::conditions_from_flag(o.conditions, false);
+  q.reference = o.reference, q.linear = o.linear;
+  q.save_reference = o.save_reference, q.reference_file = o.reference_file;
+  q.out = o.out, q.shard = o.shard;
+  q.command = o.shard.empty() ? fmt::format("attnum loss --kernel {}", o.kernel.kernels)
+                              : fmt::format("attnum loss --shard {}", o.shard);
+  q.notices = attnum::get_progress_mode() != attnum::progress_mode::never;
+  const attnum::pipeline::loss_outcome res = attnum::pipeline::run_loss_request(q);
   if (!o.shard.empty()) {
-    // A job-array shard: compute this shard's units and write them for a later merge.
-    const auto sh = attnum::scaleout::parse_shard(o.shard);
-    if (o.out.empty()) attnum::fail("--shard needs --out DIR");
-    if (attnum::scaleout::here().size > 1) attnum::fail("--shard and mpirun do not combine");
-    if (specs.size() != 1) attnum::fail("loss --shard: give one --kernel per shard run, got {}", o.kernel.kernels);
-    const auto units = shard_units(p, sh.index, sh.count);
-    attnum::output_guard guard(o.out);  // docs/reliability.md: a failed run leaves --out as it was
-    attnum::begin_output_dir(o.out);
-    const nlohmann::json j = shard_to_json(p, w.id, sh.index, sh.count, compute_units(w, p, units));
-    write_shard_file(o.out, sh.index, sh.count, j);
-    attnum::write_complete_marker(o.out, fmt::format("attnum loss --shard {}", o.shard));
-    guard.commit();
-    fmt::print(stderr, "shard {}/{}: {} units written to {}; combine the shards with attnum merge\n",
-               sh.index, sh.count, units.size(), o.out);
+    fmt::print(stderr, "shard {}: {} units written to {}; combine the shards with attnum merge\n", o.shard,
+               res.shard_units, o.out);
     return;
   }
-  // Under mpirun the windows are divided among the ranks; rank 0 gathers and prints.
-  // Several kernels: one run each (checkpoints under --out/KERNEL), rows in the order given.
-  const bool mpi = attnum::scaleout::here().size > 1;
-  attnum::output_guard guard(attnum::scaleout::here().root() ? o.out : std::string());
-  if (!o.out.empty() && attnum::scaleout::here().root()) attnum::begin_output_dir(o.out);
-  // Paired comparisons (kPairedComparisons) come from a single-process run.
-  std::vector<loss_row> rows;
-  std::vector<paired_row> paired;
-  for (const auto& spec : specs) {
-    p.kernel = spec;
-    const std::string dir = specs.size() > 1 && !o.out.empty() ? o.out + "/" + spec.name : o.out;
-    const auto r = mpi ? attnum::pipeline::run_loss(w, p, w.id, dir, 0, 1, false) : run_loss(w, p, paired);
-    rows.insert(rows.end(), r.begin(), r.end());
-  }
   if (!attnum::scaleout::here().root()) return;
-  if (!o.out.empty()) {
-    write_loss_files(o.out, rows);
-    // --json keeps its top-level array (one object per condition); the paired rows go to
-    // DIR/loss_paired.json (docs/results.md).
-    if (!paired.empty()) write_paired_files(o.out, paired);
-    attnum::write_complete_marker(o.out, fmt::format("attnum loss --kernel {}", o.kernel.kernels));
-  }
-  guard.commit();
+  const auto& rows = res.rows;
+  const auto& paired = res.paired;
+  const auto& specs = q.kernels;
+  const std::string from = !o.reference_file.empty() ? o.reference_file : o.save_reference;
+  const std::string reference_note = from.empty() ? "" : " (logits read from " + from + ")";
   if (o.output.format() != attnum::io::output_format::table) {
     // -o json (--json) prints the conditions alone, as it always has; md, csv and jsonl print the
     // paired comparisons as a second table.
@@ -118,8 +66,8 @@ void run(const loss_options& o) {
     return;
   }
   for (const auto& spec : specs) {
-    fmt::print("model {}  kernel {}  reference {}  linear {}  labels per condition {}\n", w.id,
-               spec.name, p.reference, o.linear, rows.empty() ? 0 : rows[0].n_labels);
+    fmt::print("model {}  kernel {}  reference {}{}  linear {}  labels per condition {}\n", res.model_id,
+               spec.name, o.reference, reference_note, o.linear, rows.empty() ? 0 : rows[0].n_labels);
     fmt::print("{:<14} {:>9} {:>9} {:>9} {:>19} {:>10} {:>7} {:>10} {:>10}\n", "condition", "ce_ref",
                "ce_var", "ppl_ratio", "95% interval", "kl_mean", "top1", "dp_p01", "dp_p99");
     for (const auto& r : rows)
@@ -171,6 +119,10 @@ void setup(CLI::App& app) {
   app.add_option("--reference", o->reference, "Reference attention: bf16 or fp64")->capture_default_str();
   app.add_option("--linear-precision", o->linear, "Outside attention: bf16 or fp32")->capture_default_str();
   app.add_option("--out", o->out, "Write DIR/loss.json, DIR/loss.csv and the paired comparisons DIR/loss_paired.{json,csv}");
+  app.add_option("--save-reference", o->save_reference,
+                 "Compute the reference logits once, write them to FILE (N x vocab x 4 bytes per window), and use them");
+  app.add_option("--reference-file", o->reference_file,
+                 "Read the reference logits from FILE (written by --save-reference) instead of computing them");
   app.add_option("--shard", o->shard, "Compute shard I of N (I/N) and write DIR/loss-shard-I-of-N.json");
   attnum::cli::add_output_options(app, o->output, "Print a JSON array, one object per condition");
   app.callback([o] { run(*o); });

@@ -12,8 +12,10 @@
 #include "attnum/core/same_config.h"
 #include "attnum/core/file.h"
 #include "attnum/core/version.h"
+#include "attnum/model/reference_logits.h"
 #include "attnum/io/json_file.h"
 #include "attnum/model/hooks.h"
+#include "attnum/model/reference_logits.h"
 #include "attnum/stats/stats.h"
 #include "attnum/io/csv.h"
 
@@ -33,6 +35,17 @@ std::span<const int> window_ids(const loss_params& p, const loss_unit& u, int of
 }
 
 }  // namespace
+
+std::span<const int> window_inputs(const loss_params& p, int source, int window) {
+  return window_ids(p, {source, window, 0}, 0);
+}
+
+std::vector<float> reference_forward(const weights& w, const loss_params& p, std::span<const int> inputs) {
+  forward_options opt;
+  opt.linear = p.linear;
+  opt.attention = reference_attention(p.reference);
+  return forward(w, inputs, opt);
+}
 
 label_stat compare_logits(const float* ref, const float* var, int vocab, int label) {
   // log-softmax in double: logp(v) = x_v - (m + log sum exp(x - m))
@@ -101,28 +114,34 @@ std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
   if (units.empty()) return {};
   const int vocab = w.cfg.vocab_size, n = p.n_tokens;
   std::span<const int> inputs = window_ids(p, units[0], 0), labels = window_ids(p, units[0], 1);
+  std::vector<float> computed;
+  const float* ref = nullptr;
+  if (p.reference_file) {
+    ref = p.reference_file->find(inputs, fmt::format("source {} window {}", units[0].source, units[0].window));
+  } else {
+    computed = reference_forward(w, p, inputs);
+    ref = computed.data();
+  }
   forward_options opt;
   opt.linear = p.linear;
-  opt.attention = reference_attention(p.reference);
-  const std::vector<float> ref = forward(w, inputs, opt);
   std::vector<unit_result> out;
   for (const loss_unit& u : units) {
     ATTNUM_ASSERT(u.source == units[0].source && u.window == units[0].window, "mixed windows");
     opt.attention = kernel_attention(p.kernel, p.conditions[u.condition], {p.rotation, false});
     const std::vector<float> var = forward(w, inputs, opt);
     // A NaN or infinite logit has no loss (its argmax would be meaningless): refuse the position.
-    for (const auto& [logits, which] : {std::pair{&ref, "reference"}, std::pair{&var, "kernel"}})
+    for (const auto& [logits, which] : {std::pair{ref, "reference"}, std::pair{var.data(), "kernel"}})
       for (size_t e = 0; e < size_t(n) * vocab; ++e)
-        if (!std::isfinite((*logits)[e]))
+        if (!std::isfinite(logits[e]))
           fail("loss: source {} window {} condition {}: the {} logits at position {} hold {} (token {}): "
                "no loss for a non-finite logit row", u.source, u.window, p.conditions[u.condition], which,
-               e / vocab, (*logits)[e], e % vocab);
+               e / vocab, logits[e], e % vocab);
     unit_result r;
     r.unit = u;
     r.nll_ref.resize(n), r.nll_var.resize(n), r.kl.resize(n), r.dp.resize(n), r.top1_same.resize(n);
 #pragma omp parallel for schedule(static) if (size_t(n) * vocab > (1u << 16))
     for (int i = 0; i < n; ++i) {
-      const label_stat s = compare_logits(ref.data() + size_t(i) * vocab,
+      const label_stat s = compare_logits(ref + size_t(i) * vocab,
                                           var.data() + size_t(i) * vocab, vocab, labels[i]);
       r.nll_ref[i] = s.nll_ref, r.nll_var[i] = s.nll_var, r.kl[i] = s.kl, r.dp[i] = s.dp;
       r.top1_same[i] = s.top1_same;
@@ -413,7 +432,7 @@ nlohmann::json shard_to_json(const loss_params& p, const std::string& model_id, 
                              int n_shards, const std::vector<unit_result>& results) {
   nlohmann::json units = nlohmann::json::array();
   for (const unit_result& r : results) units.push_back(to_json(r));
-  return {{"kind", "attnum-loss-shard"},
+  nlohmann::json j = {{"kind", "attnum-loss-shard"},
           {"tool_version", std::string(tool_version())},
           {"params",
            {{"model", model_id}, {"kernel", p.kernel.name}, {"knobs", p.knobs},
@@ -426,6 +445,9 @@ nlohmann::json shard_to_json(const loss_params& p, const std::string& model_id, 
           {"shard", shard},
           {"n_shards", n_shards},
           {"units", units}};
+  // Shards that read reference logits merge only with shards that read the same file.
+  if (p.reference_file) j["params"]["reference_logits"] = p.reference_file->id();
+  return j;
 }
 
 namespace {

@@ -11,6 +11,8 @@
 // results in a canonical order (condition, source, window), so a sharded or MPI run that
 // gathers every unit gives bit-identical rows to a single run.
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,8 @@
 #include "attnum/model/weights.h"
 
 namespace attnum::model {
+
+class reference_logits;
 
 /// What to measure.
 struct loss_params {
@@ -36,6 +40,9 @@ struct loss_params {
   linear_precision linear = linear_precision::bf16;
   int bootstrap_samples = 1000;
   uint64_t bootstrap_seed = 0x105505EEDULL;
+  /// The reference's logits read from a file (reference_logits.h) instead of computed: null
+  /// computes them (the reference forward of every window).
+  std::shared_ptr<const reference_logits> reference_file;
 };
 
 /// One work unit.
@@ -108,8 +115,15 @@ std::vector<loss_unit> all_units(const loss_params& p);
 /// runs whole windows and computes each reference once): deterministic.
 std::vector<loss_unit> shard_units(const loss_params& p, int shard, int n_shards);
 
+/// The input ids of window `window` of source `source` (positions 0..N-1).
+std::span<const int> window_inputs(const loss_params& p, int source, int window);
+
+/// The reference forward's logits [N * vocab] of a window's inputs (p.reference attention,
+/// p.linear precision): what compute_window compares every condition with.
+std::vector<float> reference_forward(const weights& w, const loss_params& p, std::span<const int> inputs);
+
 /// Computes the given units of one window (all share source and window): the reference forward
-/// once, then one forward per unit's condition. `w` must already be bf16-rounded when
+/// once (or its logits from p.reference_file), then one forward per unit's condition. `w` must already be bf16-rounded when
 /// p.linear is bf16 (see round_to_bf16).
 std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
                                         const std::vector<loss_unit>& units);

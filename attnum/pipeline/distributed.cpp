@@ -11,6 +11,7 @@
 #include "attnum/core/parallel.h"
 #include "attnum/core/progress.h"
 #include "attnum/io/json_file.h"
+#include "attnum/model/reference_logits.h"
 #include "attnum/scaleout/world.h"
 
 namespace fs = std::filesystem;
@@ -101,7 +102,7 @@ fs::path loss_window_path(const fs::path& dir, int source, int window) {
 namespace {
 
 json params_json(const model::loss_params& p, const std::string& model_id) {
-  return {{"model", model_id},
+  json j = {{"model", model_id},
           {"kernel", p.kernel.name},
           {"knobs", p.knobs},
           {"kernel_spec", attention::to_json(p.kernel)},
@@ -115,6 +116,9 @@ json params_json(const model::loss_params& p, const std::string& model_id) {
           {"bootstrap_seed", p.bootstrap_seed},
           {"source_names", p.source_names},
           {"n_sources", p.sources.size()}};
+  // A run resumed with other reference logits (or none) is another study.
+  if (p.reference_file) j["reference_logits"] = p.reference_file->id();
+  return j;
 }
 
 // Checks (or writes) dir/checkpoints/loss-params.json so that a resumed run is the same study.
@@ -128,6 +132,10 @@ void check_params(const fs::path& dir, const json& want) {
       if (!have.contains(it.key()) || have[it.key()] != it.value())
         fail("'{}': field '{}' is {} in the earlier run, {} now: use another --out folder",
              f.string(), it.key(), q(have.value(it.key(), json())), q(it.value()));
+    for (auto it = have.begin(); it != have.end(); ++it)
+      if (!want.contains(it.key()))
+        fail("'{}': field '{}' is {} in the earlier run, absent now: use another --out folder", f.string(),
+             it.key(), q(it.value()));
     return;
   }
   fs::create_directories(f.parent_path());
@@ -161,7 +169,8 @@ std::vector<model::unit_result> read_window(const fs::path& f, const model::loss
 
 std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss_params& p,
                                       const std::string& model_id, const fs::path& dir,
-                                      int shard_index, int shard_count, bool progress) {
+                                      int shard_index, int shard_count, bool progress,
+                                      std::vector<model::paired_row>* paired) {
   const auto& world = scaleout::here();
   if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count)
     fail("--shard {}/{}: expected 0 <= I < N", shard_index, shard_count);
@@ -215,7 +224,11 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
     all.insert(all.end(), rs.begin(), rs.end());
   }
   // Paired comparisons between conditions (DIR/loss_paired.json) where there is a folder.
-  if (keep) model::write_paired_files(dir.string(), model::summarize_paired(p, model_id, all));
+  if (keep || paired) {
+    std::vector<model::paired_row> pr = model::summarize_paired(p, model_id, all);
+    if (keep) model::write_paired_files(dir.string(), pr);
+    if (paired) *paired = std::move(pr);
+  }
   return model::summarize(p, model_id, std::move(all));
 }
 

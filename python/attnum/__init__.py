@@ -28,7 +28,7 @@ from . import pcast  # noqa: F401  (attnum.pcast.theory and friends)
 __all__ = [
     "AttendResult", "AttnumWarning", "attend", "cast", "kernels", "kernel", "predict", "reference",
     "set_threads", "threads", "version", "pcast", "load_capture", "Capture", "capture", "heads", "study",
-    "StudyResult",
+    "StudyResult", "loss", "LossResult",
 ]
 
 
@@ -41,7 +41,10 @@ _PY_NAMES = [("--rotation FILE.npy", "rotation=<[d, d] array>"),
              ("--knob transform_dtype=fp32", "knobs={'transform_dtype': 'fp32'}"),
              ("--rotation", "rotation"), ("--knob", "knobs"), ("--kernels", "kernels"), ("--kernel", "kernel"),
              ("--conditions", "conditions"), ("--condition", "condition"), ("--predictor-model", "predictor_model"),
-             ("--zoo-dtype", "zoo_dtype"), ("--tokens", "tokens"), ("--captures", "captures")]
+             ("--zoo-dtype", "zoo_dtype"), ("--tokens", "tokens"), ("--captures", "captures"),
+             ("--save-reference", "save_reference"), ("--reference-file", "reference_file"),
+             ("--reference", "reference"), ("--windows", "windows"), ("--token-ids", "token_ids"),
+             ("--linear-precision", "linear"), ("--text", "texts")]
 
 
 def _python_message(text: str) -> str:
@@ -446,4 +449,4 @@ def cast(x, to: str = "e4m3fn", saturate: bool = True, scale: Optional[float] = 
     return codes, decoded
 
 
-from ._study import Capture, StudyResult, capture, heads, load_capture, study  # noqa: E402  (they use the helpers above)
+from ._study import Capture, LossResult, StudyResult, capture, heads, load_capture, loss, study  # noqa: E402  (they use the helpers above)

@@ -4,8 +4,8 @@
 // computes, and turns attnum::error (bad input) into ValueError with the library's message.
 // Written against the public headers only: attention/{attend,kernel_spec,metrics,reference}.h,
 // formats/format.h, predict/predictor.h, study/emulate.h (the predictor's operands), pcast/theory.h,
-// io/safetensors.h (captures), study/plan.h and pipeline/{distributed,study}.h (heads, study: the
-// same entry points and result files as the CLI).
+// io/safetensors.h (captures), study/plan.h and pipeline/{distributed,loss_texts,study}.h (heads,
+// loss, study: the same entry points and result files as the CLI).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <pybind11/numpy.h>
@@ -33,6 +33,7 @@
 #include "attnum/pcast/theory.h"
 #include "attnum/pipeline/capture_texts.h"
 #include "attnum/pipeline/distributed.h"
+#include "attnum/pipeline/loss_texts.h"
 #include "attnum/pipeline/study.h"
 #include "attnum/predict/predictor.h"
 #include "attnum/study/emulate.h"
@@ -238,6 +239,32 @@ std::vector<std::string> capture(const std::string& model, const std::vector<std
   return attnum::pipeline::capture_texts(r);
 }
 
+// `attnum loss ... --out OUT`: the loss of each kernel into `out` (the CLI's files).
+void loss(const std::string& model, const std::vector<std::string>& texts, const std::vector<std::string>& token_ids,
+          const std::string& tokenizer, int tokens, int windows, const std::vector<std::string>& kernels,
+          const std::vector<std::string>& knobs, const std::string& rotation, const py::object& rotation_matrix,
+          const std::vector<std::string>& conditions, const std::string& reference, const std::string& linear,
+          const std::string& save_reference, const std::string& reference_file, const std::string& out,
+          bool progress) {
+  using namespace attnum;
+  study::check_conditions(conditions, false, "conditions");
+  pipeline::loss_request r;
+  r.model = model, r.texts = texts, r.token_ids = token_ids, r.tokenizer = tokenizer;
+  r.tokens = tokens, r.windows = windows;
+  r.kernels = specs_of(kernels, knobs);
+  r.knobs = knobs;
+  r.rotation = rotation_of(rotation, rotation_matrix);
+  r.conditions = conditions;
+  r.reference = reference, r.linear = linear;
+  r.save_reference = save_reference, r.reference_file = reference_file;
+  r.out = out;
+  r.command = fmt::format("attnum loss --kernel {}", fmt::join(kernels, ","));  // as cli/cmd_loss.cpp records it
+  r.progress = r.notices = progress;
+  compute_scope scope;
+  const progress_scope ps(progress);
+  (void)pipeline::run_loss_request(r);
+}
+
 // The whole study into `out` (`attnum study ... --out OUT`).
 void study(const std::string& model, const std::vector<std::string>& texts, const std::string& tokenizer, int tokens,
            const std::vector<std::string>& kernels, const std::vector<std::string>& knobs, const std::string& rotation,
@@ -434,6 +461,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("heads", &heads);
   m.def("study", &study);
   m.def("capture", &capture);
+  m.def("loss", &loss);
   m.def("check_conditions", [](const std::vector<std::string>& c, bool needs_transform) {
     attnum::study::check_conditions(c, needs_transform, "conditions");
   });

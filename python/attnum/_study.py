@@ -1,6 +1,6 @@
-"""The head study, the whole study and capture files from Python: the same library calls as
-`attnum heads`, `attnum study` and the capture reader, in this process (the GIL released while
-they compute), writing the same result files, bit for bit."""
+"""The head study, the loss, the whole study and capture files from Python: the same library
+calls as `attnum heads`, `attnum loss`, `attnum study` and the capture reader, in this process
+(the GIL released while they compute), writing the same result files, bit for bit."""
 from __future__ import annotations
 
 import json as _json
@@ -139,12 +139,18 @@ class StudyResult:
         self._tables: Dict[str, Dict[str, _np.ndarray]] = {}
 
     def table(self, name: str) -> Dict[str, _np.ndarray]:
-        """The JSONL file `name` (e.g. "rows", "heads") as a dict of arrays."""
+        """The table `name` as a dict of arrays: NAME.jsonl (e.g. "rows", "heads"), or NAME.json
+        when it is a JSON array of row objects (e.g. "loss", "loss_paired")."""
         if name not in self._tables:
-            key = name if name.endswith(".jsonl") else name + ".jsonl"
-            if key not in self.files:
-                raise ValueError(f"table {name!r}: no {key} among the result files ({', '.join(sorted(self.files))})")
-            self._tables[name] = _jsonl_table(self.files[key].decode())
+            stem = name[:-len(".jsonl")] if name.endswith(".jsonl") else name
+            if stem + ".jsonl" in self.files:
+                text = self.files[stem + ".jsonl"].decode()
+            elif stem + ".json" in self.files and isinstance(_json.loads(self.files[stem + ".json"]), list):
+                text = "\n".join(_json.dumps(r) for r in _json.loads(self.files[stem + ".json"]))
+            else:
+                raise ValueError(f"table {name!r}: no {stem}.jsonl or {stem}.json array among the result files "
+                                 f"({', '.join(sorted(self.files))})")
+            self._tables[name] = _jsonl_table(text)
         return self._tables[name]
 
     @property
@@ -184,6 +190,27 @@ class StudyResult:
         return f"StudyResult({len(self.files)} files, summary {n} rows, out {self.out!r})"
 
 
+class LossResult(StudyResult):
+    """The result files of a loss run (`attnum loss ... --out DIR`), held in memory: rows is
+    loss.json (one row per kernel and condition: ce_ref, ce_variant, ppl_ratio and the KL, top-1
+    and dp statistics with their intervals; docs/results.md) and paired is loss_paired.json (the
+    paired differences between conditions), both as dicts of NumPy arrays."""
+
+    @property
+    def rows(self) -> Dict[str, _np.ndarray]:
+        return self.table("loss")
+
+    @property
+    def paired(self) -> Dict[str, _np.ndarray]:
+        if "loss_paired.json" not in self.files:
+            return {}
+        return self.table("loss_paired")
+
+    def __repr__(self) -> str:
+        n = len(self.rows.get("condition", []))
+        return f"LossResult({len(self.files)} files, {n} rows, out {self.out!r})"
+
+
 def _read_results(out: str) -> Dict[str, bytes]:
     files = {}
     root = _Path(out)
@@ -194,17 +221,17 @@ def _read_results(out: str) -> Dict[str, bytes]:
     return files
 
 
-def _run_into(out, name: str, run) -> StudyResult:
+def _run_into(out, name: str, run, kind=StudyResult) -> StudyResult:
     """Runs `run(folder)` into `out`, or into a temporary folder that is read and removed."""
     if out is not None:
         out = _os.fspath(out)
         run(out)
-        return StudyResult(_read_results(out), out)
+        return kind(_read_results(out), out)
     tmp = _tempfile.mkdtemp(prefix=f"attnum_{name}_")
     try:
         folder = _os.path.join(tmp, name)
         run(folder)
-        return StudyResult(_read_results(folder), None)
+        return kind(_read_results(folder), None)
     finally:
         _shutil.rmtree(tmp, ignore_errors=True)
 
@@ -247,3 +274,31 @@ def study(model: Optional[str] = None, texts: Sequence[str] = (), kernels: Union
         _core.study, _os.fspath(model) if model else "", [_os.fspath(t) for t in texts], tokenizer, int(tokens), ks,
         _knob_list(knobs), spec, matrix, cs, predictor_model, linear, folder, bool(report), bool(full_pcast),
         int(zoo_layers), int(zoo_tokens), not quiet))
+
+
+def loss(model, texts: Sequence = (), kernels: Union[str, Sequence[str]] = "fa3",
+         conditions: Union[str, Sequence[str]] = _DEFAULT_CONDITIONS, rotation=None, knobs=None,
+         tokens: int = 1024, windows: int = 1, token_ids: Sequence = (), tokenizer: str = "",
+         reference: str = "bf16", linear: str = "bf16", save_reference=None, reference_file=None,
+         out=None, quiet: bool = False) -> LossResult:
+    """The downstream loss (`attnum loss`): teacher-forced cross-entropy of `model` on `texts`
+    (text files; default: the three books) or `token_ids` (files of ids) in `windows` windows of
+    `tokens` labels (clamped to the model's context), with every attention layer run by each
+    kernel under each condition, against the `reference` attention ("bf16" or "fp64").
+    save_reference=PATH computes the reference logits once, writes them to PATH and uses them;
+    reference_file=PATH reads them from an earlier save instead of computing them (the same
+    numbers, bit for bit). out: the result folder (resumed from its checkpoints, as the CLI's
+    --out); None: a temporary one. quiet=False prints progress lines and notices on stderr.
+    The result's files are byte for byte those of `attnum loss ... --out DIR`."""
+    from . import _call, _knob_list, _rotation_args
+    spec, matrix = _rotation_args(rotation)
+    ks, cs = _names(kernels, "kernels"), _names(conditions, "conditions")
+    _call(_core.check_conditions, cs, False)  # before any work
+
+    def path(p):
+        return "" if p is None else _os.fspath(p)
+
+    return _run_into(out, "loss", lambda folder: _call(
+        _core.loss, _os.fspath(model), [_os.fspath(t) for t in texts], [_os.fspath(t) for t in token_ids], tokenizer,
+        int(tokens), int(windows), ks, _knob_list(knobs), spec, matrix, cs, reference, linear, path(save_reference),
+        path(reference_file), folder, not quiet), kind=LossResult)

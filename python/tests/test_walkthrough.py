@@ -1,6 +1,7 @@
 """docs/python.md's walkthrough runs as written, in this process (no subprocess in it), and
-reproduces `attnum heads` on the same stories260K captures byte for byte (data/ in the repository;
-the books from Debian packages); the API section's five lines run too."""
+reproduces `attnum heads` and `attnum loss` on the same stories260K captures and books byte for
+byte (data/ in the repository; the books from Debian packages); the API section's five lines run
+too."""
 import re
 
 from conftest import ROOT, cli, comparable
@@ -45,3 +46,14 @@ def test_walkthrough_reproduces_the_head_table(tmp_path, monkeypatch, capsys):
         assert comparable(name, (tmp_path / "heads" / name).read_bytes()) == comparable(name, (tmp_path / "cli" / name).read_bytes()), name
     for name in ("rows.csv", "heads.csv"):
         assert (tmp_path / "tables" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
+    # The loss step: the CLI's files, and the saved reference read back by the second kernel
+    # gives the rows of a run that computes it.
+    books = ns["books"]
+    flags = ["--text", *books, "--tokens", "512", "--conditions", "plain,rotate"]
+    cli("--quiet", "loss", "--model", "data/stories260K.bin", *flags, "--kernel", "fa3", "--out", tmp_path / "cli-loss")
+    for name in ("loss.json", "loss.csv", "loss_paired.json", "loss_paired.csv"):
+        assert (tmp_path / "loss" / name).read_bytes() == (tmp_path / "cli-loss" / name).read_bytes(), name
+    sage = cli("--quiet", "loss", "--model", "data/stories260K.bin", *flags, "--kernel", "sage2pp-sm89", "--json",
+               json_out=True)
+    assert list(ns["sage"].rows["ppl_ratio"]) == [r["ppl_ratio"] for r in sage]
+    assert "fa3            plain    ppl_ratio" in printed and "sage2pp-sm89   rotate   ppl_ratio" in printed

@@ -80,4 +80,61 @@ TEST(loss_cli_test, json_contract_out_files_and_errors) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("expected a non-negative integer id"), std::string::npos) << r.err;
 }
+
+TEST(loss_cli_test, save_reference_then_reference_file_give_the_same_files_and_resume) {
+  const fs::path d = fs::temp_directory_path() / ("attnum_loss_ref_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  const std::string args = "loss --model " + kData + "stories260K.bin --text " + kBook +
+                           " --tokens 64 --windows 2 --kernel fa3,sage1 --conditions plain,rotate";
+  auto slurp = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  };
+  const std::string ref = (d / "ref.safetensors").string();
+  result r = run(args + " --out " + (d / "computed").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run(args + " --save-reference " + ref + " --out " + (d / "saved").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("reference logits of 2 windows saved to " + ref), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("(logits read from " + ref + ")"), std::string::npos) << r.out;
+  r = run(args + " --reference-file " + ref + " --out " + (d / "read").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* f : {"loss.json", "loss.csv", "loss_paired.json", "loss_paired.csv"}) {
+    EXPECT_EQ(slurp(d / "saved" / f), slurp(d / "computed" / f)) << f;
+    EXPECT_EQ(slurp(d / "read" / f), slurp(d / "computed" / f)) << f;
+  }
+  // 2 windows x (64 x 512 fp32 logits + 64 ids) plus the header.
+  EXPECT_GT(fs::file_size(ref), 2u * 64 * 513 * 4);
+  // Checkpointed per kernel: a rerun resumes (nothing to compute) and writes the same files; a
+  // rerun with the reference file into the computed folder is another study, refused.
+  EXPECT_TRUE(fs::exists(d / "computed" / "fa3" / "checkpoints" / "loss-params.json"));
+  r = run(args + " --out " + (d / "computed").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(slurp(d / "computed" / "loss.json"), slurp(d / "read" / "loss.json"));
+  r = run(args + " --reference-file " + ref + " --out " + (d / "computed").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("field 'reference_logits' is null in the earlier run"), std::string::npos) << r.err;
+  // Refusals, each before any work and with exit 2.
+  const std::pair<std::string, std::string> refused[] = {
+      {" --reference fp64 --reference-file " + ref, "reference bf16 -> this run fp64"},
+      {" --linear-precision fp32 --reference-file " + ref, "linear_precision bf16 -> this run fp32"},
+      {" --reference-file " + kData + "stories260K.bin", "--reference-file " + kData + "stories260K.bin"},
+      {" --reference-file " + (d / "computed" / "loss.json").string(), "not safetensors"},
+      {" --save-reference " + kBook, "--save-reference " + kBook + ": is the input"},
+      {" --save-reference " + ref + " --reference-file " + ref, "not both"},
+      {" --save-reference " + ref + " --shard 0/2 --out " + (d / "s").string(), "runs in one process"},
+  };
+  for (const auto& [extra, want] : refused) {
+    r = run(args + extra);
+    EXPECT_EQ(r.status, 2) << extra;
+    EXPECT_NE(r.err.find(want), std::string::npos) << extra << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << extra;
+  }
+  r = run("loss --model " + kData + "stories260K.bin --text " + kBook +
+          " --tokens 64 --windows 3 --kernel fa3 --conditions plain --reference-file " + ref);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("none of its 2 windows has the input ids of " + kBook + " window 2"), std::string::npos)
+      << r.err;
+  fs::remove_all(d);
+}
 }  // namespace
