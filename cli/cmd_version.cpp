@@ -10,6 +10,7 @@
 #include "attnum/attention/fast_exp2.h"
 #include "attnum/attention/isa.h"
 #include "attnum/core/version.h"
+#include "attnum/model/transformer.h"
 #include "cli/command.h"
 
 namespace {
@@ -30,7 +31,8 @@ void setup(CLI::App& app) {
                                 {"isa_supported", supported},
                                 {"fp8_exact_sums", sums},
                                 {"int8_qk_sums", int8},
-                                {"exp2f", exp2}};
+                                {"exp2f", exp2},
+                                {"forward_simd", std::string(attnum::model::forward_simd())}};
       fmt::print("{}\n", j.dump());
     } else {
       std::string sup;
@@ -48,6 +50,8 @@ void setup(CLI::App& app) {
                                       : int8 == "fp32-gemm" ? std::string("fp32 GEMM (exact integer sums)")
                                                             : int8 + " (exact int32 sums)");
       fmt::print("exp2f: {}\n", exp2 == "scalar" ? std::string("scalar libm") : exp2 + " (bit-identical to libm)");
+      fmt::print("forward GEMMs: Eigen's {} kernels (the model forward's last bits depend on them)\n",
+                 attnum::model::forward_simd());
     }
   });
 }

@@ -210,6 +210,22 @@ void linear(const float* x, int n, int in, const matrix& w, int out, float* y) {
   }
 }
 
+std::string_view forward_simd() {
+#if defined(EIGEN_VECTORIZE_AVX512)
+  return "avx512+fma";
+#elif defined(EIGEN_VECTORIZE_AVX2) && defined(EIGEN_VECTORIZE_FMA)
+  return "avx2+fma";
+#elif defined(EIGEN_VECTORIZE_AVX)
+  return "avx";
+#elif defined(EIGEN_VECTORIZE_SSE2)
+  return "sse2";
+#elif defined(EIGEN_VECTORIZE_NEON)
+  return "neon";
+#else
+  return "scalar";
+#endif
+}
+
 size_t forward_activation_bytes(const config& c, int n) {
   const size_t D = c.dim, H = c.hidden_dim, hd = size_t(c.n_head) * c.d_head, kvd = size_t(c.n_head_kv) * c.d_head;
   const size_t per_token = 3 * D + 5 * hd + 4 * kvd + (c.qk_norm ? hd + kvd : 0) + 2 * H + c.vocab_size + c.d_head;

@@ -70,6 +70,12 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
 /// The attention hook's own scratch (a kernel emulation's tiles) is not included.
 size_t forward_activation_bytes(const config& c, int n);
 
+/// The vector instructions of the forward's GEMMs (Eigen's kernels, fixed when attnum is compiled:
+/// -march=native): "avx512+fma", "avx2+fma", "avx", "sse2", "neon" or "scalar". Eigen's register
+/// blocking and accumulator splits follow the packet width, so the logits' last bits (and
+/// everything computed from a capture or a loss) depend on it, though never on the thread count.
+std::string_view forward_simd();
+
 /// Returns y[n, out] = x[n, in] * W^T for W row-major [out, in] (Eigen GEMM over fixed blocks of
 /// output features, so the result does not depend on the thread count).
 void linear(const float* x, int n, int in, const float* w, int out, float* y);
