@@ -236,8 +236,13 @@ void check_alloc(uint64_t bytes, std::string_view what) {
   if (bytes <= limit) return;
   const double gib = double(uint64_t{1} << 30);
   if (bytes == UINT64_MAX) fail("{} needs more than 2^64 bytes (the sizes overflow)", what);
-  fail("{} needs {:.1f} GiB, more than the limit of {:.1f} GiB (this machine's memory, or "
-       "ATTNUM_MAX_ALLOC_GIB)", what, double(bytes) / gib, double(limit) / gib);
+  // One decimal from 10 GiB on, three significant digits below (small limits in tests).
+  auto size = [&](uint64_t b) {
+    const double g = double(b) / gib;
+    return g >= 10 ? fmt::format("{:.1f}", g) : fmt::format("{:.3g}", g);
+  };
+  fail("{} needs {} GiB, more than the limit of {} GiB (this machine's memory, or ATTNUM_MAX_ALLOC_GIB)", what,
+       size(bytes), size(limit));
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/parallel.h"
 #include "attnum/formats/format.h"
 
@@ -207,6 +208,30 @@ void linear(const float* x, int n, int in, const matrix& w, int out, float* y) {
       Eigen::Map<const row_mat> wb(panel.data(), m, in);
       ym.middleCols(o0, m).noalias() = xm * wb.transpose();
     }
+  }
+}
+
+size_t weight_bytes(const weights& w, linear_precision p) {
+  return p == linear_precision::bf16 ? model_bytes(w.cfg, io::st_dtype::BF16) : w.bytes();
+}
+
+size_t capture_activation_bytes(const config& c, int n) {
+  const size_t hd = size_t(c.n_head) * c.d_head, kvd = size_t(c.n_head_kv) * c.d_head;
+  return forward_activation_bytes(c, n) + sizeof(float) * size_t(c.n_layers) * size_t(n) * (hd + 2 * kvd);
+}
+
+size_t loss_activation_bytes(const config& c, int n, bool reference_mapped) {
+  return forward_activation_bytes(c, n) + (reference_mapped ? 0 : sizeof(float) * size_t(n) * c.vocab_size);
+}
+
+void check_memory(const weights& w, linear_precision p, size_t activation_bytes, const std::string& what) {
+  const size_t wb = weight_bytes(w, p);
+  try {
+    check_alloc(wb > UINT64_MAX - activation_bytes ? UINT64_MAX : wb + activation_bytes, what);
+  } catch (const error& e) {
+    const double gib = double(uint64_t{1} << 30);
+    fail("{} (weights {:.3g} GiB as {}, activations {:.3g} GiB: docs/model.md, \"Weights in memory\")", e.what(),
+         double(wb) / gib, p == linear_precision::bf16 ? "bf16" : "stored", double(activation_bytes) / gib);
   }
 }
 

@@ -70,6 +70,24 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
 /// The attention hook's own scratch (a kernel emulation's tiles) is not included.
 size_t forward_activation_bytes(const config& c, int n);
 
+/// The bytes the weights hold once the run has prepared them: as stored, or with every matrix in
+/// BF16 under linear_precision::bf16 (round_to_bf16; model_bytes(c, BF16)).
+size_t weight_bytes(const weights& w, linear_precision p);
+
+/// What a command holds besides the weights (docs/model.md, "Weights in memory"):
+/// - capture: the forward's activations plus the captured post-RoPE Q/K/V of every layer in fp32
+///   until the file is written, 4 * n_layers * n * (hd + 2 kvd);
+/// - loss: the forward's activations plus the reference's logits, kept while the window's
+///   conditions run, 4 * n * V (none when they are read from a mapped --reference-file: those
+///   pages are the file's, not the process's).
+size_t capture_activation_bytes(const config& c, int n);
+size_t loss_activation_bytes(const config& c, int n, bool reference_mapped);
+
+/// Throws attnum::error, naming `what`, the weights' and the activations' bytes, when the weights
+/// plus `activation_bytes` exceed what this machine can hold (max_alloc_bytes; up front, before
+/// any forward).
+void check_memory(const weights& w, linear_precision p, size_t activation_bytes, const std::string& what);
+
 /// The vector instructions of the forward's GEMMs (Eigen's kernels, fixed when attnum is compiled:
 /// -march=native): "avx512+fma", "avx2+fma", "avx", "sse2", "neon" or "scalar". Eigen's register
 /// blocking and accumulator splits follow the packet width, so the logits' last bits (and

@@ -1,6 +1,7 @@
 #include "attnum/pipeline/capture_texts.h"
 
 #include <filesystem>
+#include <fmt/core.h>
 #include <memory>
 
 #include "attnum/core/error.h"
@@ -48,6 +49,9 @@ std::vector<std::string> capture_texts(const capture_request& o) {
       fail("{}: {} tokens, --tokens asks for {}", j.src.text_id, j.ids.size(), o.tokens);
     j.ids.resize(o.tokens);
   }
+  // Refused up front when the weights and the capture's activations cannot fit (docs/model.md).
+  check_memory(w, p, capture_activation_bytes(w.cfg, o.tokens),
+               fmt::format("capture: {} with {} tokens", w.id, o.tokens));
   if (p == linear_precision::bf16) round_to_bf16(w);
   output_guard guard(o.out);  // docs/reliability.md: a failed run leaves --out as it was
   begin_output_dir(o.out);

@@ -56,6 +56,9 @@ loss_outcome run_loss_request(const loss_request& r) {
       p.sources.push_back(tokenize_file(f, *tok, w)), p.source_names.push_back(f);
   }
   validate(p, w);
+  // Refused up front when the weights and the loss's activations cannot fit (docs/model.md).
+  check_memory(w, p.linear, loss_activation_bytes(w.cfg, p.n_tokens, !r.reference_file.empty()),
+               fmt::format("loss: {} with windows of {} tokens", w.id, p.n_tokens));
   if (p.linear == linear_precision::bf16) round_to_bf16(w);
   // The reference file is checked against the weights as the forward uses them (rounded).
   if (!r.reference_file.empty()) {

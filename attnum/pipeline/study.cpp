@@ -145,8 +145,15 @@ json run_study(const study_config& c) {
     say(c, fmt::format("loading {}", c.model));
     w = model::load_model(c.model);
     tok = model::load_tokenizer(c.model, *w, c.tokenizer);
-    if (model::parse_linear_precision(c.linear) == model::linear_precision::bf16)
-      model::round_to_bf16(*w);
+    const model::linear_precision lp = model::parse_linear_precision(c.linear);
+    {  // Refused up front when the weights and the larger of the capture's and the loss's
+       // activations cannot fit (docs/model.md, "Weights in memory").
+      const int n = w->cfg.seq_len > 0 ? std::min(c.tokens, w->cfg.seq_len) : c.tokens;
+      model::check_memory(*w, lp, std::max(model::capture_activation_bytes(w->cfg, n),
+                                           model::loss_activation_bytes(w->cfg, n, false)),
+                          fmt::format("study: {} with windows of {} tokens", w->id, n));
+    }
+    if (lp == model::linear_precision::bf16) model::round_to_bf16(*w);
     say(c, "capturing Q, K, V");
     inputs = capture_model(c, *w, *tok, c.out / "captures");
     so.zoo = false;

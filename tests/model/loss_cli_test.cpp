@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -136,5 +137,32 @@ TEST(loss_cli_test, save_reference_then_reference_file_give_the_same_files_and_r
   EXPECT_NE(r.err.find("none of its 2 windows has the input ids of " + kBook + " window 2"), std::string::npos)
       << r.err;
   fs::remove_all(d);
+}
+
+TEST(loss_cli_test, capture_loss_and_study_refuse_up_front_what_memory_cannot_hold) {
+  // stories260K: a 1.06 MB checkpoint file (read whole), 0.53 MB of weights in bf16, and at 64
+  // tokens 0.56-0.74 MB of forward activations (1 or 2 threads) plus the capture's Q/K/V or the
+  // loss's reference logits. A limit of 1.18 MB reads the files and refuses each command before
+  // any forward, naming the weights' and the activations' bytes, and writes nothing.
+  const fs::path out = fs::temp_directory_path() / ("attnum_mem_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  ::setenv("ATTNUM_MAX_ALLOC_GIB", "0.0011", 1);
+  const std::string model = " --model " + kData + "stories260K.bin";
+  const std::pair<std::string, std::string> cmds[] = {
+      {"loss" + model + " --text " + kBook + " --tokens 64 --kernel fa3 --conditions plain --out " + out.string(),
+       "loss: stories260K with windows of 64 tokens needs"},
+      {"capture" + model + " --text " + kBook + " --tokens 64 --out " + out.string(),
+       "capture: stories260K with 64 tokens needs"},
+      {"study" + model + " --text " + kBook + " --tokens 64 --kernels fa3 --out " + out.string(),
+       "study: stories260K with windows of 64 tokens needs"},
+  };
+  for (const auto& [args, want] : cmds) {
+    const result r = run(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("GiB as bf16, activations"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out)) << args;
+  }
+  ::unsetenv("ATTNUM_MAX_ALLOC_GIB");
 }
 }  // namespace

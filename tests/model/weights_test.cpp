@@ -7,7 +7,10 @@
 #include <bit>
 #include <cstring>
 #include <cmath>
+#include <cstdlib>
 #include <random>
+
+#include <fmt/format.h>
 
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
@@ -145,3 +148,35 @@ TEST(weights_test, forward_on_bf16_stored_weights_equals_the_fp32_copy_bit_for_b
 }
 
 }  // namespace
+
+// What capture and loss hold besides the forward's activations (docs/model.md, "Weights in
+// memory"), the weights' bytes as a run prepares them, and the up-front refusal naming them.
+TEST(weights_test, activation_formulas_and_the_up_front_memory_refusal) {
+  using namespace attnum::model;
+  weights w = attnum::test::tiny_model(31);
+  const config& c = w.cfg;
+  const int n = 40;
+  const size_t f = forward_activation_bytes(c, n), hd = size_t(c.n_head) * c.d_head, kvd = size_t(c.n_head_kv) * c.d_head;
+  EXPECT_EQ(capture_activation_bytes(c, n) - f, 4 * size_t(c.n_layers) * n * (hd + 2 * kvd));
+  EXPECT_EQ(loss_activation_bytes(c, n, false) - f, 4 * size_t(n) * c.vocab_size);
+  EXPECT_EQ(loss_activation_bytes(c, n, true), f);
+  // bf16 linear precision: the weights' bytes after round_to_bf16, known before it runs.
+  EXPECT_EQ(weight_bytes(w, linear_precision::fp32), w.bytes());
+  const size_t as_bf16 = weight_bytes(w, linear_precision::bf16);
+  weights r = w;
+  round_to_bf16(r);
+  EXPECT_EQ(as_bf16, r.bytes());
+  EXPECT_LT(as_bf16, w.bytes());
+  EXPECT_NO_THROW(check_memory(w, linear_precision::fp32, f, "test"));
+  ::setenv("ATTNUM_MAX_ALLOC_GIB", "0.00001", 1);  // about 10 KB: less than the weights
+  try {
+    check_memory(w, linear_precision::bf16, f, "loss: tiny with windows of 40 tokens");
+    ADD_FAILURE() << "not refused";
+  } catch (const attnum::error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("loss: tiny with windows of 40 tokens needs"), std::string::npos) << m;
+    EXPECT_NE(m.find(fmt::format("weights {:.3g} GiB as bf16", double(as_bf16) / double(1u << 30))), std::string::npos) << m;
+    EXPECT_NE(m.find("activations"), std::string::npos) << m;
+  }
+  ::unsetenv("ATTNUM_MAX_ALLOC_GIB");
+}
