@@ -19,34 +19,22 @@ namespace {
 // Refuses a NaN or infinite weight, naming the tensor and the element: every result of such a
 // model would be NaN (or an argmax of NaN logits).
 void require_finite_weights(const weights& w, const std::string& path) {
-  auto check = [&](const std::vector<float>& t, const std::string& name) {
-    for (size_t i = 0; i < t.size(); ++i)
-      if (!std::isfinite(t[i]))
-        fail("{}: weight {}[{}] is {}: the model holds non-finite weights", path, name, i, t[i]);
+  auto bad = [&](const std::string& name, size_t i, float x) {
+    fail("{}: weight {}[{}] is {}: the model holds non-finite weights", path, name, i, x);
   };
-  // Matrices: widened a chunk at a time (never as a whole).
-  auto check_matrix = [&](const matrix& m, const std::string& name) {
-    m.for_each_chunk([&](size_t b, const float* x, size_t n) {
-      for (size_t i = 0; i < n; ++i)
-        if (!std::isfinite(x[i]))
-          fail("{}: weight {}[{}] is {}: the model holds non-finite weights", path, name, b + i, x[i]);
-      return true;
-    });
-  };
-  check_matrix(w.tok_embeddings, "tok_embeddings");
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const layer_weights& L = w.layers[l];
-    const std::string p = fmt::format("layers.{}.", l);
-    for (const auto& [t, n] : {std::pair{&L.wq, "wq"}, {&L.wk, "wk"}, {&L.wv, "wv"}, {&L.wo, "wo"},
-                               {&L.w1, "w1"}, {&L.w3, "w3"}, {&L.w2, "w2"}})
-      check_matrix(*t, p + n);
-    for (const auto& [t, n] : {std::pair{&L.attn_norm, "attn_norm"}, {&L.bq, "bq"}, {&L.bk, "bk"}, {&L.bv, "bv"},
-                               {&L.bo, "bo"}, {&L.ffn_norm, "ffn_norm"}, {&L.q_norm, "q_norm"},
-                               {&L.k_norm, "k_norm"}, {&L.b1, "b1"}, {&L.b3, "b3"}, {&L.b2, "b2"}})
-      check(*t, p + n);
-  }
-  check(w.final_norm, "final_norm");
-  check_matrix(w.classifier, "classifier");
+  for_each_tensor(
+      w,
+      [&](const std::string& name, const matrix& m) {  // widened a chunk at a time, never as a whole
+        m.for_each_chunk([&](size_t b, const float* x, size_t n) {
+          for (size_t i = 0; i < n; ++i)
+            if (!std::isfinite(x[i])) bad(name, b + i, x[i]);
+          return true;
+        });
+      },
+      [&](const std::string& name, const std::vector<float>& v) {
+        for (size_t i = 0; i < v.size(); ++i)
+          if (!std::isfinite(v[i])) bad(name, i, v[i]);
+      });
 }
 
 weights load_any(const std::string& path) {

@@ -100,14 +100,10 @@ size_t model_bytes(const config& c, io::st_dtype matrices) {
 }
 
 size_t weights::bytes() const {
-  auto vec = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
-  size_t n = tok_embeddings.bytes() + classifier.bytes() + vec(final_norm);
-  for (const layer_weights& l : layers) {
-    for (const matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) n += m->bytes();
-    for (const auto* v : {&l.attn_norm, &l.bq, &l.bk, &l.bv, &l.bo, &l.ffn_norm, &l.q_norm, &l.k_norm, &l.b1,
-                          &l.b2, &l.b3})
-      n += vec(*v);
-  }
+  size_t n = 0;
+  for_each_tensor(
+      *this, [&](const std::string&, const matrix& m) { n += m.bytes(); },
+      [&](const std::string&, const std::vector<float>& v) { n += v.size() * sizeof(float); });
   return n;
 }
 
@@ -134,19 +130,11 @@ std::string fingerprint(const weights& w) {
     pieces.push_back({p, 0, dtype});  // marks the tensor's start (and an empty tensor)
     for (size_t b = 0; b < n; b += kPiece) pieces.push_back({p + b, std::min(kPiece, n - b), dtype});
   };
-  auto add_matrix = [&](const matrix& m) { add(m.data(), m.bytes(), int(m.dtype())); };
-  auto add_vector = [&](const std::vector<float>& v) {
-    add(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float), -1);
-  };
-  add_matrix(w.tok_embeddings);
-  for (const layer_weights& l : w.layers) {
-    for (const matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) add_matrix(*m);
-    for (const auto* v : {&l.attn_norm, &l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.b1,
-                          &l.b3, &l.b2})
-      add_vector(*v);
-  }
-  add_vector(w.final_norm);
-  add_matrix(w.classifier);
+  for_each_tensor(
+      w, [&](const std::string&, const matrix& m) { add(m.data(), m.bytes(), int(m.dtype())); },
+      [&](const std::string&, const std::vector<float>& v) {
+        add(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float), -1);
+      });
   std::vector<uint64_t> h(pieces.size());
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t i = 0; i < pieces.size(); ++i) h[i] = core::fnv1a64(pieces[i].p, pieces[i].n);
@@ -158,22 +146,15 @@ std::string fingerprint(const weights& w) {
   return fmt::format("{:016x}", out);
 }
 
-namespace {
-void round_vec(std::vector<float>& v) {
-  for (float& x : v) x = formats::quantize_bf16(x);
-}
-}  // namespace
-
 void round_to_bf16(weights& w) {
-  w.tok_embeddings = w.tok_embeddings.rounded_to_bf16();
-  if (!w.classifier.empty()) w.classifier = w.classifier.rounded_to_bf16();
-  round_vec(w.final_norm);
-  for (auto& l : w.layers) {
-    for (matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) *m = m->rounded_to_bf16();
-    for (auto* v : {&l.attn_norm, &l.bq, &l.bk, &l.bv, &l.bo, &l.ffn_norm, &l.q_norm, &l.k_norm, &l.b1,
-                    &l.b2, &l.b3})
-      round_vec(*v);
-  }
+  for_each_tensor(
+      w,
+      [](const std::string&, matrix& m) {
+        if (!m.empty()) m = m.rounded_to_bf16();
+      },
+      [](const std::string&, std::vector<float>& v) {
+        for (float& x : v) x = formats::quantize_bf16(x);
+      });
 }
 
 }  // namespace attnum::model

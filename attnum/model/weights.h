@@ -137,6 +137,29 @@ struct weights {
   size_t bytes() const;
 };
 
+/// Calls on_matrix(name, m) for every matrix and on_vector(name, v) for every norm and bias of
+/// `w` (const or not), in one fixed order: tok_embeddings; per layer "layers.L." + wq wk wv wo w1
+/// w3 w2, then attn_norm bq bk bv bo ffn_norm q_norm k_norm b1 b3 b2; final_norm; classifier.
+/// Absent tensors (an untied classifier, biases a family lacks) come as empty ones. Every walk
+/// over the weights (bytes, bf16 rounding, the fingerprint, the loader's finiteness check) is
+/// this one.
+template <typename W, typename M, typename V>
+void for_each_tensor(W& w, M&& on_matrix, V&& on_vector) {
+  on_matrix(std::string("tok_embeddings"), w.tok_embeddings);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    auto& L = w.layers[l];
+    const std::string p = "layers." + std::to_string(l) + ".";
+    on_matrix(p + "wq", L.wq), on_matrix(p + "wk", L.wk), on_matrix(p + "wv", L.wv), on_matrix(p + "wo", L.wo);
+    on_matrix(p + "w1", L.w1), on_matrix(p + "w3", L.w3), on_matrix(p + "w2", L.w2);
+    on_vector(p + "attn_norm", L.attn_norm), on_vector(p + "bq", L.bq), on_vector(p + "bk", L.bk);
+    on_vector(p + "bv", L.bv), on_vector(p + "bo", L.bo), on_vector(p + "ffn_norm", L.ffn_norm);
+    on_vector(p + "q_norm", L.q_norm), on_vector(p + "k_norm", L.k_norm), on_vector(p + "b1", L.b1);
+    on_vector(p + "b3", L.b3), on_vector(p + "b2", L.b2);
+  }
+  on_vector(std::string("final_norm"), w.final_norm);
+  on_matrix(std::string("classifier"), w.classifier);
+}
+
 /// Bytes a model of shape c holds with its matrices stored as `matrices` (F32, BF16 or F16) and
 /// norms and biases in fp32: weights::bytes() of such a model, known before it exists.
 size_t model_bytes(const config& c, io::st_dtype matrices);
