@@ -464,7 +464,7 @@ merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
   std::vector<unit_result> all;
   for (size_t i = 0; i < shards.size(); ++i) {
     const nlohmann::json& s = shards[i];
-    if (!s.is_object() || s.value("kind", "") != "attnum-loss-shard" || !s.contains("params") ||
+    if (!s.is_object() || !s.contains("kind") || s["kind"] != "attnum-loss-shard" || !s.contains("params") ||
         !s.contains("units"))
       fail("loss merge: shard {} is not an attnum loss shard file", i);
     if (s.value("tool_version", nlohmann::json()) != std::string(tool_version()))
@@ -478,7 +478,10 @@ merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
     for (const auto& u : s["units"]) all.push_back(unit_result_from_json(u));
   }
   loss_params p;
+  std::string model, rotation;
   try {
+    model = params.at("model").get<std::string>();
+    rotation = params.value("rotation", std::string());  // as recorded (a rotation file need not be here)
     p.knobs = params.at("knobs").get<std::vector<std::string>>();
     p.kernel = attention::resolve_kernel(params.at("kernel").get<std::string>(), p.knobs);
     p.conditions = params.at("conditions").get<std::vector<std::string>>();
@@ -507,8 +510,7 @@ merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
       fail("loss merge: unit (source {}, window {}, condition {}) with {} labels does not fit the "
            "parameters ({} sources, {} windows, {} conditions, n_tokens {})", r.unit.source, r.unit.window,
            r.unit.condition, r.nll_ref.size(), p.sources.size(), p.windows, p.conditions.size(), p.n_tokens);
-  return {std::move(p), params.at("model").get<std::string>(), std::move(all),
-          params.value("rotation", std::string())};
+  return {std::move(p), std::move(model), std::move(all), std::move(rotation)};
 }
 }  // namespace
 

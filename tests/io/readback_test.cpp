@@ -215,4 +215,9 @@ TEST(readback_test, loss_shards_are_validated_field_by_field) {
   }, "with 1 labels does not fit");
   refused([](json& s) { s["tool_version"] = "0.0.1"; }, "written by attnum \"0.0.1\"");
   refused([](json& s) { s["params"]["n_sources"] = 1000000000000; }, "n_sources 1000000000000");
+  // Every field of params is read inside the validation (the fuzzer found "model" read outside it).
+  refused([](json& s) { s["params"].erase("model"); }, "shard parameters: ");
+  refused([](json& s) { s["params"]["model"] = 7; }, "shard parameters: ");
+  refused([](json& s) { s["params"]["rotation"] = json::array(); }, "shard parameters: ");
+  refused([](json& s) { s["kind"] = 1; }, "not an attnum loss shard file");
 }
