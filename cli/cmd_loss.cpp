@@ -101,8 +101,8 @@ void run(const loss_options& o) {
                r.condition_a, r.condition_b, r.kernel, r.delta_ce, r.delta_ce_lo, r.delta_ce_hi, r.delta_kl,
                r.delta_kl_lo, r.delta_kl_hi, r.delta_top1, r.block_length,
                r.ce_diff_lag1_autocorrelation);
-  fmt::print("paired intervals: 95% moving-block bootstrap over token positions (block length "
-             "from the autocorrelation of the per-token CE differences)\n");
+  fmt::print("paired intervals: 95% moving-block bootstrap over token positions, blocks within a text window "
+             "(block length from the autocorrelation of the per-token CE differences)\n");
 }
 
 void setup(CLI::App& app) {

@@ -202,6 +202,12 @@ std::optional<double> resample_mean(const std::vector<double>& x, std::span<cons
   for (int i : idx) s += x[i];
   return s / double(idx.size());
 }
+
+// The block length of a series of labels that is one segment of p.n_tokens labels per text
+// window: stats::block_length's, at most one window (a block never crosses a window's end).
+int window_block_length(const loss_params& p, std::span<const double> x) {
+  return std::max(1, std::min(stats::block_length(x), p.n_tokens));
+}
 }  // namespace
 
 std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id,
@@ -225,19 +231,20 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
     row.ppl_ratio = std::exp(row.ce_variant - row.ce_ref);
     // Paired moving-block bootstrap over token positions: a label's pair (reference, variant)
     // moves together, and blocks keep the dependence between neighbouring positions (the
-    // per-token CE differences are autocorrelated: docs/results.md).
+    // per-token CE differences are autocorrelated: docs/results.md) without running from one
+    // text window into the next.
     std::vector<double> diff(nr.size());
     for (size_t i = 0; i < diff.size(); ++i) diff[i] = nv[i] - nr[i];
     stats::bootstrap_options bo;
     bo.n_resamples = p.bootstrap_samples, bo.seed = p.bootstrap_seed;
-    const int block = stats::block_length(diff);
+    const int block = window_block_length(p, diff);
     const stats::interval ci = stats::block_bootstrap(
         int(diff.size()), block,
         [&](std::span<const int> idx) -> std::optional<double> {
           const auto m = resample_mean(diff, idx);
           return m ? std::optional<double>(std::exp(*m)) : std::nullopt;
         },
-        bo);
+        bo, p.n_tokens);
     row.ppl_ratio_lo = ci.lo.value_or(NAN), row.ppl_ratio_hi = ci.hi.value_or(NAN);
     row.ci_method = ci.method, row.block_length = block, row.n_blocks = ci.n_clusters;
     row.ci_dropped = ci.dropped;
@@ -250,7 +257,7 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
     for (size_t i = 0; i < dp.size(); ++i) dp2[i] = dp[i] * dp[i];
     // The other intervals: the same block length, seed and hence resamples as ppl_ratio's.
     auto interval_of = [&](const stats::statistic_fn& stat, double& lo, double& hi) {
-      const stats::interval iv = stats::block_bootstrap(int(nr.size()), block, stat, bo);
+      const stats::interval iv = stats::block_bootstrap(int(nr.size()), block, stat, bo, p.n_tokens);
       lo = iv.lo.value_or(NAN), hi = iv.hi.value_or(NAN);
     };
     auto mean_of = [](const std::vector<double>& x) {
@@ -309,14 +316,15 @@ std::vector<paired_row> summarize_paired(const loss_params& p, const std::string
     r.kernel = p.kernel.name, r.condition_a = cmp[0], r.condition_b = cmp[1], r.model = model_id;
     r.n_labels = int64_t(n);
     r.delta_ce = mean(dce), r.delta_kl = mean(dkl), r.delta_top1 = mean(dtop);
-    r.block_length = stats::block_length(dce);
+    r.block_length = window_block_length(p, dce);
     r.ce_diff_lag1_autocorrelation = stats::autocorrelation(dce, 1).back();
     // One block bootstrap for the three differences (the same resamples: same seed).
     stats::bootstrap_options bo;
     bo.n_resamples = p.bootstrap_samples, bo.seed = p.bootstrap_seed;
     auto ci = [&](const std::vector<double>& x, double& lo, double& hi) {
       const stats::interval iv = stats::block_bootstrap(
-          int(n), r.block_length, [&](std::span<const int> idx) { return resample_mean(x, idx); }, bo);
+          int(n), r.block_length, [&](std::span<const int> idx) { return resample_mean(x, idx); }, bo,
+          p.n_tokens);
       lo = iv.lo.value_or(NAN), hi = iv.hi.value_or(NAN);
       r.ci_method = iv.method, r.n_blocks = iv.n_clusters, r.ci_dropped += iv.dropped;
     };

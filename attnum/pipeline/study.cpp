@@ -308,8 +308,8 @@ std::string summary_table(const json& s) {
                                : fmt::format("[{:+.4f},{:+.4f}]", r["delta_ce_lo"].get<double>(),
                                              r["delta_ce_hi"].get<double>()),
                            num(r, "delta_kl", "{:+.2e}"), num(r, "delta_top1", "{:+.4f}"));
-      out += "Loss intervals: 95% moving-block bootstrap over token positions (loss_paired.json "
-             "records the block length).\n";
+      out += "Loss intervals: 95% moving-block bootstrap over token positions, blocks within a text "
+             "window (loss_paired.json records the block length).\n";
     }
   }
   if (s.contains("report") && !s["report"].is_null())

@@ -252,20 +252,30 @@ int clusters_with_events(std::span<const int> cluster, std::span<const uint8_t> 
 }
 
 interval block_bootstrap(int n, int block_len, const statistic_fn& stat,
-                         const bootstrap_options& opt) {
-  ATTNUM_ASSERT(n >= 1 && block_len >= 1 && block_len <= n, "block_bootstrap: n {}, block {}", n,
-                block_len);
+                         const bootstrap_options& opt, int segment_len) {
+  if (segment_len <= 0 || segment_len > n) segment_len = n;
+  ATTNUM_ASSERT(n >= 1 && block_len >= 1 && block_len <= segment_len, "block_bootstrap: n {}, block {}, segment {}",
+                n, block_len, segment_len);
   interval out;
   out.n_clusters = (n + block_len - 1) / block_len;
-  out.method = fmt::format("moving-block-bootstrap-percentile (block {})", block_len);
+  out.method = segment_len == n
+                   ? fmt::format("moving-block-bootstrap-percentile (block {})", block_len)
+                   : fmt::format("moving-block-bootstrap-percentile (block {}, within segments of {})", block_len,
+                                 segment_len);
+  // The admissible starts, numbered segment by segment: segment k contributes
+  // len_k - block_len + 1 of them (none when it is shorter than a block).
+  const uint64_t per_full = static_cast<uint64_t>(segment_len - block_len + 1);
+  const int n_full = n / segment_len, tail = n - n_full * segment_len;
+  const uint64_t n_starts =
+      per_full * static_cast<uint64_t>(n_full) + (tail >= block_len ? static_cast<uint64_t>(tail - block_len + 1) : 0);
   splitmix64 rng(opt.seed);
   std::vector<double> values;
   std::vector<int> idx;
-  const uint64_t n_starts = static_cast<uint64_t>(n - block_len + 1);
   for (int b = 0; b < opt.n_resamples; ++b) {
     idx.clear();
     while (static_cast<int>(idx.size()) < n) {
-      const int s = static_cast<int>(rng.below(n_starts));
+      const uint64_t r = rng.below(n_starts);
+      const int s = static_cast<int>(r / per_full) * segment_len + static_cast<int>(r % per_full);
       for (int j = 0; j < block_len && static_cast<int>(idx.size()) < n; ++j) idx.push_back(s + j);
     }
     if (auto v = stat(idx); v && std::isfinite(*v)) values.push_back(*v);

@@ -137,8 +137,12 @@ int clusters_with_events(std::span<const int> cluster, std::span<const uint8_t> 
 /// items (Kunsch 1989): each resample concatenates blocks of `block_len` consecutive items
 /// whose starts are uniform in [0, n - block_len], trimmed to n items. n_clusters reports the
 /// blocks per resample; undefined resamples are counted in `dropped`.
+/// segment_len > 0: the series is consecutive segments of segment_len items (the last may be
+/// shorter), e.g. one per text window, and no block crosses from one segment into the next:
+/// starts are uniform over the positions whose whole block lies inside one segment
+/// (block_len <= segment_len). segment_len 0 or >= n is one series (the same resamples).
 interval block_bootstrap(int n, int block_len, const statistic_fn& stat,
-                         const bootstrap_options& opt = {});
+                         const bootstrap_options& opt = {}, int segment_len = 0);
 
 /// Returns the sample autocorrelation of x at lags 0..max_lag (biased estimator, divisor n).
 std::vector<double> autocorrelation(std::span<const double> x, int max_lag);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <span>
 #include <tuple>
 
@@ -138,7 +139,7 @@ std::string head_label(double score, std::optional<double> se, int n_texts) {
   return score > 0 ? "harmed" : "helped";
 }
 
-json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer) {
+json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer, bool with_intervals) {
   // Group head rows by (kernel, transform) in first-appearance order.
   std::vector<std::pair<std::string, std::string>> keys;
   std::map<std::pair<std::string, std::string>, std::vector<const json*>> groups;
@@ -223,11 +224,15 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer)
           ev_a.push_back(w == 1 ? pred[i] > 0 : w == 3 ? 1 : harmed[i]);
           ev_b.push_back(!harmed[i]);
         }
-        stats::interval iv = stats::cluster_interval(
-            cluster, [&](std::span<const int> idx) { return sub(idx, w, nn == 1); },
-            interval_options(w, n_resamples, seed + static_cast<uint64_t>(w), interval_count(w, ps, ys)));
+        stats::interval iv;
+        if (with_intervals)
+          iv = stats::cluster_interval(
+              cluster, [&](std::span<const int> idx) { return sub(idx, w, nn == 1); },
+              interval_options(w, n_resamples, seed + static_cast<uint64_t>(w), interval_count(w, ps, ys)));
+        else
+          iv.reason = "not computed";
         // Too few events in too few clusters: no interval, whatever the resamples gave.
-        {
+        if (with_intervals) {
           const char* what = w == 1 ? "predicted-harmed heads" : w == 3 ? "heads" : "harmed heads";
           const int ka = stats::clusters_with_events(cl, ev_a);
           const int kb = w == 0 ? stats::clusters_with_events(cl, ev_b) : stats::kMinEventClusters;
@@ -366,6 +371,23 @@ std::string summary_notes(const json& summary) {
       add("harmed: heads labelled harmed (above the noise floor); harmed (sign): heads with a "
           "positive score, noise or not (seed 000's count; n_harmed_sign); null: not "
           "distinguishable from 0 at this noise");
+    if (s.contains("n_texts_loto")) {
+      // The largest move of AUC and Spearman over this summary's rows (computed once, below).
+      double auc = 0, rho = 0;
+      for (const auto& r : summary)
+        for (const auto& [stat, m] : {std::pair<const char*, double*>{"auc", &auc}, {"spearman", &rho}}) {
+          if (!r.contains(stat) || !r[stat].is_number()) continue;
+          const double v = r[stat].get<double>();
+          for (const char* end : {"_loto_min", "_loto_max"}) {
+            const auto e = r.find(std::string(stat) + end);
+            if (e != r.end() && e->is_number()) *m = std::max(*m, std::fabs(e->get<double>() - v));
+          }
+        }
+      add(fmt::format("texts: leaving out one of the {} texts moves AUC by up to {:.3f} and Spearman by up to "
+                      "{:.3f} (each row's *_loto_min/_max in summary.json); the intervals are conditional "
+                      "on these texts",
+                      s["n_texts_loto"].get<int64_t>(), auc, rho));
+    }
     const std::string pm = s.value("predictor_model", "kernel");
     add(pm == "kernel" ? std::string("predictor: models each kernel's own numerics (kernel-aware)")
                        : fmt::format("predictor: one fixed model ({}) for every kernel", pm));
@@ -401,7 +423,39 @@ assembled assemble_tables(const plan& p, const fs::path& dir) {
   a.heads = heads_table(p, a.rows);
   a.summary = summarize(a.heads, p.opt.bootstrap_resamples, p.opt.bootstrap_seed,
                         !p.opt.kernel_outputs.empty());
+  add_text_spread(p, a);
   return a;
+}
+
+void add_text_spread(const plan& p, assembled& a) {
+  std::set<int> texts;
+  for (const auto& r : a.rows) texts.insert(r.text);
+  if (texts.size() < 2) return;
+  const bool transfer = !p.opt.kernel_outputs.empty();
+  std::vector<json> left_out;  // the summary without text t, for each t
+  for (const int t : texts) {
+    std::vector<row> kept;
+    for (const auto& r : a.rows)
+      if (r.text != t) kept.push_back(r);
+    left_out.push_back(summarize(heads_table(p, kept), 0, 0, transfer, false));
+  }
+  for (size_t i = 0; i < a.summary.size(); ++i) {
+    json& s = a.summary[i];
+    for (const char* stat : {"auc", "precision", "recall", "spearman", "n_harmed_sign"}) {
+      json lo, hi;  // null until a defined value (integers stay integers)
+      for (const json& l : left_out) {
+        // The same heads in the same order give the same (kernel, transform) rows.
+        ATTNUM_ASSERT(i < l.size() && l[i]["transform"] == s["transform"], "leave-one-text-out row {}", i);
+        const json& v = l[i][stat];
+        if (!v.is_number()) continue;
+        if (lo.is_null() || v.get<double>() < lo.get<double>()) lo = v;
+        if (hi.is_null() || v.get<double>() > hi.get<double>()) hi = v;
+      }
+      s[std::string(stat) + "_loto_min"] = lo;
+      s[std::string(stat) + "_loto_max"] = hi;
+    }
+    s["n_texts_loto"] = texts.size();
+  }
 }
 
 json assemble(const plan& p, const fs::path& dir) {

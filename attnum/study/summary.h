@@ -48,8 +48,16 @@ std::string head_label(double score, std::optional<double> se, int n_texts);
 /// AUC, precision and recall on all heads (label: score > 0, as seed 000) and on the non-null
 /// heads (`*_nonnull`). With `transfer`, labels are the real kernel's (kernel_harmed,
 /// kernel_label) and Spearman compares the emulator's observed scores with the kernel's.
+/// with_intervals false: the point estimates only (every interval null, reason "not computed").
 nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t seed,
-                         bool transfer = false);
+                         bool transfer = false, bool with_intervals = true);
+
+/// Texts as a factor: adds to each summary row how far its statistics move when one text is left
+/// out (`<stat>_loto_min`, `<stat>_loto_max` for auc, precision, recall, spearman and
+/// n_harmed_sign: the statistics of the score's sign, whose meaning does not change with the
+/// number of texts; `n_texts_loto`, the texts left out one at a time). Nothing with fewer than 2
+/// texts. The intervals are conditional on the texts; this is their spread.
+void add_text_spread(const plan& p, assembled& a);
 
 /// The interval options of summary statistic `which` (0 AUC, 1 precision, 2 recall, 3 Spearman):
 /// its range ([0, 1], Spearman [-1, 1]), the empirical logit scale of that range (Fisher's z

@@ -270,6 +270,15 @@ TEST(loss_test, paired_rows_from_known_unit_results) {
   const std::vector<loss_row> ratios = summarize(p, "m", results);
   EXPECT_GT(ratios[2].block_length, 10);
   EXPECT_EQ(ratios[2].ci_method.rfind("moving-block-bootstrap", 0), 0u);
+  // Two windows of 500 labels: no block runs from one window into the next, and a block is at
+  // most one window long.
+  EXPECT_NE(ratios[2].ci_method.find("within segments of 500"), std::string::npos) << ratios[2].ci_method;
+  {
+    loss_params short_windows = p;
+    short_windows.n_tokens = 8;  // the same labels read as 125 windows of 8
+    EXPECT_EQ(summarize_paired(short_windows, "m", results)[0].block_length, 8);
+    EXPECT_EQ(summarize(short_windows, "m", results)[2].block_length, 8);
+  }
   EXPECT_LE(ratios[2].ppl_ratio_lo, ratios[2].ppl_ratio);
   EXPECT_GE(ratios[2].ppl_ratio_hi, ratios[2].ppl_ratio);
   // Only the comparisons whose two conditions ran.

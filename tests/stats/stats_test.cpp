@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
 #include <vector>
 
 using namespace attnum::stats;
@@ -200,6 +201,42 @@ TEST(stats_test, block_bootstrap_widens_for_dependent_series) {
   const interval iid = block_bootstrap(2000, 1, mean, {400, 1, 0.95});
   EXPECT_GT(*blocks.hi - *blocks.lo, 2.0 * (*iid.hi - *iid.lo));
   EXPECT_EQ(iid.n_clusters, 2000);
+}
+
+TEST(stats_test, block_bootstrap_keeps_blocks_inside_segments) {
+  // 3 segments of 10 items and a tail of 4 (n 34), blocks of 4: every block of every resample
+  // starts at a position whose 4 items lie in one segment, every admissible start is drawn, and
+  // a segment as long as the series gives the unsegmented resamples.
+  const int n = 34, seg = 10, block = 4;
+  std::set<int> starts;
+  bool crossed = false;
+  const auto record = [&](std::span<const int> idx) -> std::optional<double> {
+    for (size_t b = 0; b < idx.size(); b += block) {
+      const int s = idx[b];
+      starts.insert(s);
+      const size_t len = std::min<size_t>(block, idx.size() - b);
+      for (size_t j = 0; j < len; ++j) crossed |= idx[b + j] != s + int(j);
+      crossed |= (s / seg) != ((s + block - 1) / seg) || s + block > n;
+    }
+    return 0.0;
+  };
+  const interval iv = block_bootstrap(n, block, record, {2000, 7, 0.95}, seg);
+  EXPECT_FALSE(crossed);
+  std::set<int> admissible;
+  for (int s = 0; s + block <= n; ++s)
+    if (s / seg == (s + block - 1) / seg) admissible.insert(s);
+  EXPECT_EQ(starts, admissible);  // 3 x 7 + 1 starts; 30..33 is the tail's one block
+  EXPECT_NE(iv.method.find("within segments of 10"), std::string::npos) << iv.method;
+  std::vector<std::vector<int>> a, b;
+  const auto keep = [](std::vector<std::vector<int>>& into) {
+    return [&into](std::span<const int> idx) -> std::optional<double> {
+      into.emplace_back(idx.begin(), idx.end());
+      return 0.0;
+    };
+  };
+  block_bootstrap(n, block, keep(a), {50, 9, 0.95});
+  block_bootstrap(n, block, keep(b), {50, 9, 0.95}, n);
+  EXPECT_EQ(a, b);
 }
 
 TEST(stats_test, mean_and_se) {

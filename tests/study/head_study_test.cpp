@@ -6,15 +6,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "attnum/core/error.h"
 #include "cli_util.h"
 #include "attnum/core/parallel.h"
+#include "attnum/stats/stats.h"
 #include "attnum/study/emulate.h"
 #include "attnum/study/zoo.h"
 
@@ -327,5 +331,83 @@ TEST(head_study_test, result_files_follow_the_one_field_list_per_row_type) {
   const auto rows = study::read_unit(d, p, 3);
   ASSERT_TRUE(rows && !rows->empty());
   for (const auto& r : *rows) EXPECT_EQ(study::row_json(study::row_from_json(study::row_json(r))), study::row_json(r));
+  fs::remove_all(d);
+}
+
+// Texts as a factor: each summary row's *_loto_min/_max are the range, over the texts, of the
+// statistic of the study without that text, recomputed here by a plain loop from rows.jsonl's
+// rows (per head: mean over the kept texts of log1p errors, transform minus plain).
+TEST(head_study_test, leave_one_text_out_ranges_match_a_plain_loop) {
+  study::plan p = small_plan();
+  {
+    study::study_options o = p.opt;
+    o.n_texts = 3;
+    o.kernels = {attention::preset("fa3"), attention::preset("sage2pp-sm89")};
+    p = study::make_plan(o);
+  }
+  const fs::path d = fresh("loto");
+  study::run_controls ctl;
+  ctl.progress = false;
+  ASSERT_TRUE(study::run_study(p, d, ctl));
+  const study::assembled a = study::assemble_tables(p, d);
+  ASSERT_EQ(a.summary.size(), 6u);  // 2 kernels x 3 transforms
+  for (const nlohmann::json& s : a.summary) {
+    const std::string kernel = s["kernel"], transform = s["transform"];
+    ASSERT_EQ(s["n_texts_loto"], 3);
+    std::vector<double> aucs, rhos, harmed, recalls;
+    for (int left = 0; left < 3; ++left) {
+      // (model, layer, head) -> [transform, plain] sums of observed and predicted log1p errors
+      std::map<std::tuple<std::string, int, int>, std::array<double, 4>> sum;
+      std::map<std::tuple<std::string, int, int>, int> n;
+      for (const study::row& r : a.rows) {
+        if (r.text == left || r.kernel != kernel || (r.condition != transform && r.condition != "plain")) continue;
+        auto& v = sum[{r.model, r.layer, r.head}];
+        const int at = r.condition == "plain" ? 2 : 0;
+        v[at] += r.log_err, v[at + 1] += std::log1p(r.predicted_rel_err);
+        n[{r.model, r.layer, r.head}] += r.condition == "plain";
+      }
+      std::vector<double> obs, pred;
+      std::vector<uint8_t> pos;
+      for (const auto& [key, v] : sum) {
+        const double k = n[key];
+        obs.push_back(v[0] / k - v[2] / k), pred.push_back(v[1] / k - v[3] / k), pos.push_back(obs.back() > 0);
+      }
+      aucs.push_back(stats::roc_auc(pred, pos).value_or(NAN));
+      rhos.push_back(stats::spearman(pred, obs).value_or(NAN));
+      harmed.push_back(std::count(pos.begin(), pos.end(), 1));
+      double tp = 0;
+      for (size_t i = 0; i < pos.size(); ++i) tp += pos[i] && pred[i] > 0;
+      if (harmed.back() > 0) recalls.push_back(tp / harmed.back());
+    }
+    const auto lo_hi = [](std::vector<double> x) {
+      return std::make_pair(*std::min_element(x.begin(), x.end()), *std::max_element(x.begin(), x.end()));
+    };
+    const auto [auc_lo, auc_hi] = lo_hi(aucs);
+    const auto [rho_lo, rho_hi] = lo_hi(rhos);
+    const auto [h_lo, h_hi] = lo_hi(harmed);
+    EXPECT_NEAR(s["auc_loto_min"].get<double>(), auc_lo, 1e-12) << kernel << " " << transform;
+    EXPECT_NEAR(s["auc_loto_max"].get<double>(), auc_hi, 1e-12) << kernel << " " << transform;
+    EXPECT_NEAR(s["spearman_loto_min"].get<double>(), rho_lo, 1e-12) << kernel << " " << transform;
+    EXPECT_NEAR(s["spearman_loto_max"].get<double>(), rho_hi, 1e-12) << kernel << " " << transform;
+    EXPECT_EQ(s["n_harmed_sign_loto_min"].get<double>(), h_lo);
+    EXPECT_EQ(s["n_harmed_sign_loto_max"].get<double>(), h_hi);
+    if (recalls.empty()) {
+      EXPECT_TRUE(s["recall_loto_min"].is_null());
+    } else {
+      const auto [r_lo, r_hi] = lo_hi(recalls);
+      EXPECT_NEAR(s["recall_loto_min"].get<double>(), r_lo, 1e-12) << kernel << " " << transform;
+      EXPECT_NEAR(s["recall_loto_max"].get<double>(), r_hi, 1e-12) << kernel << " " << transform;
+    }
+  }
+  // One text: no range.
+  {
+    study::study_options o = p.opt;
+    o.n_texts = 1;
+    const study::plan one = study::make_plan(o);
+    const fs::path d1 = fresh("loto1");
+    ASSERT_TRUE(study::run_study(one, d1, ctl));
+    EXPECT_FALSE(study::assemble_tables(one, d1).summary[0].contains("auc_loto_min"));
+    fs::remove_all(d1);
+  }
   fs::remove_all(d);
 }
