@@ -168,11 +168,11 @@ which is fixed, not tuned. <span id="heads-predictor"></span></p>
 <div>
 <h3>Counts in the selection</h3>
 <p id="heads-counts"></p>
+</div>
+</div>
 <h3>AUC and counts (summary.json)</h3>
 <div id="summary-wrap"></div>
 <div class="exports" id="summary-exports"></div>
-</div>
-</div>
 <p class="note">These are differences of log-transformed errors, not error ratios or perplexity
 changes. The predictor needs the ideal attention output: it is a diagnostic, not a runtime
 switch. AUC measures ranking, not calibration; it is undefined where a selection has no harmed or
