@@ -62,7 +62,7 @@ footer { max-width: 1100px; margin: 40px auto 30px; padding: 0 20px; color: var(
 #grid-list { display: flex; flex-wrap: wrap; gap: 14px 22px; align-items: flex-start; }
 figure.hg { margin: 0; }
 figure.hg figcaption { font-size: 13px; margin-bottom: 4px; }
-.hg-grid { display: grid; gap: 1px; font-size: 10px; color: var(--muted); }
+.hg-grid { display: grid; justify-content: start; gap: 1px; font-size: 10px; color: var(--muted); }
 .hg-grid .hg-lab { text-align: right; padding-right: 3px; line-height: 11px; }
 .hg-cell { width: 11px; height: 11px; position: relative; cursor: pointer; border: 0; padding: 0; }
 .hg-cell.label-null { background: repeating-linear-gradient(45deg, #bdbdbd 0 2px, #efefef 2px 4px) !important; }
@@ -667,9 +667,16 @@ const char* page_js() {
       if (!groups.has(g)) groups.set(g, []);
       groups.get(g).push(i);
     });
+    // Grids in summary.json's (kernel, transform) order, then by condition and model name.
+    const rank = (kernel, transform) => {
+      const i = DATA.summary ? DATA.summary.rows.findIndex((r) => String(r.kernel) === kernel && String(r.transform) === transform) : -1;
+      return i >= 0 ? i : 1e6 + (COND_ORDER.indexOf(transform) + 1) * 1e3;
+    };
+    const order = [...groups.keys()].map((g) => g.split('|')).sort((a, b) =>
+      rank(a[1], a[2]) - rank(b[1], b[2]) || a[1].localeCompare(b[1]) || a[2].localeCompare(b[2]) || a[0].localeCompare(b[0]));
     const parts = [];
-    for (const [g, idx] of groups) {
-      const [model, kernel, transform] = g.split('|');
+    for (const [model, kernel, transform] of order) {
+      const idx = groups.get(model + '|' + kernel + '|' + transform);
       const layers = [...new Set(idx.map((i) => Number(HEADS.rows[i].layer)))].sort((a, b) => a - b);
       const heads = [...new Set(idx.map((i) => Number(HEADS.rows[i].head)))].sort((a, b) => a - b);
       const at = new Map(idx.map((i) => [HEADS.rows[i].layer + '|' + HEADS.rows[i].head, i]));
