@@ -375,11 +375,17 @@ const char* page_js() {
     const list = Array.isArray(src) ? src : Array.isArray(src.inputs) ? src.inputs : Array.isArray(src.files) ? src.files : null;
     if (src === 'zoo' && meta.zoo) return 'synthetic zoo (' + Object.entries(meta.zoo).map(([k, v]) => esc(k) + ' ' + esc(v)).join(', ') + ')';
     if (!list) return esc(typeof src === 'object' ? JSON.stringify(src) : src);
-    return list.map((f) => {
-      const hash = f.fnv1a64 ?? f.sha256 ?? f.hash ?? f.fnv1a;
-      const name = [f.model, f.text, f.file ?? f.path].filter((x) => x !== undefined && x !== null).join(', ');
-      return esc(name || JSON.stringify(f)) + (hash ? ' <code>' + esc(String(hash).slice(0, 8)) + '</code>' : '');
-    }).join('<br>');
+    // Each file by its name (the full path in its tooltip) and the first 8 hex digits of its hash;
+    // past four files, the rest behind a disclosure.
+    const items = list.map((f) => {
+      const hash = f.fnv1a64 ?? f.sha256 ?? f.hash ?? f.fnv1a, file = f.file ?? f.path;
+      const base = file === undefined || file === null ? '' : String(file).split('/').pop();
+      const name = [f.model, base].filter((x) => x !== undefined && x !== null && x !== '').join(', ');
+      return '<span class="input"' + (file ? ' title="' + esc(file) + '"' : '') + '>' + esc(name || JSON.stringify(f)) + '</span>' +
+        (hash ? ' <code>' + esc(String(hash).slice(0, 8)) + '</code>' : '');
+    });
+    if (items.length <= 4) return items.join('<br>');
+    return items.slice(0, 3).join('<br>') + '<details><summary>' + (items.length - 3) + ' more</summary>' + items.slice(3).join('<br>') + '</details>';
   }
   function renderProvenance() {
     let h = '<p class="note">Report written by attnum ' + esc(DATA.tool_version) + ' from: ' +
