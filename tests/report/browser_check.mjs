@@ -199,6 +199,9 @@ try {
   check(cells.length === heads.rows.length && new Set(cells.map((c) => c.row)).size === heads.rows.length &&
     nFig === new Set(heads.rows.map((r) => r.model + '|' + r.kernel + '|' + r.transform)).size,
     `harm grid with every transform: ${cells.length} cells for ${heads.rows.length} heads.csv rows, ${nFig} grids`);
+  const figOrder = await page.$$eval('#grid-list figure.hg', (fs) => fs.map((f) => f.dataset.kernel + '|' + f.dataset.transform + '|' + f.dataset.model));
+  check(figOrder[0] === summaryRows[0].kernel + '|' + summaryRows[0].transform + '|toy-a' && figOrder[1] === summaryRows[0].kernel + '|' + summaryRows[0].transform + '|toy-b' &&
+    figOrder[2].startsWith(summaryRows[1].kernel + '|' + summaryRows[1].transform + '|'), `grids in summary.json's order, then by model (${figOrder.slice(0, 3).join(', ')})`);
   // Loss plots: one point per loss.json row and per loss_paired row.
   const lossN = await page.evaluate(() => { const v = window.attnumReport.views; return [v.loss ? v.loss.data('d').length : -1, v.lossPaired ? v.lossPaired.data('d').length : -1]; });
   check(lossN[0] === lossRows.length && lossN[1] === 2, `loss plot draws ${lossN[0]} ratios (loss.json: ${lossRows.length}) and ${lossN[1]} paired differences (2)`);
