@@ -52,13 +52,29 @@ footer { max-width: 1100px; margin: 40px auto 30px; padding: 0 20px; color: var(
 #detail-table th.grp { text-align: center; border-bottom: 1px solid #bbb; }
 .scroll { overflow-x: auto; max-width: 100%; }
 /* Wide tables scroll inside their box: nothing is wider than the viewport. */
-#summary-wrap, #loss-wrap, #loss-paired-wrap, #head-detail, #provenance { overflow-x: auto; max-width: 100%; }
+#summary-wrap, #loss-wrap, #loss-paired-wrap, #head-detail, #provenance, #grid-list { overflow-x: auto; max-width: 100%; }
 .row > * { min-width: 0; max-width: 100%; }
 .row > div:not(.chart) { flex: 1 1 320px; }
 .chart { max-width: 100%; overflow-x: auto; }
 #answer-list { padding-left: 20px; }
 #answer-list li.answer { margin: 4px 0; font-variant-numeric: tabular-nums; }
 #answer-list li.answer-loss { color: var(--ink); font-size: 14px; }
+#grid-list { display: flex; flex-wrap: wrap; gap: 14px 22px; align-items: flex-start; }
+figure.hg { margin: 0; }
+figure.hg figcaption { font-size: 13px; margin-bottom: 4px; }
+.hg-grid { display: grid; justify-content: start; gap: 1px; font-size: 10px; color: var(--muted); }
+.hg-grid .hg-lab { text-align: right; padding-right: 3px; line-height: 11px; }
+.hg-cell { width: 11px; height: 11px; position: relative; cursor: pointer; border: 0; padding: 0; }
+.hg-cell.label-null { background: repeating-linear-gradient(45deg, #bdbdbd 0 2px, #efefef 2px 4px) !important; }
+.hg-cell.pred::after { content: ''; position: absolute; left: 3.5px; top: 3.5px; width: 4px; height: 4px;
+                       border-radius: 50%; background: #111; }
+.hg-cell.sel { outline: 2px solid #111; outline-offset: 0; z-index: 1; }
+.hg-legend { display: flex; flex-wrap: wrap; gap: 14px; align-items: center; font-size: 13px; margin: 8px 0; }
+.hg-legend .hg-cell { display: inline-block; vertical-align: middle; margin-right: 4px; cursor: default; }
+.hg-ramp { display: inline-block; width: 140px; height: 11px; vertical-align: middle;
+           background: linear-gradient(90deg, #2f6fb0, #ffffff, #c0392b); margin: 0 4px; }
+#provenance-table td { text-align: left; white-space: normal; vertical-align: top; max-width: 360px; overflow-wrap: anywhere; }
+#provenance-table td code { font-size: 12px; }
 )CSS";
 }
 
@@ -66,9 +82,10 @@ const char* page_body() {
   return R"HTML(<header>
 <h1>attention-numerics report</h1>
 <p>Rotation preserves dot products; rounding does not. This page shows what happens when the two
-meet in low-precision attention: first the answer the results give, then the downstream loss,
-the measured heads, the P-cast analysis and a synthetic illustration of the mechanism, as far as
-the result folders below hold them. Where those folders come from the emulator, they are CPU FP8 emulation results, not
+meet in low-precision attention: first the answer the results give, then the harm per layer and
+head, the downstream loss, the predictor against the measured heads, the head inspector, the
+P-cast analysis and a synthetic illustration of the mechanism, as far as the result folders
+below hold them. Where those folders come from the emulator, they are CPU FP8 emulation results, not
 measurements of a GPU kernel; each folder's meta.json says what produced it.</p>
 <div id="provenance"></div>
 </header>
@@ -82,8 +99,25 @@ measurements of a GPU kernel; each folder's meta.json says what produced it.</p>
 whose score is above zero. A word such as "better than chance" or "not distinguishable from
 plain" is used only as the interval printed beside it allows (docs/report.md).</p>
 </section>
+<section id="s-grid">
+<h2><span class="num">02</span>Harm at a glance: every head, per layer</h2>
+<div id="grid-absent"></div>
+<div id="grid-present">
+<p>One grid per model, kernel and transform: rows are layers, columns are query heads. A cell's
+colour is the head's observed score (red: the transform harms the head, blue: it helps; the
+stronger the colour, the larger the score). Hatched grey cells are null heads, whose score lies
+within their noise floor. A dot marks the heads the predictor calls harmed (predicted score
+&gt; 0). Click a cell to select that head in the inspector below.</p>
+<div class="controls">
+<label>Kernel <select id="g-kernel"></select></label>
+<label>Transform <select id="g-transform"></select></label>
+</div>
+<div class="hg-legend" id="grid-legend"></div>
+<div id="grid-list"></div>
+</div>
+</section>
 <section id="s-loss">
-<h2><span class="num">02</span>Downstream loss</h2>
+<h2><span class="num">03</span>Downstream loss</h2>
 <div id="loss-absent"></div>
 <div id="loss-present">
 <p>Teacher-forced cross-entropy over held-out next-token labels, with every layer's attention
@@ -96,6 +130,14 @@ per condition does not say whether two conditions differ: the paired table below
 the same labels. Loss numbers are not exact across machines: the model's forward-pass GEMMs
 (outside attention) depend on the CPU's instruction set, so the last digits differ between
 machines; head tables are bit-for-bit.</p>
+<div class="row">
+<div id="loss-plot" class="chart"></div>
+<div id="loss-paired-plot" class="chart"></div>
+</div>
+<p class="note">Left: the perplexity ratio to the reference per condition and kernel, with its
+95% interval; the line at 1 is the reference. Right: the paired CE difference (nats) of two
+conditions on the same labels, with its 95% interval; an interval that crosses the line at 0
+does not distinguish the two conditions.</p>
 <div id="loss-wrap"></div>
 <h3>Paired comparisons (same labels, a &minus; b)</h3>
 <div id="loss-paired-wrap"></div>
@@ -103,7 +145,7 @@ machines; head tables are bit-for-bit.</p>
 </div>
 </section>
 <section id="s-heads">
-<h2><span class="num">03</span>Measured heads: could the predictor tell which heads a transform harms?</h2>
+<h2><span class="num">04</span>Measured heads: could the predictor tell which heads a transform harms?</h2>
 <div id="heads-absent"></div>
 <div id="heads-present">
 <p>Each point is one query head under one kernel and one transform. Horizontal axis: the
@@ -126,11 +168,11 @@ which is fixed, not tuned. <span id="heads-predictor"></span></p>
 <div>
 <h3>Counts in the selection</h3>
 <p id="heads-counts"></p>
+</div>
+</div>
 <h3>AUC and counts (summary.json)</h3>
 <div id="summary-wrap"></div>
 <div class="exports" id="summary-exports"></div>
-</div>
-</div>
 <p class="note">These are differences of log-transformed errors, not error ratios or perplexity
 changes. The predictor needs the ideal attention output: it is a diagnostic, not a runtime
 switch. AUC measures ranking, not calibration; it is undefined where a selection has no harmed or
@@ -144,9 +186,12 @@ percentile bootstrap (which covers far less than 95% with 5-6 clusters); "droppe
 resamples or leave-one-out fits where a statistic was undefined. The predictor column says whether
 the predictor modelled each kernel's own numerics (kernel-aware) or scored every kernel with one
 fixed preset. Head tables are exact across machines: the same command gives the same bits.</p>
-
-<h3>Inspector</h3>
-<p>Rows are ordered by observed harm, largest first; the filters above apply. Click a row or
+</div>
+</section>
+<section id="s-inspector">
+<h2><span class="num">05</span>Inspector</h2>
+<div id="inspector-present">
+<p>Rows are ordered by observed harm, largest first; the filters of the section above apply. Click a row or
 focus the table and use the arrow keys (Home, End, Page Up, Page Down also work); Enter opens a
 head: its per-text errors for each condition and exp(mean log error) &minus; 1.</p>
 <div id="inspector-wrap" tabindex="0" role="grid" aria-label="Heads ordered by observed harm">
@@ -159,7 +204,7 @@ head: its per-text errors for each condition and exp(mean log error) &minus; 1.<
 </div>
 </section>
 <section id="s-pcast">
-<h2><span class="num">04</span>P cast: probabilities cast to E4M3 with a static scale S</h2>
+<h2><span class="num">06</span>P cast: probabilities cast to E4M3 with a static scale S</h2>
 <div id="pcast-absent"></div>
 <div id="pcast-present">
 <h3>Underflow against sink strength</h3>
@@ -181,7 +226,7 @@ to E4M3, divided by S. It is a sawtooth with its lower envelope 2<sup>&minus;4</
 </div>
 </section>
 <section id="s-illustration">
-<h2><span class="num">05</span>Synthetic illustration: a shared key component should disappear</h2>
+<h2><span class="num">07</span>Synthetic illustration: a shared key component should disappear</h2>
 <p>Four keys share the same first coordinate. It adds the same constant to every attention score,
 so exact softmax cancels it: move the slider and the exact weights stay fixed. After a
 random-sign Hadamard rotation spreads that common component across all eight channels, coarse
@@ -246,9 +291,20 @@ const char* page_js() {
     if (x === null || x === undefined || x === '') return '—';
     if (typeof x !== 'number') return esc(x);
     if (d === undefined) d = 4;
-    if (x !== 0 && (Math.abs(x) < 1e-3 || Math.abs(x) >= 1e5)) return x.toExponential(d - 1);
+    if (typeof d === 'function') return d(x);
     return x.toFixed(d);
   }
+  // One number format for a whole column (docs/report.md): `sig` significant digits for the
+  // column's largest magnitude, the same number of decimals in every cell; scientific notation
+  // with sig digits for every cell when that magnitude is below 1e-4 or from 1e5 on.
+  function colFormat(values, sig) {
+    let m = 0;
+    for (const v of values) if (typeof v === 'number' && Number.isFinite(v)) m = Math.max(m, Math.abs(v));
+    if (m !== 0 && (m < 1e-4 || m >= 1e5)) return (x) => x.toExponential(sig - 1);
+    const dec = m === 0 ? sig - 1 : Math.min(8, Math.max(0, sig - 1 - Math.floor(Math.log10(m))));
+    return (x) => x.toFixed(dec);
+  }
+  const column = (rows, ...keys) => rows.flatMap((r) => keys.map((k) => r[k]));
   function cell(x, d, cls) {
     const v = typeof x === 'number' ? ' data-value="' + String(x) + '"' : '';
     return '<td' + (cls ? ' class="' + cls + '"' : '') + v + '>' + num(x, d) + '</td>';
@@ -311,16 +367,43 @@ const char* page_js() {
   }
 
   // ---- header -------------------------------------------------------------------------------
+  // A folder's inputs with short hashes: the source's files (model, text, file, hash) where
+  // meta.json lists them, else the source's name.
+  function inputsOf(meta) {
+    const src = meta.source;
+    if (src === undefined || src === null) return '';
+    const list = Array.isArray(src) ? src : Array.isArray(src.inputs) ? src.inputs : Array.isArray(src.files) ? src.files : null;
+    if (src === 'zoo' && meta.zoo) return 'synthetic zoo (' + Object.entries(meta.zoo).map(([k, v]) => esc(k) + ' ' + esc(v)).join(', ') + ')';
+    if (!list) return esc(typeof src === 'object' ? JSON.stringify(src) : src);
+    // Each file by its name (the full path in its tooltip) and the first 8 hex digits of its hash;
+    // past four files, the rest behind a disclosure.
+    const items = list.map((f) => {
+      const hash = f.fnv1a64 ?? f.sha256 ?? f.hash ?? f.fnv1a, file = f.file ?? f.path;
+      const base = file === undefined || file === null ? '' : String(file).split('/').pop();
+      const name = [f.model, base].filter((x) => x !== undefined && x !== null && x !== '').join(', ');
+      return '<span class="input"' + (file ? ' title="' + esc(file) + '"' : '') + '>' + esc(name || JSON.stringify(f)) + '</span>' +
+        (hash ? ' <code>' + esc(String(hash).slice(0, 8)) + '</code>' : '');
+    });
+    if (items.length <= 4) return items.join('<br>');
+    return items.slice(0, 3).join('<br>') + '<details><summary>' + (items.length - 3) + ' more</summary>' + items.slice(3).join('<br>') + '</details>';
+  }
   function renderProvenance() {
     let h = '<p class="note">Report written by attnum ' + esc(DATA.tool_version) + ' from: ' +
       DATA.dirs.map((d) => '<code>' + esc(d) + '</code>').join(', ') + '.</p>';
-    for (const m of DATA.meta) {
-      const meta = m.meta || {};
-      const bits = [];
-      for (const k of ['command', 'source', 'tool_version', 'predictor_version']) {
-        if (meta[k] !== undefined) bits.push(k + ': ' + esc(typeof meta[k] === 'object' ? JSON.stringify(meta[k]) : meta[k]));
-      }
-      h += '<p class="note"><code>' + esc(m.dir) + '</code> — ' + bits.join('; ') + '</p>';
+    if (DATA.meta.length) {
+      h += '<div class="scroll"><table id="provenance-table"><thead><tr><th class="l">Folder</th><th class="l">Tool version</th>' +
+        '<th class="l">Commit</th><th class="l">Date (UTC)</th><th class="l">Command</th><th class="l">CPU / ISA path</th>' +
+        '<th class="l">Inputs</th></tr></thead><tbody>' + DATA.meta.map((m) => {
+          const meta = m.meta || {}, run = meta.run || {};
+          const td = (x) => '<td>' + (x === undefined || x === null || x === '' ? '—' : x) + '</td>';
+          const isa = run.isa_paths && typeof run.isa_paths === 'object' ? run.isa_paths.isa : undefined;
+          const cpu = [run.cpu_model, isa ? 'ISA path ' + isa : undefined, run.threads ? run.threads + ' threads' : undefined].filter((x) => x !== undefined);
+          return '<tr>' + td('<code>' + esc(m.dir) + '</code>') + td(esc(run.tool_version ?? meta.tool_version ?? '')) +
+            td(run.git_commit ? '<code>' + esc(String(run.git_commit).slice(0, 12)) + '</code>' : '') + td(esc(run.utc_time ?? '')) +
+            td(esc(run.command_line ?? meta.command ?? '')) + td(esc(cpu.join('; '))) + td(inputsOf(meta)) + '</tr>';
+        }).join('') + '</tbody></table></div>' +
+        '<details id="provenance-raw"><summary>Raw meta.json</summary>' + DATA.meta.map((m) =>
+          '<p><code>' + esc(m.dir) + '</code></p><pre class="vec">' + esc(JSON.stringify(m.meta, null, 2)) + '</pre>').join('') + '</details>';
     }
     if (DATA.absent.length) {
       h += '<div class="absent"><strong>Not in these results:</strong><ul>' +
@@ -491,7 +574,10 @@ const char* page_js() {
     const kind = r.cluster === 'model+layer' ? 'model+layer clusters' : 'models';
     return name + ', ' + (r.n_clusters ?? '?') + ' ' + kind + (r.ci_dropped !== undefined ? ', ' + r.ci_dropped + ' dropped' : '');
   }
+  let headFmt = null;
   function renderInspector() {
+    if (!headFmt) headFmt = { pred: colFormat(column(HEADS.rows, 'predicted_score'), 3), obs: colFormat(column(HEADS.rows, 'observed_score'), 3),
+      se: colFormat(column(HEADS.rows, 'observed_se'), 3) };
     const body = document.querySelector('#inspector tbody');
     const parts = new Array(filtered.length);
     for (let i = 0; i < filtered.length; ++i) {
@@ -499,9 +585,9 @@ const char* page_js() {
       parts[i] = '<tr id="head-row-' + i + '" data-i="' + i + '" data-key="' + esc(headKey(r)) + '" role="row"' +
         (r.harmed === true ? ' class="harmed"' : '') + '><td>' + (i + 1) + '</td><td class="l">' + esc(r.model) + '</td><td>' +
         esc(r.layer) + '</td><td>' + esc(r.head) + '</td><td class="l">' + esc(r.kernel) + '</td><td class="l">' +
-        esc(r.transform) + '</td>' + cell(r.predicted_score, 4) + cell(r.observed_score, 4, 'obs') + '<td class="l">' +
+        esc(r.transform) + '</td>' + cell(r.predicted_score, headFmt.pred) + cell(r.observed_score, headFmt.obs, 'obs') + '<td class="l">' +
         (r.harmed === true ? 'yes' : r.harmed === false ? 'no' : '—') + '</td><td class="l label-' + labelOf(r) + '">' +
-        labelOf(r) + (typeof r.observed_se === 'number' ? ' (se ' + num(r.observed_se, 4) + ')' : '') + '</td></tr>';
+        labelOf(r) + (typeof r.observed_se === 'number' ? ' (se ' + num(r.observed_se, headFmt.se) + ')' : '') + '</td></tr>';
     }
     body.innerHTML = parts.join('');
     selected = -1;
@@ -548,10 +634,11 @@ const char* page_js() {
       h += '<table id="detail-table"><thead><tr><th class="l" rowspan="2">Text</th>' + d.conditions.map((c) =>
         '<th colspan="2" class="grp">' + esc(c.condition) + '</th>').join('') + '</tr><tr>' +
         d.conditions.map(() => '<th>measured</th><th>predicted</th>').join('') + '</tr></thead><tbody>';
+      const fm = d.conditions.map((c) => colFormat([...c.rel_err, c.geo], 3)), fp = d.conditions.map((c) => colFormat([...c.predicted_rel_err, c.pred_geo], 3));
       d.texts.forEach((t, ti) => {
-        h += '<tr><td class="l">' + esc(t) + '</td>' + d.conditions.map((c) => cell(c.rel_err[ti], 4) + cell(c.predicted_rel_err[ti], 4)).join('') + '</tr>';
+        h += '<tr><td class="l">' + esc(t) + '</td>' + d.conditions.map((c, ci) => cell(c.rel_err[ti], fm[ci]) + cell(c.predicted_rel_err[ti], fp[ci])).join('') + '</tr>';
       });
-      h += '<tr class="geo"><td class="l">exp(mean log error) &minus; 1</td>' + d.conditions.map((c) => cell(c.geo, 4) + cell(c.pred_geo, 4)).join('') +
+      h += '<tr class="geo"><td class="l">exp(mean log error) &minus; 1</td>' + d.conditions.map((c, ci) => cell(c.geo, fm[ci]) + cell(c.pred_geo, fp[ci])).join('') +
         '</tr></tbody></table><p class="note">Relative error is ||O &minus; O<sub>ref</sub>||<sub>F</sub> / ||O<sub>ref</sub>||<sub>F</sub> against fp64 ' +
         'attention of the same operands, per text. The last row turns the mean of log(1 + error) over texts back into an error.</p>';
     }
@@ -559,9 +646,103 @@ const char* page_js() {
     $('head-detail').innerHTML = h;
     addExports('detail-exports', 'head-detail', 'This head', () => detailTable(r));
   }
+  // ---- harm grid ----------------------------------------------------------------------------
+  // The kernel and transform shown first (grid and scatter): the first summary row's, else the
+  // first head row's.
+  function firstSelection() {
+    const s = DATA.summary && DATA.summary.rows.find((r) => HEADS.rows.some((h) => h.kernel === r.kernel && h.transform === r.transform));
+    const r = s || HEADS.rows[0] || {};
+    return { kernel: r.kernel === undefined ? '' : String(r.kernel), transform: r.transform === undefined ? '' : String(r.transform) };
+  }
+  // A cell's colour: white to red (harmed) or blue (helped), by |observed score| over the largest
+  // |observed score| of all heads (square root, so small scores stay visible).
+  function gridColour(x, vmax) {
+    if (typeof x !== 'number' || !(vmax > 0)) return '#ffffff';
+    const t = Math.sqrt(Math.min(1, Math.abs(x) / vmax));
+    const to = x > 0 ? [192, 57, 43] : [47, 111, 176];
+    return 'rgb(' + to.map((c) => Math.round(255 + (c - 255) * t)).join(',') + ')';
+  }
+  function renderGrid() {
+    const k = $('g-kernel').value, t = $('g-transform').value;
+    let vmax = 0;
+    for (const r of HEADS.rows) if (typeof r.observed_score === 'number') vmax = Math.max(vmax, Math.abs(r.observed_score));
+    const groups = new Map();
+    HEADS.rows.forEach((r, i) => {
+      if ((k && String(r.kernel) !== k) || (t && String(r.transform) !== t)) return;
+      const g = String(r.model) + '|' + String(r.kernel) + '|' + String(r.transform);
+      if (!groups.has(g)) groups.set(g, []);
+      groups.get(g).push(i);
+    });
+    // Grids in summary.json's (kernel, transform) order, then by condition and model name.
+    const rank = (kernel, transform) => {
+      const i = DATA.summary ? DATA.summary.rows.findIndex((r) => String(r.kernel) === kernel && String(r.transform) === transform) : -1;
+      return i >= 0 ? i : 1e6 + (COND_ORDER.indexOf(transform) + 1) * 1e3;
+    };
+    const order = [...groups.keys()].map((g) => g.split('|')).sort((a, b) =>
+      rank(a[1], a[2]) - rank(b[1], b[2]) || a[1].localeCompare(b[1]) || a[2].localeCompare(b[2]) || a[0].localeCompare(b[0]));
+    const parts = [];
+    for (const [model, kernel, transform] of order) {
+      const idx = groups.get(model + '|' + kernel + '|' + transform);
+      const layers = [...new Set(idx.map((i) => Number(HEADS.rows[i].layer)))].sort((a, b) => a - b);
+      const heads = [...new Set(idx.map((i) => Number(HEADS.rows[i].head)))].sort((a, b) => a - b);
+      const at = new Map(idx.map((i) => [HEADS.rows[i].layer + '|' + HEADS.rows[i].head, i]));
+      let h = '<figure class="hg" data-model="' + esc(model) + '" data-kernel="' + esc(kernel) + '" data-transform="' + esc(transform) +
+        '"><figcaption>' + esc(model) + ' · ' + esc(kernel) + ' · ' + esc(transform) + '</figcaption><div class="hg-grid" style="grid-template-columns: auto repeat(' +
+        heads.length + ', 11px)"><span class="hg-lab"></span>' + heads.map((hd) => '<span class="hg-lab">' + (hd % 5 === 0 ? hd : '') + '</span>').join('');
+      for (const l of layers) {
+        h += '<span class="hg-lab">' + l + '</span>';
+        for (const hd of heads) {
+          const i = at.get(l + '|' + hd);
+          if (i === undefined) { h += '<span></span>'; continue; }
+          const r = HEADS.rows[i], lab = labelOf(r), pred = typeof r.predicted_score === 'number' && r.predicted_score > 0;
+          h += '<span class="hg-cell label-' + lab + (pred ? ' pred' : '') + '" data-row="' + i + '" style="background:' + gridColour(r.observed_score, vmax) +
+            '" title="layer ' + l + ', head ' + hd + ': observed ' + esc(num(r.observed_score, 4)) + ', predicted ' + esc(num(r.predicted_score, 4)) + ', ' + lab + '"></span>';
+        }
+      }
+      parts.push(h + '</div></figure>');
+    }
+    $('grid-list').innerHTML = parts.join('') || '<p class="absent">No heads for this kernel and transform.</p>';
+  }
+  // Selects a head row in the inspector: the filters are set to its model, kernel and transform.
+  async function selectHeadRow(row) {
+    $('f-model').value = String(row.model); $('f-kernel').value = String(row.kernel);
+    $('f-transform').value = String(row.transform); $('f-harmed').value = '';
+    await applyFilters();
+    const i = filtered.indexOf(row);
+    if (i < 0) return;
+    select(i);
+    openHead(i);
+    $('s-inspector').scrollIntoView({ block: 'start' });
+    $('inspector-wrap').focus({ preventScroll: true });
+  }
+  function setupGrid(first) {
+    if (!HEADS) {
+      $('grid-present').style.display = 'none';
+      $('grid-absent').innerHTML = '<p class="absent">No heads.csv in these result folders.</p>';
+      return;
+    }
+    fillSelect('g-kernel', 'kernel'); fillSelect('g-transform', 'transform');
+    $('g-kernel').value = first.kernel; $('g-transform').value = first.transform;
+    $('grid-legend').innerHTML = '<span>helped</span><span class="hg-ramp"></span><span>harmed</span>' +
+      '<span><span class="hg-cell label-null"></span>null (within the noise floor)</span>' +
+      '<span><span class="hg-cell pred" style="background:#fff;border:1px solid #ccc"></span>predicted harmed</span>';
+    for (const id of ['g-kernel', 'g-transform']) $(id).addEventListener('change', renderGrid);
+    $('grid-list').addEventListener('click', (e) => {
+      const c = e.target.closest('.hg-cell');
+      if (!c) return;
+      const old = $('grid-list').querySelector('.hg-cell.sel');
+      if (old) old.classList.remove('sel');
+      c.classList.add('sel');
+      selectHeadRow(HEADS.rows[Number(c.dataset.row)]).catch((err) => console.error(String(err)));
+    });
+    renderGrid();
+  }
+
   async function setupHeads() {
     if (!HEADS) {
       $('heads-present').style.display = 'none';
+      $('inspector-present').style.display = 'none';
+      setupGrid(null);
       $('heads-absent').innerHTML = '<p class="absent">No heads.csv in these result folders: run <code>attnum heads --out DIR</code> and pass DIR to <code>--results</code>.</p>';
       return;
     }
@@ -594,8 +775,12 @@ const char* page_js() {
       wrap.focus();
     });
     addExports('heads-exports', 'heads', 'Heads shown', () => ({ columns: HEADS.columns, rows: filtered }));
+    // One kernel and one transform at first; "all" and the others are in the selects.
+    const first = firstSelection();
+    $('f-kernel').value = first.kernel; $('f-transform').value = first.transform;
+    setupGrid(first);
     if (DATA.summary) addExports('summary-exports', 'summary', 'Summary', () => ({ columns: DATA.summary.columns, rows: DATA.summary.rows }));
-    filtered = HEADS.rows.slice();
+    filtered = HEADS.rows.filter((r) => (!first.kernel || String(r.kernel) === first.kernel) && (!first.transform || String(r.transform) === first.transform));
     const spec = {
       width: 460, height: 360, datasets: { pts: scatterRows() },
       layer: [
@@ -659,7 +844,35 @@ const char* page_js() {
   }
 
   // ---- 04 loss ------------------------------------------------------------------------------
-  function setupLoss() {
+  // Ratio per condition and kernel (left) and paired CE differences (right), each with its interval.
+  async function lossPlots(L, P) {
+    const models = new Set(L.rows.map((r) => String(r.model ?? '')));
+    const label = (r, c) => (models.size > 1 ? String(r.model ?? '') + ' · ' : '') + String(c);
+    const pts = L.rows.filter((r) => typeof r.ppl_ratio === 'number').map((r) => ({ cond: label(r, r.condition), kernel: String(r.kernel),
+      v: r.ppl_ratio, lo: typeof r.ppl_ratio_lo === 'number' ? r.ppl_ratio_lo : r.ppl_ratio, hi: typeof r.ppl_ratio_hi === 'number' ? r.ppl_ratio_hi : r.ppl_ratio }));
+    const order = [...new Set(pts.map((r) => r.cond))];
+    const plot = (rows, sort, ref, title, fmt) => ({
+      width: 240, height: Math.max(80, 26 * sort.length), datasets: { d: rows },
+      layer: [
+        { data: { values: [{ z: ref }] }, mark: { type: 'rule', color: '#777', strokeDash: [4, 3] }, encoding: { x: { field: 'z', type: 'quantitative' } } },
+        { data: { name: 'd' }, mark: { type: 'rule', strokeWidth: 2 }, encoding: {
+          y: { field: 'cond', type: 'nominal', sort: sort, title: null }, yOffset: { field: 'kernel' },
+          x: { field: 'lo', type: 'quantitative', title: title, scale: { zero: false } }, x2: { field: 'hi' }, color: { field: 'kernel', type: 'nominal', title: 'Kernel' } } },
+        { data: { name: 'd' }, mark: { type: 'point', filled: true, size: 50 }, encoding: {
+          y: { field: 'cond', type: 'nominal', sort: sort, title: null }, yOffset: { field: 'kernel' },
+          x: { field: 'v', type: 'quantitative' }, color: { field: 'kernel', type: 'nominal', title: 'Kernel' },
+          tooltip: [{ field: 'cond', title: 'condition' }, { field: 'kernel' }, { field: 'v', title: 'value', format: fmt },
+            { field: 'lo', format: fmt }, { field: 'hi', format: fmt }] } }
+      ]
+    });
+    if (pts.length) window.attnumReport.views.loss = (await vegaEmbed('#loss-plot', plot(pts, order, 1, 'Perplexity ratio to the reference', '.3f'), EMBED)).view;
+    const pairs = P ? P.rows.filter((r) => typeof r.delta_ce === 'number').map((r) => ({ cond: label(r, String(r.condition_a) + ' − ' + String(r.condition_b)),
+      kernel: String(r.kernel), v: r.delta_ce, lo: typeof r.delta_ce_lo === 'number' ? r.delta_ce_lo : r.delta_ce,
+      hi: typeof r.delta_ce_hi === 'number' ? r.delta_ce_hi : r.delta_ce })) : [];
+    if (pairs.length) window.attnumReport.views.lossPaired = (await vegaEmbed('#loss-paired-plot',
+      plot(pairs, [...new Set(pairs.map((r) => r.cond))], 0, 'Paired CE difference a − b (nats)', '.4f'), EMBED)).view;
+  }
+  async function setupLoss() {
     const L = DATA.loss;
     if (!L) {
       $('loss-present').style.display = 'none';
@@ -671,26 +884,30 @@ const char* page_js() {
     let h = '<table id="loss-table"><thead><tr><th class="l">Model</th><th class="l">Kernel</th><th class="l">Condition</th><th class="l">Reference</th>' +
       '<th>Labels</th><th>exp(CE<sub>v</sub> &minus; CE<sub>ref</sub>) [95%]</th><th>CE ref</th><th>CE variant</th><th>KL</th><th>Top-1</th>' +
       '<th>&Delta;p p50</th><th>&Delta;p p90</th><th>&Delta;p p99</th></tr></thead><tbody>';
+    const lf = {};
+    for (const k of ['kl_mean', 'dp_p50', 'dp_p90', 'dp_p99']) lf[k] = colFormat(column(L.rows, k), 3);
     for (const r of L.rows) {
       h += '<tr><td class="l">' + esc(r.model ?? '—') + '</td><td class="l">' + esc(r.kernel) + '</td><td class="l">' + esc(r.condition) +
         '</td><td class="l">' + esc(r.reference ?? '—') + '</td>' + cell(r.n_labels, 0) + '<td>' + interval(r.ppl_ratio, r.ppl_ratio_lo, r.ppl_ratio_hi, 3, '×') +
-        '</td>' + cell(r.ce_ref, 4) + cell(r.ce_variant, 4) + cell(r.kl_mean, 4) + cell(r.top1_agreement, 3) + cell(r.dp_p50, 4) +
-        cell(r.dp_p90, 4) + cell(r.dp_p99, 4) + '</tr>';
+        '</td>' + cell(r.ce_ref, 4) + cell(r.ce_variant, 4) + cell(r.kl_mean, lf.kl_mean) + cell(r.top1_agreement, 3) + cell(r.dp_p50, lf.dp_p50) +
+        cell(r.dp_p90, lf.dp_p90) + cell(r.dp_p99, lf.dp_p99) + '</tr>';
     }
     $('loss-wrap').innerHTML = h + '</tbody></table>' + (L.rows.length && L.rows[0].ci_method
       ? '<p class="note" id="loss-ci-method">Ratio intervals: ' + esc(L.rows[0].ci_method) + ', ' + esc(L.rows[0].n_blocks) + ' blocks.</p>' : '');
     addExports('loss-exports', 'loss', 'Loss', () => ({ columns: L.columns, rows: L.rows }));
     const P = DATA.loss_paired;
+    await lossPlots(L, P && P.rows.length ? P : null);
     if (!P || !P.rows.length) {
       $('loss-paired-wrap').innerHTML = '<p class="absent">No loss_paired.json in these results (written by <code>attnum loss --out DIR</code>).</p>';
       return;
     }
     let p = '<table id="loss-paired"><thead><tr><th class="l">Kernel</th><th class="l">a &minus; b</th><th>Labels</th>' +
       '<th>&Delta;CE [95%]</th><th>&Delta;KL [95%]</th><th>&Delta;top-1 [95%]</th><th>Block</th><th>Lag-1 autocorr.</th></tr></thead><tbody>';
+    const klf = colFormat(column(P.rows, 'delta_kl', 'delta_kl_lo', 'delta_kl_hi'), 3);
     for (const r of P.rows) {
       p += '<tr><td class="l">' + esc(r.kernel) + '</td><td class="l">' + esc(r.condition_a) + ' &minus; ' + esc(r.condition_b) + '</td>' +
         cell(r.n_labels, 0) + '<td>' + interval(r.delta_ce, r.delta_ce_lo, r.delta_ce_hi, 4) + '</td><td>' +
-        interval(r.delta_kl, r.delta_kl_lo, r.delta_kl_hi, 5) + '</td><td>' + interval(r.delta_top1, r.delta_top1_lo, r.delta_top1_hi, 4) +
+        interval(r.delta_kl, r.delta_kl_lo, r.delta_kl_hi, klf) + '</td><td>' + interval(r.delta_top1, r.delta_top1_lo, r.delta_top1_hi, 4) +
         '</td>' + cell(r.block_length, 0) + cell(r.ce_diff_lag1_autocorrelation, 3) + '</tr>';
     }
     $('loss-paired-wrap').innerHTML = p + '</tbody></table><p class="note">Differences of per-label results of two conditions on the same ' +
@@ -719,7 +936,7 @@ const char* page_js() {
     await setupIllustration();
     await setupHeads();
     await setupPcast();
-    setupLoss();
+    await setupLoss();
     window.attnumReport.ready = true;
     document.body.dataset.ready = 'true';
   }

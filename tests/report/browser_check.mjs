@@ -87,8 +87,8 @@ try {
 
   // Answer block first, its numbers those of summary.json (read here, not from the page's data).
   const order = await page.evaluate(() => [...document.querySelectorAll('main > section')].map((e) => e.id));
-  check(JSON.stringify(order) === JSON.stringify(['s-answer', 's-loss', 's-heads', 's-pcast', 's-illustration']),
-    'sections in order answer, loss, heads, P cast, illustration: ' + order.join(','));
+  check(JSON.stringify(order) === JSON.stringify(['s-answer', 's-grid', 's-loss', 's-heads', 's-inspector', 's-pcast', 's-illustration']),
+    'sections in order answer, harm grid, loss, heads, inspector, P cast, illustration: ' + order.join(','));
   const summaryRows = JSON.parse(fs.readFileSync(path.join(args.fixture, 'summary.json'), 'utf8'));
   const answers = await page.evaluate(() => [...document.querySelectorAll('#answer-list > li.answer')].map((e) => ({ ...e.dataset, text: e.textContent })));
   check(answers.length === summaryRows.length, `one answer line per summary.json row (${answers.length} vs ${summaryRows.length})`);
@@ -174,13 +174,59 @@ try {
   await setSlider(commons.indexOf(200), true);
   await page.locator('#s-illustration').screenshot({ path: path.join(args.out, 'illustration-200-center.png') });
 
-  // Inspector: one row per heads.csv row, ordered by observed score.
   const heads = parseCSV(fs.readFileSync(path.join(args.fixture, 'heads.csv'), 'utf8'));
   const rowsCsv = parseCSV(fs.readFileSync(path.join(args.fixture, 'rows.csv'), 'utf8'));
+  // Scatter and grid start with one kernel and one transform: summary.json's first row's.
+  const firstSel = heads.rows.filter((r) => r.kernel === summaryRows[0].kernel && r.transform === summaryRows[0].transform);
+  const selects = await page.evaluate(() => ['f-kernel', 'f-transform', 'g-kernel', 'g-transform'].map((id) => document.getElementById(id).value));
+  const plot0 = await page.evaluate(() => window.attnumReport.views.heads.data('pts').length);
+  check(selects.join(',') === [summaryRows[0].kernel, summaryRows[0].transform, summaryRows[0].kernel, summaryRows[0].transform].join(',') &&
+    plot0 === firstSel.length && firstSel.length < heads.rows.length,
+    `scatter starts with ${selects[0]}, ${selects[1]}: ${plot0} of ${heads.rows.length} points (${firstSel.length} expected)`);
+  // Harm grid: one cell per head of the selection, null heads and predicted calls marked.
+  const gridCells = () => page.$$eval('#grid-list .hg-cell', (cs) => cs.map((c) => ({ row: Number(c.dataset.row),
+    nul: c.classList.contains('label-null'), pred: c.classList.contains('pred') })));
+  let cells = await gridCells();
+  check(cells.length === firstSel.length && cells.filter((c) => c.nul).length === firstSel.filter((r) => r.label === 'null').length &&
+    cells.filter((c) => c.pred).length === firstSel.filter((r) => Number(r.predicted_score) > 0).length,
+    `harm grid: ${cells.length} cells for ${firstSel.length} heads of the first selection, nulls and predicted calls marked`);
+  const nGrids = await page.locator('#grid-list figure.hg').count();
+  check(nGrids === new Set(firstSel.map((r) => r.model)).size, `one grid per model for the first selection (${nGrids})`);
+  await page.locator('#s-grid').screenshot({ path: path.join(args.out, 'grid-first.png') });
+  await page.selectOption('#g-transform', '');
+  cells = await gridCells();
+  const nFig = await page.locator('#grid-list figure.hg').count();
+  check(cells.length === heads.rows.length && new Set(cells.map((c) => c.row)).size === heads.rows.length &&
+    nFig === new Set(heads.rows.map((r) => r.model + '|' + r.kernel + '|' + r.transform)).size,
+    `harm grid with every transform: ${cells.length} cells for ${heads.rows.length} heads.csv rows, ${nFig} grids`);
+  const figOrder = await page.$$eval('#grid-list figure.hg', (fs) => fs.map((f) => f.dataset.kernel + '|' + f.dataset.transform + '|' + f.dataset.model));
+  check(figOrder[0] === summaryRows[0].kernel + '|' + summaryRows[0].transform + '|toy-a' && figOrder[1] === summaryRows[0].kernel + '|' + summaryRows[0].transform + '|toy-b' &&
+    figOrder[2].startsWith(summaryRows[1].kernel + '|' + summaryRows[1].transform + '|'), `grids in summary.json's order, then by model (${figOrder.slice(0, 3).join(', ')})`);
+  // Loss plots: one point per loss.json row and per loss_paired row.
+  const lossN = await page.evaluate(() => { const v = window.attnumReport.views; return [v.loss ? v.loss.data('d').length : -1, v.lossPaired ? v.lossPaired.data('d').length : -1]; });
+  check(lossN[0] === lossRows.length && lossN[1] === 2, `loss plot draws ${lossN[0]} ratios (loss.json: ${lossRows.length}) and ${lossN[1]} paired differences (2)`);
+  const lossCanvas = await page.locator('#loss-plot canvas, #loss-paired-plot canvas').count();
+  check(lossCanvas === 2, `loss and paired plots are drawn (${lossCanvas} canvases)`);
+  // Provenance: a table, one row per meta.json, the raw JSON behind a click.
+  const prov = await page.evaluate(() => ({ rows: document.querySelectorAll('#provenance-table tbody tr').length,
+    raw: document.querySelector('#provenance-raw pre') ? document.querySelector('#provenance-raw pre').textContent : '',
+    open: document.querySelector('#provenance-raw') ? document.querySelector('#provenance-raw').open : null }));
+  const metaJson = JSON.parse(fs.readFileSync(path.join(args.fixture, 'meta.json'), 'utf8'));
+  const sorted = (v) => Array.isArray(v) ? v.map(sorted) : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted(v[k])])) : v;
+  check(prov.rows === 1 && prov.open === false && prov.raw !== '' && JSON.stringify(sorted(JSON.parse(prov.raw))) === JSON.stringify(sorted(metaJson)),
+    `provenance table has ${prov.rows} row, raw meta.json one click away`);
+  await page.selectOption('#f-kernel', '');
+  await page.selectOption('#f-transform', '');
+
+  // Inspector: one row per heads.csv row, ordered by observed score.
   const nRows = await page.locator('#inspector tbody tr').count();
   check(nRows === heads.rows.length, `inspector has ${nRows} rows, heads.csv has ${heads.rows.length}`);
   const obs = await page.$$eval('#inspector tbody td.obs', (tds) => tds.map((t) => Number(t.dataset.value)));
   check(obs.every((x, i) => i === 0 || obs[i - 1] >= x), 'inspector rows are ordered by observed score, largest first');
+  // One number format per column: every cell of a numeric column has the same number of decimals.
+  const fmts = await page.evaluate(() => [7, 8].map((c) => [...document.querySelectorAll('#inspector tbody tr td:nth-child(' + c + ')')]
+    .map((td) => td.textContent.includes('e') ? 'e' : (td.textContent.split('.')[1] || '').length)));
+  check(fmts.every((col) => col.length === nRows && col.every((x) => x === col[0])), `inspector score columns have one format each (${fmts.map((c) => c[0]).join(', ')})`);
   const plotN = await page.evaluate(() => window.attnumReport.views.heads.data('pts').length);
   check(plotN === heads.rows.length, `plot shows ${plotN} points with no filter`);
   // Null heads are their own class in the plot; the summary names each interval's method,
@@ -263,6 +309,26 @@ try {
   const det = parseCSV(await exported('export-head-detail-csv'));
   check(det.rows.length === 16, `head detail export has ${det.rows.length} rows (3 texts + summary, 4 conditions)`);
 
+  // Clicking a grid cell selects that head's inspector row (and opens it).
+  await page.selectOption('#g-kernel', '');
+  await page.selectOption('#g-transform', '');
+  const target = heads.rows.findIndex((r) => r.model === 'toy-b' && r.layer === '1' && r.head === '2' && r.transform === 'center');
+  const cellIdx = await page.evaluate((t) => {
+    const h = window.attnumReport.data.heads.rows, want = window.attnumReport.data.heads.rows.find((r) =>
+      r.model === t.model && String(r.layer) === t.layer && String(r.head) === t.head && r.transform === t.transform);
+    return h.indexOf(want);
+  }, heads.rows[target]);
+  const t = heads.rows[target];
+  await page.click(`#grid-list .hg-cell[data-row="${cellIdx}"]`);
+  await page.waitForFunction((k) => { const tr = document.querySelector('#inspector tbody tr.sel'), d = document.getElementById('detail-title');
+    return tr && tr.dataset.key === k && d && d.textContent.includes('layer 1, head 2') && d.textContent.includes('center'); },
+  [t.model, t.layer, t.head, t.kernel].join('|'), { timeout: 10000 }).catch(() => {});
+  const picked = await page.$eval('#inspector tbody tr.sel', (tr) => ({ key: tr.dataset.key, transform: tr.children[5].textContent }));
+  check(target >= 0 && picked.key === [t.model, t.layer, t.head, t.kernel].join('|') && picked.transform === t.transform &&
+    (await page.textContent('#detail-title')).includes('layer 1, head 2'),
+    `clicking the grid cell of toy-b layer 1 head 2 (center) selects its inspector row (${picked.key}, ${picked.transform})`);
+  await page.locator('#s-grid').screenshot({ path: path.join(args.out, 'grid-all.png') });
+
   check(errors.length === 0, 'no console error on the full page' + (errors.length ? ': ' + errors.join(' | ') : ''));
   check(requests.length === 0, 'no network request from the full page' + (requests.length ? ': ' + requests.join(' ') : ''));
 
@@ -271,6 +337,9 @@ try {
   await sub.page.screenshot({ path: path.join(args.out, 'report-pcast-only.png'), fullPage: true });
   const absent = await sub.page.textContent('#heads-absent');
   check(absent.includes('No heads.csv'), 'a P-cast-only page says that heads are absent');
+  const subLoss = await sub.page.evaluate(() => [window.attnumReport.views.loss === undefined, document.querySelectorAll('#grid-list .hg-cell').length,
+    document.getElementById('loss-absent').textContent]);
+  check(subLoss[0] && subLoss[1] === 0 && subLoss[2].includes('No loss.json'), 'a page without loss.json and heads.csv has no loss plot and no grid, and says why');
   check(sub.errors.length === 0, 'no console error on the P-cast-only page' + (sub.errors.length ? ': ' + sub.errors.join(' | ') : ''));
   check(sub.requests.length === 0, 'no network request from the P-cast-only page');
 } finally {
