@@ -122,8 +122,8 @@ within their noise floor. A dot marks the heads the predictor calls harmed (pred
 <div id="loss-present">
 <p>Teacher-forced cross-entropy over held-out next-token labels, with every layer's attention
 replaced by the kernel. The ratio is exp(CE<sub>variant</sub> &minus; CE<sub>reference</sub>) with a
-95% moving-block bootstrap interval over token positions (blocks keep neighbouring positions
-together: their CE differences are correlated): a ratio of perplexities, not of cross-entropies.
+95% moving-block bootstrap interval over token positions (blocks keep neighbouring positions of
+one text window together: their CE differences are correlated): a ratio of perplexities, not of cross-entropies.
 KL is the mean divergence from the reference distribution; top-1 is the agreement of the argmax
 token; &Delta;p are percentiles of the change in the probability of the correct token. A ratio
 per condition does not say whether two conditions differ: the paired table below compares them on
@@ -912,7 +912,7 @@ const char* page_js() {
     }
     $('loss-paired-wrap').innerHTML = p + '</tbody></table><p class="note">Differences of per-label results of two conditions on the same ' +
       'labels; an interval that contains 0 means the two conditions are not distinguishable on these labels. Intervals: 95% moving-block ' +
-      'bootstrap over token positions; the block length follows the autocorrelation of the per-token CE differences.</p>';
+      'bootstrap over token positions, each block inside one text window; the block length follows the autocorrelation of the per-token CE differences.</p>';
     addExports('loss-exports', 'loss_paired', 'Paired', () => ({ columns: P.columns, rows: P.rows }));
   }
 
