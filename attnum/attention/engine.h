@@ -88,6 +88,11 @@ struct prepared_layer {
   /// changes is left empty: its cast read the caller's array.
   std::vector<float> q, k, v;
   operand_cast q8, k8, v8;  ///< the casts (values equal q/k/v where a cast is off)
+  /// What steps after the transform did to q and k (the predictor's model of the transform's own
+  /// rounding needs the values it rounded): Sage's smooth_k subtracted k_mean [n_head_kv, d]
+  /// (empty without smooth_k); Sage v1 multiplied q by q_factor (1 otherwise).
+  std::vector<float> k_mean;
+  float q_factor = 1;
   /// Returns the kv head of query head h.
   int kv_head(int h) const { return h / (n_head / n_head_kv); }
 };

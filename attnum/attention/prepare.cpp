@@ -394,12 +394,14 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
         });
     }
     errors.rethrow();
+    p->k_mean = std::move(km);
   }
   // 3. Sage v1 folds softmax_scale * log2(e) into Q before its cast: quant_per_block.py passes
   // sm_scale * 1.44269504 (a Python double) as the kernel's fp32 argument, then x *= sm_scale.
   if (spec.scaling == score_scaling::dequant_unit) {
     const float f = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)) * 1.44269504);
     for (float& x : p->q) x *= f;
+    p->q_factor = f;
   }
   // 4. Casts, from the copies or (not kept, not changed) the caller's arrays.
   const float* q = copy_q ? p->q.data() : lv.q;

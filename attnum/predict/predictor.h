@@ -17,7 +17,7 @@
 namespace attnum::predict {
 
 /// The predictor's version, recorded in every result file. Bump on any change of the model.
-inline constexpr std::string_view kPredictorVersion = "rn1-first-order-2026.11";
+inline constexpr std::string_view kPredictorVersion = "rn2-transform-dtype-2026.12";
 
 /// Returns the grid spacing of format f at |x| (unscaled grid; subnormal spacing below the
 /// normal range; int8: 1; fp32: float spacing).

@@ -44,11 +44,32 @@ std::vector<double> cast_variances(const attention::operand_cast& c, const std::
   return var;
 }
 
+// The transform's own rounding: a condition that transforms an operand stores it in the kernel's
+// transform_dtype before the cast (attention/prepare.cpp step 1), so the cast sees the exact
+// transformed value plus that rounding. Its variance is the uniform model's on the dtype's grid,
+// at the value that was rounded (before Sage's smooth_k subtracted `mean` [d], or before Sage v1
+// multiplied by `factor`), independent of the cast's rounding (the grids are not aligned: an INT8
+// step of amax/127 is about bf16's spacing near amax), so the two variances add. A cast to the
+// transform dtype itself adds no rounding of its own: there the cast's model already is this one.
+void add_transform_rounding(std::vector<double>& var, const float* x, const float* mean, float factor,
+                            formats::format td, formats::format cast_fmt, bool cast_enabled, int n, int d) {
+  if (td == formats::format::fp32 || (cast_enabled && cast_fmt == td)) return;
+  if (var.empty()) var.assign(static_cast<size_t>(n) * d, 0.0);
+  const double f = factor;
+  for (int t = 0; t < n; ++t)
+    for (int c = 0; c < d; ++c) {
+      const size_t i = static_cast<size_t>(t) * d + c;
+      const double rounded = (static_cast<double>(x[i]) + (mean ? mean[c] : 0.0)) / f;
+      var[i] += predict::element_variance(td, rounded, 1.0) * f * f;
+    }
+}
+
 }  // namespace
 
 struct prepared_run {
   attention::kernel_spec spec;
   std::shared_ptr<const attention::prepared_layer> layer;
+  int cond = 0;  ///< the condition (kConditionNames index)
 };
 
 std::shared_ptr<const prepared_run> prepare_run(const attention::kernel_spec& kernel, int cond,
@@ -57,6 +78,7 @@ std::shared_ptr<const prepared_run> prepare_run(const attention::kernel_spec& ke
   if (cond < 0 || cond > 3) fail("bad condition index {}", cond);
   auto r = std::make_shared<prepared_run>();
   r->spec = kernel;
+  r->cond = cond;
   attention::layer_view view{x.q, x.k, x.v, x.n_head, x.n_head_kv, x.n, x.n, x.d};
   r->layer = attention::prepare_layer(r->spec, view, static_cast<attention::condition>(cond), topt);
   return r;
@@ -78,6 +100,14 @@ head_run run_prepared(const prepared_run& run, int h, const head_parts& parts) {
   r.k.assign(L.k.begin() + kvh * hd, L.k.begin() + (kvh + 1) * hd);
   r.var_q = cast_variances(L.q8, L.q, spec.q.fmt, en.q_cast, h);
   if (parts.var_k) r.var_k = cast_variances(L.k8, L.k, spec.k.fmt, en.k_cast, kvh);
+  // Q is transformed by the rotations, K by every condition but plain (prepare.cpp step 1).
+  const auto c = static_cast<attention::condition>(run.cond);
+  if (c == attention::condition::rotate || c == attention::condition::center_rotate)
+    add_transform_rounding(r.var_q, r.q.data(), nullptr, L.q_factor, spec.transform_dtype, spec.q.fmt,
+                           en.q_cast, n, d);
+  if (parts.var_k && c != attention::condition::plain)
+    add_transform_rounding(r.var_k, r.k.data(), L.k_mean.empty() ? nullptr : L.k_mean.data() + static_cast<size_t>(kvh) * d,
+                           1.0f, spec.transform_dtype, spec.k.fmt, en.k_cast, n, d);
   if (parts.var_v) r.var_v = cast_variances(L.v8, L.v, spec.v.fmt, en.v_cast, kvh);
   // The P cast sees S * exp(s - m): S = 2^offset (exponent offset) or the multiplier.
   r.p_cast.enabled = en.p_cast && spec.p_fmt != formats::format::fp32;

@@ -411,3 +411,54 @@ TEST(head_study_test, leave_one_text_out_ranges_match_a_plain_loop) {
   }
   fs::remove_all(d);
 }
+
+// The kernel-aware predictor sees the transform's own rounding (kernel_spec::transform_dtype):
+// on the zoo's first layer under Sage (INT8 Q/K, whose step near a group's amax is about bf16's
+// spacing), switching the transform dtype from fp32 to bf16 moves the median head's predicted
+// score by at least half of the observed move, in the same direction; the plain condition does
+// not transform, so its predicted errors do not move at all.
+TEST(head_study_test, predicted_scores_follow_the_transform_dtype) {
+  std::map<std::string, std::vector<nlohmann::json>> heads;
+  std::map<std::string, std::vector<study::row>> rows;
+  for (const std::string td : {"bf16", "fp32"}) {
+    study::study_options o;
+    o.zoo_opt.n_tok = 256;
+    o.zoo_opt.n_layer_cap = 1;
+    o.n_texts = 1;
+    o.knobs = {"transform_dtype=" + td};
+    o.kernels = {attention::apply_knobs(attention::preset("sage2pp-sm89"), o.knobs)};
+    o.conditions = {"plain", "rotate"};
+    o.bootstrap_resamples = 20;
+    o.command = "test";
+    const study::plan p = study::make_plan(o);
+    const fs::path d = fresh("td_" + td);
+    study::run_controls ctl;
+    ctl.progress = false;
+    ASSERT_TRUE(study::run_study(p, d, ctl));
+    const study::assembled a = study::assemble_tables(p, d);
+    heads[td] = std::vector<nlohmann::json>(a.heads.begin(), a.heads.end());
+    rows[td] = a.rows;
+    fs::remove_all(d);
+  }
+  ASSERT_EQ(heads["bf16"].size(), heads["fp32"].size());
+  std::vector<double> obs, pred;
+  for (size_t i = 0; i < heads["bf16"].size(); ++i) {
+    const auto &b = heads["bf16"][i], &f = heads["fp32"][i];
+    ASSERT_EQ(b["head"], f["head"]);
+    obs.push_back(b["observed_score"].get<double>() - f["observed_score"].get<double>());
+    pred.push_back(b["predicted_score"].get<double>() - f["predicted_score"].get<double>());
+  }
+  const auto median = [](std::vector<double> x) {
+    std::sort(x.begin(), x.end());
+    return x.size() % 2 ? x[x.size() / 2] : 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
+  };
+  const double mo = median(obs), mp = median(pred);
+  EXPECT_GT(mo, 0) << "bf16 transform rounding should harm the rotated heads under Sage";
+  EXPECT_GE(mp, 0.5 * mo) << "observed median shift " << mo << ", predicted " << mp;
+  EXPECT_LE(mp, 2.0 * mo) << "observed median shift " << mo << ", predicted " << mp;
+  // plain: the same predicted errors bit for bit under either transform dtype.
+  for (size_t i = 0; i < rows["bf16"].size(); ++i) {
+    if (rows["bf16"][i].condition != "plain") continue;
+    EXPECT_EQ(rows["bf16"][i].predicted_rel_err, rows["fp32"][i].predicted_rel_err) << i;
+  }
+}
