@@ -429,7 +429,7 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
   refused("capture --model " + m.string() + " --token-ids " + file("ids.txt", "1 2 3 4").string() +
               " --tokens 4 --out " + (dir_ / "out").string(),
           {m.string(), "tok_embeddings[5]", "nan"}, dir_ / "out");
-  // Finite but huge q under the fp32 kernel: a NaN output is flagged and has no metrics.
+  // Finite but huge q: a NaN output is flagged and has no metrics, and the warning names the cause.
   const int n = 8, d = 16;
   std::vector<float> q(size_t(n) * d), k(q.size()), v(q.size());
   for (size_t i = 0; i < q.size(); ++i) {
@@ -459,6 +459,21 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
     if (std::string(kernel) == "fp32") {
       EXPECT_EQ(flagged, 1) << "fp32 overflows here: " << r.out;
     }
+    // The cause is named: scores beyond 2^31 for the kernel's fp32 exp2 (max_scaled off by 2^12).
+    for (const char* want : {"warning: head 0:", "reaches 8.22e+10, beyond 2^31", "off by up to 4.1e+03",
+                             "overflows to inf", "underflows to 0", "scale --q or --k down"})
+      EXPECT_NE(r.out.find(want), std::string::npos) << kernel << ": " << want << "\n" << r.out;
+  }
+  // The same shape with scores below 2^31: finite, measured, no such warning.
+  for (float& x : q) x *= 1e-4f;
+  attnum::io::write_npy((dir_ / "q.npy").string(), q.data(), {1, n, d});
+  {
+    const run_result r = run_attnum(huge + " --kernel fp32 --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(r.out.find("beyond 2^31"), std::string::npos) << r.out;
+    const nlohmann::json rows = nlohmann::json::parse(r.out.substr(r.out.find('[')));
+    EXPECT_FALSE(rows[0]["nan_flagged"].get<bool>()) << r.out;
+    EXPECT_LT(rows[0]["rel_err"].get<double>(), 1e-6) << r.out;
   }
   refused(huge + " --kernel fa3 --knob q.scale_max=1e-320", {"q.scale_max", "normal range"});
   refused(huge + " --kernel fa3 --knob v.eps=1e-45", {"v.eps", "normal range"});
