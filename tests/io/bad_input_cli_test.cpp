@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -413,6 +414,52 @@ TEST_F(BadInput, CompletionMarkerWrittenLastAndRequired) {
   refused("report --results " + merged.string() + " --out " + html.string(), {"summary.json", "changed"}, html);
   fs::remove(merged / "complete.json");
   refused("report --results " + merged.string() + " --out " + html.string(), {merged.string(), "complete.json"}, html);
+}
+
+// A symlink to /dev/zero or a FIFO in place of a file of a folder read back (report, merge,
+// resume): refused at once, naming the file, without reading it (memory capped at 2 GiB here).
+TEST_F(BadInput, DevZeroAndFifoInAResultFolderRefusedNamingTheFile) {
+  const std::string small = "heads --zoo --n-tok 16 --layers 1 --texts 1 --quiet --kernel fa3 --conditions plain,rotate ";
+  const fs::path full = dir_ / "full", s0 = dir_ / "s0", s1 = dir_ / "s1";
+  ASSERT_EQ(run_attnum(small + "--out " + full.string()).status, 0);
+  ASSERT_EQ(run_attnum(small + "--shard 0/2 --out " + s0.string()).status, 0);
+  ASSERT_EQ(run_attnum(small + "--shard 1/2 --out " + s1.string()).status, 0);
+  // Replaces `name` in a copy of `src` by a /dev/zero symlink or a FIFO; returns the copy.
+  auto spoiled = [&](const fs::path& src, const std::string& name, bool fifo) {
+    const fs::path d = dir_ / "spoiled";
+    fs::remove_all(d);
+    fs::copy(src, d, fs::copy_options::recursive);
+    fs::remove(d / name);
+    if (fifo) EXPECT_EQ(::mkfifo((d / name).c_str(), 0600), 0);
+    else fs::create_symlink("/dev/zero", d / name);
+    return d;
+  };
+  auto check = [&](const std::string& args, const fs::path& file, bool fifo, const fs::path& out) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const run_result r = attnum::test::run_command("ulimit -v 2097152; timeout 60 " + std::string(ATTNUM_BINARY) +
+                                                   " " + args + " 2>&1");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << args;
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
+    for (const std::string& f : {file.string(), std::string(fifo ? "is a FIFO" : "is not a regular file"),
+                                 std::string("expected a regular file")})
+      EXPECT_NE(r.out.find(f), std::string::npos) << "'" << f << "' in:\n" << args << "\n" << r.out;
+    if (!out.empty()) {
+      EXPECT_FALSE(fs::exists(out)) << out << " left by: " << args;
+    }
+  };
+  const fs::path html = dir_ / "r.html", merged = dir_ / "merged";
+  for (const bool fifo : {false, true}) {
+    for (const char* name : {"summary.json", "complete.json", "checkpoints/unit-000000.jsonl"}) {
+      const fs::path d = spoiled(full, name, fifo);
+      check("report --results " + d.string() + " --out " + html.string(), d / name, fifo, html);
+    }
+    for (const char* name : {"checkpoints/study.json", "checkpoints/unit-000000.jsonl"}) {
+      const fs::path d = spoiled(s0, name, fifo);
+      check("merge " + d.string() + " " + s1.string() + " --out " + merged.string(), d / name, fifo, merged);
+      fs::remove(d / "complete.json");  // a killed run, resumed
+      check(small + "--shard 0/2 --out " + d.string(), d / name, fifo, {});
+    }
+  }
 }
 
 // --- non-finite numbers are refused or flagged, never summarised ------------------------------
