@@ -11,6 +11,7 @@
 #include "attnum/attention/engine.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/parallel.h"
 #include "attnum/core/random.h"
 #include "attnum/attention/reference.h"
@@ -162,7 +163,7 @@ void check_config(const sim_config& c) {
   for (int n : c.n_toks) {
     if (n < 1 || n < c.k_sink) fail("pcast simulate: n_tok {}: expected >= max(1, k_sink)", n);
     // One unit holds V [n_tok, d_head] and the scores of q_rows rows: keep it under ~2 GiB.
-    if (int64_t(n) * (c.d_head + 2 * c.q_rows) > (int64_t(1) << 28))
+    if (int64_t(n) * (int64_t(c.d_head) + 2 * int64_t(c.q_rows)) > (int64_t(1) << 28))
       fail("pcast simulate: n_tok {} x (d_head {} + 2 rows {}) is too large for one unit "
            "(expected under 2^28 values)", n, c.d_head, c.q_rows);
   }
@@ -375,8 +376,14 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
       for (double t : c.thresholds) vars.push_back({s, o, t});
   const int nd = static_cast<int>(c.deltas.size()), nv = static_cast<int>(vars.size());
   const int nn = static_cast<int>(c.n_toks.size());
-  const int units = nn * c.seeds;
-  // parts[unit][delta][variant]
+  // parts[unit][delta][variant]: its size estimated first ("needs N GiB")
+  const uint64_t n_units = checked_mul(uint64_t(nn), uint64_t(c.seeds));
+  check_alloc(checked_mul(checked_mul(n_units, checked_mul(uint64_t(nd), uint64_t(nv))), sizeof(partial)),
+              fmt::format("pcast simulate: {} seeds x {} n_tok x {} deltas x {} variants (partial sums)", c.seeds,
+                          nn, nd, nv));
+  if (n_units > uint64_t(std::numeric_limits<int>::max()))
+    fail("pcast simulate: {} seeds x {} n_tok: more than 2^31 units", c.seeds, nn);
+  const int units = static_cast<int>(n_units);
   std::vector<partial> parts(static_cast<size_t>(units) * nd * nv);
   int64_t done = 0;
   const int64_t total = static_cast<int64_t>(units) * nd;

@@ -74,6 +74,12 @@ TEST(cli_messages, refused_before_any_work) {
            {"pcast simulate --quick --seeds 0", "pcast: --seeds 0: expected a count >= 1"},
            {"pcast simulate --quick --rows 0", "pcast: --rows 0: expected a count >= 1"},
            {"pcast overflow --quick --seeds -3", "pcast: --seeds -3: expected a count >= 1"},
+           // sizes estimated before any allocation (was an abort from an int overflow, and bad_alloc)
+           {"pcast simulate --quick --rows 2000000000", "(d_head 128 + 2 rows 2000000000) is too large for one unit"},
+           {"pcast simulate --quick --seeds 2000000000",
+            "2000000000 seeds x 1 n_tok x 25 deltas x 6 variants (partial sums) needs 17881.4 GiB"},
+           {"pcast overflow --quick --seeds 2000000000", "2000000000 seeds x 1 n_tok x 13 deltas x 12 variants"},
+           {"heads --zoo --texts 100000000 --quiet", "--texts 100000000 (6300000000 units, 268800000000 rows) needs"},
            {"loss --model /nonexistent.bin --conditions plain,plain", "--conditions: 'plain' is given twice"},
        }) {
     const auto r = run_attnum(c.args);
