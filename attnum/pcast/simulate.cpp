@@ -384,11 +384,20 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
   if (n_units > uint64_t(std::numeric_limits<int>::max()))
     fail("pcast simulate: {} seeds x {} n_tok: more than 2^31 units", c.seeds, nn);
   const int units = static_cast<int>(n_units);
+  // Each thread holds one unit at a time: the injected scores (4 bytes x rows x n_tok, twice for
+  // the engine's copy) and V and K in fp32 and fp64 with the engine's copies (48 bytes x n_tok x
+  // d_head).
+  const int max_n_tok = *std::max_element(c.n_toks.begin(), c.n_toks.end());
+  check_alloc(checked_mul(uint64_t(std::min(attnum::threads(), units)),
+                          checked_mul(uint64_t(max_n_tok), 8 * uint64_t(c.q_rows) + 48 * uint64_t(c.d_head))),
+              fmt::format("pcast simulate: {} threads x one unit of n_tok {} x (d_head {} + 2 rows {})",
+                          std::min(attnum::threads(), units), max_n_tok, c.d_head, c.q_rows));
   std::vector<partial> parts(static_cast<size_t>(units) * nd * nv);
   int64_t done = 0;
   const int64_t total = static_cast<int64_t>(units) * nd;
+  worker_errors errors;  // an error in a worker thread reaches the caller (never terminate)
 #pragma omp parallel for schedule(dynamic, 1) num_threads(attnum::threads())
-  for (int unit = 0; unit < units; ++unit) {
+  for (int unit = 0; unit < units; ++unit) errors.run([&] {
     const int n_tok = c.n_toks[unit / c.seeds];
     const unit_data data = make_unit(c, n_tok, unit % c.seeds);
     std::vector<float> zf, ksink, o(c.d_head);
@@ -412,7 +421,8 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
         if (progress) progress(done, total);
       }
     }
-  }
+  });
+  errors.rethrow();
   auto rows = combine_rows(c, vars, parts);
   if (spec)
     for (auto& r : rows) {  // the engine reports totals only, not per-block or per-sink counts

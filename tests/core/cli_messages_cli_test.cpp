@@ -88,6 +88,24 @@ TEST(cli_messages, refused_before_any_work) {
   }
 }
 
+// A unit of pcast simulate per thread: estimated first; an allocation that fails anyway in a worker
+// thread (a ulimit below the machine's memory) is an error (exit 2), never an abort.
+TEST(cli_messages, unit_memory_estimated_and_a_failed_allocation_in_a_worker_is_an_error) {
+  auto r = attnum::test::run_command("ATTNUM_MAX_ALLOC_GIB=0.5 " + std::string(ATTNUM_BINARY) +
+                                     " --threads 1 pcast simulate --quick --rows 30000 2>&1");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("pcast simulate: 1 threads x one unit of n_tok 4096 x (d_head 128 + 2 rows 30000) needs "
+                       "0.939 GiB, more than the limit of 0.5 GiB"), std::string::npos) << r.out;
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan reserves terabytes of address space: no ulimit -v";
+#endif
+  r = attnum::test::run_command("ulimit -v 600000; timeout 60 " + std::string(ATTNUM_BINARY) +
+                                " pcast simulate --quick --rows 30000 2>&1");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: out of memory: an allocation failed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;
+}
+
 class cli_files : public ::testing::Test {
  protected:
   void SetUp() override {
