@@ -117,7 +117,18 @@ void run(const opts& o) {
       fail("--out {}: expected a .npy or .safetensors file name", o.out);
   }
   guard.commit();
-  if (nan)
+  // Scores too large for the kernel's fp32 softmax: say what the kernel's arithmetic gives.
+  const head_report* big = nullptr;
+  for (const auto& h : r.heads)
+    if (!spec.arith_fp64 && h.exp2_arg_max >= kExp2ArgFp32Limit && (!big || h.exp2_arg_max > big->exp2_arg_max)) big = &h;
+  if (big)
+    fmt::print(stderr,
+               "warning: head {}: |q.k / sqrt(d)| * log2(e) reaches {:.3g}, beyond 2^31: the kernel's softmax runs in "
+               "fp32, where max_scaled (the row max times scale * log2 e) is off by up to {:.3g}, so exp2 of the "
+               "max column overflows to inf (output NaN, nan_flagged) or underflows to 0 with every key (output "
+               "0), as the GPU computes it; scale --q or --k down for a meaningful error\n",
+               big->head, big->exp2_arg_max, std::ldexp(1.0, std::ilogb(big->exp2_arg_max) - 24));
+  else if (nan)
     fmt::print(stderr, "warning: NaN in the output where the real kernel produces it (nan_flagged; e.g. an all-zero V channel without eps)\n");
   std::vector<std::vector<stage_error>> stages;
   if (o.stages)

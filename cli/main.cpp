@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <new>
 #include <sstream>
 #include <thread>
 
@@ -207,6 +208,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return finish(2);
+  } catch (const std::bad_alloc&) {
+    return fatal("out of memory: an allocation failed (a ulimit or other processes leave less memory than the "
+                 "machine has; ATTNUM_MAX_ALLOC_GIB sets the limit attnum checks its sizes against up front)");
   } catch (const std::exception& e) {
     return fatal(e.what());
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "attnum/attention/metrics.h"
 #include "attnum/core/parallel.h"
@@ -28,10 +29,12 @@ attend_result attend(const kernel_spec& spec, const layer_view& layer, condition
     hr.kv_head = p->kv_head(h);
     hr.stats = stats[h];
     if (!with_metrics) {
-      hr.rel_err = hr.log_err = hr.cosine = hr.max_row_err = hr.max_abs_err = std::nan("");
+      hr.rel_err = hr.log_err = hr.cosine = hr.max_row_err = hr.max_abs_err = hr.exp2_arg_max = std::nan("");
       return;
     }
     const auto ref = reference_head(layer, h, causal);
+    for (const double m : ref.row_max)  // rows that see no key have max -inf
+      if (std::isfinite(m)) hr.exp2_arg_max = std::max(hr.exp2_arg_max, std::fabs(m) * std::numbers::log2e);
     const error_metrics m = measure(out + per * h, ref.o.data(), layer.n_q, layer.d_head);
     hr.rel_err = m.rel_err, hr.log_err = m.log_err, hr.cosine = m.cosine;
     hr.max_row_err = m.max_row_err, hr.max_abs_err = m.max_abs_err;

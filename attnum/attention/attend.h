@@ -11,8 +11,18 @@ struct head_report {
   int head = 0, kv_head = 0;
   // metrics.h's error_metrics: max_row_err relative (per-row L2, as rows.csv), max_abs_err absolute
   double rel_err = 0, log_err = 0, cosine = 0, max_row_err = 0, max_abs_err = 0;
+  /// max over rows of |row max of q.k / sqrt(d)| * log2(e) (fp64 reference; NaN without metrics):
+  /// the size of the softmax's exp2 arguments before the max is subtracted
+  double exp2_arg_max = 0;
   run_stats stats;
 };
+
+/// From |max * scale * log2 e| = 2^31 on, fp32's half ulp is 128: the kernels' max_scaled (that
+/// product rounded to fp32) is off by up to 128 (2^(e-24) above), and the max column's exp2
+/// argument fmaf(s, scale * log2 e, -max_scaled) is that rounding error, not 0. Its exp2 then
+/// overflows to inf (l = inf, O = inf * 0 = NaN) or, from 2^32, may underflow to 0 with every
+/// other key (l = 0, O = 0): the kernel's own fp32 arithmetic, as the GPU's FFMA and ex2 run it.
+inline constexpr double kExp2ArgFp32Limit = 2147483648.0;
 
 struct attend_result {
   std::vector<float> o;  ///< [n_head, n_q, d_head]; empty when attend wrote to the caller's `out`

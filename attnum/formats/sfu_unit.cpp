@@ -1,7 +1,8 @@
 // The measured SFU tables: rules and file format (sfu_unit.h). Standard C++ only, so that the
 // probe kit (gpu/, compiled by nvcc's host compiler without the library's dependencies) writes
 // its tables with this same code: built there with ATTNUM_SFU_STANDALONE, errors are
-// std::runtime_error; in the library they are attnum::error (exit 2 in the CLI).
+// std::runtime_error; in the library they are attnum::error (exit 2 in the CLI), and a table is
+// read through attnum::read_file (regular files only, never blocking, bounded).
 #include "attnum/formats/sfu_unit.h"
 
 #include <bit>
@@ -14,6 +15,7 @@
 
 #ifndef ATTNUM_SFU_STANDALONE
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #endif
 
 namespace attnum::formats {
@@ -124,8 +126,15 @@ std::string sfu_table::check() const {
 }
 
 std::shared_ptr<const sfu_table> read_sfu_table(const std::string& path, sfu_kind expect) {
+#ifndef ATTNUM_SFU_STANDALONE
+  // regular files only, opened without blocking, bounded: a FIFO or /dev/zero is refused at once
+  std::istringstream in(read_file(path, kMaxJsonBytes));
+  auto shown = [](const std::string& s) { return clip(s); };  // at most ~200 bytes in a message
+#else
   std::ifstream in(path);
   if (!in) raise("sfu table " + path + ": cannot open for reading");
+  auto shown = [](const std::string& s) { return s; };
+#endif
   auto t = std::make_shared<sfu_table>();
   std::string line;
   int lineno = 0;
@@ -150,25 +159,25 @@ std::shared_ptr<const sfu_table> read_sfu_table(const std::string& path, sfu_kin
       if (val == "ex2") t->kind = sfu_kind::ex2;
       else if (val == "rcp") t->kind = sfu_kind::rcp;
       else if (val == "div") t->kind = sfu_kind::div;
-      else bad("unit: '" + val + "' (expected ex2, rcp or div)");
+      else bad("unit: '" + shown(val) + "' (expected ex2, rcp or div)");
       have_unit = true;
     } else if (key == "rule") {
       if (val == "ex2_frac") t->rule = sfu_rule::ex2_frac;
       else if (val == "rcp_mant") t->rule = sfu_rule::rcp_mant;
       else if (val == "div_mul_rcp") t->rule = sfu_rule::div_mul_rcp;
       else if (val == "div_ieee") t->rule = sfu_rule::div_ieee;
-      else bad("rule: '" + val + "' (expected ex2_frac, rcp_mant, div_mul_rcp or div_ieee)");
+      else bad("rule: '" + shown(val) + "' (expected ex2_frac, rcp_mant, div_mul_rcp or div_ieee)");
       have_rule = true;
     } else if (key == "bits" || key == "entries") {
       char* end = nullptr;
       const long long v = std::strtoll(val.c_str(), &end, 10);
-      if (val.empty() || *end != '\0' || v < 0 || v > (1 << 23)) bad(key + ": '" + val + "' is not an integer in [0, 2^23]");
+      if (val.empty() || *end != '\0' || v < 0 || v > (1 << 23)) bad(key + ": '" + shown(val) + "' is not an integer in [0, 2^23]");
       if (key == "bits") t->bits = static_cast<int>(v), have_bits = true;
       else n_entries = v;
     } else if (key == "note") {
       t->notes.push_back(val);
     } else {
-      bad("unknown field '" + key + "' (expected unit, rule, bits, entries, note or data)");
+      bad("unknown field '" + shown(key) + "' (expected unit, rule, bits, entries, note or data)");
     }
   }
   if (!have_unit || !have_rule || !have_bits || n_entries < 0) bad("the header needs unit, rule, bits and entries before data");
@@ -177,7 +186,7 @@ std::shared_ptr<const sfu_table> read_sfu_table(const std::string& path, sfu_kin
     if (!next()) bad("data: " + std::to_string(i) + " entries, expected " + std::to_string(n_entries));
     char* end = nullptr;
     const unsigned long v = std::strtoul(line.c_str(), &end, 16);
-    if (line.size() != 8 || *end != '\0') bad("data: '" + line + "' is not 8 hex digits");
+    if (line.size() != 8 || *end != '\0') bad("data: '" + shown(line) + "' is not 8 hex digits");
     t->entries.push_back(static_cast<uint32_t>(v));
   }
   if (!next() || line != "end") bad("expected 'end' after " + std::to_string(n_entries) + " entries");

@@ -11,6 +11,7 @@
 #include "attnum/attention/engine.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/parallel.h"
 #include "attnum/core/random.h"
 #include "attnum/attention/reference.h"
@@ -162,7 +163,7 @@ void check_config(const sim_config& c) {
   for (int n : c.n_toks) {
     if (n < 1 || n < c.k_sink) fail("pcast simulate: n_tok {}: expected >= max(1, k_sink)", n);
     // One unit holds V [n_tok, d_head] and the scores of q_rows rows: keep it under ~2 GiB.
-    if (int64_t(n) * (c.d_head + 2 * c.q_rows) > (int64_t(1) << 28))
+    if (int64_t(n) * (int64_t(c.d_head) + 2 * int64_t(c.q_rows)) > (int64_t(1) << 28))
       fail("pcast simulate: n_tok {} x (d_head {} + 2 rows {}) is too large for one unit "
            "(expected under 2^28 values)", n, c.d_head, c.q_rows);
   }
@@ -375,13 +376,28 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
       for (double t : c.thresholds) vars.push_back({s, o, t});
   const int nd = static_cast<int>(c.deltas.size()), nv = static_cast<int>(vars.size());
   const int nn = static_cast<int>(c.n_toks.size());
-  const int units = nn * c.seeds;
-  // parts[unit][delta][variant]
+  // parts[unit][delta][variant]: its size estimated first ("needs N GiB")
+  const uint64_t n_units = checked_mul(uint64_t(nn), uint64_t(c.seeds));
+  check_alloc(checked_mul(checked_mul(n_units, checked_mul(uint64_t(nd), uint64_t(nv))), sizeof(partial)),
+              fmt::format("pcast simulate: {} seeds x {} n_tok x {} deltas x {} variants (partial sums)", c.seeds,
+                          nn, nd, nv));
+  if (n_units > uint64_t(std::numeric_limits<int>::max()))
+    fail("pcast simulate: {} seeds x {} n_tok: more than 2^31 units", c.seeds, nn);
+  const int units = static_cast<int>(n_units);
+  // Each thread holds one unit at a time: the injected scores (4 bytes x rows x n_tok, twice for
+  // the engine's copy) and V and K in fp32 and fp64 with the engine's copies (48 bytes x n_tok x
+  // d_head).
+  const int max_n_tok = *std::max_element(c.n_toks.begin(), c.n_toks.end());
+  check_alloc(checked_mul(uint64_t(std::min(attnum::threads(), units)),
+                          checked_mul(uint64_t(max_n_tok), 8 * uint64_t(c.q_rows) + 48 * uint64_t(c.d_head))),
+              fmt::format("pcast simulate: {} threads x one unit of n_tok {} x (d_head {} + 2 rows {})",
+                          std::min(attnum::threads(), units), max_n_tok, c.d_head, c.q_rows));
   std::vector<partial> parts(static_cast<size_t>(units) * nd * nv);
   int64_t done = 0;
   const int64_t total = static_cast<int64_t>(units) * nd;
+  worker_errors errors;  // an error in a worker thread reaches the caller (never terminate)
 #pragma omp parallel for schedule(dynamic, 1) num_threads(attnum::threads())
-  for (int unit = 0; unit < units; ++unit) {
+  for (int unit = 0; unit < units; ++unit) errors.run([&] {
     const int n_tok = c.n_toks[unit / c.seeds];
     const unit_data data = make_unit(c, n_tok, unit % c.seeds);
     std::vector<float> zf, ksink, o(c.d_head);
@@ -405,7 +421,8 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
         if (progress) progress(done, total);
       }
     }
-  }
+  });
+  errors.rethrow();
   auto rows = combine_rows(c, vars, parts);
   if (spec)
     for (auto& r : rows) {  // the engine reports totals only, not per-block or per-sink counts

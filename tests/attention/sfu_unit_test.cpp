@@ -4,6 +4,8 @@
 // decoder); ieee stays the default and changes nothing; bad tables fail naming file and line.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <bit>
 #include <cstdio>
 #include <filesystem>
@@ -153,7 +155,7 @@ TEST(sfu_unit_test, bad_tables_and_values_fail_naming_file_and_field) {
     return std::string("no error");
   };
   EXPECT_NE(message({"exp2_unit=fast"}).find("expected ieee or table:PATH"), std::string::npos);
-  EXPECT_NE(message({"exp2_unit=table:" + dir.file("missing.tbl")}).find("missing.tbl: cannot open"), std::string::npos);
+  EXPECT_NE(message({"exp2_unit=table:" + dir.file("missing.tbl")}).find("missing.tbl: cannot read"), std::string::npos);
   {
     std::ofstream o(dir.file("bad.tbl"));
     o << "attnum-sfu-table 1\nunit ex2\nrule ex2_frac\nbits 1\nentries 2\ndata\n3f800000\nzz\nend\n";
@@ -164,6 +166,22 @@ TEST(sfu_unit_test, bad_tables_and_values_fail_naming_file_and_field) {
   formats::write_sfu_table(dir.file("rcp.tbl"), rcp_table(r));
   EXPECT_NE(message({"exp2_unit=table:" + dir.file("rcp.tbl")}).find("unit rcp, expected a ex2 table"), std::string::npos);
   EXPECT_NE(message({"rcp_unit=table:" + dir.file("rcp.tbl"), "arith_fp64=true"}).find("takes only ieee"), std::string::npos);
+  // a FIFO or a symlink to /dev/zero is refused at once, never read (it would block or grow
+  // without end); a huge value is quoted clipped
+  ASSERT_EQ(::mkfifo(dir.file("fifo.tbl").c_str(), 0600), 0);
+  const auto f = message({"exp2_unit=table:" + dir.file("fifo.tbl")});
+  EXPECT_NE(f.find("fifo.tbl: is a FIFO (named pipe), expected a regular file"), std::string::npos) << f;
+  fs::create_symlink("/dev/zero", dir.file("zero.tbl"));
+  const auto z = message({"exp2_unit=table:" + dir.file("zero.tbl")});
+  EXPECT_NE(z.find("zero.tbl: is not a regular file, expected a regular file"), std::string::npos) << z;
+  {
+    std::ofstream o(dir.file("huge.tbl"));
+    o << "attnum-sfu-table 1\nunit " << std::string(5 << 20, 'x') << "\n";
+  }
+  const auto h = message({"exp2_unit=table:" + dir.file("huge.tbl")});
+  EXPECT_NE(h.find("huge.tbl: line 2: unit: 'xxx"), std::string::npos) << h.substr(0, 300);
+  EXPECT_NE(h.find("(5242880 bytes)"), std::string::npos) << h.substr(0, 300);
+  EXPECT_LT(h.size(), 600u);
   // a table outside its rule's range is not written
   auto t = rcp_table(r);
   t.entries[3] = std::bit_cast<uint32_t>(3.0f);

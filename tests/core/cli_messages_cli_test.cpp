@@ -74,12 +74,36 @@ TEST(cli_messages, refused_before_any_work) {
            {"pcast simulate --quick --seeds 0", "pcast: --seeds 0: expected a count >= 1"},
            {"pcast simulate --quick --rows 0", "pcast: --rows 0: expected a count >= 1"},
            {"pcast overflow --quick --seeds -3", "pcast: --seeds -3: expected a count >= 1"},
+           // sizes estimated before any allocation (was an abort from an int overflow, and bad_alloc)
+           {"pcast simulate --quick --rows 2000000000", "(d_head 128 + 2 rows 2000000000) is too large for one unit"},
+           {"pcast simulate --quick --seeds 2000000000",
+            "2000000000 seeds x 1 n_tok x 25 deltas x 6 variants (partial sums) needs 17881.4 GiB"},
+           {"pcast overflow --quick --seeds 2000000000", "2000000000 seeds x 1 n_tok x 13 deltas x 12 variants"},
+           {"heads --zoo --texts 100000000 --quiet", "--texts 100000000 (6300000000 units, 268800000000 rows) needs"},
            {"loss --model /nonexistent.bin --conditions plain,plain", "--conditions: 'plain' is given twice"},
        }) {
     const auto r = run_attnum(c.args);
     EXPECT_EQ(r.status, 2) << c.args << ": " << r.out;
     EXPECT_NE(r.out.find(c.want), std::string::npos) << c.args << ": " << r.out;
   }
+}
+
+// A unit of pcast simulate per thread: estimated first; an allocation that fails anyway in a worker
+// thread (a ulimit below the machine's memory) is an error (exit 2), never an abort.
+TEST(cli_messages, unit_memory_estimated_and_a_failed_allocation_in_a_worker_is_an_error) {
+  auto r = attnum::test::run_command("ATTNUM_MAX_ALLOC_GIB=0.5 " + std::string(ATTNUM_BINARY) +
+                                     " --threads 1 pcast simulate --quick --rows 30000 2>&1");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("pcast simulate: 1 threads x one unit of n_tok 4096 x (d_head 128 + 2 rows 30000) needs "
+                       "0.939 GiB, more than the limit of 0.5 GiB"), std::string::npos) << r.out;
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan reserves terabytes of address space: no ulimit -v";
+#endif
+  r = attnum::test::run_command("ulimit -v 600000; timeout 60 " + std::string(ATTNUM_BINARY) +
+                                " pcast simulate --quick --rows 30000 2>&1");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: out of memory: an allocation failed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;
 }
 
 class cli_files : public ::testing::Test {

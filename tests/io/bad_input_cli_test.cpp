@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -415,6 +416,56 @@ TEST_F(BadInput, CompletionMarkerWrittenLastAndRequired) {
   refused("report --results " + merged.string() + " --out " + html.string(), {merged.string(), "complete.json"}, html);
 }
 
+// A symlink to /dev/zero or a FIFO in place of a file of a folder read back (report, merge,
+// resume): refused at once, naming the file, without reading it (memory capped at 2 GiB here).
+TEST_F(BadInput, DevZeroAndFifoInAResultFolderRefusedNamingTheFile) {
+  const std::string small = "heads --zoo --n-tok 16 --layers 1 --texts 1 --quiet --kernel fa3 --conditions plain,rotate ";
+  const fs::path full = dir_ / "full", s0 = dir_ / "s0", s1 = dir_ / "s1";
+  ASSERT_EQ(run_attnum(small + "--out " + full.string()).status, 0);
+  ASSERT_EQ(run_attnum(small + "--shard 0/2 --out " + s0.string()).status, 0);
+  ASSERT_EQ(run_attnum(small + "--shard 1/2 --out " + s1.string()).status, 0);
+  // Replaces `name` in a copy of `src` by a /dev/zero symlink or a FIFO; returns the copy.
+  auto spoiled = [&](const fs::path& src, const std::string& name, bool fifo) {
+    const fs::path d = dir_ / "spoiled";
+    fs::remove_all(d);
+    fs::copy(src, d, fs::copy_options::recursive);
+    fs::remove(d / name);
+    if (fifo) EXPECT_EQ(::mkfifo((d / name).c_str(), 0600), 0);
+    else fs::create_symlink("/dev/zero", d / name);
+    return d;
+  };
+  auto check = [&](const std::string& args, const fs::path& file, bool fifo, const fs::path& out) {
+    const auto t0 = std::chrono::steady_clock::now();
+#if defined(__SANITIZE_ADDRESS__)
+    const std::string cap;  // ASan reserves terabytes of address space: no ulimit -v there (the time check stays)
+#else
+    const std::string cap = "ulimit -v 2097152; ";
+#endif
+    const run_result r = attnum::test::run_command(cap + "timeout 60 " + std::string(ATTNUM_BINARY) + " " + args + " 2>&1");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << args;
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
+    for (const std::string& f : {file.string(), std::string(fifo ? "is a FIFO" : "is not a regular file"),
+                                 std::string("expected a regular file")})
+      EXPECT_NE(r.out.find(f), std::string::npos) << "'" << f << "' in:\n" << args << "\n" << r.out;
+    if (!out.empty()) {
+      EXPECT_FALSE(fs::exists(out)) << out << " left by: " << args;
+    }
+  };
+  const fs::path html = dir_ / "r.html", merged = dir_ / "merged";
+  for (const bool fifo : {false, true}) {
+    for (const char* name : {"summary.json", "complete.json", "checkpoints/unit-000000.jsonl"}) {
+      const fs::path d = spoiled(full, name, fifo);
+      check("report --results " + d.string() + " --out " + html.string(), d / name, fifo, html);
+    }
+    for (const char* name : {"checkpoints/study.json", "checkpoints/unit-000000.jsonl"}) {
+      const fs::path d = spoiled(s0, name, fifo);
+      check("merge " + d.string() + " " + s1.string() + " --out " + merged.string(), d / name, fifo, merged);
+      fs::remove(d / "complete.json");  // a killed run, resumed
+      check(small + "--shard 0/2 --out " + d.string(), d / name, fifo, {});
+    }
+  }
+}
+
 // --- non-finite numbers are refused or flagged, never summarised ------------------------------
 
 TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
@@ -429,7 +480,7 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
   refused("capture --model " + m.string() + " --token-ids " + file("ids.txt", "1 2 3 4").string() +
               " --tokens 4 --out " + (dir_ / "out").string(),
           {m.string(), "tok_embeddings[5]", "nan"}, dir_ / "out");
-  // Finite but huge q under the fp32 kernel: a NaN output is flagged and has no metrics.
+  // Finite but huge q: a NaN output is flagged and has no metrics, and the warning names the cause.
   const int n = 8, d = 16;
   std::vector<float> q(size_t(n) * d), k(q.size()), v(q.size());
   for (size_t i = 0; i < q.size(); ++i) {
@@ -459,6 +510,21 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
     if (std::string(kernel) == "fp32") {
       EXPECT_EQ(flagged, 1) << "fp32 overflows here: " << r.out;
     }
+    // The cause is named: scores beyond 2^31 for the kernel's fp32 exp2 (max_scaled off by 2^12).
+    for (const char* want : {"warning: head 0:", "reaches 8.22e+10, beyond 2^31", "off by up to 4.1e+03",
+                             "overflows to inf", "underflows to 0", "scale --q or --k down"})
+      EXPECT_NE(r.out.find(want), std::string::npos) << kernel << ": " << want << "\n" << r.out;
+  }
+  // The same shape with scores below 2^31: finite, measured, no such warning.
+  for (float& x : q) x *= 1e-4f;
+  attnum::io::write_npy((dir_ / "q.npy").string(), q.data(), {1, n, d});
+  {
+    const run_result r = run_attnum(huge + " --kernel fp32 --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(r.out.find("beyond 2^31"), std::string::npos) << r.out;
+    const nlohmann::json rows = nlohmann::json::parse(r.out.substr(r.out.find('[')));
+    EXPECT_FALSE(rows[0]["nan_flagged"].get<bool>()) << r.out;
+    EXPECT_LT(rows[0]["rel_err"].get<double>(), 1e-6) << r.out;
   }
   refused(huge + " --kernel fa3 --knob q.scale_max=1e-320", {"q.scale_max", "normal range"});
   refused(huge + " --kernel fa3 --knob v.eps=1e-45", {"v.eps", "normal range"});
