@@ -3,7 +3,9 @@
 Each oracle below follows the upstream kernel line by line (quoted as repo@commit path:line), not
 docs/kernels.md nor the engine. float32 arithmetic is emulated with np.float32 values in the
 upstream order of operations; an FMA (one rounding of a*b + c) is written as `_fma`.
-Casts to fp16/bf16/fp8 use torch's dtypes (round to nearest even), independent of attnum's casts.
+Casts to fp16/bf16 use torch's dtypes (round to nearest even; from float32 only: torch rounds a
+double to half through float, so float64 -> fp16 goes through NumPy), fp8 E4M3 a cast written
+here from the format (this torch has no float8 dtypes); all independent of attnum's casts.
 
 Where the GPU runs an approximate instruction (ex2.approx, div.full / rcp.approx), the engine's
 default is the host's IEEE operation (knobs exp2_unit / rcp_unit / div_unit = ieee), so the
@@ -290,3 +292,137 @@ def test_sage1_oracle_detects_a_perturbation():
     seq = lambda p: np.add.accumulate(p, axis=1, dtype=np.float32)[:, -1]  # noqa: E731
     for kwargs in ({"fuse": False}, {"rowsum": seq}, {"pv_step": 32}):
         assert not np.array_equal(_bits(got), _bits(sage1_oracle(q, k, v, True, out_cast=False, **kwargs))), kwargs
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. xqa-sm90: TensorRT-LLM XQA Hopper kernel (NVIDIA/TensorRT-LLM@014dadcdfc440c7a7a9a21bbc519d8c56a00be43
+#    cpp/kernels/xqa/mha_sm90.cu, the SWAP_AB decode path: one query token per call, the K/V tile
+#    of 64 tokens as gemm rows, the group's q heads as columns). Citations name the function of
+#    mha_sm90.cu and quote its line (line numbers were not taken). The engine runs prefill as one
+#    such decode call per query row (causal: cacheSeqLen = row + 1, keys 0..row).
+#    torch 1.13 here has no float8 dtypes: E4M3 is cast by _e4m3 below (RNE, saturating as
+#    __NV_SATFINITE), written from the format's definition.
+# ---------------------------------------------------------------------------------------------
+
+_LIBM.expf.restype = ctypes.c_float
+_LIBM.expf.argtypes = [ctypes.c_float]
+XQA_LOG2E = f32(1.44269504088896340736)  # `log2e` constant of the xqa headers (float)
+XQA_SAFE_INIT = f32(-1e5)  # cpp/kernels/xqa/defines.h `#define SAFE_INIT_ROW_MAX (-1e+5F)` (stored version)
+E4M3_MAX = f32(448)  # `kE4M3_MAX`
+
+
+def _e4m3(x):
+    """float32 -> E4M3 (fn) value, round to nearest even, saturating at +-448: 3 fraction bits,
+    exponent >= -6, subnormal step 2^-9."""
+    x = np.asarray(x, np.float32).astype(np.float64)
+    a = np.abs(x)
+    e = np.maximum(np.floor(np.log2(np.where(a > 0, a, 1.0))), -6)
+    ulp = np.exp2(e - 3)
+    return (np.sign(x) * np.minimum(np.round(a / ulp) * ulp, 448.0)).astype(np.float32)
+
+
+def _acc_fp32(acc, a, b, k_step=32):
+    """acc + a @ b through the wgmma fp32 accumulator. [I] The source fixes only the instruction
+    (fp8 wgmma, K = 32 per instruction, `gmma::instK`); each instruction's 32 products are summed
+    exactly (float64) and added to the accumulator with one rounding to float32."""
+    for k0 in range(0, a.shape[-1], k_step):
+        acc = (acc.astype(np.float64) + a[..., k0:k0 + k_step].astype(np.float64)
+               @ b[k0:k0 + k_step].astype(np.float64)).astype(np.float32)
+    return acc
+
+
+def xqa_warp_col_sum(p, w):
+    """computeWarpColSum for warp w of the 64-token tile: thread quad q holds tokens 16w+q and
+    16w+8+q (`row = 64*m + 16*warpRank + 8*i + idxQuad`, warpGrpApplyMask) and adds them in that
+    order (`colSum = (m == 0 && i == 0) ? src : colSum + src`); then `x += __shfl_xor_sync(~0U, x,
+    xorMask)` for xorMask 16, 8, 4 (quads q^4, q^2, q^1)."""
+    a = [p[16 * w + q] + p[16 * w + 8 + q] for q in range(8)]
+    b = [a[q] + a[q ^ 4] for q in range(8)]
+    c = [b[q] + b[q ^ 2] for q in range(8)]
+    return np.float32(c[0] + c[1])
+
+
+def xqa_oracle(q, k, v, causal, fuse_exp=True, warp_col_sum=xqa_warp_col_sum, out_cast=True):
+    H, N, D = q.shape
+    group = H // k.shape[0]
+    # kernel_mha: `float const* kvCacheScale ... Same scale for K and V cache`; the cache is the
+    # caller's: one scale amax(|K|, |V|) / 448 (the preset's choice), codes E4M3(x / scale)
+    kv_scale = f32(max(np.abs(k).max(), np.abs(v).max())) / E4M3_MAX
+    k8, v8 = _e4m3(k / kv_scale), _e4m3(v / kv_scale)
+    # F16QToF8Converter::store: the bf16 Q converted to E4M3 as it is (qScale folded below, 1 here)
+    q8 = _e4m3(q)
+    # kernel_mha: `qkScale = qScale * (isKVCacheQuantized ? kvCacheScale[0] : 1.f) * rsqrtf(validElemsPerHead)`
+    # (left to right; rsqrtf is MUFU.RSQ on the GPU, the IEEE 1/sqrt here as the engine's default)
+    qk_scale = (f32(1) * kv_scale) * f32(1 / np.sqrt(np.float64(D)))
+    # kernel_mha: `xScale = 1.f / kE4M3_MAX`, `xvoScale = xScale * kvCacheScale[0] * oScale` (oScale 1)
+    xvo_scale = (f32(1) / E4M3_MAX) * kv_scale * f32(1)
+    out = np.zeros_like(q)
+    for h in range(H):
+        hk = h // group
+        for i in range(N):
+            seq_len = i + 1 if causal else N
+            seq_max = XQA_SAFE_INIT  # `smem.gemm0CurrentSeqMax[threadIdx.x] = safeInitRowMax`
+            acc_max, acc_sum = XQA_SAFE_INIT, f32(0)  # `gemm1AccColMax = safeInitRowMax; gemm1AccColSum = 0`
+            acc = np.zeros((1, D), np.float32)  # `Gemm1Acc acc{}`
+            for t0 in range(0, seq_len, 64):
+                toks = t0 + np.arange(64)
+                valid = toks < seq_len
+                kb = np.zeros((64, D), np.float32)
+                kb[valid] = k8[hk][toks[valid]]
+                # `mma_async_shmA(acc, matDescK, matDescQ, accHasVal)` over the head's K steps
+                s = _acc_fp32(np.zeros((64, 1), np.float32), kb, q8[h, i][:, None])[:, 0]
+                s = s * qk_scale  # `acc = acc * qkScale`
+                s = np.where(valid, s, XQA_SAFE_INIT).astype(np.float32)  # warpGrpApplyMask: `= safeInitRowMax`
+                # computeWarpGrpColMax_sync: tile max, atomicMax into the persistent smemColMax
+                seq_max = np.float32(max(seq_max, s.max()))
+                # warpGrpOnlineSoftmax: `bias = maxVal * log2e`, `elem = exp2f(elem * log2e - bias)`:
+                # nvcc's default --fmad=true contracts it into fmaf (defines.h's own comment says
+                # "(x * log2e - bias) is computed with FMA"); exp2f IEEE as the engine's default
+                bias = seq_max * XQA_LOG2E
+                p = _exp2(_fma(s, XQA_LOG2E, -bias) if fuse_exp else s * XQA_LOG2E - bias)
+                parts = [warp_col_sum(p, w) for w in range(4)]  # `warpColSum = computeWarpColSum(acc)`
+                # rescaleGemm1AccForNewColMax_sync: `if (accColMax < xColMax)`: `scaleVec = expf(accColMax
+                # - xColMax)`, `acc(m, n)(i, j) *= scale`, `accColSum = accColSum * scaleVec` (host expf)
+                if acc_max < seq_max:
+                    sc = np.float32(_LIBM.expf(float(acc_max - seq_max)))
+                    acc = acc * sc
+                    acc_sum = acc_sum * sc
+                for w in range(4):  # warp 3: `accColSum = accColSum + loadShmColWiseVecNoDup(shmXColSum[i])`
+                    acc_sum = np.float32(acc_sum + parts[w])
+                acc_max = seq_max
+                # `acc = acc * kE4M3_MAX`; storeGemm0AccToShm: `__nv_cvt_float2_to_fp8x2(..., __NV_SATFINITE, __NV_E4M3)`
+                x8 = _e4m3(p * E4M3_MAX)
+                vb = np.zeros((64, D), np.float32)
+                vb[valid] = v8[hk][toks[valid]]
+                acc = _acc_fp32(acc, x8[None, :], vb)  # `mma_async_regA(acc, fragA, descX, true)`
+            # finalizeAndWriteOut_sync: `regOutScale = __frcp_rn(regColSum) * xvoScale`; rescaleAcc
+            # `acc *= scale`; then the bf16 conversion of saveTransposedOutput
+            o = acc[0] * ((f32(1) / acc_sum) * xvo_scale)
+            out[h, i] = _to(o, torch.bfloat16) if out_cast else o
+    return out
+
+
+XQA_CASES = [(64, 100, True), (128, 70, False), (128, 130, True)]
+
+
+@pytest.mark.parametrize("d,n,causal", XQA_CASES)
+def test_xqa_matches_upstream_oracle(d, n, causal):
+    q, k, v = _sage_inputs(d, n, causal)
+    _assert_same_bits(_engine(q, k, v, "xqa-sm90", causal), xqa_oracle(q, k, v, causal))
+    _assert_same_bits(_engine(q, k, v, "xqa-sm90", causal, knobs={"out_fmt": "fp32"}),
+                      xqa_oracle(q, k, v, causal, out_cast=False))
+
+
+def test_xqa_oracle_detects_a_perturbation():
+    """An unfused exp2 argument, or the warp's column sum taken in token order, change the bits."""
+    q, k, v = _sage_inputs(64, 100, True)
+    got = _engine(q, k, v, "xqa-sm90", True, knobs={"out_fmt": "fp32"})
+
+    def sequential(p, w):
+        x = np.float32(0)
+        for r in range(16):
+            x = np.float32(x + p[16 * w + r])
+        return x
+
+    for kwargs in ({"fuse_exp": False}, {"warp_col_sum": sequential}):
+        assert not np.array_equal(_bits(got), _bits(xqa_oracle(q, k, v, True, out_cast=False, **kwargs))), kwargs
