@@ -411,10 +411,11 @@ void block_rowsum(const head_ctx<T>& c, T* l, const T* p, int n, T alpha) {
     case rowsum_order::hpcops_block: {
       // hpc-ops online_softmax (hpc-ops@6e2eced src/attention/prefill/kernels.cuh:68,82,86):
       // `float row_sum = 0.f; ... row_sum += tAttr_mn(im, in);` over the thread's columns, then
-      // `gSum(im) = gSum(im) * scale + row_sum` (modelled unfused, as written)
+      // `gSum(im) = gSum(im) * scale + row_sum`: one fmaf as nvcc contracts it (fma_contract), or
+      // a multiply and an add as written
       T t4[4] = {T(0), T(0), T(0), T(0)};
       for (int j = 0; j < n; ++j) t4[(j % 8) / 2] += p[j];
-      for (int t = 0; t < 4; ++t) l[t] = l[t] * alpha + t4[t];
+      for (int t = 0; t < 4; ++t) l[t] = c.s.fma_contract ? fma_t(l[t], alpha, t4[t]) : l[t] * alpha + t4[t];
       break;
     }
     case rowsum_order::xqa_warps: {

@@ -245,6 +245,11 @@ kernel_spec make_hpcops(int variant) {
   s.p_scale = s1 ? 1.0f : 256.0f;  // 5.1 kFp8PrefillPScale
   s.p_offset = 0;
   s.rowsum = rowsum_order::hpcops_block;  // :68,82,86 fresh row_sum, gSum = gSum*scale + row_sum
+  // :86 is one expression `gSum(im) * scale + row_sum`; CMakeLists.txt:97-106 compiles without
+  // --fmad=false, and nvcc 13 (-arch=sm_90a -O3) emits `fma.rn.f32` for that pattern (PTX of a
+  // kernel with the same loop; fmad=false gives mul + add). The pre-4b402c8 kernel (hpcops-s1)
+  // is taken to compile the same online_softmax the same way [inferred].
+  s.fma_contract = true;
   s.block_n = 128;                        // warp_spec_with_kvcache_fp8_dim128.cu:118-119 kTileM, kTileN
   s.block_m = 128;
   s.reverse = false;  // 5.5 prefill forward

@@ -182,6 +182,9 @@ struct kernel_spec {
                                     ///< exp2f((m_prev - m) * eff)
   bool triton_fp_fusion = false;    ///< Triton enable_fp_fusion: l = fmaf(l, alpha, block sum) and, with
                                     ///< fresh_per_block, O = fmaf(O, alpha, float(PV tile)) (Sage v1)
+  bool fma_contract = false;        ///< nvcc's default --fmad=true contraction of a source `a * b + c` into
+                                    ///< one FMA where the CUDA code leaves it to the compiler: hpc-ops'
+                                    ///< row-sum update gSum = fmaf(gSum, scale, row_sum)
   accumulator_spec qk_acc, pv_acc;
   pv_mode pv = pv_mode::into_o;
   epilogue_mode epilogue = epilogue_mode::combined;

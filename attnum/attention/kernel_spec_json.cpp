@@ -224,6 +224,7 @@ const std::map<std::string, setter>& setters() {
     m["causal_align"] = [](kernel_spec& s, auto k, auto v) { s.causal_diag = parse_enum<causal_align>(k, v); };
     m["alpha_expf"] = [](kernel_spec& s, auto k, auto v) { s.alpha_expf = parse_bool(k, v); };
     m["triton_fp_fusion"] = [](kernel_spec& s, auto k, auto v) { s.triton_fp_fusion = parse_bool(k, v); };
+    m["fma_contract"] = [](kernel_spec& s, auto k, auto v) { s.fma_contract = parse_bool(k, v); };
     m["pv"] = [](kernel_spec& s, auto k, auto v) { s.pv = parse_enum<pv_mode>(k, v); };
     m["epilogue"] = [](kernel_spec& s, auto k, auto v) { s.epilogue = parse_enum<epilogue_mode>(k, v); };
     m["out_fmt"] = [](kernel_spec& s, auto k, auto v) { s.out_fmt = parse_enum<formats::format>(k, v); };
@@ -290,6 +291,7 @@ nlohmann::json to_json(const kernel_spec& s) {
           {"causal_align", name_of(s.causal_diag)},
           {"alpha_expf", s.alpha_expf},
           {"triton_fp_fusion", s.triton_fp_fusion},
+          {"fma_contract", s.fma_contract},
           {"qk_acc", acc_json(s.qk_acc)},
           {"pv_acc", acc_json(s.pv_acc)},
           {"pv", name_of(s.pv)},
@@ -319,6 +321,8 @@ std::string ignored_reason(const kernel_spec& s, const std::string& knob) {
   if (knob == "alpha_expf" && s.alpha_expf && s.max != max_space::raw) return "alpha_expf needs max=raw";
   if (knob == "triton_fp_fusion" && s.triton_fp_fusion && s.rowsum != rowsum_order::triton_block)
     return "triton_fp_fusion needs rowsum=triton_block (the block sum it fuses)";
+  if (knob == "fma_contract" && s.fma_contract && s.rowsum != rowsum_order::hpcops_block)
+    return "fma_contract needs rowsum=hpcops_block (the row-sum update it contracts)";
   for (const auto& [p, a] : {std::pair{"qk_acc", &s.qk_acc}, std::pair{"pv_acc", &s.pv_acc}})
     if (knob == std::string(p) + ".mant_bits" && a->kind != acc_kind::truncated)
       return knob + " is read only with " + p + ".kind=truncated";

@@ -426,3 +426,102 @@ def test_xqa_oracle_detects_a_perturbation():
 
     for kwargs in ({"fuse_exp": False}, {"warp_col_sum": sequential}):
         assert not np.array_equal(_bits(got), _bits(xqa_oracle(q, k, v, True, out_cast=False, **kwargs))), kwargs
+
+
+# ---------------------------------------------------------------------------------------------
+# hpcops: Tencent/hpc-ops@6e2ecede9d6d47b2e680e839cc7ad7422bc8d88b, FP8 prefill with the API's
+#    default quantisation (per-token-per-head Q, per-tensor K and V), src/attention/prefill/
+#    kernels.cuh and src/utils/utils.cuh. Tiles of 128 query rows x 128 keys, keys forward.
+#    [I] The caller-side quantisation (amax/448 per token of Q, per tensor of K and V, RNE,
+#    saturating) is not in the kernel; the wgmma fp32 accumulator is _acc_fp32's model.
+#    nvcc's default --fmad=true contracts `a * b + c` written as one expression (CMakeLists.txt:
+#    97-106 sets no --fmad=false; nvcc 13 -arch=sm_90a emits fma.rn.f32 for :86's pattern).
+# ---------------------------------------------------------------------------------------------
+HPC_LOG2E = f32(1.4426950408889634)  # kLog2e
+
+
+def hpc_thread_partials(p):
+    """:68 `float row_sum = 0.f;` then :82 `row_sum += tAttr_mn(im, in)` over the thread's
+    columns of the mma layout: thread t of a quad holds columns 8g + 2t, 8g + 2t + 1, in order."""
+    t4 = np.zeros((p.shape[0], 4), np.float32)
+    for t in range(4):
+        for g in range(p.shape[1] // 8):
+            for e in range(2):
+                t4[:, t] = t4[:, t] + p[:, 8 * g + 2 * t + e]
+    return t4
+
+
+def hpcops_oracle(q, k, v, causal, fuse_sum=True, out_cast=True):
+    H, N, D = q.shape
+    group = H // k.shape[0]
+    qs = np.abs(q).max(axis=2).astype(np.float32) / E4M3_MAX  # [I] per token per head
+    q8 = _e4m3(q / qs[:, :, None])
+    ks = np.float32(np.abs(k).max()) / E4M3_MAX  # [I] per tensor
+    vs = np.float32(np.abs(v).max()) / E4M3_MAX
+    k8, v8 = _e4m3(k / ks), _e4m3(v / vs)
+    # 5.2 `one_over_dk_log2e = 1.f / sqrtf(d) * kLog2e` (float)
+    c = f32(f32(1) / np.sqrt(f32(D))) * HPC_LOG2E
+    T = 128
+    out = np.zeros((H, N, D), np.float32)
+    for h in range(H):
+        hk = h // group
+        for m0 in range(0, N, T):
+            rows = np.arange(m0, min(N, m0 + T))
+            R = len(rows)
+            tqs = qs[h, rows] * ks  # :1279 `qscale * kscale` (tQS)
+            g_max = np.full(R, -np.inf, np.float32)
+            g_sum = np.zeros((R, 4), np.float32)
+            y = np.zeros((R, D), np.float32)
+            n_end = min(N, m0 + T) if causal else N  # causal: tiles up to the diagonal's
+            for n0 in range(0, n_end, T):
+                cols = n0 + np.arange(T)
+                valid = cols < N
+                kb = np.zeros((T, D), np.float32)
+                kb[valid] = k8[hk][cols[valid]]
+                s = _acc_fp32(np.zeros((R, T), np.float32), q8[h, rows], kb.T)
+                mask = ~valid[None, :]
+                if causal:
+                    mask = mask | (cols[None, :] > rows[:, None])
+                # :1325 `tAttr_mn *= tQS[im]`; masked scores -inf
+                s = np.where(mask, f32(-np.inf), s * tqs[:, None]).astype(np.float32)
+                # :75-77 the row max of the scores times one_over_dk_log2e (max is exact in any order)
+                last = g_max.copy()
+                g_max = np.maximum(last, s.max(axis=1) * c)
+                # :81 `exp2f_ftz(tAttr * one_over_dk_log2e - gMax)`: one FMA (contracted)
+                p = _exp2(_fma(s, c, -g_max[:, None]))
+                scale = _exp2(last - g_max)  # :85 `exp2f_ftz(last_max - gMax(im))`
+                t4 = hpc_thread_partials(p)
+                # :86 `gSum(im) = gSum(im) * scale + row_sum`: one expression, contracted by nvcc
+                g_sum = _fma(g_sum, scale[:, None], t4) if fuse_sum else g_sum * scale[:, None] + t4
+                p8 = _e4m3(p * f32(256))  # kFp8PrefillPScale: P * 256 cast to E4M3
+                vb = np.zeros((T, D), np.float32)
+                vb[valid] = v8[hk][cols[valid]]
+                o = _acc_fp32(np.zeros((R, D), np.float32), p8, vb)  # fresh fp32 PV tile
+                y = y * scale[:, None] + o  # :90 `tYr * scale`, then :1403 `tYr(i) += tOr(i)`
+            # utils.cuh:405-409 the quad reduction xor 1 then xor 2: (l0 + l1) + (l2 + l3)
+            l = (g_sum[:, 0] + g_sum[:, 1]) + (g_sum[:, 2] + g_sum[:, 3])
+            # :1419-1427 the epilogue: y * (1 / gSum), then * (vscale / 256)
+            o = (y * (f32(1) / l)[:, None]) * (vs * f32(1 / 256))
+            out[h, rows] = _to(o, torch.bfloat16) if out_cast else o
+    return out
+
+
+HPC_CASES = [(128, 200, True), (128, 256, True), (128, 300, False), (128, 130, False)]
+
+
+@pytest.mark.parametrize("d,n,causal", HPC_CASES)
+def test_hpcops_matches_upstream_oracle(d, n, causal):
+    q, k, v = _sage_inputs(d, n, causal)
+    _assert_same_bits(_engine(q, k, v, "hpcops", causal), hpcops_oracle(q, k, v, causal))
+    _assert_same_bits(_engine(q, k, v, "hpcops", causal, knobs={"out_fmt": "fp32"}),
+                      hpcops_oracle(q, k, v, causal, out_cast=False))
+
+
+def test_hpcops_fma_contract_knob_is_the_unfused_update():
+    """fma_contract=false is the row-sum update as written (a multiply, then an add), and the
+    contracted and uncontracted updates differ in the float32 output."""
+    q, k, v = _sage_inputs(128, 256, True)
+    fused = _engine(q, k, v, "hpcops", True, knobs={"out_fmt": "fp32"})
+    unfused = _engine(q, k, v, "hpcops", True, knobs={"out_fmt": "fp32", "fma_contract": False})
+    _assert_same_bits(unfused, hpcops_oracle(q, k, v, True, fuse_sum=False, out_cast=False))
+    assert not np.array_equal(_bits(fused), _bits(unfused))

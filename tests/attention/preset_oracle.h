@@ -447,7 +447,9 @@ inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool caus
         row_sum[(j % 8) / 2] += p;
         P8[j] = quantize_e4m3_sat(p * S);
       }
-      for (int t = 0; t < 4; ++t) lt[t] = lt[t] * alpha + row_sum[t];
+      // kernels.cuh:86 `gSum(im) = gSum(im) * scale + row_sum`, contracted to one fmaf by nvcc's
+      // default --fmad=true (the preset's fma_contract).
+      for (int t = 0; t < 4; ++t) lt[t] = std::fmaf(lt[t], alpha, row_sum[t]);
       for (float& o : O) o *= alpha;
       for (int c = 0; c < d; ++c) {
         if (s1) {

@@ -38,7 +38,8 @@ TEST(preset_oracle_sensitivity, changed_knob_is_detected) {
       {"sage1", "triton_fp_fusion=false", 64, true}, {"xqa-sm90", "alpha_expf=false", 64, true},
       {"xqa-sm90", "epilogue=separate", 64, true},   {"xqa-sm90", "rowsum=sequential", 64, true},
       {"xqa-sm90", "q.gran=tensor", 64, true},       {"hpcops", "rowsum=wgmma", 64, true},
-      {"hpcops", "k.gran=token", 64, true},          {"bf16", "block_n=128", 128, false}};
+      {"hpcops", "k.gran=token", 64, true},          {"bf16", "block_n=128", 128, false},
+      {"hpcops", "fma_contract=false", 64, true}};
   for (const auto& [name, knob, d, causal] : cases) {
     auto L = test::random_layer(2, 1, 200, 200, d, 4242, 1.5f);
     oracle::g_out_fp32 = true;
