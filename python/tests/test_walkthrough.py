@@ -57,3 +57,9 @@ def test_walkthrough_reproduces_the_head_table(tmp_path, monkeypatch, capsys):
                json_out=True)
     assert list(ns["sage"].rows["ppl_ratio"]) == [r["ppl_ratio"] for r in sage]
     assert "fa3            plain    ppl_ratio" in printed and "sage2pp-sm89   rotate   ppl_ratio" in printed
+    # The one-call study: the README's study, whose head rows are the heads step's on the same captures.
+    study = ns["study"]
+    assert "report.html" in study.files
+    assert [(s["kernel"], s["transform"], s["n_heads"]) for s in study.summary["heads"]] == \
+        [(g["kernel"], g["transform"], 40) for g in got]
+    assert "sage2pp-sm89   center+rotate   harmed" in printed
