@@ -259,6 +259,15 @@ def _sage_inputs(d, n, causal, n_head=2):
     return q, k, v
 
 
+def _assert_matches_oracle(kernel, oracle, d, n, causal):
+    """The preset as it is (its bf16 output) and its float32 result before the output cast (knob
+    out_fmt=fp32, the stricter comparison) equal the oracle's, bit for bit."""
+    q, k, v = _sage_inputs(d, n, causal)
+    _assert_same_bits(_engine(q, k, v, kernel, causal), oracle(q, k, v, causal))
+    _assert_same_bits(_engine(q, k, v, kernel, causal, knobs={"out_fmt": "fp32"}),
+                      oracle(q, k, v, causal, out_cast=False))
+
+
 def _assert_same_bits(got, want):
     diff = np.flatnonzero(_bits(got) != _bits(want))
     assert diff.size == 0, f"{diff.size} of {want.size} differ; first {diff[:5]}: engine " \
@@ -267,12 +276,8 @@ def _assert_same_bits(got, want):
 
 @pytest.mark.parametrize("d,n,causal", SAGE_CASES)
 def test_sage1_matches_upstream_oracle(d, n, causal):
-    q, k, v = _sage_inputs(d, n, causal)
-    # the preset as it is (bf16 output), and its float32 `acc / l_i` before the output cast
-    # (knob out_fmt=fp32), the stricter comparison
-    _assert_same_bits(_engine(q, k, v, "sage1", causal), sage1_oracle(q, k, v, causal))
-    _assert_same_bits(_engine(q, k, v, "sage1", causal, knobs={"out_fmt": "fp32"}),
-                      sage1_oracle(q, k, v, causal, out_cast=False))
+    # the float32 result compared is `acc / l_i` before the output cast
+    _assert_matches_oracle("sage1", sage1_oracle, d, n, causal)
 
 
 @pytest.mark.parametrize("knob,kwargs", [("smooth_k", {"smooth_k": False}), ("triton_fp_fusion", {"fuse": False})])
@@ -407,10 +412,7 @@ XQA_CASES = [(64, 100, True), (128, 70, False), (128, 130, True)]
 
 @pytest.mark.parametrize("d,n,causal", XQA_CASES)
 def test_xqa_matches_upstream_oracle(d, n, causal):
-    q, k, v = _sage_inputs(d, n, causal)
-    _assert_same_bits(_engine(q, k, v, "xqa-sm90", causal), xqa_oracle(q, k, v, causal))
-    _assert_same_bits(_engine(q, k, v, "xqa-sm90", causal, knobs={"out_fmt": "fp32"}),
-                      xqa_oracle(q, k, v, causal, out_cast=False))
+    _assert_matches_oracle("xqa-sm90", xqa_oracle, d, n, causal)
 
 
 def test_xqa_oracle_detects_a_perturbation():
@@ -511,10 +513,7 @@ HPC_CASES = [(128, 200, True), (128, 256, True), (128, 300, False), (128, 130, F
 
 @pytest.mark.parametrize("d,n,causal", HPC_CASES)
 def test_hpcops_matches_upstream_oracle(d, n, causal):
-    q, k, v = _sage_inputs(d, n, causal)
-    _assert_same_bits(_engine(q, k, v, "hpcops", causal), hpcops_oracle(q, k, v, causal))
-    _assert_same_bits(_engine(q, k, v, "hpcops", causal, knobs={"out_fmt": "fp32"}),
-                      hpcops_oracle(q, k, v, causal, out_cast=False))
+    _assert_matches_oracle("hpcops", hpcops_oracle, d, n, causal)
 
 
 def test_hpcops_fma_contract_knob_is_the_unfused_update():
