@@ -225,14 +225,13 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer,
           ev_b.push_back(!harmed[i]);
         }
         stats::interval iv;
-        if (with_intervals)
+        if (!with_intervals) {
+          iv.reason = "not computed";
+        } else {
           iv = stats::cluster_interval(
               cluster, [&](std::span<const int> idx) { return sub(idx, w, nn == 1); },
               interval_options(w, n_resamples, seed + static_cast<uint64_t>(w), interval_count(w, ps, ys)));
-        else
-          iv.reason = "not computed";
-        // Too few events in too few clusters: no interval, whatever the resamples gave.
-        if (with_intervals) {
+          // Too few events in too few clusters: no interval, whatever the resamples gave.
           const char* what = w == 1 ? "predicted-harmed heads" : w == 3 ? "heads" : "harmed heads";
           const int ka = stats::clusters_with_events(cl, ev_a);
           const int kb = w == 0 ? stats::clusters_with_events(cl, ev_b) : stats::kMinEventClusters;
@@ -339,6 +338,27 @@ std::string interval_text(const json& row, const std::string& stat, const char* 
                      fmt::format(fmt::runtime(spec), hi->get<double>()));
 }
 
+namespace {
+// The notes' line on the texts: the largest move of AUC and of Spearman over the summary's rows
+// when one text is left out (add_text_spread's *_loto_min/_max).
+std::string texts_line(const json& summary, int64_t n_texts) {
+  double auc = 0, rho = 0;
+  for (const auto& r : summary)
+    for (const auto& [stat, m] : {std::pair<const char*, double*>{"auc", &auc}, {"spearman", &rho}}) {
+      if (!r.contains(stat) || !r[stat].is_number()) continue;
+      const double v = r[stat].get<double>();
+      for (const char* end : {"_loto_min", "_loto_max"}) {
+        const auto e = r.find(std::string(stat) + end);
+        if (e != r.end() && e->is_number()) *m = std::max(*m, std::fabs(e->get<double>() - v));
+      }
+    }
+  return fmt::format("texts: leaving out one of the {} texts moves AUC by up to {:.3f} and Spearman by up to "
+                     "{:.3f} (each row's *_loto_min/_max in summary.json); the intervals are conditional on "
+                     "these texts",
+                     n_texts, auc, rho);
+}
+}  // namespace
+
 std::string summary_notes(const json& summary) {
   std::vector<std::string> lines;
   int64_t dropped = 0;
@@ -371,23 +391,7 @@ std::string summary_notes(const json& summary) {
       add("harmed: heads labelled harmed (above the noise floor); harmed (sign): heads with a "
           "positive score, noise or not (seed 000's count; n_harmed_sign); null: not "
           "distinguishable from 0 at this noise");
-    if (s.contains("n_texts_loto")) {
-      // The largest move of AUC and Spearman over this summary's rows (computed once, below).
-      double auc = 0, rho = 0;
-      for (const auto& r : summary)
-        for (const auto& [stat, m] : {std::pair<const char*, double*>{"auc", &auc}, {"spearman", &rho}}) {
-          if (!r.contains(stat) || !r[stat].is_number()) continue;
-          const double v = r[stat].get<double>();
-          for (const char* end : {"_loto_min", "_loto_max"}) {
-            const auto e = r.find(std::string(stat) + end);
-            if (e != r.end() && e->is_number()) *m = std::max(*m, std::fabs(e->get<double>() - v));
-          }
-        }
-      add(fmt::format("texts: leaving out one of the {} texts moves AUC by up to {:.3f} and Spearman by up to "
-                      "{:.3f} (each row's *_loto_min/_max in summary.json); the intervals are conditional "
-                      "on these texts",
-                      s["n_texts_loto"].get<int64_t>(), auc, rho));
-    }
+    if (s.contains("n_texts_loto")) add(texts_line(summary, s["n_texts_loto"].get<int64_t>()));
     const std::string pm = s.value("predictor_model", "kernel");
     add(pm == "kernel" ? std::string("predictor: models each kernel's own numerics (kernel-aware)")
                        : fmt::format("predictor: one fixed model ({}) for every kernel", pm));
