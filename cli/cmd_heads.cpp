@@ -17,6 +17,7 @@
 #include "cli/command.h"
 #include "cli/kernel_option.h"
 #include "cli/output_option.h"
+#include "cli/predictor_option.h"
 #include "cli/list_option.h"
 
 namespace {
@@ -33,7 +34,7 @@ struct heads_args {
   std::string conditions = "plain,rotate,center,center+rotate";
   std::string out;
   std::string shard;
-  std::string predictor_model = "kernel";
+  std::string predictor_model = "kernel", predictor_version = "v1";
   bool quiet = false;
   attnum::cli::output_flags output;
   int n_tok = 1024, layers = 0, texts = 3;
@@ -78,6 +79,7 @@ void setup(CLI::App& app) {
                  "kernel: model each kernel's own numerics; PRESET (e.g. fa3): that preset's "
                  "numerics, fixed across kernels (the design of seed 000)")
       ->capture_default_str();
+  attnum::cli::add_predictor_version_option(app, a->predictor_version);
   attnum::cli::add_output_options(app, a->output, "Print the summary as a JSON array");
   app.add_flag("--quiet", a->quiet, "No progress bar");
   app.callback([a, &app] {
@@ -96,11 +98,13 @@ void setup(CLI::App& app) {
     o.zoo_opt.dtype = formats::parse_format(a->zoo_dtype);
     o.conditions = attnum::cli::conditions_from_flag(a->conditions, true);
     o.predictor_model = a->predictor_model;
+    o.predictor.version = predict::parse_version(a->predictor_version);
     std::string knobs;
     for (const auto& k : a->kernel.knobs) knobs += " --knob " + k;
     o.command = fmt::format("attnum heads {} --kernel {}{} --rotation {}{} --conditions {} --predictor-model {}",
                             a->zoo ? "--zoo" : "--captures ...", a->kernel.kernels, knobs, a->rotation,
                             a->zoo ? " --zoo-dtype " + a->zoo_dtype : "", a->conditions, a->predictor_model);
+    o.command += attnum::predict::command_suffix(o.predictor.version);
     const study::plan p = study::make_plan(o);
     study::run_controls ctl;
     ctl.progress = !a->quiet;

@@ -10,13 +10,14 @@
 #include "cli/kernel_option.h"
 #include "cli/output_option.h"
 #include "cli/list_option.h"
+#include "cli/predictor_option.h"
 
 namespace {
 struct study_flags {
   attnum::pipeline::study_config c;
   attnum::cli::kernel_flags kernel{"fa3,sage2pp-sm89", {}};
   std::string rotation, conditions = "plain,rotate,center,center+rotate";
-  std::string out = "results/study", assets;
+  std::string out = "results/study", assets, predictor_version = "v1";
   bool full_pcast = false, no_report = false, quiet = false;
   attnum::cli::output_flags output;
 };
@@ -37,6 +38,7 @@ void setup(CLI::App& app) {
                  "Head study: kernel (model each kernel's numerics) or a preset (e.g. fa3: that "
                  "preset's numerics, fixed across kernels, the design of seed 000)")
       ->capture_default_str();
+  attnum::cli::add_predictor_version_option(app, f->predictor_version);
   app.add_option("--linear-precision", f->c.linear, "Model runner outside attention: bf16|fp32")
       ->capture_default_str();
   app.add_option("--out", f->out, "Output folder (resumes what is there)")->capture_default_str();
@@ -58,7 +60,8 @@ void setup(CLI::App& app) {
     c.quick_pcast = !f->full_pcast;
     c.report = !f->no_report;
     c.progress = !f->quiet;
-    c.command = "attnum study";
+    c.predictor_version = attnum::predict::parse_version(f->predictor_version);
+    c.command = "attnum study" + attnum::predict::command_suffix(c.predictor_version);
     // A failed run leaves --out as it found it; the completion marker is written last.
     {  // --out never equal to or inside what the run reads
       std::vector<std::filesystem::path> in{c.model, c.tokenizer};

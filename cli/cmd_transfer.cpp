@@ -22,6 +22,7 @@
 #include "cli/command.h"
 #include "cli/kernel_option.h"
 #include "cli/output_option.h"
+#include "cli/predictor_option.h"
 
 namespace {
 
@@ -29,7 +30,7 @@ struct transfer_args {
   std::vector<std::string> captures, outputs;
   attnum::cli::kernel_flags kernel{"fa3", {}};
   std::string rotation;
-  std::string predictor_model = "fa3";
+  std::string predictor_model = "fa3", predictor_version = "v1";
   std::string out;
   bool quiet = false;
   attnum::cli::output_flags output;
@@ -58,6 +59,7 @@ void setup(CLI::App& app) {
                  "next to the kernel-aware one (which models the emulator); kernel: the "
                  "kernel-aware one only")
       ->capture_default_str();
+  attnum::cli::add_predictor_version_option(app, a->predictor_version);
   app.add_option("--out", a->out, "Result folder (resumes from its checkpoints)");
   attnum::cli::add_output_options(app, a->output, "Print the summary as a JSON array");
   app.add_flag("--quiet", a->quiet, "No progress bar");
@@ -86,6 +88,8 @@ void setup(CLI::App& app) {
     o.command = "attnum transfer --kernel " + a->kernel.kernels;
     for (const auto& k : a->kernel.knobs) o.command += " --knob " + k;
     o.command += " --rotation " + a->rotation;
+    o.predictor.version = predict::parse_version(a->predictor_version);
+    o.command += attnum::predict::command_suffix(o.predictor.version);
     // The kernel-aware predictor (it models the emulator) in DIR; the fixed one, when asked
     // for, in DIR/fixed-PRESET. Both score the same heads against the same kernel labels, from
     // one run of the units (study::run_study computes each unit once for both).

@@ -136,6 +136,7 @@ json run_study(const study_config& c) {
   so.rotation = c.rotation;
   so.conditions = c.conditions;
   so.predictor_model = c.predictor_model;
+  so.predictor.version = c.predictor_version;
   so.command = c.command;
   std::optional<model::weights> w;
   std::unique_ptr<model::tokenizer> tok;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/attention/kernel_spec.h"
+#include "attnum/predict/predictor.h"
 #include "attnum/transforms/hadamard.h"
 
 namespace attnum::pipeline {
@@ -31,6 +32,7 @@ struct study_config {
   std::vector<std::string> conditions{"plain", "rotate", "center", "center+rotate"};
   std::string linear = "bf16";           ///< linear layers of the model runner
   std::string predictor_model = "kernel";  ///< head study: "kernel" or one fixed preset
+  predict::version predictor_version = predict::version::v1;  ///< head study: the predictor's model
   std::filesystem::path out = "results/study";
   std::optional<std::filesystem::path> assets;  ///< node_modules override for the report
   bool quick_pcast = true;               ///< short P-cast simulation (3 seeds, 8 query rows)

@@ -2,9 +2,11 @@
 
 #include <Eigen/Dense>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "attnum/core/error.h"
@@ -48,6 +50,55 @@ inline double variance_on(grid g, double x, double scale) {
   return scale * scale * u * u / 12.0;
 }
 }  // namespace
+
+std::string_view version_string(version v) { return v == version::v2 ? kPredictorVersionV2 : kPredictorVersion; }
+std::string_view version_name(version v) { return v == version::v2 ? "v2" : "v1"; }
+
+version parse_version(std::string_view name) {
+  if (name == "v1") return version::v1;
+  if (name == "v2") return version::v2;
+  fail("--predictor-version: expected v1 ({}) or v2 ({}), got '{}'", kPredictorVersion, kPredictorVersionV2,
+       name);
+}
+
+std::string command_suffix(version v) {
+  return v == version::v1 ? std::string() : " --predictor-version " + std::string(version_name(v));
+}
+
+std::optional<version> version_from_string(std::string_view s) {
+  for (version v : {version::v1, version::v2})
+    if (s == version_string(v)) return v;
+  return std::nullopt;
+}
+
+double mean_pair_covariance(const double* x, const double* u, int n) {
+  if (n < 2) return 0.0;
+  // (spacing, fractional part of x / spacing) of every value on a grid. Within one grid the
+  // pair's t (1 - t) depends only on |f_a - f_b| (t(1-t) is symmetric in t <-> 1 - t), so after
+  // sorting, sum_{a<b} g(f_b - f_a) with g(t) = t - t^2 comes from prefix sums.
+  thread_local std::vector<std::pair<double, double>> uf;
+  uf.clear();
+  for (int j = 0; j < n; ++j) {
+    if (!(u[j] > 0) || !std::isfinite(u[j]) || !std::isfinite(x[j])) continue;
+    const double r = x[j] / u[j];
+    uf.emplace_back(u[j], r - std::floor(r));
+  }
+  std::sort(uf.begin(), uf.end());
+  double total = 0;  // sum over unordered pairs on one grid of their covariance
+  for (size_t a = 0; a < uf.size();) {
+    size_t b = a;
+    double s1 = 0, s2 = 0, g = 0;
+    for (; b < uf.size() && uf[b].first == uf[a].first; ++b) {
+      const double f = uf[b].second, m = static_cast<double>(b - a);
+      g += (m * f - s1) - (m * f * f - 2.0 * f * s1 + s2);
+      s1 += f, s2 += f * f;
+    }
+    const double m = static_cast<double>(b - a), w = uf[a].first;
+    total += w * w * (m * (m - 1) / 2.0 / 12.0 - g / 2.0);
+    a = b;
+  }
+  return 2.0 * total / (static_cast<double>(n) * (n - 1));
+}
 
 double grid_spacing(formats::format f, double x) { return spacing_on(grid_for(f), x); }
 
@@ -156,6 +207,11 @@ namespace {
 double k_term(const head_context& c, const head_inputs& in) {
   thread_local matf SK, WS;
   SK = cmapd(in.var_k, c.nk, c.d).cast<float>();
+  // v2: the part shared by every key of a channel cancels in softmax.
+  if (in.shared_k)
+    for (int j = 0; j < c.nk; ++j)
+      for (int e = 0; e < c.d; ++e)
+        SK(j, e) = static_cast<float>(std::max(0.0, in.var_k[static_cast<size_t>(j) * c.d + e] - in.shared_k[e]));
   causal_product(c.W, SK, c.lower, WS);
   thread_local std::vector<double> acc;
   acc.assign(c.d, 0.0);  // per-channel partial sums: a fixed order that vectorizes over c
@@ -208,15 +264,22 @@ double q_term(const head_context& c, const head_inputs& in, const options& opt) 
   return s / d / R;
 }
 
-// sum_ij P_ij^2 sum_e var_v_je.
+// sum_ij P_ij^2 sum_e var_v_je. v2: sum_ij P_ij^2 sum_e (var_v_je - cbar_e) + n_q sum_e cbar_e
+// (equicorrelated errors: the shared part moves every row by sum_j P_ij = 1 times itself).
 double v_term(const head_context& c, const head_inputs& in) {
   std::vector<double> sv(c.nk, 0.0);
   for (int j = 0; j < c.nk; ++j)
-    for (int e = 0; e < c.d; ++e) sv[j] += in.var_v[static_cast<size_t>(j) * c.d + e];
+    for (int e = 0; e < c.d; ++e) {
+      const double var = in.var_v[static_cast<size_t>(j) * c.d + e];
+      sv[j] += in.shared_v ? std::max(0.0, var - in.shared_v[e]) : var;
+    }
   double s = 0;
+  if (in.shared_v)
+    for (int e = 0; e < c.d; ++e) s += c.nq * in.shared_v[e];
   for (int i = 0; i < c.nq; ++i)
     for (int j = 0; j < (c.lower ? i + 1 : c.nk); ++j) s += c.p[i * c.nk + j] * c.p[i * c.nk + j] * sv[j];
-  return s;
+  // A variance: a negative mean covariance (chance anticorrelation) never makes it negative.
+  return in.shared_v ? std::max(0.0, s) : s;
 }
 
 // The cast sees x = S * P_ij * l_i (l_i = sum_j exp(s_ij - m_i)); its error divided by S l_i

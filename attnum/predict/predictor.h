@@ -10,6 +10,8 @@
 // predicted rel_err = sqrt(sum_i E||d o_i||^2) / ||O||_F. No fitted parameters.
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "attnum/formats/format.h"
@@ -17,7 +19,32 @@
 namespace attnum::predict {
 
 /// The predictor's version, recorded in every result file. Bump on any change of the model.
+/// v1: independent rounding errors (the default).
 inline constexpr std::string_view kPredictorVersion = "rn2-transform-dtype-2026.12";
+/// v2 (docs/predictor.md "v2 (pre-registered)"): v1 plus the covariance of the rounding errors of
+/// values of one channel on one grid (shared_k, shared_v below).
+inline constexpr std::string_view kPredictorVersionV2 = "rn3-shared-rounding-2026.12";
+
+/// Which model: `--predictor-version v1|v2`.
+enum class version : uint8_t { v1, v2 };
+/// Returns the recorded version string of v (kPredictorVersion, kPredictorVersionV2).
+std::string_view version_string(version v);
+/// Returns "v1" or "v2".
+std::string_view version_name(version v);
+/// Returns the version named "v1" or "v2"; throws attnum::error naming the flag otherwise.
+version parse_version(std::string_view name);
+/// Returns the suffix that records v in a result's command line: empty for v1 (so v1's recorded
+/// commands are those of before --predictor-version existed), else " --predictor-version v2".
+std::string command_suffix(version v);
+/// Returns the version whose recorded string is s (nullopt for another string).
+std::optional<version> version_from_string(std::string_view s);
+
+/// v2's shared rounding of one channel: the mean over the n(n-1) ordered pairs j != j' of the
+/// covariance of the rounding errors of x[j] and x[j'] under a uniformly random grid phase:
+/// u^2 (1/12 - t (1 - t) / 2), t = frac(|x_j - x_j'| / u), for two values on the same grid
+/// (equal spacings u[j] == u[j'] > 0), and 0 for values on different grids or with u = 0 (not
+/// rounded on a grid, e.g. flushed to 0 deterministically). Exact, O(n log n).
+double mean_pair_covariance(const double* x, const double* u, int n);
 
 /// Returns the grid spacing of format f at |x| (unscaled grid; subnormal spacing below the
 /// normal range; int8: 1; fp32: float spacing).
@@ -57,6 +84,11 @@ struct head_inputs {
   const double* var_q = nullptr;
   const double* var_k = nullptr;
   const double* var_v = nullptr;
+  /// v2 [d]: each channel's mean pair covariance (mean_pair_covariance) of K's and V's rounding
+  /// errors. nullptr (v1): independent errors. K's shared part cancels in softmax (its variance
+  /// is taken out of var_k); V's adds for every row (sum_j P_ij = 1).
+  const double* shared_k = nullptr;
+  const double* shared_v = nullptr;
   p_cast_model p_cast;
   bool o_cast = true;
   formats::format out_fmt = formats::format::bf16;
@@ -66,6 +98,9 @@ struct head_inputs {
 struct options {
   int n_probes = 4;               ///< Rademacher probes for the Q term
   uint64_t probe_seed = 0x9b0beULL;
+  /// The model; predict_terms itself follows the inputs (shared_k, shared_v): this says whether
+  /// the caller (study/emulate.h) provides them.
+  predict::version version = predict::version::v1;
 };
 
 /// Expected squared output errors (summed over the head's rows) per term, and the result.

@@ -103,6 +103,7 @@ std::optional<std::vector<row>> read_unit(const fs::path& dir, const plan& p, in
     }
     try {
       rows.push_back(row_from_json(j));
+      rows.back().predictor_version = predict::version_string(p.opt.predictor.version);
     } catch (const std::exception&) {
       return std::nullopt;
     }

@@ -132,9 +132,12 @@ std::vector<std::vector<row>> compute_unit(std::span<const plan> plans, int i) {
   // 2. Per head: the fp64 reference and the predictor's context once, then every run.
   std::vector<std::vector<row>> rows(plans.size());
   // var_k per (kernel, condition) of the current kv head: the group's query heads share it.
-  std::vector<std::vector<double>> var_k(runs.size());
+  std::vector<std::vector<double>> var_k(runs.size()), shared_k(runs.size());
   std::vector<std::vector<std::vector<double>>> fixed_var_k(fixed_models.size(),
                                                             std::vector<std::vector<double>>(conds.size()));
+  auto fixed_shared_k = fixed_var_k;
+  // Predictor v2: the runs also give each channel's shared rounding of K and V.
+  const bool shared = opt.predictor.version == predict::version::v2;
   for (int h = 0; h < L.n_head; ++h) {
     const int kvh = h / group;
     const bool new_kv = h % group == 0;
@@ -149,13 +152,15 @@ std::vector<std::vector<row>> compute_unit(std::span<const plan> plans, int i) {
     // The predicted rel_err of one run (r) of condition ci. The V, P and output terms do not
     // depend on the condition (V is never transformed; P and O are the ideal ones): computed
     // with the first condition (into vpo), reused for the others.
-    auto predict_run = [&](const head_run& r, const std::vector<double>& vk, size_t ci,
-                           predict::prediction& vpo) {
+    auto predict_run = [&](const head_run& r, const std::vector<double>& vk, const std::vector<double>& sk,
+                           size_t ci, predict::prediction& vpo) {
       predict::head_inputs in = base;
       in.q = r.q.data(), in.k = r.k.data();
       in.var_q = r.var_q.empty() ? nullptr : r.var_q.data();
       in.var_k = vk.empty() ? nullptr : vk.data();
       in.var_v = r.var_v.empty() ? nullptr : r.var_v.data();
+      in.shared_k = sk.empty() ? nullptr : sk.data();
+      in.shared_v = r.shared_v.empty() ? nullptr : r.shared_v.data();
       in.p_cast = r.p_cast;
       in.o_cast = r.o_cast;
       in.out_fmt = r.out_fmt;
@@ -171,9 +176,9 @@ std::vector<std::vector<row>> compute_unit(std::span<const plan> plans, int i) {
     for (size_t f = 0; f < fixed_models.size(); ++f) {
       predict::prediction vpo;
       for (size_t ci = 0; ci < conds.size(); ++ci) {
-        head_run r = run_prepared(*fixed_runs[f][ci], h, {false, true, ci == 0, new_kv});
-        if (new_kv) fixed_var_k[f][ci] = std::move(r.var_k);
-        fixed_pred[f][ci] = predict_run(r, fixed_var_k[f][ci], ci, vpo);
+        head_run r = run_prepared(*fixed_runs[f][ci], h, {false, true, ci == 0, new_kv, shared});
+        if (new_kv) fixed_var_k[f][ci] = std::move(r.var_k), fixed_shared_k[f][ci] = std::move(r.shared_k);
+        fixed_pred[f][ci] = predict_run(r, fixed_var_k[f][ci], fixed_shared_k[f][ci], ci, vpo);
       }
     }
     for (size_t ki = 0; ki < opt.kernels.size(); ++ki) {
@@ -182,9 +187,9 @@ std::vector<std::vector<row>> compute_unit(std::span<const plan> plans, int i) {
         const size_t ri = ki * conds.size() + ci;
         // The kernel's output always (the row's errors); its casts only for the kernel-aware
         // predictor.
-        head_run r = run_prepared(*runs[ri], h, {true, aware, aware && ci == 0, aware && new_kv});
-        if (new_kv && aware) var_k[ri] = std::move(r.var_k);
-        const double aware_pred = aware ? predict_run(r, var_k[ri], ci, vpo) : std::nan("");
+        head_run r = run_prepared(*runs[ri], h, {true, aware, aware && ci == 0, aware && new_kv, shared});
+        if (new_kv && aware) var_k[ri] = std::move(r.var_k), shared_k[ri] = std::move(r.shared_k);
+        const double aware_pred = aware ? predict_run(r, var_k[ri], shared_k[ri], ci, vpo) : std::nan("");
         const attention::error_metrics e = attention::measure(r.o.data(), ref.o.data(), n, d);
         double kernel_rel_err = std::nan("");
         if (transfer) {
@@ -207,6 +212,7 @@ std::vector<std::vector<row>> compute_unit(std::span<const plan> plans, int i) {
           w.predicted_rel_err = pred;
           w.max_row_err = e.max_row_err, w.cosine = e.cosine;
           w.predictor_model = plans[j].opt.predictor_model;
+          w.predictor_version = predict::version_string(opt.predictor.version);
           w.kernel_rel_err = kernel_rel_err;
           rows[j].push_back(std::move(w));
         }

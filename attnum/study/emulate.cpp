@@ -44,6 +44,27 @@ std::vector<double> cast_variances(const attention::operand_cast& c, const std::
   return var;
 }
 
+// Predictor v2: per channel, the mean pair covariance of the cast's rounding errors of operand
+// head h (values on one grid: equal spacings, scale * spacing(x / scale); a value flushed to 0
+// rounds deterministically and pairs with nothing). Empty when the cast is off or fp32.
+std::vector<double> cast_shared(const attention::operand_cast& c, const std::vector<float>& x,
+                                formats::format fmt, bool enabled, int h) {
+  if (!enabled || fmt == formats::format::fp32) return {};
+  const int n = c.n_tok, d = c.d_head;
+  const float* xh = x.data() + static_cast<size_t>(h) * n * d;
+  std::vector<double> shared(d), xs(n), us(n);
+  for (int e = 0; e < d; ++e) {
+    for (int t = 0; t < n; ++t) {
+      const double v = xh[static_cast<size_t>(t) * d + e], sc = c.scale(h, t, e);
+      xs[t] = v;
+      const double u = sc > 0 && std::isfinite(sc) ? sc * predict::grid_spacing(fmt, v / sc) : 0.0;
+      us[t] = std::fabs(v) < 0.5 * u ? 0.0 : u;
+    }
+    shared[e] = predict::mean_pair_covariance(xs.data(), us.data(), n);
+  }
+  return shared;
+}
+
 // The transform's own rounding: a condition that transforms an operand stores it in the kernel's
 // transform_dtype before the cast (attention/prepare.cpp step 1), so the cast sees the exact
 // transformed value plus that rounding. Its variance is the uniform model's on the dtype's grid,
@@ -62,6 +83,25 @@ void add_transform_rounding(std::vector<double>& var, const float* x, const floa
       const double rounded = (static_cast<double>(x[i]) + (mean ? mean[c] : 0.0)) / f;
       var[i] += predict::element_variance(td, rounded, 1.0) * f * f;
     }
+}
+
+// Predictor v2: the transform rounding's shared part (add_transform_rounding's grid and value),
+// added to `shared` [d] (the two roundings are independent: their covariances add).
+void add_transform_shared(std::vector<double>& shared, const float* x, const float* mean, float factor,
+                          formats::format td, formats::format cast_fmt, bool cast_enabled, int n, int d) {
+  if (td == formats::format::fp32 || (cast_enabled && cast_fmt == td)) return;
+  if (shared.empty()) shared.assign(d, 0.0);
+  const double f = factor;
+  std::vector<double> xs(n), us(n);
+  for (int c = 0; c < d; ++c) {
+    for (int t = 0; t < n; ++t) {
+      const double rounded = (static_cast<double>(x[static_cast<size_t>(t) * d + c]) + (mean ? mean[c] : 0.0)) / f;
+      const double u = predict::grid_spacing(td, rounded);
+      xs[t] = rounded;
+      us[t] = std::fabs(rounded) < 0.5 * u ? 0.0 : u;
+    }
+    shared[c] += predict::mean_pair_covariance(xs.data(), us.data(), n) * f * f;
+  }
 }
 
 }  // namespace
@@ -105,10 +145,16 @@ head_run run_prepared(const prepared_run& run, int h, const head_parts& parts) {
   if (c == attention::condition::rotate || c == attention::condition::center_rotate)
     add_transform_rounding(r.var_q, r.q.data(), nullptr, L.q_factor, spec.transform_dtype, spec.q.fmt,
                            en.q_cast, n, d);
+  const float* k_mean = L.k_mean.empty() ? nullptr : L.k_mean.data() + static_cast<size_t>(kvh) * d;
   if (parts.var_k && c != attention::condition::plain)
-    add_transform_rounding(r.var_k, r.k.data(), L.k_mean.empty() ? nullptr : L.k_mean.data() + static_cast<size_t>(kvh) * d,
-                           1.0f, spec.transform_dtype, spec.k.fmt, en.k_cast, n, d);
+    add_transform_rounding(r.var_k, r.k.data(), k_mean, 1.0f, spec.transform_dtype, spec.k.fmt, en.k_cast, n, d);
   if (parts.var_v) r.var_v = cast_variances(L.v8, L.v, spec.v.fmt, en.v_cast, kvh);
+  if (parts.shared && parts.var_k) {
+    r.shared_k = cast_shared(L.k8, L.k, spec.k.fmt, en.k_cast, kvh);
+    if (c != attention::condition::plain)
+      add_transform_shared(r.shared_k, r.k.data(), k_mean, 1.0f, spec.transform_dtype, spec.k.fmt, en.k_cast, n, d);
+  }
+  if (parts.shared && parts.var_v) r.shared_v = cast_shared(L.v8, L.v, spec.v.fmt, en.v_cast, kvh);
   // The P cast sees S * exp(s - m): S = 2^offset (exponent offset) or the multiplier.
   r.p_cast.enabled = en.p_cast && spec.p_fmt != formats::format::fp32;
   r.p_cast.fmt = spec.p_fmt;

@@ -32,6 +32,9 @@ struct head_run {
   std::vector<float> o;              ///< [n, d] kernel output (values of its output format)
   std::vector<float> q, k;           ///< [n, d] transformed operands before the cast
   std::vector<double> var_q, var_k, var_v;  ///< per-element rounding variances (empty: no cast)
+  /// Predictor v2 [d]: per channel, the mean pair covariance of K's (cast and transform dtype) and
+  /// V's rounding errors (predict::mean_pair_covariance; empty: not asked for or no rounding).
+  std::vector<double> shared_k, shared_v;
   predict::p_cast_model p_cast;
   bool o_cast = true;
   formats::format out_fmt = formats::format::bf16;
@@ -65,6 +68,8 @@ struct head_parts {
   bool var_v = true;
   /// var_k (with operands): K is shared by a kv group, so once per kv head, not per query head.
   bool var_k = true;
+  /// shared_k and shared_v (predictor v2), each with var_k and var_v.
+  bool shared = false;
 };
 /// Runs query head h of a prepared layer (causal), computing the parts asked for.
 head_run run_prepared(const prepared_run& run, int h, const head_parts& parts = {});

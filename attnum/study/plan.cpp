@@ -180,7 +180,7 @@ json kernel_specs_json(const study_options& o) {
 json config_json(const plan& p) {
   const auto& o = p.opt;
   return json{{"tool_version", std::string(tool_version())},
-              {"predictor_version", std::string(predict::kPredictorVersion)},
+              {"predictor_version", std::string(predict::version_string(o.predictor.version))},
               {"kernel_backend", std::string(kernel_backend())},
               {"source", o.zoo ? "zoo" : "captures"},
               {"zoo_n_tok", o.zoo_opt.n_tok},
@@ -240,6 +240,9 @@ plan plan_from_config(const json& j, const std::string& what) {
     }
     o.predictor.n_probes = j.at("n_probes");
     o.predictor.probe_seed = j.at("probe_seed");
+    // Another predictor version's string (or an unknown one) stays v1 here: the check below then
+    // refuses the folder, naming predictor_version.
+    if (auto v = predict::version_from_string(j.at("predictor_version").get<std::string>())) o.predictor.version = *v;
     o.predictor_model = j.value("predictor_model", "kernel");
     o.bootstrap_resamples = j.at("bootstrap_resamples");
     o.bootstrap_seed = j.at("bootstrap_seed");

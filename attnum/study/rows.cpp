@@ -25,7 +25,6 @@ struct field {
 };
 
 json tool_version_json() { return std::string(tool_version()); }
-json predictor_version_json() { return std::string(predict::kPredictorVersion); }
 json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
 #define ATTNUM_FIELD(R, f) \
@@ -46,7 +45,7 @@ const std::vector<field<row>>& row_fields() {
       field<row>{"predictor_model", [](const row& r) { return json(r.predictor_model); },
                  [](row& r, const json& j) { j.get_to(r.predictor_model); }, false, true},
       field<row>{"tool_version", [](const row&) { return tool_version_json(); }, nullptr, false, false, true},
-      field<row>{"predictor_version", [](const row&) { return predictor_version_json(); }, nullptr, false, false,
+      field<row>{"predictor_version", [](const row& r) { return json(std::string(r.predictor_version)); }, nullptr, false, false,
                  true}};
   return fields;
 }
@@ -77,7 +76,7 @@ const std::vector<field<head_row>>& head_fields() {
       field<H>{"kernel_label", [](const H& r) { return json(r.kernel_label); }, nullptr, true},
       ATTNUM_FIELD(H, predictor_model),
       field<H>{"tool_version", [](const H&) { return tool_version_json(); }, nullptr, false, false, true},
-      field<H>{"predictor_version", [](const H&) { return predictor_version_json(); }, nullptr, false, false, true}};
+      field<H>{"predictor_version", [](const H& r) { return json(std::string(r.predictor_version)); }, nullptr, false, false, true}};
   return fields;
 }
 

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnum/predict/predictor.h"
 #include "attnum/study/zoo.h"
 
 namespace attnum::study {
@@ -25,6 +26,8 @@ struct row {
   double rel_err = 0, log_err = 0, predicted_rel_err = 0, max_row_err = 0, cosine = 0;
   double kernel_rel_err = std::nan("");  ///< transfer: the real kernel's rel_err
   std::string predictor_model = "kernel";  ///< whose numerics predicted_rel_err models
+  /// The predictor's version string (predict::version_string; in result files, not checkpoints).
+  std::string_view predictor_version = predict::kPredictorVersion;
 };
 
 /// Returns a row's fields as a checkpoint line holds them (kernel_rel_err only when set, i.e.
@@ -57,6 +60,7 @@ struct head_row {
   std::optional<double> kernel_observed_se;
   std::string kernel_label;
   std::string predictor_model = "kernel";
+  std::string_view predictor_version = predict::kPredictorVersion;  ///< predict::version_string
 };
 
 /// Returns a head row as heads.jsonl holds it (the transfer fields only with `transfer`; with

@@ -78,6 +78,7 @@ json heads_table(const plan& p, const std::vector<row>& rows) {
     r.observed_se = paired_se(a.log_errs, b.log_errs);
     r.label = head_label(r.observed_score, r.observed_se, a.n);
     r.predictor_model = p.opt.predictor_model;
+    r.predictor_version = predict::version_string(p.opt.predictor.version);
     if (transfer) {
       r.kernel_observed_score = a.kernel / a.n - b.kernel / b.n;
       r.kernel_harmed = r.kernel_observed_score > 0;
@@ -168,6 +169,7 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer,
     int64_t n_null = 0, n_helped = 0, n_label_harmed = 0;
     bool se_available = true;
     std::string predictor_model = "kernel";
+    std::string predictor_version(predict::kPredictorVersion);
     for (const json* h : g) {
       pred.push_back(h->at("predicted_score"));
       // Transfer: labels from the real kernel; Spearman of emulator vs kernel effects (the
@@ -182,6 +184,7 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer,
       n_null += label == "null", n_helped += label == "helped", n_label_harmed += label == "harmed";
       se_available &= h->contains(se_key) && !h->at(se_key).is_null();
       predictor_model = h->value("predictor_model", "kernel");
+      predictor_version = h->value("predictor_version", std::string(predict::kPredictorVersion));
       const std::string m = h->at("model");
       model_ids.emplace(m, static_cast<int>(model_ids.size()));
       const auto ck = std::make_pair(m, by_model ? 0 : h->at("layer").get<int>());
@@ -323,7 +326,7 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer,
       s["n_harmed_emulator"] = emu_harmed;
     }
     s["tool_version"] = std::string(tool_version());
-    s["predictor_version"] = std::string(predict::kPredictorVersion);
+    s["predictor_version"] = predictor_version;
     out.push_back(s);
   }
   return out;
@@ -468,7 +471,7 @@ json assemble(const plan& p, const fs::path& dir) {
   for (const auto& r : a.rows) rows.push_back(row_json_versioned(r));
   json meta{{"run", run_info(attention::isa::paths_json())},
             {"tool_version", std::string(tool_version())},
-            {"predictor_version", std::string(predict::kPredictorVersion)},
+            {"predictor_version", std::string(predict::version_string(p.opt.predictor.version))},
             {"command", p.opt.command},
             {"kernels", kernel_names(p.opt)},
             {"knobs", p.opt.knobs},

@@ -191,7 +191,8 @@ struct progress_scope {
 void heads(const std::vector<std::string>& captures, bool zoo, const std::vector<std::string>& kernels,
            const std::vector<std::string>& knobs, const std::string& rotation, const py::object& rotation_matrix,
            const std::string& zoo_dtype, const std::vector<std::string>& conditions, int n_tok, int layers,
-           int texts, const std::string& predictor_model, const std::string& out, bool progress) {
+           int texts, const std::string& predictor_model, const std::string& predictor_version, const std::string& out,
+           bool progress) {
   using namespace attnum;
   if (zoo == !captures.empty()) fail("heads: give exactly one of zoo=True or captures=[...]");
   if (texts < 1) fail("heads: texts={}: expected a count >= 1", texts);
@@ -210,6 +211,7 @@ void heads(const std::vector<std::string>& captures, bool zoo, const std::vector
   o.zoo_opt.dtype = formats::parse_format(zoo_dtype);
   o.conditions = conditions;
   o.predictor_model = predictor_model;
+  o.predictor.version = predict::parse_version(predictor_version);
   // The CLI line of the same study (cli/cmd_heads.cpp records it in meta.json the same way).
   std::string knob_flags;
   for (const auto& k : knobs) knob_flags += " --knob " + k;
@@ -217,6 +219,7 @@ void heads(const std::vector<std::string>& captures, bool zoo, const std::vector
                           zoo ? "--zoo" : "--captures ...", fmt::join(kernels, ","), knob_flags,
                           rotation.empty() ? o.rotation.name() : rotation, zoo ? " --zoo-dtype " + zoo_dtype : "",
                           fmt::join(conditions, ","), predictor_model);
+  o.command += predict::command_suffix(o.predictor.version);
   compute_scope scope;  // the plan hashes the capture files: without the GIL too
   const study::plan p = study::make_plan(o);
   const progress_scope ps(progress);
@@ -269,7 +272,8 @@ void loss(const std::string& model, const std::vector<std::string>& texts, const
 void study(const std::string& model, const std::vector<std::string>& texts, const std::string& tokenizer, int tokens,
            const std::vector<std::string>& kernels, const std::vector<std::string>& knobs, const std::string& rotation,
            const py::object& rotation_matrix, const std::vector<std::string>& conditions,
-           const std::string& predictor_model, const std::string& linear, const std::string& out, bool report,
+           const std::string& predictor_model, const std::string& predictor_version, const std::string& linear,
+           const std::string& out, bool report,
            bool full_pcast, int zoo_layers, int zoo_tokens, bool progress) {
   using namespace attnum;
   study::check_conditions(conditions, true, "conditions");
@@ -280,6 +284,7 @@ void study(const std::string& model, const std::vector<std::string>& texts, cons
   c.rotation = rotation_of(rotation, rotation_matrix);
   c.conditions = conditions;
   c.predictor_model = predictor_model;
+  c.predictor_version = predict::parse_version(predictor_version);
   c.linear = linear;
   c.out = out;
   c.report = report;
@@ -287,7 +292,7 @@ void study(const std::string& model, const std::vector<std::string>& texts, cons
   c.zoo_layer_cap = zoo_layers;
   c.zoo_tokens = zoo_tokens;
   c.progress = progress;
-  c.command = "attnum study";
+  c.command = "attnum study" + predict::command_suffix(c.predictor_version);
   compute_scope scope;
   const progress_scope ps(progress);
   output_guard guard(c.out);

@@ -239,13 +239,15 @@ def _run_into(out, name: str, run, kind=StudyResult) -> StudyResult:
 def heads(captures: Optional[Sequence[Union[str, Capture]]] = None, zoo: bool = False,
           kernels: Union[str, Sequence[str]] = "fa3", conditions: Union[str, Sequence[str]] = _DEFAULT_CONDITIONS,
           rotation=None, knobs=None, predictor_model: str = "kernel", zoo_dtype: str = "bf16", n_tok: int = 1024,
-          layers: int = 0, texts: int = 3, out=None, quiet: bool = False) -> StudyResult:
+          layers: int = 0, texts: int = 3, out=None, quiet: bool = False,
+          predictor_version: str = "v1") -> StudyResult:
     """The head study (`attnum heads`): which heads each transform harms under each kernel, and the
     predictor's call. Give capture files (paths or Capture objects, one per (model, text)) or
     zoo=True (the synthetic head zoo; n_tok tokens per head, the first `layers` layers of each model
     (0 = all), `texts` token draws). kernels, conditions: names as lists or comma-separated; knobs
     and rotation as in attend. out: the result folder (resumed from its checkpoints, as the CLI's
-    --out); None: a temporary one. quiet=False prints progress lines on stderr.
+    --out); None: a temporary one. quiet=False prints progress lines on stderr. predictor_version:
+    "v1" or "v2" (the CLI's --predictor-version; docs/predictor.md).
     The result's files are byte for byte those of `attnum heads ... --out DIR`."""
     from . import _call, _knob_list, _rotation_args
     caps = [] if captures is None else [_os.fspath(c) for c in captures]
@@ -254,25 +256,25 @@ def heads(captures: Optional[Sequence[Union[str, Capture]]] = None, zoo: bool = 
     _call(_core.check_conditions, cs, True)  # before any work
     return _run_into(out, "heads", lambda folder: _call(
         _core.heads, caps, bool(zoo), ks, _knob_list(knobs), spec, matrix, zoo_dtype, cs, int(n_tok), int(layers),
-        int(texts), predictor_model, folder, not quiet))
+        int(texts), predictor_model, predictor_version, folder, not quiet))
 
 
 def study(model: Optional[str] = None, texts: Sequence[str] = (), kernels: Union[str, Sequence[str]] = "fa3,sage2pp-sm89",
           conditions: Union[str, Sequence[str]] = _DEFAULT_CONDITIONS, rotation=None, knobs=None,
           tokens: int = 1024, tokenizer: str = "", predictor_model: str = "kernel", linear: str = "bf16",
           report: bool = True, full_pcast: bool = False, zoo_layers: int = 0, zoo_tokens: int = 1024,
-          out=None, quiet: bool = False) -> StudyResult:
+          out=None, quiet: bool = False, predictor_version: str = "v1") -> StudyResult:
     """The whole study (`attnum study`): captures of `model` on `texts` (default: the synthetic
     zoo; the three books), the head study for every kernel and condition, the loss, P-cast and the
     report. The result's files are byte for byte those of `attnum study ... --out DIR`; summary is
-    summary.json."""
+    summary.json. predictor_version: "v1" or "v2" (the CLI's --predictor-version)."""
     from . import _call, _knob_list, _rotation_args
     spec, matrix = _rotation_args(rotation)
     ks, cs = _names(kernels, "kernels"), _names(conditions, "conditions")
     _call(_core.check_conditions, cs, True)
     return _run_into(out, "study", lambda folder: _call(
         _core.study, _os.fspath(model) if model else "", [_os.fspath(t) for t in texts], tokenizer, int(tokens), ks,
-        _knob_list(knobs), spec, matrix, cs, predictor_model, linear, folder, bool(report), bool(full_pcast),
+        _knob_list(knobs), spec, matrix, cs, predictor_model, predictor_version, linear, folder, bool(report), bool(full_pcast),
         int(zoo_layers), int(zoo_tokens), not quiet))
 
 

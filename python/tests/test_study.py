@@ -34,6 +34,19 @@ def test_heads_files_equal_the_cli(tmp_path):
     assert "StudyResult(" in repr(t)
 
 
+def test_heads_predictor_version_v2_equals_the_cli(tmp_path):
+    # predictor_version="v2" is the CLI's --predictor-version v2: the same files, v2's string
+    # recorded; a bad name is refused like the CLI's.
+    r = attnum.heads(**ZOO, kernels="sage2pp-sm89", predictor_version="v2", out=tmp_path / "py", quiet=True)
+    cli("heads", "--quiet", *ZOO_FLAGS, "--kernel", "sage2pp-sm89", "--predictor-version", "v2", "--out",
+        tmp_path / "cli")
+    for name in ["rows.csv", "heads.jsonl", "summary.json", "meta.json"]:
+        assert comparable(name, r.files[name]) == comparable(name, (tmp_path / "cli" / name).read_bytes()), name
+    assert {s["predictor_version"] for s in r.summary} == {"rn3-shared-rounding-2026.12"}
+    with pytest.raises(ValueError, match=r"--predictor-version|predictor_version"):
+        attnum.heads(**ZOO, predictor_version="v9", quiet=True)
+
+
 def test_capture_and_load_capture_equal_the_cli(tmp_path):
     caps = attnum.capture(DATA / "stories260K.bin", [BOOK], out=tmp_path / "py", tokens=64, quiet=True)
     paths = cli("--quiet", "capture", "--model", DATA / "stories260K.bin", "--text", BOOK, "--tokens", "64",

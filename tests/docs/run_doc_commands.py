@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs every command shown in README.md and docs/python.md as written (ctest label docs).
+"""Runs every command shown in README.md, docs/python.md and docs/predictor.md as written (ctest
+label docs).
 
 The convention these documents follow, which this test relies on:
   * A command is a line of a code block (a block indented by four spaces, or a fenced block
@@ -165,7 +166,7 @@ def main():
     ap.add_argument("--root", required=True)
     ap.add_argument("--build", required=True)
     ap.add_argument("--list", action="store_true", help="print the commands and exit")
-    ap.add_argument("files", nargs="*", default=["README.md", "docs/python.md"])
+    ap.add_argument("files", nargs="*", default=["README.md", "docs/python.md", "docs/predictor.md"])
     a = ap.parse_args()
     plan = []
     for f in a.files:
