@@ -42,7 +42,7 @@ loaded load(const std::string& arg, const std::string& name) {
     attnum::io::safetensors_file f(path);
     const attnum::io::tensor_view* t = tensor.empty() ? f.find(name) : &f.at(tensor);
     if (!t && f.tensors().size() == 1) t = &f.tensors().begin()->second;
-    if (!t) fail("{}: expected a single tensor or one named '{}' (or name one: {}:TENSOR)", path, name, path);
+    if (!t) fail("{}: expected a single tensor or one named '{}' (or name one: {}:TENSOR)", path, attnum::clip(name), path);
     l.shape = t->shape, l.data = t->to_float();
   } else {
     fail("{}: expected a .npy or .safetensors file (or FILE.safetensors:TENSOR)", arg);
@@ -73,7 +73,7 @@ void run(const opts& o) {
   attnum::cli::kernel_flags kf = o.kernel;
   if (kf.kernels.empty()) kf.kernels = "generic";
   const auto specs = attnum::cli::resolve_kernels(kf);
-  if (specs.size() != 1) fail("attend: --kernel takes one preset here, got {}", kf.kernels);
+  if (specs.size() != 1) fail("attend: --kernel takes one preset here, got {}", attnum::clip(kf.kernels));
   const kernel_spec& spec = specs.front();
   const condition cond = parse_condition(o.condition);
   if (!o.seed.empty() && o.rotation != attnum::transforms::rotation().name())

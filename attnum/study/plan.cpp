@@ -64,7 +64,7 @@ std::vector<capture_model> capture_models(const std::vector<std::string>& files,
       it = out.end() - 1;
     }
     if (it->n_layer != n_layer)
-      fail("{}: {} layers, but another capture of model '{}' has {}", f, n_layer, model, it->n_layer);
+      fail("{}: {} layers, but another capture of model '{}' has {}", f, n_layer, clip(model), it->n_layer);
     it->files.push_back(f);
     it->hashes.push_back(fnv1a_file(f));
     if (!outputs.empty()) {
@@ -86,14 +86,19 @@ void check_conditions(const std::vector<std::string>& conditions, bool needs_tra
   if (conditions.empty()) fail("{}: no condition given", flag);
   std::vector<attention::condition> seen;
   for (const auto& name : conditions) {
-    const attention::condition c = attention::parse_condition(name);
+    attention::condition c;
+    try {
+      c = attention::parse_condition(name);
+    } catch (const error& e) {
+      fail("{}: {}", flag, e.what());
+    }
     if (std::find(seen.begin(), seen.end(), c) != seen.end())
-      fail("{}: '{}' is given twice ({})", flag, name, fmt::join(conditions, ","));
+      fail("{}: '{}' is given twice ({})", flag, name, clip(fmt::format("{}", fmt::join(conditions, ","))));
     seen.push_back(c);
   }
   if (needs_transform && seen.size() == 1 && seen[0] == attention::condition::plain)
     fail("{} {}: the study compares each transform with plain; add rotate, center or center+rotate", flag,
-         conditions[0]);
+         clip(conditions[0]));
 }
 
 plan make_plan(const study_options& opt) {
@@ -107,7 +112,7 @@ plan make_plan(const study_options& opt) {
     const auto known = attention::preset_names();
     if (std::find(known.begin(), known.end(), opt.predictor_model) == known.end())
       fail("heads: --predictor-model: expected kernel or a preset ({}), got '{}'", fmt::join(known, ", "),
-           opt.predictor_model);
+           clip(opt.predictor_model));
   }
   check_conditions(opt.conditions, true);
   bool plain = false;
@@ -214,29 +219,38 @@ void require_predictor_variants(std::span<const plan> plans) {
 
 plan plan_from_config(const json& j, const std::string& what) {
   study_options o;
+  // A value this tool would refuse as a flag is refused naming the file and the field.
+  auto field = [&](const char* name, auto&& parse) {
+    try {
+      return parse();
+    } catch (const error& e) {
+      fail("{}: field {}: {}", what, name, e.what());
+    }
+  };
   try {
     o.zoo = j.at("source") == "zoo";
     o.zoo_opt.n_tok = j.at("zoo_n_tok");
     o.zoo_opt.n_layer_cap = j.at("zoo_n_layer_cap");
     o.zoo_opt.seed = j.at("zoo_seed");
-    o.zoo_opt.dtype = formats::parse_format(j.at("zoo_dtype").get<std::string>());
+    o.zoo_opt.dtype = field("zoo_dtype", [&] { return formats::parse_format(j.at("zoo_dtype").get<std::string>()); });
     o.n_texts = j.at("n_texts");
     o.captures = j.at("captures").get<std::vector<std::string>>();
     o.kernel_outputs = j.at("kernel_outputs").get<std::vector<std::string>>();
     o.knobs = j.at("knobs").get<std::vector<std::string>>();
     o.kernels.clear();
     for (const auto& k : j.at("kernels").get<std::vector<std::string>>())
-      o.kernels.push_back(attention::apply_knobs(attention::preset(k), o.knobs));
+      o.kernels.push_back(field("kernels and knobs", [&] { return attention::apply_knobs(attention::preset(k), o.knobs); }));
     o.conditions = j.at("conditions").get<std::vector<std::string>>();
+    check_conditions(o.conditions, true, what + ": field conditions");
     const std::string rot = j.at("rotation");
     if (j.at("rotation_matrix").is_null()) {
-      auto r = transforms::rotation::parse_builtin(rot);
-      if (!r) fail("{}: rotation '{}' has no rotation_matrix", what, rot);
+      auto r = field("rotation", [&] { return transforms::rotation::parse_builtin(rot); });
+      if (!r) fail("{}: rotation '{}' has no rotation_matrix", what, clip(rot));
       o.rotation = *r;
     } else {
       const auto m = j.at("rotation_matrix").get<std::vector<double>>();
       const auto d = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(m.size()))));
-      o.rotation = transforms::rotation::from_matrix(m, {d, d}, rot);
+      o.rotation = field("rotation_matrix", [&] { return transforms::rotation::from_matrix(m, {d, d}, rot); });
     }
     o.predictor.n_probes = j.at("n_probes");
     o.predictor.probe_seed = j.at("probe_seed");
@@ -247,7 +261,13 @@ plan plan_from_config(const json& j, const std::string& what) {
   } catch (const json::exception& e) {
     fail("{}: missing or bad field ({})", what, clip(e.what()));
   }
-  plan p = make_plan(o);
+  plan p = [&] {
+    try {
+      return make_plan(o);
+    } catch (const error& e) {
+      fail("{}: {}", what, e.what());
+    }
+  }();
   core::require_same_config(j, config_json(p), what, "written by a different tool or predictor version",
                             {"command"});
   return p;

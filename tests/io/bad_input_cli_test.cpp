@@ -382,6 +382,41 @@ TEST_F(BadInput, UnclearMessagesNowNameTheProblem) {
   EXPECT_EQ(r.out.find("No such file"), std::string::npos) << r.out;
 }
 
+// A 100 KB value in a flag, a knob or a file's field: the message quotes at most ~200 bytes of it
+// (attnum::clip; CLI11's own messages are cut where main prints them) and still names the field.
+TEST_F(BadInput, HugeValuesAreClippedInMessages) {
+  const std::string v(100000, 'x');
+  const fs::path out = dir_ / "out";
+  const std::string args = qkv();
+  auto clipped = [&](const std::string& a, std::initializer_list<std::string> fragments, size_t limit = 1024) {
+    const run_result r = refused(a, fragments, out);
+    EXPECT_LT(r.out.size(), limit) << r.out.substr(0, 600);
+    EXPECT_NE(r.out.find("bytes)"), std::string::npos) << "the length of the value: " << r.out.substr(0, 600);
+  };
+  // attnum's own checks of flag values
+  clipped(args + " --kernel " + v, {"unknown kernel preset"});
+  clipped(args + " --kernel fa3," + v, {"unknown kernel preset"});
+  clipped(args + " --kernel fa3 --knob " + v, {"knob", "expected knob=value"});
+  clipped(args + " --kernel fa3 --knob " + v + "=1", {"unknown knob", "known:"}, 1024 + 1024);  // lists the 70 knobs
+  clipped(args + " --kernel fa3 --knob qk_acc.k_step=" + v, {"knob qk_acc.k_step", "not a number"});
+  clipped(args + " --kernel fa3 --knob qk_acc.kind=" + v, {"knob qk_acc.kind", "unknown value"});
+  clipped(args + " --kernel fa3 --knob exp2_unit=" + v, {"knob exp2_unit", "unknown value"});
+  clipped(args + " --kernel fa3 --knob transform_dtype=" + v, {"knob transform_dtype"});
+  clipped("heads --zoo --quiet --conditions plain," + v + " --out " + out.string(), {"--conditions", "unknown condition"});
+  clipped("heads --zoo --quiet --predictor-model " + v + " --out " + out.string(), {"--predictor-model"});
+  clipped("heads --zoo --quiet --rotation random-hadamard:" + v + " --out " + out.string(), {"--rotation", "SEED"});
+  clipped("heads --zoo --quiet --shard " + v + " --out " + out.string(), {"--shard"});
+  clipped("study --quiet --model " + v + " --out " + out.string(), {"no such model file", "File name too long"});
+  clipped("cast --to " + v + " 1", {"unknown number format"});
+  clipped("cast --to e4m3fn " + v, {"cast", "is not a number"});
+  clipped(v, {"unknown command"});
+  clipped(args + " --" + v, {"unknown flag"});
+  // CLI11's own parse errors
+  clipped("--threads " + v + " kernels", {"--threads"});
+  clipped("heads --zoo --quiet --n-tok " + v + " --out " + out.string(), {"--n-tok"});
+  clipped("kernels " + v, {"not expected"});
+}
+
 // --- a finished folder says so ----------------------------------------------------------------
 
 TEST_F(BadInput, CompletionMarkerWrittenLastAndRequired) {
