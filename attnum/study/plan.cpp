@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include "attnum/attention/engine.h"
@@ -15,6 +14,7 @@
 #include "attnum/core/file.h"
 #include "attnum/core/same_config.h"
 #include "attnum/core/version.h"
+#include "attnum/io/mapped_file.h"
 #include "attnum/io/safetensors.h"
 #include "attnum/study/emulate.h"
 #include "attnum/study/rows.h"
@@ -26,18 +26,10 @@ using nlohmann::json;
 
 namespace {
 
-std::string fnv1a_file(const std::string& path) {
-  require_regular_file(path, "capture");  // a FIFO or device never blocks or streams forever
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  uint64_t h = core::kFnvOffset;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h = core::fnv1a64(buf.data(), static_cast<size_t>(in.gcount()), h);  // FNV-1a, chained over the chunks
-  }
-  return fmt::format("{:016x}", h);
-}
+// The FNV-1a of a file as one open descriptor holds it: mapped_file opens the path once without
+// blocking, refuses anything but a regular file by fstat on that descriptor (a FIFO or a symlink
+// to /dev/zero never blocks or streams forever) and maps it; the path is never reopened by name.
+std::string fnv1a_file(const io::mapped_file& f) { return core::fnv1a_hex(f.data(), f.size()); }
 
 // Groups capture files by their model id (metadata "model", else the file stem before "__").
 std::vector<capture_model> capture_models(const std::vector<std::string>& files,
@@ -66,10 +58,10 @@ std::vector<capture_model> capture_models(const std::vector<std::string>& files,
     if (it->n_layer != n_layer)
       fail("{}: {} layers, but another capture of model '{}' has {}", f, n_layer, clip(model), it->n_layer);
     it->files.push_back(f);
-    it->hashes.push_back(fnv1a_file(f));
+    it->hashes.push_back(fnv1a_file(st.file()));  // the bytes just parsed
     if (!outputs.empty()) {
       it->outputs.push_back(outputs[fi]);
-      it->output_hashes.push_back(fnv1a_file(outputs[fi]));
+      it->output_hashes.push_back(fnv1a_file(io::mapped_file(outputs[fi])));
     }
   }
   return out;

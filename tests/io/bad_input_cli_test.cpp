@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/file.h"
+#include "attnum/core/hash.h"
 #include "attnum/io/npy.h"
 #include "attnum/io/safetensors.h"
 #include "cli_util.h"
@@ -317,6 +318,57 @@ TEST_F(BadInput, FifoIsRefusedWithoutBlocking) {
                                                   (dir_ / "out").string() + " 2>&1");
   EXPECT_EQ(r2.status, 2) << r2.out;
   EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+// A study's inputs are hashed (checkpoints/study.json) from the descriptor that was checked, never
+// reopened by name: a FIFO or a symlink to /dev/zero as a capture or kernel-output file is refused
+// at once (no hang), naming it; a good capture's recorded hash is that of its bytes.
+TEST_F(BadInput, CaptureHashesReadOneDescriptorFifoAndDevZeroRefused) {
+  std::vector<float> q(2 * 4 * 8, 0.25f), kv(1 * 4 * 8, 0.5f);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = float(int(i % 7) - 3) * 0.125f;
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = float(int(i % 5) - 2) * 0.25f;
+  std::vector<fs::path> caps, outs;
+  for (const char* t : {"a", "b"}) {
+    caps.push_back(dir_ / (std::string("m__") + t + ".safetensors"));
+    attnum::io::write_safetensors(caps.back().string(),
+                                  {{"layers.0.q", {2, 4, 8}, q.data(), attnum::io::st_dtype::F32},
+                                   {"layers.0.k", {1, 4, 8}, kv.data(), attnum::io::st_dtype::F32},
+                                   {"layers.0.v", {1, 4, 8}, kv.data(), attnum::io::st_dtype::F32}},
+                                  {{"model", "m"}});
+    outs.push_back(dir_ / (std::string("o__") + t + ".safetensors"));
+    attnum::io::write_safetensors(outs.back().string(),
+                                  {{"layers.0.o.plain", {2, 4, 8}, q.data(), attnum::io::st_dtype::F32},
+                                   {"layers.0.o.rotate", {2, 4, 8}, q.data(), attnum::io::st_dtype::F32}},
+                                  {});
+  }
+  const fs::path out = dir_ / "out";
+  const std::string heads = "heads --kernel fa3 --conditions plain,rotate --quiet --out " + out.string() + " --captures ";
+  ASSERT_EQ(run_attnum(heads + caps[0].string()).status, 0);
+  const nlohmann::json study = attnum::read_json(out / "checkpoints" / "study.json");
+  const std::string bytes = attnum::read_file(caps[0]);
+  EXPECT_EQ(study["source_files"][0]["fnv1a64"], attnum::core::fnv1a_hex(bytes.data(), bytes.size())) << study.dump();
+  fs::remove_all(out);
+
+  const fs::path fifo = dir_ / "fifo.safetensors", zero = dir_ / "zero.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", zero);
+  const std::string timeout = "timeout 60 " + std::string(ATTNUM_BINARY) + " ";
+  for (const fs::path& bad : {fifo, zero}) {
+    const char* why = bad == fifo ? "FIFO" : "not a regular file";
+    // as a capture
+    run_result r = attnum::test::run_command(timeout + heads + caps[0].string() + " " + bad.string() + " 2>&1");
+    EXPECT_EQ(r.status, 2) << r.out;  // 124: it hung
+    EXPECT_NE(r.out.find(bad.string()), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(out));
+    // as the second kernel-output file (the first is read for its conditions; this one only hashed)
+    r = attnum::test::run_command(timeout + "transfer --quiet --json --emulator fa3 --captures " + caps[0].string() +
+                                  " " + caps[1].string() + " --kernel-outputs " + outs[0].string() + " " +
+                                  bad.string() + " 2>&1");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(bad.string()), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+  }
 }
 
 // --- partial folders ------------------------------------------------------------------------
