@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -580,6 +581,21 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
   attnum::io::write_npy((dir_ / "v.npy").string(), v.data(), {1, n, d});
   const std::string huge = "attend --q " + (dir_ / "q.npy").string() + " --k " + (dir_ / "k.npy").string() +
                            " --v " + (dir_ / "v.npy").string();
+  // exp2_arg_max of --json, by plain fp64 loops: max over rows of |row max of q.k / sqrt(d)| * log2 e
+  // (causal, so row i sees keys 0..i).
+  auto exp2_arg_max = [&] {
+    double out = 0;
+    for (int i = 0; i < n; ++i) {
+      double row_max = -INFINITY;
+      for (int j = 0; j <= i; ++j) {
+        double s = 0;
+        for (int c = 0; c < d; ++c) s += double(q[size_t(i) * d + c]) * double(k[size_t(j) * d + c]);
+        row_max = std::max(row_max, s / std::sqrt(double(d)));
+      }
+      out = std::max(out, std::fabs(row_max) * 1.4426950408889634);
+    }
+    return out;
+  };
   for (const char* kernel : {"fp32", "bf16", "fa3"}) {
     const run_result r = run_attnum(huge + " --kernel " + kernel + " --json");
     ASSERT_EQ(r.status, 0) << r.out;
@@ -597,6 +613,9 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
     if (std::string(kernel) == "fp32") {
       EXPECT_EQ(flagged, 1) << "fp32 overflows here: " << r.out;
     }
+    ASSERT_TRUE(rows[0]["exp2_arg_max"].is_number()) << r.out;  // measured even where the output is NaN
+    EXPECT_NEAR(rows[0]["exp2_arg_max"].get<double>(), exp2_arg_max(), 1e-12 * exp2_arg_max()) << kernel;
+    EXPECT_GE(rows[0]["exp2_arg_max"].get<double>(), 2147483648.0) << kernel;
     // The cause is named: scores beyond 2^31 for the kernel's fp32 exp2 (max_scaled off by 2^12).
     for (const char* want : {"warning: head 0:", "reaches 8.22e+10, beyond 2^31", "off by up to 4.1e+03",
                              "overflows to inf", "underflows to 0", "scale --q or --k down"})
@@ -612,6 +631,8 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
     const nlohmann::json rows = nlohmann::json::parse(r.out.substr(r.out.find('[')));
     EXPECT_FALSE(rows[0]["nan_flagged"].get<bool>()) << r.out;
     EXPECT_LT(rows[0]["rel_err"].get<double>(), 1e-6) << r.out;
+    EXPECT_NEAR(rows[0]["exp2_arg_max"].get<double>(), exp2_arg_max(), 1e-12 * exp2_arg_max()) << r.out;
+    EXPECT_LT(rows[0]["exp2_arg_max"].get<double>(), 2147483648.0) << r.out;
   }
   refused(huge + " --kernel fa3 --knob q.scale_max=1e-320", {"q.scale_max", "normal range"});
   refused(huge + " --kernel fa3 --knob v.eps=1e-45", {"v.eps", "normal range"});
