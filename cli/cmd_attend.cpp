@@ -42,7 +42,7 @@ loaded load(const std::string& arg, const std::string& name) {
     attnum::io::safetensors_file f(path);
     const attnum::io::tensor_view* t = tensor.empty() ? f.find(name) : &f.at(tensor);
     if (!t && f.tensors().size() == 1) t = &f.tensors().begin()->second;
-    if (!t) fail("{}: expected a single tensor or one named '{}' (or name one: {}:TENSOR)", path, name, path);
+    if (!t) fail("{}: expected a single tensor or one named '{}' (or name one: {}:TENSOR)", path, attnum::clip(name), path);
     l.shape = t->shape, l.data = t->to_float();
   } else {
     fail("{}: expected a .npy or .safetensors file (or FILE.safetensors:TENSOR)", arg);
@@ -73,7 +73,7 @@ void run(const opts& o) {
   attnum::cli::kernel_flags kf = o.kernel;
   if (kf.kernels.empty()) kf.kernels = "generic";
   const auto specs = attnum::cli::resolve_kernels(kf);
-  if (specs.size() != 1) fail("attend: --kernel takes one preset here, got {}", kf.kernels);
+  if (specs.size() != 1) fail("attend: --kernel takes one preset here, got {}", attnum::clip(kf.kernels));
   const kernel_spec& spec = specs.front();
   const condition cond = parse_condition(o.condition);
   if (!o.seed.empty() && o.rotation != attnum::transforms::rotation().name())
@@ -118,16 +118,8 @@ void run(const opts& o) {
   }
   guard.commit();
   // Scores too large for the kernel's fp32 softmax: say what the kernel's arithmetic gives.
-  const head_report* big = nullptr;
-  for (const auto& h : r.heads)
-    if (!spec.arith_fp64 && h.exp2_arg_max >= kExp2ArgFp32Limit && (!big || h.exp2_arg_max > big->exp2_arg_max)) big = &h;
-  if (big)
-    fmt::print(stderr,
-               "warning: head {}: |q.k / sqrt(d)| * log2(e) reaches {:.3g}, beyond 2^31: the kernel's softmax runs in "
-               "fp32, where max_scaled (the row max times scale * log2 e) is off by up to {:.3g}, so exp2 of the "
-               "max column overflows to inf (output NaN, nan_flagged) or underflows to 0 with every key (output "
-               "0), as the GPU computes it; scale --q or --k down for a meaningful error\n",
-               big->head, big->exp2_arg_max, std::ldexp(1.0, std::ilogb(big->exp2_arg_max) - 24));
+  if (const std::string big = large_score_warning(spec, r); !big.empty())
+    fmt::print(stderr, "warning: {}\n", big);
   else if (nan)
     fmt::print(stderr, "warning: NaN in the output where the real kernel produces it (nan_flagged; e.g. an all-zero V channel without eps)\n");
   std::vector<std::vector<stage_error>> stages;
@@ -142,7 +134,7 @@ void run(const opts& o) {
                       {"transform_dtype", attnum::formats::info(spec.transform_dtype).name},
                       {"rotation", topt.rotation.name()}, {"rel_err", num(h.rel_err)},
                       {"log_err", num(h.log_err)}, {"cosine", num(h.cosine)}, {"max_row_err", num(h.max_row_err)},
-                      {"max_abs_err", num(h.max_abs_err)},
+                      {"max_abs_err", num(h.max_abs_err)}, {"exp2_arg_max", num(h.exp2_arg_max)},
                       {"p_count", h.stats.p_count}, {"p_underflow", h.stats.p_underflow},
                       {"p_saturated", h.stats.p_saturated}, {"nan_flagged", h.stats.nan_flagged}});
     for (size_t h = 0; h < stages.size(); ++h)

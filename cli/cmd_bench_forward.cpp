@@ -25,7 +25,7 @@ void run(const bench_options& o) {
   config c = qwen25_config(o.shape);
   if (o.layers > 0) c.n_layers = o.layers;
   if (o.weights != "fp32" && o.weights != "bf16")
-    attnum::fail("bench forward: --weights {}: expected fp32 or bf16", o.weights);
+    attnum::fail("bench forward: --weights {}: expected fp32 or bf16", attnum::clip(o.weights));
   const linear_precision p = parse_linear_precision(o.linear);
   // bf16 linear layers round the weights to bf16 anyway: generate them so.
   const bool bf16 = o.weights == "bf16" || p == linear_precision::bf16;

@@ -12,6 +12,7 @@
 #include "attnum/formats/format.h"
 #include "cli/command.h"
 #include "cli/output_option.h"
+#include "attnum/core/file.h"
 
 namespace {
 using namespace attnum::formats;
@@ -29,11 +30,11 @@ double parse_value(const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size())
-    attnum::fail("cast: '{}' is not a number (expected a decimal or hex float such as 0.3, -1e-3, 0x1p-9, inf)", text);
+    attnum::fail("cast: '{}' is not a number (expected a decimal or hex float such as 0.3, -1e-3, 0x1p-9, inf)", attnum::clip(text));
   // ERANGE on underflow still gives the nearest double (a subnormal such as 4.9e-324, or 0):
   // a valid input. Overflow is refused rather than read as inf.
   if (errno == ERANGE && std::isinf(v))
-    attnum::fail("cast: '{}' is outside the range of a double (write inf for infinity)", text);
+    attnum::fail("cast: '{}' is outside the range of a double (write inf for infinity)", attnum::clip(text));
   return v;
 }
 
@@ -41,7 +42,7 @@ rounding parse_rounding(const std::string& text) {
   if (text == "rne" || text == "nearest_even") return rounding::nearest_even;
   if (text == "away" || text == "half_away") return rounding::half_away;
   if (text == "rz" || text == "toward_zero") return rounding::toward_zero;
-  attnum::fail("cast: --round '{}': expected rne, away or rz", text);
+  attnum::fail("cast: --round '{}': expected rne, away or rz", attnum::clip(text));
 }
 
 nlohmann::ordered_json number_or_text(double v) {

@@ -216,7 +216,7 @@ attnum::pcast::sim_config make_config(const sim_opts& o, attnum::pcast::sim_conf
   else if (o.source == "qk")
     c.source = attnum::pcast::score_source::qk;
   else
-    attnum::fail("pcast: --source '{}': expected inject or qk", o.source);
+    attnum::fail("pcast: --source '{}': expected inject or qk", attnum::clip(o.source));
   c.cast = !o.no_cast;
   c.knobs = o.kernel.knobs;  // recorded in the rows with each kernel's resolved spec
   return c;
@@ -262,7 +262,7 @@ void setup_claims(CLI::App& app) {
     if (!o->kernel.kernels.empty() || !o->kernel.knobs.empty())
       attnum::fail("pcast claims: --kernel/--knob {}: the claims compare the idealized kernel's static scales and "
                    "block orders, which a preset fixes (use pcast simulate --kernel)",
-                   o->kernel.kernels.empty() ? "(knob)" : o->kernel.kernels);
+                   o->kernel.kernels.empty() ? "(knob)" : attnum::clip(o->kernel.kernels));
     const auto rows = attnum::pcast::to_json(attnum::pcast::paper_claims(c, progress_bar("pcast claims")));
     attnum::write_result_dir(o->out, "attnum pcast claims", [&] {
       attnum::write_file_atomic(o->out + "/pcast_claims.csv", attnum::pcast::to_csv(rows));

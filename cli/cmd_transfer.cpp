@@ -81,7 +81,7 @@ void setup(CLI::App& app) {
     o.captures = a->captures;
     o.kernel_outputs = a->outputs;
     o.kernels = attnum::cli::resolve_kernels(a->kernel);
-    if (o.kernels.size() != 1) fail("transfer: --kernel takes the one preset that emulates the kernel, got {}", a->kernel.kernels);
+    if (o.kernels.size() != 1) fail("transfer: --kernel takes the one preset that emulates the kernel, got {}", attnum::clip(a->kernel.kernels));
     o.knobs = a->kernel.knobs;
     o.rotation = attnum::study::parse_rotation(a->rotation);
     o.conditions = conds;

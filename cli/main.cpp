@@ -11,6 +11,7 @@
 #include "attnum/attention/isa_paths.h"
 #include "attnum/core/allocator.h"
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 #include "attnum/core/parallel.h"
 #include "attnum/core/progress.h"
 #include "attnum/core/suggest.h"
@@ -89,7 +90,7 @@ void check_subcommands(CLI::App& root, int argc, char** argv) {
       const std::string hint = did_you_mean(a, names);
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      fail("{}: unknown command '{}'{} (commands: {})", where, a, hint.empty() ? "" : ": " + hint, list);
+      fail("{}: unknown command '{}'{} (commands: {})", where, clip(a), hint.empty() ? "" : ": " + hint, list);
     }
     cur = next;
   }
@@ -115,7 +116,7 @@ std::string unexpected_flags(CLI::App& root) {
     if (extra.size() < 3 || extra.compare(0, 2, "--") != 0) continue;
     const std::string word = extra.substr(0, extra.find('='));
     const std::string hint = did_you_mean(word, flags);
-    out += fmt::format("{}{}: unknown flag {}{}", out.empty() ? "" : "\n", path, word, hint.empty() ? "" : ": " + hint);
+    out += fmt::format("{}{}: unknown flag {}{}", out.empty() ? "" : "\n", path, clip(word), hint.empty() ? "" : ": " + hint);
   }
   if (!out.empty()) out += fmt::format(" ({} --help lists its flags)", path);
   return out;
@@ -166,6 +167,14 @@ int main(int argc, char** argv) {
   CLI::App app{
       "attnum: how far low-precision attention kernels are from FP64 attention, head by head"};
   app.set_version_flag("--version", std::string("attnum ") + std::string(tool_version()));
+  // CLI11's own messages ("Could not convert: --threads = VALUE", "The following argument was
+  // not expected: VALUE") quote the value whole: the message is cut to ~300 bytes (attnum's
+  // own errors quote ~200 bytes of a value).
+  // Set before the subcommands are added: each copies its parent's.
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    const CLI::Error clipped(e.get_name(), clip(e.what(), 300), e.get_exit_code());
+    return CLI::FailureMessage::simple(a, clipped);
+  });
   app.require_subcommand(1);
   int n_threads = 0;
   app.add_option("--threads", n_threads, "Threads for parallel loops (0 = all cores)")
@@ -211,8 +220,11 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     return fatal("out of memory: an allocation failed (a ulimit or other processes leave less memory than the "
                  "machine has; ATTNUM_MAX_ALLOC_GIB sets the limit attnum checks its sizes against up front)");
-  } catch (const std::exception& e) {
+  } catch (const attnum::error& e) {
     return fatal(e.what());
+  } catch (const std::exception& e) {
+    // Not attnum's own (a std::filesystem error quotes its paths whole): cut like CLI11's.
+    return fatal(clip(e.what(), 300).c_str());
   }
   return finish(0);
 }

@@ -1,5 +1,7 @@
 #include "attnum/attention/attend.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -49,6 +51,20 @@ attend_result attend(const kernel_spec& spec, const layer_view& layer, condition
   });
   errors.rethrow();
   return r;
+}
+
+std::string large_score_warning(const kernel_spec& spec, const attend_result& r) {
+  const head_report* big = nullptr;
+  for (const auto& h : r.heads)
+    if (!spec.arith_fp64 && h.exp2_arg_max >= kExp2ArgFp32Limit && (!big || h.exp2_arg_max > big->exp2_arg_max))
+      big = &h;
+  if (!big) return "";
+  return fmt::format(
+      "head {}: |q.k / sqrt(d)| * log2(e) reaches {:.3g}, beyond 2^31: the kernel's softmax runs in fp32, where "
+      "max_scaled (the row max times scale * log2 e) is off by up to {:.3g}, so exp2 of the max column overflows "
+      "to inf (output NaN, nan_flagged) or underflows to 0 with every key (output 0), as the GPU computes it; "
+      "scale --q or --k down for a meaningful error",
+      big->head, big->exp2_arg_max, std::ldexp(1.0, std::ilogb(big->exp2_arg_max) - 24));
 }
 
 bool transform_rounds_inputs(const kernel_spec& spec, const layer_view& layer, condition cond) {

@@ -1,6 +1,7 @@
 #pragma once
 // One layer through a kernel, with each head's errors against the fp64 reference of the
 // untransformed operands (what `attnum attend` prints).
+#include <string>
 #include <vector>
 
 #include "attnum/attention/engine.h"
@@ -35,6 +36,13 @@ struct attend_result {
 /// d_head floats) the output goes there instead of into the result's o.
 attend_result attend(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal = true,
                      const transform_options& opts = {}, bool with_metrics = true, float* out = nullptr);
+
+/// The warning for scores too large for the kernel's fp32 softmax (`attnum attend` prints it on
+/// stderr, Python's attend raises it as a warning): names the head with the largest exp2_arg_max
+/// at or above kExp2ArgFp32Limit, how large it is and how far off max_scaled can be, and says what
+/// the kernel's arithmetic gives. Empty when no head gets there or the spec computes in fp64
+/// (arith_fp64).
+std::string large_score_warning(const kernel_spec& spec, const attend_result& r);
 
 /// Whether `cond` rounds some of the given q or k values: a transformed condition (not plain)
 /// rounds its operands to the kernel's transform_dtype, while plain uses them as given, so q/k

@@ -11,6 +11,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/suggest.h"
+#include "attnum/core/file.h"
 
 namespace attnum::attention {
 namespace {
@@ -330,10 +331,10 @@ const kernel_spec& preset(std::string_view name) {
   for (const auto& s : all_presets()) names.push_back(s.name);
   const std::string hint = did_you_mean(name, names);
   if (!hint.empty())
-    fail("unknown kernel preset '{}': {} (attnum kernels lists all {})", name, hint, all_presets().size());
+    fail("unknown kernel preset '{}': {} (attnum kernels lists all {})", clip(name), hint, all_presets().size());
   std::string known;
   for (const auto& s : all_presets()) known += (known.empty() ? "" : ", ") + s.name;
-  fail("unknown kernel preset '{}' (known: {})", name, known);
+  fail("unknown kernel preset '{}' (known: {})", clip(name), known);
 }
 
 std::vector<std::string> preset_names() {

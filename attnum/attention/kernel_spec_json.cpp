@@ -12,6 +12,7 @@
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
 #include "attnum/core/suggest.h"
+#include "attnum/core/file.h"
 
 namespace attnum::attention {
 namespace {
@@ -67,7 +68,7 @@ E parse_enum(std::string_view knob, std::string_view text) {
     if (text == n) return v;
     known += (known.empty() ? "" : ", ") + std::string(n);
   }
-  fail("knob {}: unknown value '{}' (expected one of: {})", knob, text, known);
+  fail("knob {}: unknown value '{}' (expected one of: {})", knob, clip(text), known);
 }
 
 double parse_number(std::string_view knob, std::string_view text) {
@@ -75,21 +76,21 @@ double parse_number(std::string_view knob, std::string_view text) {
   if (t == "-inf") return -INFINITY;
   char* end = nullptr;
   double v = std::strtod(t.c_str(), &end);
-  if (t.empty() || end != t.c_str() + t.size()) fail("knob {}: '{}' is not a number", knob, text);
+  if (t.empty() || end != t.c_str() + t.size()) fail("knob {}: '{}' is not a number", knob, clip(text));
   return v;
 }
 
 bool parse_bool(std::string_view knob, std::string_view text) {
   if (text == "true" || text == "1" || text == "on") return true;
   if (text == "false" || text == "0" || text == "off") return false;
-  fail("knob {}: '{}' is not a boolean (true/false)", knob, text);
+  fail("knob {}: '{}' is not a boolean (true/false)", knob, clip(text));
 }
 
 int parse_int(std::string_view knob, std::string_view text) {
   const double v = parse_number(knob, text);
   // Range first: converting a double outside int's range is undefined behaviour.
   if (!(v >= -2147483648.0 && v <= 2147483647.0) || v != std::trunc(v))
-    fail("knob {}: '{}' is not an integer in [-2^31, 2^31)", knob, text);
+    fail("knob {}: '{}' is not an integer in [-2^31, 2^31)", knob, clip(text));
   return static_cast<int>(v);
 }
 
@@ -130,7 +131,7 @@ sfu_choice parse_unit(std::string_view knob, std::string_view text, formats::sfu
   sfu_choice u;
   if (text == "ieee") return u;
   if (text.substr(0, 6) != "table:" || text.size() == 6)
-    fail("knob {}: unknown value '{}' (expected ieee or table:PATH, a table the probe kit wrote)", knob, text);
+    fail("knob {}: unknown value '{}' (expected ieee or table:PATH, a table the probe kit wrote)", knob, clip(text));
   u.name = std::string(text);
   u.table = formats::read_sfu_table(std::string(text.substr(6)), kind);
   return u;
@@ -231,7 +232,7 @@ const std::map<std::string, setter>& setters() {
     m["transform_dtype"] = [](kernel_spec& s, auto k, auto v) {
       const auto f = parse_enum<formats::format>(k, v);
       if (f != formats::format::fp32 && f != formats::format::bf16 && f != formats::format::fp16)
-        fail("knob {}: '{}' is not a transform dtype (expected one of: bf16, fp16, fp32)", k, v);
+        fail("knob {}: '{}' is not a transform dtype (expected one of: bf16, fp16, fp32)", k, clip(v));
       s.transform_dtype = f;
     };
     m["exp2_unit"] = [](kernel_spec& s, auto k, auto v) { s.exp2_unit = parse_unit(k, v, formats::sfu_kind::ex2); };
@@ -344,7 +345,7 @@ kernel_spec resolve_kernel(std::string_view name, const std::vector<std::string>
 kernel_spec apply_knobs(kernel_spec spec, const std::vector<std::string>& assignments) {
   for (const auto& a : assignments) {
     auto eq = a.find('=');
-    if (eq == std::string::npos) fail("knob '{}': expected knob=value", a);
+    if (eq == std::string::npos) fail("knob '{}': expected knob=value", clip(a));
     std::string knob = a.substr(0, eq), value = a.substr(eq + 1);
     auto it = setters().find(knob);
     if (it == setters().end()) {
@@ -352,10 +353,10 @@ kernel_spec apply_knobs(kernel_spec spec, const std::vector<std::string>& assign
       for (const auto& [n, _] : setters()) names.push_back(n);
       const std::string hint = did_you_mean(knob, names);
       if (!hint.empty())
-        fail("unknown knob '{}': {} (attnum kernels --json lists all {})", knob, hint, names.size());
+        fail("unknown knob '{}': {} (attnum kernels --json lists all {})", clip(knob), hint, names.size());
       std::string known;
       for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-      fail("unknown knob '{}' (known: {})", knob, known);
+      fail("unknown knob '{}' (known: {})", clip(knob), known);
     }
     it->second(spec, knob, value);
   }

@@ -9,6 +9,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/suggest.h"
+#include "attnum/core/file.h"
 
 namespace attnum::attention {
 namespace {
@@ -127,7 +128,7 @@ condition parse_condition(std::string_view text) {
   for (size_t i = 0; i < std::size(kConditionNames); ++i)
     if (text == kConditionNames[i]) return static_cast<condition>(i);
   const std::string hint = did_you_mean(text, {std::begin(kConditionNames), std::end(kConditionNames)});
-  fail("unknown condition '{}'{} (expected plain, rotate, center or center+rotate)", text,
+  fail("unknown condition '{}'{} (expected plain, rotate, center or center+rotate)", clip(text),
        hint.empty() ? "" : ": " + hint);
 }
 

@@ -207,10 +207,10 @@ nlohmann::json read_json(const fs::path& path) {
 fs::path path_inside(const fs::path& dir, const std::string& name, std::string_view field) {
   const fs::path p(name);
   if (name.empty() || p.is_absolute() || name.find('\0') != std::string::npos)
-    fail("{}: '{}' must be a file name relative to the folder {}", field, name, dir.string());
+    fail("{}: '{}' must be a file name relative to the folder {}", field, clip(name), dir.string());
   for (const auto& part : p)
     if (part == "..")
-      fail("{}: '{}' leaves the folder {} ('..' is not allowed)", field, name, dir.string());
+      fail("{}: '{}' leaves the folder {} ('..' is not allowed)", field, clip(name), dir.string());
   return dir / p;
 }
 

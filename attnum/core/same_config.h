@@ -29,25 +29,25 @@ inline void config_diff(const nlohmann::json& a, const nlohmann::json& b, const 
   if (a == b) return;
   // Two named things (a kernel spec) of different names: the names, not every field that follows.
   if (a.is_object() && b.is_object() && a.contains("name") && b.contains("name") && a["name"] != b["name"]) {
-    out.push_back(path + ": " + short_dump(a["name"]) + " -> " + short_dump(b["name"]));
+    out.push_back(clip(path) + ": " + short_dump(a["name"]) + " -> " + short_dump(b["name"]));
     return;
   }
   if (depth > 0 && a.is_object() && b.is_object()) {
     for (auto it = a.begin(); it != a.end(); ++it) {
       const std::string p = path.empty() ? it.key() : path + "." + it.key();
-      if (!b.contains(it.key())) out.push_back(p + ": " + short_dump(it.value()) + " -> (none)");
+      if (!b.contains(it.key())) out.push_back(clip(p) + ": " + short_dump(it.value()) + " -> (none)");
       else config_diff(it.value(), b[it.key()], p, depth - 1, out);
     }
     for (auto it = b.begin(); it != b.end(); ++it)
       if (!a.contains(it.key()))
-        out.push_back((path.empty() ? it.key() : path + "." + it.key()) + ": (none) -> " + short_dump(it.value()));
+        out.push_back(clip(path.empty() ? it.key() : path + "." + it.key()) + ": (none) -> " + short_dump(it.value()));
     return;
   }
   if (depth > 0 && a.is_array() && b.is_array() && a.size() == b.size()) {
     for (size_t i = 0; i < a.size(); ++i) config_diff(a[i], b[i], path + "[" + std::to_string(i) + "]", depth - 1, out);
     return;
   }
-  out.push_back(path + ": " + short_dump(a) + " -> " + short_dump(b));
+  out.push_back(clip(path) + ": " + short_dump(a) + " -> " + short_dump(b));
 }
 }  // namespace detail
 

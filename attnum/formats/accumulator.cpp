@@ -8,6 +8,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/formats/format.h"
+#include "attnum/core/file.h"
 
 namespace attnum::formats {
 namespace {
@@ -62,16 +63,16 @@ accumulator_model parse_accumulator(std::string_view text, int k_step) {
     if (!rest.empty()) {
       int bits = 0;
       for (char ch : rest) {
-        if (ch < '0' || ch > '9') fail("accumulator '{}': expected fp32, fp16 or truncN", text);
+        if (ch < '0' || ch > '9') fail("accumulator '{}': expected fp32, fp16 or truncN", clip(text));
         bits = bits * 10 + (ch - '0');
         if (bits > 23) break;
       }
-      if (bits < 1 || bits > 23) fail("accumulator '{}': mantissa bits must be 1..23", text);
+      if (bits < 1 || bits > 23) fail("accumulator '{}': mantissa bits must be 1..23", clip(text));
       m.mantissa_bits = bits;
     }
     return m;
   }
-  fail("unknown accumulator '{}': expected fp32, fp16, truncated or truncN (N = 1..23)", text);
+  fail("unknown accumulator '{}': expected fp32, fp16, truncated or truncN (N = 1..23)", clip(text));
 }
 
 float truncate_mantissa(float x, int bits) {

@@ -27,6 +27,7 @@
 #include <limits>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 
 namespace attnum::formats {
 namespace {
@@ -125,7 +126,7 @@ format parse_format(std::string_view text) {
   };
   for (const auto& a : kAliases)
     if (a.name == text) return a.f;
-  fail("unknown number format '{}': expected one of e4m3fn, e5m2, bf16, fp16, int8, fp32", text);
+  fail("unknown number format '{}': expected one of e4m3fn, e5m2, bf16, fp16, int8, fp32", clip(text));
 }
 
 uint32_t encode(format f, double x, rounding r, bool saturate) {

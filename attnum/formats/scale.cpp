@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 
 namespace attnum::formats {
 namespace {
@@ -35,7 +36,7 @@ scale_granularity parse_granularity(std::string_view text) {
   if (text == "row_group" || text == "thread") return scale_granularity::row_group;
   if (text == "token") return scale_granularity::token;
   if (text == "channel") return scale_granularity::channel;
-  fail("unknown scale granularity '{}': expected tensor, block, row_group, token or channel", text);
+  fail("unknown scale granularity '{}': expected tensor, block, row_group, token or channel", clip(text));
 }
 
 float group_scale(double amax, const scale_spec& spec, bool* zero_nan) {

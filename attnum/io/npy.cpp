@@ -109,7 +109,7 @@ npy_header parse_header(const mapped_file& f) {
       if (d == "<f4" || d == "=f4") h.dtype = npy_dtype::f32;
       else if (d == "<f8" || d == "=f8") h.dtype = npy_dtype::f64;
       else if (d == "<f2" || d == "=f2") h.dtype = npy_dtype::f16;
-      else fail("{}: npy descr '{}': expected little-endian float '<f4', '<f8' or '<f2'", path, d);
+      else fail("{}: npy descr '{}': expected little-endian float '<f4', '<f8' or '<f2'", path, clip(d));
       have_descr = true;
     } else if (key == "fortran_order") {
       if (hp.boolean()) fail("{}: npy fortran_order is True: expected C order", path);
@@ -118,7 +118,7 @@ npy_header parse_header(const mapped_file& f) {
       h.shape = hp.tuple();
       have_shape = true;
     } else {
-      fail("{}: npy header: unexpected key '{}'", path, key);
+      fail("{}: npy header: unexpected key '{}'", path, clip(key));
     }
     if (!hp.peek('}')) hp.expect(',');
   }

@@ -91,40 +91,40 @@ void convert(const tensor_view& t, Out* out) {
 uint64_t json_uint(const std::string& path, const std::string& name, const char* field, const json& v) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
-  fail("{}: tensor '{}': {} must hold non-negative integers, got {}", path, name, field, json_brief(v));
+  fail("{}: tensor '{}': {} must hold non-negative integers, got {}", path, clip(name), field, json_brief(v));
 }
 
 tensor_view parse_entry(const std::string& path, const std::string& name, const json& e) {
-  if (!e.is_object()) fail("{}: tensor '{}': expected an object with dtype, shape, data_offsets", path, name);
+  if (!e.is_object()) fail("{}: tensor '{}': expected an object with dtype, shape, data_offsets", path, clip(name));
   tensor_view t;
   t.name = name;
   const auto dt = e.find("dtype");
-  if (dt == e.end() || !dt->is_string()) fail("{}: tensor '{}': missing string field dtype", path, name);
+  if (dt == e.end() || !dt->is_string()) fail("{}: tensor '{}': missing string field dtype", path, clip(name));
   const std::string dname = dt->get<std::string>();
   bool known = false;
   for (const auto& [n, d] : kDtypes)
     if (n == dname) t.dtype = d, known = true;
-  if (!known) fail("{}: tensor '{}': dtype '{}': expected one of F32 F16 BF16 F64 I32 I64 U8 I8", path, name, dname);
+  if (!known) fail("{}: tensor '{}': dtype '{}': expected one of F32 F16 BF16 F64 I32 I64 U8 I8", path, clip(name), clip(dname));
   const auto sh = e.find("shape");
-  if (sh == e.end() || !sh->is_array()) fail("{}: tensor '{}': missing array field shape", path, name);
+  if (sh == e.end() || !sh->is_array()) fail("{}: tensor '{}': missing array field shape", path, clip(name));
   uint64_t numel = 1;
   for (const json& d : *sh) {
     const uint64_t v = json_uint(path, name, "shape", d);
     if (v > (uint64_t{1} << 50))
-      fail("{}: tensor '{}': shape dimension {} is larger than 2^50", path, name, v);
-    if (v != 0 && numel > (uint64_t{1} << 50) / v) fail("{}: tensor '{}': shape too large", path, name);
+      fail("{}: tensor '{}': shape dimension {} is larger than 2^50", path, clip(name), v);
+    if (v != 0 && numel > (uint64_t{1} << 50) / v) fail("{}: tensor '{}': shape too large", path, clip(name));
     numel *= v;
     t.shape.push_back(static_cast<int64_t>(v));
   }
   const auto off = e.find("data_offsets");
   if (off == e.end() || !off->is_array() || off->size() != 2)
-    fail("{}: tensor '{}': data_offsets must be [begin, end]", path, name);
+    fail("{}: tensor '{}': data_offsets must be [begin, end]", path, clip(name));
   const uint64_t begin = json_uint(path, name, "data_offsets", (*off)[0]);
   const uint64_t end = json_uint(path, name, "data_offsets", (*off)[1]);
-  if (end < begin) fail("{}: tensor '{}': data_offsets [{}, {}] end before begin", path, name, begin, end);
+  if (end < begin) fail("{}: tensor '{}': data_offsets [{}, {}] end before begin", path, clip(name), begin, end);
   const uint64_t want = numel * dtype_size(t.dtype);
   if (end - begin != want)
-    fail("{}: tensor '{}': data_offsets [{}, {}] hold {} bytes, shape x {} needs {}", path, name, begin, end,
+    fail("{}: tensor '{}': data_offsets [{}, {}] hold {} bytes, shape x {} needs {}", path, clip(name), begin, end,
          end - begin, dname, want);
   t.nbytes = static_cast<size_t>(want);
   // Offsets are kept in data until the buffer base is known.
@@ -210,7 +210,7 @@ safetensors_file::safetensors_file(const std::string& path) : file_(path) {
     if (key == "__metadata__") {
       if (!value.is_object()) fail("{}: __metadata__ must be an object of strings", path);
       for (const auto& [mk, mv] : value.items()) {
-        if (!mv.is_string()) fail("{}: __metadata__ '{}' must be a string, got {}", path, mk, json_brief(mv));
+        if (!mv.is_string()) fail("{}: __metadata__ '{}' must be a string, got {}", path, clip(mk), json_brief(mv));
         metadata_[mk] = mv.get<std::string>();
       }
       continue;
@@ -227,11 +227,11 @@ safetensors_file::safetensors_file(const std::string& path) : file_(path) {
   for (tensor_view& t : views) {
     const uint64_t b = begin_of(t);
     if (b != at)
-      fail("{}: tensor '{}' begins at byte {} of the data buffer, expected {} ({})", path, t.name, b, at,
+      fail("{}: tensor '{}' begins at byte {} of the data buffer, expected {} ({})", path, clip(t.name), b, at,
            b < at ? "overlaps the previous tensor" : "gap before it");
     if (b + t.nbytes > buffer)
       fail("{}: tensor '{}': data_offsets end {} outside the data buffer ({} bytes): truncated file", path,
-           t.name, b + t.nbytes, buffer);
+           clip(t.name), b + t.nbytes, buffer);
     at = b + t.nbytes;
     t.data = base + b;
   }
@@ -250,7 +250,7 @@ const tensor_view& safetensors_file::at(std::string_view name) const {
     std::vector<std::string> names;
     for (const auto& [n, _] : tensors_) names.push_back(n);
     const std::string hint = did_you_mean(name, names);
-    fail("{}: no tensor '{}'{} ({} tensors in the file{})", path(), name, hint.empty() ? "" : ": " + hint,
+    fail("{}: no tensor '{}'{} ({} tensors in the file{})", path(), clip(name), hint.empty() ? "" : ": " + hint,
          tensors_.size(), tensors_.size() <= 12 ? ": " + fmt::format("{}", fmt::join(names, ", ")) : "");
   }
   return *t;
@@ -269,7 +269,7 @@ namespace {
 uint64_t layout_bytes(const std::string& path, const tensor_layout& t) {
   uint64_t n = 1;
   for (int64_t d : t.shape) {
-    if (d < 0) fail("{}: tensor '{}': negative dimension {}", path, t.name, d);
+    if (d < 0) fail("{}: tensor '{}': negative dimension {}", path, clip(t.name), d);
     n = checked_mul(n, static_cast<uint64_t>(d));
   }
   return checked_mul(n, dtype_size(t.dtype));
@@ -283,8 +283,8 @@ safetensors_writer::safetensors_writer(const std::string& path, std::vector<tens
   std::set<std::string> names;
   uint64_t at = 0;
   for (const tensor_layout& t : layout_) {
-    if (t.name.empty() || t.name == "__metadata__") fail("{}: bad tensor name '{}'", path, t.name);
-    if (!names.insert(t.name).second) fail("{}: tensor '{}' given twice", path, t.name);
+    if (t.name.empty() || t.name == "__metadata__") fail("{}: bad tensor name '{}'", path, clip(t.name));
+    if (!names.insert(t.name).second) fail("{}: tensor '{}' given twice", path, clip(t.name));
     const uint64_t bytes = layout_bytes(path, t);
     header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {at, at + bytes}}};
     at += bytes;
@@ -302,14 +302,14 @@ safetensors_writer::safetensors_writer(const std::string& path, std::vector<tens
 void safetensors_writer::write_next(const void* bytes, size_t n) {
   if (next_ >= layout_.size()) fail("{}: all {} tensors are already written", path_, layout_.size());
   const tensor_layout& t = layout_[next_];
-  if (n != layout_bytes(path_, t)) fail("{}: tensor '{}': {} bytes given, its shape needs {}", path_, t.name, n, layout_bytes(path_, t));
+  if (n != layout_bytes(path_, t)) fail("{}: tensor '{}': {} bytes given, its shape needs {}", path_, clip(t.name), n, layout_bytes(path_, t));
   out_->write(bytes, n);
   ++next_;
 }
 
 void safetensors_writer::commit() {
   if (next_ != layout_.size())
-    fail("{}: {} of {} tensors written (next: '{}')", path_, next_, layout_.size(), layout_[next_].name);
+    fail("{}: {} of {} tensors written (next: '{}')", path_, next_, layout_.size(), clip(layout_[next_].name));
   out_->commit();
 }
 
@@ -318,10 +318,10 @@ void write_safetensors(const std::string& path, const std::vector<tensor_out>& t
   std::vector<tensor_layout> layout;
   for (const tensor_out& t : tensors) {
     if (t.dtype != st_dtype::F32 && t.dtype != st_dtype::F16 && t.dtype != st_dtype::BF16 && t.dtype != st_dtype::F64)
-      fail("{}: tensor '{}': cannot write float data as {}: expected F32, F16, BF16 or F64", path, t.name,
+      fail("{}: tensor '{}': cannot write float data as {}: expected F32, F16, BF16 or F64", path, clip(t.name),
            dtype_name(t.dtype));
     layout.push_back({t.name, t.dtype, t.shape});
-    if (layout_bytes(path, layout.back()) > 0 && !t.data) fail("{}: tensor '{}': no data", path, t.name);
+    if (layout_bytes(path, layout.back()) > 0 && !t.data) fail("{}: tensor '{}': no data", path, clip(t.name));
   }
   safetensors_writer out(path, std::move(layout), metadata);
   std::vector<uint8_t> buf;

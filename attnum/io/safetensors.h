@@ -55,6 +55,8 @@ class safetensors_file {
   safetensors_file& operator=(safetensors_file&&) noexcept = default;
 
   const std::string& path() const { return file_.path(); }
+  /// The whole file as opened and validated (hash these bytes rather than reopening the path).
+  const mapped_file& file() const { return file_; }
   /// All tensors, by name.
   const std::map<std::string, tensor_view, std::less<>>& tensors() const { return tensors_; }
   /// Returns the tensor or nullptr.

@@ -177,7 +177,7 @@ void apply_rope_scaling(const nlohmann::json& rs, const std::string& path, confi
     if (!rs.contains(k)) continue;
     if (!rs[k].is_string()) fail("{}.{} = {}: expected a string", where, k, io::json_brief(rs[k]));
     if (!type.empty() && type != rs[k].get<std::string>())
-      fail("{}: rope_type '{}' and type '{}' disagree", where, type, rs[k].get<std::string>());
+      fail("{}: rope_type '{}' and type '{}' disagree", where, clip(type), clip(rs[k].get<std::string>()));
     type = rs[k].get<std::string>();
   }
   if (type.empty()) fail("{}: missing rope_type", where);
@@ -190,10 +190,10 @@ void apply_rope_scaling(const nlohmann::json& rs, const std::string& path, confi
                 "original_max_position_embeddings", "truncate"}}};
   const auto kt = keys.find(type);
   if (kt == keys.end())
-    fail("{}: rope_type '{}' not supported (expected default, linear, dynamic, llama3 or yarn)", where, type);
+    fail("{}: rope_type '{}' not supported (expected default, linear, dynamic, llama3 or yarn)", where, clip(type));
   for (auto it = rs.begin(); it != rs.end(); ++it)
     if (it.key() != "rope_type" && it.key() != "type" && !kt->second.count(it.key()))
-      fail("{}: field {} = {} not supported for rope_type '{}'", where, it.key(), io::json_brief(it.value()), type);
+      fail("{}: field {} = {} not supported for rope_type '{}'", where, clip(it.key()), io::json_brief(it.value()), type);
   auto num = [&](const char* key, double lo, double hi, bool lo_open) {
     if (!has(rs, key)) fail("{}: missing field {} (rope_type '{}')", where, key, type);
     return number_field(rs, where, key, lo, hi, lo_open);
@@ -322,12 +322,12 @@ config read_hf_config(const std::string& path) {
   c.family = field<std::string>(j, path, "model_type");
   const auto used = kUsed.find(c.family);
   if (used == kUsed.end())
-    fail("{}: model_type '{}' not supported (expected llama, mistral, qwen2 or qwen3)", path, c.family);
+    fail("{}: model_type '{}' not supported (expected llama, mistral, qwen2 or qwen3)", path, clip(c.family));
   // Every field is either read below or known not to change the forward pass.
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!kHarmless.count(it.key()) && !used->second.count(it.key()))
       fail("{}: field {} = {} is not supported for model_type '{}' (it may change the forward pass)", path,
-           it.key(), io::json_brief(it.value()), c.family);
+           clip(it.key()), io::json_brief(it.value()), c.family);
   c.dim = int_field(j, path, "hidden_size", 1, kMaxDim);
   c.hidden_dim = int_field(j, path, "intermediate_size", 1, kMaxDim);
   c.n_layers = int_field(j, path, "num_hidden_layers", 1, kMaxDim);
@@ -353,7 +353,7 @@ config read_hf_config(const std::string& path) {
   const bool bos = c.family == "llama" || c.family == "mistral";
   c.bos_id = bos ? int_field_or(j, path, "bos_token_id", 0, c.vocab_size - 1, 1) : -1;
   if (field_or<std::string>(j, path, "hidden_act", "silu") != "silu")
-    fail("{}: hidden_act '{}' not supported (expected silu)", path, j["hidden_act"].get<std::string>());
+    fail("{}: hidden_act '{}' not supported (expected silu)", path, clip(j["hidden_act"].get<std::string>()));
   if (c.d_head % 2 != 0) fail("{}: head_dim {} must be even for RoPE", path, c.d_head);
   if (has(j, "rope_scaling")) apply_rope_scaling(j["rope_scaling"], path, c);
   read_sliding_window(j, path, c);

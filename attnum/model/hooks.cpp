@@ -9,6 +9,7 @@
 #include "attnum/core/parallel.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 
 namespace attnum::model {
 namespace {
@@ -47,7 +48,7 @@ attention_fn reference_attention(std::string_view reference) {
   if (reference == "fp64") return engine_reference();
   if (reference == "bf16")
     return engine_kernel(attention::preset("bf16"), attention::condition::plain);
-  fail("--reference: expected bf16 or fp64, got '{}'", reference);
+  fail("--reference: expected bf16 or fp64, got '{}'", clip(reference));
 }
 
 attention_fn kernel_attention(const attention::kernel_spec& kernel, std::string_view condition,
@@ -55,7 +56,7 @@ attention_fn kernel_attention(const attention::kernel_spec& kernel, std::string_
   const attention::condition cond = attention::parse_condition(condition);
   if (kernel.name == "fp64") {
     if (cond != attention::condition::plain)
-      fail("kernel fp64 is the exact reference: only condition plain applies, got '{}'", condition);
+      fail("kernel fp64 is the exact reference: only condition plain applies, got '{}'", clip(condition));
     return engine_reference();
   }
   return engine_kernel(kernel, cond, topt);

@@ -38,8 +38,9 @@ void require_finite_weights(const weights& w, const std::string& path) {
 }
 
 weights load_any(const std::string& path) {
-  if (fs::is_directory(path)) return load_hf_checkpoint(path);
-  if (!fs::exists(path)) fail("{}: no such model file or folder", path);
+  std::error_code ec;  // a path the system refuses (too long, no permission) is an error naming it
+  if (fs::is_directory(path, ec)) return load_hf_checkpoint(path);
+  if (!fs::exists(path, ec)) fail("{}: no such model file or folder{}", clip(path), ec ? ": " + ec.message() : "");
   if (fs::path(path).filename() == "config.json") return load_hf_checkpoint(fs::path(path).parent_path());
   return load_llama2c(path);
 }
@@ -101,7 +102,7 @@ std::vector<int> read_token_ids(const std::string& path) {
       used = 0;
     }
     if (used != word.size() || v < 0 || v > INT32_MAX)
-      fail("{}: token {}: expected a non-negative integer id, got '{}'", path, ids.size(), word);
+      fail("{}: token {}: expected a non-negative integer id, got '{}'", path, ids.size(), clip(word));
     ids.push_back(int(v));
   }
   return ids;

@@ -127,12 +127,12 @@ class bpe_tokenizer final : public tokenizer {
     try {
       j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-      fail("{}: not valid JSON: {}", path, e.what());
+      fail("{}: not valid JSON: {}", path, clip(e.what()));
     }
     try {
       load(j, path);
     } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
-      fail("{}: unexpected JSON content: {}", path, e.what());
+      fail("{}: unexpected JSON content: {}", path, clip(e.what()));
     }
     // Longest added token first, so a prefix never shadows a longer one.
     std::sort(added_.begin(), added_.end(), [](auto& x, auto& y) { return x.first.size() > y.first.size(); });
@@ -209,7 +209,7 @@ class bpe_tokenizer final : public tokenizer {
       if (e.is_string()) {  // older format: "a b"
         const std::string s = e.get<std::string>();
         const size_t sp = s.find(' ');
-        if (sp == std::string::npos) fail("{}: merge {} '{}' has no space", path, rank, s);
+        if (sp == std::string::npos) fail("{}: merge {} '{}' has no space", path, rank, clip(s));
         a = s.substr(0, sp), b = s.substr(sp + 1);
       } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
         a = e[0].get<std::string>(), b = e[1].get<std::string>();
@@ -425,7 +425,7 @@ class bpe_tokenizer final : public tokenizer {
     std::vector<int> out;
     for (const auto& s : sym) {
       auto it = vocab_.find(s);
-      if (it == vocab_.end()) fail("tokenizer {}: merged symbol '{}' is not in model.vocab", source_, s);
+      if (it == vocab_.end()) fail("tokenizer {}: merged symbol '{}' is not in model.vocab", source_, clip(s));
       out.push_back(it->second);
     }
     ids.insert(ids.end(), out.begin(), out.end());

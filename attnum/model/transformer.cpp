@@ -170,7 +170,7 @@ attention_fn plain_attention() {
 linear_precision parse_linear_precision(std::string_view text) {
   if (text == "fp32") return linear_precision::fp32;
   if (text == "bf16") return linear_precision::bf16;
-  fail("--linear-precision: expected fp32 or bf16, got '{}'", text);
+  fail("--linear-precision: expected fp32 or bf16, got '{}'", clip(text));
 }
 
 std::string_view name(linear_precision p) { return p == linear_precision::bf16 ? "bf16" : "fp32"; }

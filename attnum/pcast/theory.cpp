@@ -12,6 +12,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/formats/format.h"
+#include "attnum/core/file.h"
 
 namespace attnum::pcast {
 namespace {
@@ -125,7 +126,7 @@ const char* order_name(block_order o) { return o == block_order::forward ? "forw
 block_order parse_order(const char* text) {
   if (!std::strcmp(text, "forward") || !std::strcmp(text, "fwd")) return block_order::forward;
   if (!std::strcmp(text, "reverse") || !std::strcmp(text, "rev")) return block_order::reverse;
-  fail("pcast: order '{}': expected forward or reverse", text);
+  fail("pcast: order '{}': expected forward or reverse", clip(text));
 }
 
 double delta_k(int k) {
@@ -214,7 +215,7 @@ double parse_number(const std::string& t, const char* what, const std::string& w
   char* end = nullptr;
   const double v = std::strtod(t.c_str(), &end);
   if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(v))
-    fail("pcast: {} '{}': '{}' is not a number (expected A, or A:B:STEP)", what, whole, t);
+    fail("pcast: {} '{}': '{}' is not a number (expected A, or A:B:STEP)", what, clip(whole), clip(t, 60));
   return v;
 }
 }  // namespace
@@ -228,13 +229,13 @@ std::vector<double> parse_range(const std::string& text, const char* what) {
       start = i + 1;
     }
   if (parts.size() == 1) return {parse_number(parts[0], what, text)};
-  if (parts.size() != 3) fail("pcast: {} '{}': expected A or A:B:STEP", what, text);
+  if (parts.size() != 3) fail("pcast: {} '{}': expected A or A:B:STEP", what, clip(text));
   const double a = parse_number(parts[0], what, text), b = parse_number(parts[1], what, text),
                step = parse_number(parts[2], what, text);
-  if (!(step > 0)) fail("pcast: {} '{}': STEP must be positive", what, text);
-  if (b < a) fail("pcast: {} '{}': expected A <= B", what, text);
+  if (!(step > 0)) fail("pcast: {} '{}': STEP must be positive", what, clip(text));
+  if (b < a) fail("pcast: {} '{}': expected A <= B", what, clip(text));
   const double n = std::floor((b - a) / step * (1 + 1e-12) + 1e-9);
-  if (n > 1e7) fail("pcast: {} '{}': more than 1e7 points", what, text);
+  if (n > 1e7) fail("pcast: {} '{}': more than 1e7 points", what, clip(text));
   std::vector<double> v;
   for (int64_t i = 0; i <= static_cast<int64_t>(n); ++i) v.push_back(a + static_cast<double>(i) * step);
   return v;

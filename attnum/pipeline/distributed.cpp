@@ -131,11 +131,11 @@ void check_params(const fs::path& dir, const json& want) {
     for (auto it = want.begin(); it != want.end(); ++it)
       if (!have.contains(it.key()) || have[it.key()] != it.value())
         fail("'{}': field '{}' is {} in the earlier run, {} now: use another --out folder",
-             f.string(), it.key(), q(have.value(it.key(), json())), q(it.value()));
+             f.string(), clip(it.key()), q(have.value(it.key(), json())), q(it.value()));
     for (auto it = have.begin(); it != have.end(); ++it)
       if (!want.contains(it.key()))
         fail("'{}': field '{}' is {} in the earlier run, absent now: use another --out folder", f.string(),
-             it.key(), q(it.value()));
+             clip(it.key()), q(it.value()));
     return;
   }
   fs::create_directories(f.parent_path());

@@ -38,7 +38,7 @@ loss_outcome run_loss_request(const loss_request& r) {
   p.conditions = r.conditions;
   p.reference = r.reference;
   if (p.reference != "bf16" && p.reference != "fp64")
-    fail("--reference: expected bf16 or fp64, got '{}'", p.reference);
+    fail("--reference: expected bf16 or fp64, got '{}'", clip(p.reference));
   p.linear = parse_linear_precision(r.linear);
   weights w = load_model(r.model);
   // Windows longer than the model's context are clamped to it, as attnum study does.

@@ -143,7 +143,7 @@ json run_study(const study_config& c) {
   model_inputs inputs;
   if (!c.model.empty()) {
     auto t0 = clock_type::now();
-    say(c, fmt::format("loading {}", c.model));
+    say(c, fmt::format("loading {}", clip(c.model)));
     w = model::load_model(c.model);
     tok = model::load_tokenizer(c.model, *w, c.tokenizer);
     const model::linear_precision lp = model::parse_linear_precision(c.linear);

@@ -9,6 +9,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/io/csv.h"
+#include "attnum/io/json_file.h"
 
 namespace attnum::report {
 namespace fs = std::filesystem;
@@ -85,7 +86,7 @@ void validate(table& t, const spec& sp, const fs::path& file) {
     for (const char* c : sp.numeric) {
       const auto& v = row[c];
       if (!v.is_null() && !v.is_number())
-        fail("{}: row {}, field '{}': expected a number, got {}", file.string(), r + 1, c, v.dump());
+        fail("{}: row {}, field '{}': expected a number, got {}", file.string(), r + 1, c, io::json_brief(v));
     }
     // A head's label is the text "null" for a head within its noise floor; the CSV reader
     // reads that cell as a null value, so it is put back (a label is never absent in a row that
@@ -99,7 +100,7 @@ void validate(table& t, const spec& sp, const fs::path& file) {
       if (v.is_number_integer() && (v == 0 || v == 1)) v = v == 1;
       if (!v.is_boolean() && !v.is_null())
         fail("{}: row {}, field '{}': expected true or false, got {}", file.string(), r + 1, c,
-             v.dump());
+             io::json_brief(v));
     }
     for (const char* c : {"condition", "transform"})
       if (row.contains(c) && row[c] == "tile") row[c] = "plain";  // legacy unrotated label

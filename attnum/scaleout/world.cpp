@@ -8,6 +8,7 @@
 #include <map>
 
 #include "attnum/core/error.h"
+#include "attnum/core/file.h"
 
 #ifdef ATTNUM_HAVE_MPI
 #include <mpi.h>
@@ -206,10 +207,10 @@ shard parse_shard(const std::string& text) {
     s.count = std::stoi(text.substr(slash + 1), &p2);
     if (p1 != slash || p2 != text.size() - slash - 1) throw std::invalid_argument("trailing");
   } catch (const std::exception&) {
-    fail("--shard '{}': expected I/N with integers 0 <= I < N", text);
+    fail("--shard '{}': expected I/N with integers 0 <= I < N", clip(text));
   }
   if (s.count < 1 || s.index < 0 || s.index >= s.count)
-    fail("--shard '{}': expected I/N with 0 <= I < N", text);
+    fail("--shard '{}': expected I/N with 0 <= I < N", clip(text));
   return s;
 }
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include "attnum/attention/engine.h"
@@ -15,6 +14,7 @@
 #include "attnum/core/file.h"
 #include "attnum/core/same_config.h"
 #include "attnum/core/version.h"
+#include "attnum/io/mapped_file.h"
 #include "attnum/io/safetensors.h"
 #include "attnum/study/emulate.h"
 #include "attnum/study/rows.h"
@@ -26,18 +26,10 @@ using nlohmann::json;
 
 namespace {
 
-std::string fnv1a_file(const std::string& path) {
-  require_regular_file(path, "capture");  // a FIFO or device never blocks or streams forever
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  uint64_t h = core::kFnvOffset;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h = core::fnv1a64(buf.data(), static_cast<size_t>(in.gcount()), h);  // FNV-1a, chained over the chunks
-  }
-  return fmt::format("{:016x}", h);
-}
+// The FNV-1a of a file as one open descriptor holds it: mapped_file opens the path once without
+// blocking, refuses anything but a regular file by fstat on that descriptor (a FIFO or a symlink
+// to /dev/zero never blocks or streams forever) and maps it; the path is never reopened by name.
+std::string fnv1a_file(const io::mapped_file& f) { return core::fnv1a_hex(f.data(), f.size()); }
 
 // Groups capture files by their model id (metadata "model", else the file stem before "__").
 std::vector<capture_model> capture_models(const std::vector<std::string>& files,
@@ -64,12 +56,12 @@ std::vector<capture_model> capture_models(const std::vector<std::string>& files,
       it = out.end() - 1;
     }
     if (it->n_layer != n_layer)
-      fail("{}: {} layers, but another capture of model '{}' has {}", f, n_layer, model, it->n_layer);
+      fail("{}: {} layers, but another capture of model '{}' has {}", f, n_layer, clip(model), it->n_layer);
     it->files.push_back(f);
-    it->hashes.push_back(fnv1a_file(f));
+    it->hashes.push_back(fnv1a_file(st.file()));  // the bytes just parsed
     if (!outputs.empty()) {
       it->outputs.push_back(outputs[fi]);
-      it->output_hashes.push_back(fnv1a_file(outputs[fi]));
+      it->output_hashes.push_back(fnv1a_file(io::mapped_file(outputs[fi])));
     }
   }
   return out;
@@ -86,14 +78,19 @@ void check_conditions(const std::vector<std::string>& conditions, bool needs_tra
   if (conditions.empty()) fail("{}: no condition given", flag);
   std::vector<attention::condition> seen;
   for (const auto& name : conditions) {
-    const attention::condition c = attention::parse_condition(name);
+    attention::condition c;
+    try {
+      c = attention::parse_condition(name);
+    } catch (const error& e) {
+      fail("{}: {}", flag, e.what());
+    }
     if (std::find(seen.begin(), seen.end(), c) != seen.end())
-      fail("{}: '{}' is given twice ({})", flag, name, fmt::join(conditions, ","));
+      fail("{}: '{}' is given twice ({})", flag, name, clip(fmt::format("{}", fmt::join(conditions, ","))));
     seen.push_back(c);
   }
   if (needs_transform && seen.size() == 1 && seen[0] == attention::condition::plain)
     fail("{} {}: the study compares each transform with plain; add rotate, center or center+rotate", flag,
-         conditions[0]);
+         clip(conditions[0]));
 }
 
 plan make_plan(const study_options& opt) {
@@ -107,7 +104,7 @@ plan make_plan(const study_options& opt) {
     const auto known = attention::preset_names();
     if (std::find(known.begin(), known.end(), opt.predictor_model) == known.end())
       fail("heads: --predictor-model: expected kernel or a preset ({}), got '{}'", fmt::join(known, ", "),
-           opt.predictor_model);
+           clip(opt.predictor_model));
   }
   check_conditions(opt.conditions, true);
   bool plain = false;
@@ -214,29 +211,38 @@ void require_predictor_variants(std::span<const plan> plans) {
 
 plan plan_from_config(const json& j, const std::string& what) {
   study_options o;
+  // A value this tool would refuse as a flag is refused naming the file and the field.
+  auto field = [&](const char* name, auto&& parse) {
+    try {
+      return parse();
+    } catch (const error& e) {
+      fail("{}: field {}: {}", what, name, e.what());
+    }
+  };
   try {
     o.zoo = j.at("source") == "zoo";
     o.zoo_opt.n_tok = j.at("zoo_n_tok");
     o.zoo_opt.n_layer_cap = j.at("zoo_n_layer_cap");
     o.zoo_opt.seed = j.at("zoo_seed");
-    o.zoo_opt.dtype = formats::parse_format(j.at("zoo_dtype").get<std::string>());
+    o.zoo_opt.dtype = field("zoo_dtype", [&] { return formats::parse_format(j.at("zoo_dtype").get<std::string>()); });
     o.n_texts = j.at("n_texts");
     o.captures = j.at("captures").get<std::vector<std::string>>();
     o.kernel_outputs = j.at("kernel_outputs").get<std::vector<std::string>>();
     o.knobs = j.at("knobs").get<std::vector<std::string>>();
     o.kernels.clear();
     for (const auto& k : j.at("kernels").get<std::vector<std::string>>())
-      o.kernels.push_back(attention::apply_knobs(attention::preset(k), o.knobs));
+      o.kernels.push_back(field("kernels and knobs", [&] { return attention::apply_knobs(attention::preset(k), o.knobs); }));
     o.conditions = j.at("conditions").get<std::vector<std::string>>();
+    check_conditions(o.conditions, true, what + ": field conditions");
     const std::string rot = j.at("rotation");
     if (j.at("rotation_matrix").is_null()) {
-      auto r = transforms::rotation::parse_builtin(rot);
-      if (!r) fail("{}: rotation '{}' has no rotation_matrix", what, rot);
+      auto r = field("rotation", [&] { return transforms::rotation::parse_builtin(rot); });
+      if (!r) fail("{}: rotation '{}' has no rotation_matrix", what, clip(rot));
       o.rotation = *r;
     } else {
       const auto m = j.at("rotation_matrix").get<std::vector<double>>();
       const auto d = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(m.size()))));
-      o.rotation = transforms::rotation::from_matrix(m, {d, d}, rot);
+      o.rotation = field("rotation_matrix", [&] { return transforms::rotation::from_matrix(m, {d, d}, rot); });
     }
     o.predictor.n_probes = j.at("n_probes");
     o.predictor.probe_seed = j.at("probe_seed");
@@ -250,7 +256,13 @@ plan plan_from_config(const json& j, const std::string& what) {
   } catch (const json::exception& e) {
     fail("{}: missing or bad field ({})", what, clip(e.what()));
   }
-  plan p = make_plan(o);
+  plan p = [&] {
+    try {
+      return make_plan(o);
+    } catch (const error& e) {
+      fail("{}: {}", what, e.what());
+    }
+  }();
   core::require_same_config(j, config_json(p), what, "written by a different tool or predictor version",
                             {"command"});
   return p;

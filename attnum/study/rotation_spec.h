@@ -8,6 +8,7 @@
 #include "attnum/io/npy.h"
 #include "attnum/io/safetensors.h"
 #include "attnum/transforms/hadamard.h"
+#include "attnum/core/file.h"
 
 namespace attnum::study {
 
@@ -22,7 +23,7 @@ inline transforms::rotation parse_rotation(const std::string& spec) {
     return transforms::rotation::from_matrix(t.to_double(), t.shape, spec);
   }
   if (spec.size() < 4 || spec.compare(spec.size() - 4, 4, ".npy") != 0)
-    fail("--rotation '{}': expected random-hadamard:SEED, hadamard, a FILE.npy or FILE.safetensors:TENSOR", spec);
+    fail("--rotation '{}': expected random-hadamard:SEED, hadamard, a FILE.npy or FILE.safetensors:TENSOR", clip(spec));
   std::vector<int64_t> shape;
   const std::vector<double> r = io::read_npy_f64(spec, shape);
   return transforms::rotation::from_matrix(r, shape, spec);

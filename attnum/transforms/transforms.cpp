@@ -8,6 +8,7 @@
 #include "attnum/core/random.h"
 #include "attnum/transforms/centering.h"
 #include "attnum/transforms/hadamard.h"
+#include "attnum/core/file.h"
 
 namespace attnum::transforms {
 
@@ -82,14 +83,14 @@ std::optional<rotation> rotation::parse_builtin(std::string_view spec) {
   uint64_t seed = 0;
   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), seed, base);
   if (t.empty() || ec != std::errc() || end != t.data() + t.size())
-    fail("--rotation '{}': SEED must be an unsigned 64-bit integer (decimal or 0x hex)", spec);
+    fail("--rotation '{}': SEED must be an unsigned 64-bit integer (decimal or 0x hex)", clip(spec));
   return random_hadamard(seed);
 }
 
 rotation rotation::from_matrix(const std::vector<double>& r, const std::vector<int64_t>& shape,
                                std::string source) {
   if (shape.size() != 2 || shape[0] != shape[1] || shape[0] <= 0)
-    fail("{}: a rotation must be a square [d, d] matrix, got shape [{}]", source, [&] {
+    fail("{}: a rotation must be a square [d, d] matrix, got shape [{}]", clip(source), [&] {
       std::string s;
       for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
       return s;
@@ -98,7 +99,7 @@ rotation rotation::from_matrix(const std::vector<double>& r, const std::vector<i
   ATTNUM_ASSERT(r.size() == static_cast<size_t>(d) * d, "from_matrix: {} values for [{}, {}]", r.size(), d, d);
   for (size_t i = 0; i < r.size(); ++i)
     if (!std::isfinite(r[i]))
-      fail("{}: rotation entry [{}, {}] is not finite ({})", source, i / d, i % d, r[i]);
+      fail("{}: rotation entry [{}, {}] is not finite ({})", clip(source), i / d, i % d, r[i]);
   double worst = 0;
   int wi = 0, wj = 0;
   for (int i = 0; i < d; ++i)
@@ -109,7 +110,7 @@ rotation rotation::from_matrix(const std::vector<double>& r, const std::vector<i
       if (e > worst) worst = e, wi = i, wj = j;
     }
   if (!(worst <= 1e-6))
-    fail("{}: rotation is not orthogonal: max |R R^T - I| = {:.3e} at [{}, {}] (limit 1e-6)", source, worst, wi, wj);
+    fail("{}: rotation is not orthogonal: max |R R^T - I| = {:.3e} at [{}, {}] (limit 1e-6)", clip(source), worst, wi, wj);
   rotation out;
   out.name_ = std::move(source);
   out.d_ = d;
@@ -134,12 +135,12 @@ rotation rotation::from_matrix(const std::vector<double>& r, const std::vector<i
 
 void rotation::check(int d) const {
   if (d_ != 0) {
-    if (d != d_) fail("{}: the rotation is [{}, {}] but the head dim is {}", name_, d_, d_, d);
+    if (d != d_) fail("{}: the rotation is [{}, {}] but the head dim is {}", clip(name_), d_, d_, d);
     return;
   }
   if (!is_pow2(d))
     fail("rotation {}: head dim {} is not a power of two; the Walsh-Hadamard transform needs d = 2^k "
-         "(give --rotation FILE.npy with a [{}, {}] orthogonal matrix instead)", name_, d, d, d);
+         "(give --rotation FILE.npy with a [{}, {}] orthogonal matrix instead)", clip(name_), d, d, d);
 }
 
 std::vector<double> rotation::matrix(int d) const {

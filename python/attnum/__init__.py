@@ -355,13 +355,17 @@ def _attend3(q3, k3, v3, kernel, condition, rotation, knobs, causal, stages, cau
 
 
 def _warn(r) -> None:
+    # As `attnum attend` warns: scores beyond fp32's exp2 range (the library's text), else NaN outputs.
+    big = r["large_score_warning"]
     if r["transform_rounds_inputs"]:
         dt = r["transform_dtype"]
         _warnings.warn(f"q/k hold values that are not {dt}: the transformed operands are rounded to {dt} "
                        f"(transform_dtype) but plain ones are used as given; round the inputs to {dt} or pass "
                        "knobs={'transform_dtype': 'fp32'} for a like-for-like comparison with plain",
                        AttnumWarning, stacklevel=3)
-    if _np.any(r["nan_flagged"]):
+    if big:
+        _warnings.warn(big, AttnumWarning, stacklevel=3)
+    elif _np.any(r["nan_flagged"]):
         _warnings.warn("NaN in the output where the real kernel produces it (nan_flagged; e.g. an all-zero V "
                        "channel without eps)", AttnumWarning, stacklevel=3)
 
@@ -393,6 +397,9 @@ def _attend_batched(q, k, v, kernel, condition, rotation, knobs, causal, stages,
     for f in _HEAD_FIELDS:
         merged[f] = _np.stack([p[f] for p in parts])
     merged["transform_rounds_inputs"] = any(p["transform_rounds_inputs"] for p in parts)
+    # The warning of the batch entry whose scores reach furthest (NaN exp2_arg_max: not measured).
+    big = [p for p in parts if p["large_score_warning"]]
+    merged["large_score_warning"] = max(big, key=lambda p: _np.nanmax(p["exp2_arg_max"]))["large_score_warning"] if big else ""
     if "stages_fn" in parts[0]:
         fns = [p["stages_fn"] for p in parts]
         merged["stages_fn"] = lambda: (lambda got: {s: _np.stack([g[s] for g in got]) for s in got[0]})(

@@ -117,13 +117,13 @@ py::dict attend(const f32_array& q, const f32_array& k, const f32_array& v, cons
       for (int h = 0; h < lv.n_head; ++h) st.push_back(stage_attribution(spec, lv, h, cond, causal, topt));
   }
   const auto n = static_cast<py::ssize_t>(r.heads.size());
-  f64_array rel(n), log_err(n), cos(n), max_row(n);
+  f64_array rel(n), log_err(n), cos(n), max_row(n), exp2_arg(n);
   py::array_t<int64_t> kv(n), p_count(n), p_under(n), p_sat(n);
   py::array_t<bool> nan(n);
   for (py::ssize_t h = 0; h < n; ++h) {
     const head_report& hr = r.heads[h];
     rel.mutable_at(h) = hr.rel_err, log_err.mutable_at(h) = hr.log_err, cos.mutable_at(h) = hr.cosine;
-    max_row.mutable_at(h) = hr.max_row_err, kv.mutable_at(h) = hr.kv_head;
+    max_row.mutable_at(h) = hr.max_row_err, kv.mutable_at(h) = hr.kv_head, exp2_arg.mutable_at(h) = hr.exp2_arg_max;
     p_count.mutable_at(h) = hr.stats.p_count, p_under.mutable_at(h) = hr.stats.p_underflow;
     p_sat.mutable_at(h) = hr.stats.p_saturated, nan.mutable_at(h) = hr.stats.nan_flagged;
   }
@@ -143,6 +143,8 @@ py::dict attend(const f32_array& q, const f32_array& k, const f32_array& v, cons
   out["condition"] = std::string(condition_name(cond));
   out["rotation"] = topt.rotation.name();
   out["transform_rounds_inputs"] = rounds;  // the CLI's transform_dtype warning
+  out["exp2_arg_max"] = exp2_arg;
+  out["large_score_warning"] = large_score_warning(spec, r);  // the CLI's, word for word ("" when none)
   out["transform_dtype"] = std::string(attnum::formats::info(spec.transform_dtype).name);
   return out;
 }

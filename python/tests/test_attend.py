@@ -1,6 +1,9 @@
 """attnum.attend equals `attnum attend` bit for bit (output, per-head metrics, stage attribution)
 for every preset; attnum.reference equals an independent NumPy fp64 attention."""
+import json
 import math
+import subprocess
+import warnings
 
 import numpy as np
 import pytest
@@ -161,3 +164,48 @@ def test_kernels_are_the_cli_json(attnum_cli):
     assert got == want
     assert {"fa3", "sage2pp-sm89", "generic"} <= {x["name"] for x in got}
     assert attnum.kernel("fa3", {"p_mode": "multiply", "p_scale": 448})["p_scale"] == 448
+
+
+def _huge_scores(n=8, d=16):
+    # The shape of the CLI test NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged: |q.k / sqrt(d)| * log2 e
+    # reaches about 8e10, beyond the 2^31 the kernels' fp32 softmax can take.
+    i = np.arange(n * d)
+    q = (np.where(i % 3 == 0, -1.2e10, 1.2e10) * (1 + i % 5)).astype(np.float32).reshape(1, n, d)
+    k = ((i % 7 - 3) * 0.5).astype(np.float32).reshape(1, n, d)
+    v = ((i % 5 - 2) * 0.25).astype(np.float32).reshape(1, n, d)
+    return q, k, v
+
+
+def _exp2_arg_max(q, k):
+    # max over rows of |row max of q.k / sqrt(d)| * log2 e, causal, in fp64 (plain NumPy)
+    s = q[0].astype(np.float64) @ k[0].astype(np.float64).T / math.sqrt(q.shape[-1])
+    s[np.triu_indices(s.shape[0], 1)] = -np.inf
+    return float(np.max(np.abs(s.max(axis=1))) * math.log2(math.e))
+
+
+@pytest.mark.parametrize("kernel", ["fa3", "fp32"])
+def test_large_scores_warn_with_the_cli_text(tmp_path, kernel):
+    from conftest import BINARY
+
+    q, k, v = _huge_scores()
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        np.save(tmp_path / f"{name}.npy", a)
+    p = subprocess.run([BINARY, "attend", "--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy", "--v",
+                        tmp_path / "v.npy", "--kernel", kernel, "--json"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    cli_warnings = [l[len("warning: "):] for l in p.stderr.splitlines() if l.startswith("warning: ")]
+    assert len(cli_warnings) == 1 and "beyond 2^31" in cli_warnings[0], p.stderr
+    rows = json.loads(p.stdout)
+    assert rows[0]["exp2_arg_max"] == pytest.approx(_exp2_arg_max(q, k), rel=1e-12)
+    with pytest.warns(attnum.AttnumWarning) as rec:
+        attnum.attend(q, k, v, kernel=kernel, stages=False)
+    assert [str(w.message) for w in rec] == cli_warnings  # the same text, and only it (as the CLI)
+    with pytest.warns(attnum.AttnumWarning) as rec:
+        attnum.attend(q[None], k[None], v[None], kernel=kernel, stages=False)  # batched [1, h, t, d]
+    assert [str(w.message) for w in rec] == cli_warnings
+    # Scores below 2^31: no warning; measure=False (no reference, so no exp2_arg_max): none either.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", attnum.AttnumWarning)
+        attnum.attend(q * np.float32(1e-4), k, v, kernel=kernel, stages=False)
+        if kernel == "fa3":
+            attnum.attend(q, k, v, kernel=kernel, stages=False, measure=False)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/core/file.h"
+#include "attnum/core/hash.h"
 #include "attnum/io/npy.h"
 #include "attnum/io/safetensors.h"
 #include "cli_util.h"
@@ -319,6 +321,57 @@ TEST_F(BadInput, FifoIsRefusedWithoutBlocking) {
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
+// A study's inputs are hashed (checkpoints/study.json) from the descriptor that was checked, never
+// reopened by name: a FIFO or a symlink to /dev/zero as a capture or kernel-output file is refused
+// at once (no hang), naming it; a good capture's recorded hash is that of its bytes.
+TEST_F(BadInput, CaptureHashesReadOneDescriptorFifoAndDevZeroRefused) {
+  std::vector<float> q(2 * 4 * 8, 0.25f), kv(1 * 4 * 8, 0.5f);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = float(int(i % 7) - 3) * 0.125f;
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = float(int(i % 5) - 2) * 0.25f;
+  std::vector<fs::path> caps, outs;
+  for (const char* t : {"a", "b"}) {
+    caps.push_back(dir_ / (std::string("m__") + t + ".safetensors"));
+    attnum::io::write_safetensors(caps.back().string(),
+                                  {{"layers.0.q", {2, 4, 8}, q.data(), attnum::io::st_dtype::F32},
+                                   {"layers.0.k", {1, 4, 8}, kv.data(), attnum::io::st_dtype::F32},
+                                   {"layers.0.v", {1, 4, 8}, kv.data(), attnum::io::st_dtype::F32}},
+                                  {{"model", "m"}});
+    outs.push_back(dir_ / (std::string("o__") + t + ".safetensors"));
+    attnum::io::write_safetensors(outs.back().string(),
+                                  {{"layers.0.o.plain", {2, 4, 8}, q.data(), attnum::io::st_dtype::F32},
+                                   {"layers.0.o.rotate", {2, 4, 8}, q.data(), attnum::io::st_dtype::F32}},
+                                  {});
+  }
+  const fs::path out = dir_ / "out";
+  const std::string heads = "heads --kernel fa3 --conditions plain,rotate --quiet --out " + out.string() + " --captures ";
+  ASSERT_EQ(run_attnum(heads + caps[0].string()).status, 0);
+  const nlohmann::json study = attnum::read_json(out / "checkpoints" / "study.json");
+  const std::string bytes = attnum::read_file(caps[0]);
+  EXPECT_EQ(study["source_files"][0]["fnv1a64"], attnum::core::fnv1a_hex(bytes.data(), bytes.size())) << study.dump();
+  fs::remove_all(out);
+
+  const fs::path fifo = dir_ / "fifo.safetensors", zero = dir_ / "zero.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", zero);
+  const std::string timeout = "timeout 60 " + std::string(ATTNUM_BINARY) + " ";
+  for (const fs::path& bad : {fifo, zero}) {
+    const char* why = bad == fifo ? "FIFO" : "not a regular file";
+    // as a capture
+    run_result r = attnum::test::run_command(timeout + heads + caps[0].string() + " " + bad.string() + " 2>&1");
+    EXPECT_EQ(r.status, 2) << r.out;  // 124: it hung
+    EXPECT_NE(r.out.find(bad.string()), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(out));
+    // as the second kernel-output file (the first is read for its conditions; this one only hashed)
+    r = attnum::test::run_command(timeout + "transfer --quiet --json --emulator fa3 --captures " + caps[0].string() +
+                                  " " + caps[1].string() + " --kernel-outputs " + outs[0].string() + " " +
+                                  bad.string() + " 2>&1");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(bad.string()), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+  }
+}
+
 // --- partial folders ------------------------------------------------------------------------
 
 TEST_F(BadInput, CaptureErrorMidRunLeavesNoFolderHeadsNoCheckpoints) {
@@ -380,6 +433,41 @@ TEST_F(BadInput, UnclearMessagesNowNameTheProblem) {
   const fs::path blocker = file("blocker", "a file, not a folder");
   const run_result r = refused(args + " --kernel fa3 --out " + (blocker / "o.npy").string(), {"blocker", "Not a directory"});
   EXPECT_EQ(r.out.find("No such file"), std::string::npos) << r.out;
+}
+
+// A 100 KB value in a flag, a knob or a file's field: the message quotes at most ~200 bytes of it
+// (attnum::clip; CLI11's own messages are cut where main prints them) and still names the field.
+TEST_F(BadInput, HugeValuesAreClippedInMessages) {
+  const std::string v(100000, 'x');
+  const fs::path out = dir_ / "out";
+  const std::string args = qkv();
+  auto clipped = [&](const std::string& a, std::initializer_list<std::string> fragments, size_t limit = 1024) {
+    const run_result r = refused(a, fragments, out);
+    EXPECT_LT(r.out.size(), limit) << r.out.substr(0, 600);
+    EXPECT_NE(r.out.find("bytes)"), std::string::npos) << "the length of the value: " << r.out.substr(0, 600);
+  };
+  // attnum's own checks of flag values
+  clipped(args + " --kernel " + v, {"unknown kernel preset"});
+  clipped(args + " --kernel fa3," + v, {"unknown kernel preset"});
+  clipped(args + " --kernel fa3 --knob " + v, {"knob", "expected knob=value"});
+  clipped(args + " --kernel fa3 --knob " + v + "=1", {"unknown knob", "known:"}, 1024 + 1024);  // lists the 70 knobs
+  clipped(args + " --kernel fa3 --knob qk_acc.k_step=" + v, {"knob qk_acc.k_step", "not a number"});
+  clipped(args + " --kernel fa3 --knob qk_acc.kind=" + v, {"knob qk_acc.kind", "unknown value"});
+  clipped(args + " --kernel fa3 --knob exp2_unit=" + v, {"knob exp2_unit", "unknown value"});
+  clipped(args + " --kernel fa3 --knob transform_dtype=" + v, {"knob transform_dtype"});
+  clipped("heads --zoo --quiet --conditions plain," + v + " --out " + out.string(), {"--conditions", "unknown condition"});
+  clipped("heads --zoo --quiet --predictor-model " + v + " --out " + out.string(), {"--predictor-model"});
+  clipped("heads --zoo --quiet --rotation random-hadamard:" + v + " --out " + out.string(), {"--rotation", "SEED"});
+  clipped("heads --zoo --quiet --shard " + v + " --out " + out.string(), {"--shard"});
+  clipped("study --quiet --model " + v + " --out " + out.string(), {"no such model file", "File name too long"});
+  clipped("cast --to " + v + " 1", {"unknown number format"});
+  clipped("cast --to e4m3fn " + v, {"cast", "is not a number"});
+  clipped(v, {"unknown command"});
+  clipped(args + " --" + v, {"unknown flag"});
+  // CLI11's own parse errors
+  clipped("--threads " + v + " kernels", {"--threads"});
+  clipped("heads --zoo --quiet --n-tok " + v + " --out " + out.string(), {"--n-tok"});
+  clipped("kernels " + v, {"not expected"});
 }
 
 // --- a finished folder says so ----------------------------------------------------------------
@@ -493,6 +581,21 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
   attnum::io::write_npy((dir_ / "v.npy").string(), v.data(), {1, n, d});
   const std::string huge = "attend --q " + (dir_ / "q.npy").string() + " --k " + (dir_ / "k.npy").string() +
                            " --v " + (dir_ / "v.npy").string();
+  // exp2_arg_max of --json, by plain fp64 loops: max over rows of |row max of q.k / sqrt(d)| * log2 e
+  // (causal, so row i sees keys 0..i).
+  auto exp2_arg_max = [&] {
+    double out = 0;
+    for (int i = 0; i < n; ++i) {
+      double row_max = -INFINITY;
+      for (int j = 0; j <= i; ++j) {
+        double s = 0;
+        for (int c = 0; c < d; ++c) s += double(q[size_t(i) * d + c]) * double(k[size_t(j) * d + c]);
+        row_max = std::max(row_max, s / std::sqrt(double(d)));
+      }
+      out = std::max(out, std::fabs(row_max) * 1.4426950408889634);
+    }
+    return out;
+  };
   for (const char* kernel : {"fp32", "bf16", "fa3"}) {
     const run_result r = run_attnum(huge + " --kernel " + kernel + " --json");
     ASSERT_EQ(r.status, 0) << r.out;
@@ -510,6 +613,9 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
     if (std::string(kernel) == "fp32") {
       EXPECT_EQ(flagged, 1) << "fp32 overflows here: " << r.out;
     }
+    ASSERT_TRUE(rows[0]["exp2_arg_max"].is_number()) << r.out;  // measured even where the output is NaN
+    EXPECT_NEAR(rows[0]["exp2_arg_max"].get<double>(), exp2_arg_max(), 1e-12 * exp2_arg_max()) << kernel;
+    EXPECT_GE(rows[0]["exp2_arg_max"].get<double>(), 2147483648.0) << kernel;
     // The cause is named: scores beyond 2^31 for the kernel's fp32 exp2 (max_scaled off by 2^12).
     for (const char* want : {"warning: head 0:", "reaches 8.22e+10, beyond 2^31", "off by up to 4.1e+03",
                              "overflows to inf", "underflows to 0", "scale --q or --k down"})
@@ -525,6 +631,8 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
     const nlohmann::json rows = nlohmann::json::parse(r.out.substr(r.out.find('[')));
     EXPECT_FALSE(rows[0]["nan_flagged"].get<bool>()) << r.out;
     EXPECT_LT(rows[0]["rel_err"].get<double>(), 1e-6) << r.out;
+    EXPECT_NEAR(rows[0]["exp2_arg_max"].get<double>(), exp2_arg_max(), 1e-12 * exp2_arg_max()) << r.out;
+    EXPECT_LT(rows[0]["exp2_arg_max"].get<double>(), 2147483648.0) << r.out;
   }
   refused(huge + " --kernel fa3 --knob q.scale_max=1e-320", {"q.scale_max", "normal range"});
   refused(huge + " --kernel fa3 --knob v.eps=1e-45", {"v.eps", "normal range"});

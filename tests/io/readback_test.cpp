@@ -105,6 +105,35 @@ TEST(readback_test, messages_quote_at_most_about_200_bytes_of_a_value) {
   EXPECT_LT(e.size(), 600u);
 }
 
+// A 100 KB string in a field of checkpoints/study.json (or a 100 KB key): refused naming the file
+// and the field, quoting at most ~200 bytes of it.
+TEST(readback_test, huge_strings_in_study_json_are_clipped_naming_the_field) {
+  const fs::path d = fresh("huge-fields");
+  const attnum::study::plan p = small_plan();
+  attnum::study::write_plan(d, p);
+  const json good = attnum::read_json(d / "checkpoints/study.json");
+  const std::string v(100000, 'z');
+  struct edit {
+    std::string field;
+    json value;
+  };
+  for (const edit& e : {edit{"zoo_dtype", v}, edit{"kernels", json::array({v})}, edit{"knobs", json::array({v})},
+                        edit{"knobs", json::array({"qk_acc.k_step=" + v})}, edit{"conditions", json::array({"plain", v})},
+                        edit{"rotation", "random-hadamard:" + v}, edit{"predictor_model", v}, edit{v, 1}}) {
+    json j = good;
+    j[e.field] = e.value;
+    put(d / "checkpoints/study.json", j.dump());
+    const std::string m = what([&] { attnum::study::read_plan(d); });
+    // the field as named in the file, or as the flag that sets it
+    std::string field = e.field.size() > 100 ? e.field.substr(0, 100) : e.field;
+    if (field == "predictor_model") field = "--predictor-model";
+    EXPECT_NE(m.find("checkpoints/study.json"), std::string::npos) << m.substr(0, 600);
+    EXPECT_NE(m.find(field), std::string::npos) << field.substr(0, 20) << ": " << m.substr(0, 600);
+    EXPECT_LT(m.size(), 1024u) << m.substr(0, 600);
+  }
+  fs::remove_all(d);
+}
+
 TEST(readback_test, unit_checkpoints_are_verified_on_resume) {
   const attnum::study::plan p = small_plan();
   ASSERT_GE(p.units.size(), 2u);
