@@ -488,3 +488,43 @@ def test_malformed_and_unsupported_files_exit_2_naming_the_field(tmp_path, attnu
     r = run_bad(p, tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert expect in r.stderr and "bad.gguf" in r.stderr, r.stderr
+
+
+def test_llama3_rope_freqs_tensor_matches_the_folders_rope_scaling(tmp_path, attnum_cli):
+    """llama 3 rope_scaling comes in a GGUF as the tensor rope_freqs.weight, the per-pair factors
+    convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors writes (factor below the low
+    wavelength, 1 above the high one, 1 / ((1 - s) / factor + s) between; stored in fp32). The
+    factors are rounded to fp32, so the loss agrees to rounding, far closer than without them."""
+    cfg, tok, t = random_model("llama", "F32")
+    rs = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 64}
+    dirs = {}
+    for name, c in (("scaled", dict(cfg, rope_scaling=rs)), ("plain", cfg)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(c))
+        (d / "tokenizer.json").write_text(json.dumps(tok))
+        write_safetensors(d / "model.safetensors", t, "F32")
+        dirs[name] = d
+    hd = cfg["hidden_size"] // cfg["num_attention_heads"]
+    freqs = 1.0 / cfg["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
+    factors = []
+    for f in freqs:
+        wavelen = 2 * np.pi / f
+        if wavelen < 64 / rs["high_freq_factor"]:
+            factors.append(1.0)
+        elif wavelen > 64 / rs["low_freq_factor"]:
+            factors.append(rs["factor"])
+        else:
+            s = (64 / wavelen - rs["low_freq_factor"]) / (rs["high_freq_factor"] - rs["low_freq_factor"])
+            factors.append(1 / ((1 - s) / rs["factor"] + s))
+    assert len(set(factors)) >= 3  # every band is exercised
+    kv, tensors = convert(cfg, tok, t, "F32")
+    ff = np.array(factors, dtype=np.float32)
+    write_gguf(tmp_path / "m.gguf", kv, tensors + [("rope_freqs.weight", "F32", [len(ff)], ff.tobytes())])
+    text = tmp_path / "text.txt"
+    text.write_text(TEXT)
+    ce = {k: loss(d, text)[0]["ce_ref"] for k, d in dirs.items()}
+    got = loss(tmp_path / "m.gguf", text)[0]["ce_ref"]
+    assert abs(got - ce["scaled"]) <= 1e-5 * abs(ce["scaled"])
+    assert abs(ce["plain"] - ce["scaled"]) > 100 * max(abs(got - ce["scaled"]), 1e-12)
