@@ -14,7 +14,7 @@ void run(const capture_options& o) {
 
 void setup(CLI::App& app) {
   auto o = std::make_shared<capture_options>();
-  app.add_option("--model", o->model, "llama2.c checkpoint (.bin) or Hugging Face folder")->required();
+  app.add_option("--model", o->model, "llama2.c checkpoint (.bin), Hugging Face folder or GGUF file")->required();
   app.add_option("--text", o->texts, "Text files (tokenized, BOS first where the model has one)");
   app.add_option("--token-ids", o->token_ids, "Files of whitespace-separated token ids");
   app.add_option("--tokenizer", o->tokenizer, "Tokenizer file (default: beside the model)");

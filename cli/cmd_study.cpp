@@ -25,7 +25,7 @@ struct study_flags {
 void setup(CLI::App& app) {
   auto f = std::make_shared<study_flags>();
   app.add_option("--model", f->c.model,
-                 "llama2.c checkpoint (.bin) or Hugging Face folder (default: the synthetic zoo)");
+                 "llama2.c checkpoint (.bin), Hugging Face folder or GGUF file (default: the synthetic zoo)");
   app.add_option("--text", f->c.texts,
                  "Text files (default: Sherlock Holmes, Tom Sawyer, Opticks from Debian packages)");
   app.add_option("--tokenizer", f->c.tokenizer, "Tokenizer file (default: beside the model)");

@@ -154,3 +154,76 @@ put("fuzz_loss_shard", "deep_nesting", b'{"kind":"attnum-loss-shard","params":' 
 put("fuzz_result_folders", "deep_nesting", b'\x00{"a":' + b"[" * 30000 + b"]" * 30000 + b"}")
 put("fuzz_result_folders", "study_array", b"\x00[]")
 put("fuzz_result_folders", "unit_deep_line", b"\x01" + b"[" * 30000 + b'\n{"end":0,"n_rows":0}\n')
+
+# GGUF (llama.cpp docs/gguf.md): tiny llama / qwen2 / qwen3 models with the byte-level BPE
+# tokenizer of the 256 byte symbols, F16, BF16 and Q8_0 matrices; then broken variants.
+def gguf(kv, tensors, version=3, alignment=32):
+    s = lambda b: struct.pack("<Q", len(b)) + b
+    def val(t, v):
+        if t == 8:
+            return s(v.encode())
+        if t == 9:
+            et, items = v
+            return struct.pack("<IQ", et, len(items)) + b"".join(val(et, x) for x in items)
+        return struct.pack({4: "<I", 5: "<i", 6: "<f", 7: "<?"}[t], v)
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kv))
+    for k, t, v in kv:
+        out += s(k.encode()) + struct.pack("<I", t) + val(t, v)
+    off, body = 0, b""
+    for name, ty, ne, raw in tensors:
+        out += s(name.encode()) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
+        out += struct.pack("<IQ", ty, off)
+        raw += b"\0" * (-len(raw) % alignment)
+        body += raw
+        off += len(raw)
+    return out + b"\0" * (-len(out) % alignment) + body
+
+
+def gguf_model(arch, mtype):
+    D, F, NH, NKV, V = 32, 32, 2, 1, 257
+    hd = D // NH
+    def mat(rows, cols):
+        n = rows * cols
+        if mtype == 1:
+            return (1, [cols, rows], struct.pack("<e", 0.03125) * n)
+        if mtype == 30:
+            return (30, [cols, rows], bf16(n, 0.03125))
+        return (8, [cols, rows], (struct.pack("<e", 0.001) + bytes(range(32))) * (n // 32))
+    vec = lambda n: (0, [n], f32(n, 1.0))
+    t = [("token_embd.weight",) + mat(V, D), ("output_norm.weight",) + vec(D)]
+    p = "blk.0."
+    t += [(p + "attn_norm.weight",) + vec(D), (p + "ffn_norm.weight",) + vec(D),
+          (p + "attn_q.weight",) + mat(NH * hd, D), (p + "attn_k.weight",) + mat(NKV * hd, D),
+          (p + "attn_v.weight",) + mat(NKV * hd, D), (p + "attn_output.weight",) + mat(D, NH * hd),
+          (p + "ffn_gate.weight",) + mat(F, D), (p + "ffn_up.weight",) + mat(F, D), (p + "ffn_down.weight",) + mat(D, F)]
+    if arch == "qwen2":
+        t += [(p + "attn_q.bias",) + vec(NH * hd), (p + "attn_k.bias",) + vec(NKV * hd), (p + "attn_v.bias",) + vec(NKV * hd)]
+    if arch == "qwen3":
+        t += [(p + "attn_q_norm.weight",) + vec(hd), (p + "attn_k_norm.weight",) + vec(hd)]
+    b2u, n = {}, 0
+    for b in range(256):
+        printable = 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or 0xAE <= b
+        b2u[b] = chr(b) if printable else chr(0x100 + n)
+        n += 0 if printable else 1
+    tokens = [b2u[b] for b in range(256)] + ["<|endoftext|>"]
+    a = arch + "."
+    kv = [("general.architecture", 8, arch), (a + "block_count", 4, 1), (a + "context_length", 4, 64),
+          (a + "embedding_length", 4, D), (a + "feed_forward_length", 4, F), (a + "attention.head_count", 4, NH),
+          (a + "attention.head_count_kv", 4, NKV), (a + "attention.layer_norm_rms_epsilon", 6, 1e-5),
+          (a + "rope.freq_base", 6, 10000.0), ("tokenizer.ggml.model", 8, "gpt2"),
+          ("tokenizer.ggml.pre", 8, "llama-bpe" if arch == "llama" else "qwen2"),
+          ("tokenizer.ggml.tokens", 9, (8, tokens)), ("tokenizer.ggml.token_type", 9, (5, [1] * 256 + [3])),
+          ("tokenizer.ggml.merges", 9, (8, [b2u[ord("l")] + " " + b2u[ord("o")], "Ġ w"])),
+          ("tokenizer.ggml.bos_token_id", 4, 256), ("tokenizer.ggml.add_bos_token", 7, arch == "llama")]
+    return kv, t
+
+
+for arch, mtype, name in (("llama", 1, "llama_f16"), ("qwen2", 8, "qwen2_q8_0"), ("qwen3", 30, "qwen3_bf16")):
+    put("fuzz_gguf", name, gguf(*gguf_model(arch, mtype)))
+kv, t = gguf_model("llama", 8)
+good = gguf(kv, t)
+put("fuzz_gguf", "llama_q8_0_v2", gguf(kv, t, version=2))
+put("fuzz_gguf", "truncated", good[: len(good) // 2])
+put("fuzz_gguf", "q4_0_tensor", gguf(kv, [t[0][:1] + (2,) + t[0][2:]] + t[1:]))
+put("fuzz_gguf", "alignment_64", gguf(kv + [("general.alignment", 4, 64)], t, alignment=64))
+put("fuzz_gguf", "header_only", good[:24])

@@ -9,6 +9,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
+#include "attnum/model/gguf.h"
 #include "attnum/model/hf_checkpoint.h"
 #include "attnum/model/llama2c.h"
 
@@ -42,6 +43,7 @@ weights load_any(const std::string& path) {
   if (fs::is_directory(path, ec)) return load_hf_checkpoint(path);
   if (!fs::exists(path, ec)) fail("{}: no such model file or folder{}", clip(path), ec ? ": " + ec.message() : "");
   if (fs::path(path).filename() == "config.json") return load_hf_checkpoint(fs::path(path).parent_path());
+  if (is_gguf_file(path) || fs::path(path).extension() == ".gguf") return load_gguf(path);
   return load_llama2c(path);
 }
 }  // namespace
@@ -64,6 +66,7 @@ std::unique_ptr<tokenizer> open_tokenizer(const std::string& model_path, const w
     if (!fs::exists(p)) fail("{}: no tokenizer.json (use --tokenizer PATH)", model_path);
     return load_hf_tokenizer(p.string());
   }
+  if (is_gguf_file(model_path) || fs::path(model_path).extension() == ".gguf") return load_gguf_tokenizer(model_path);
   const fs::path dir = fs::path(model_path).parent_path();
   for (const char* name : {"tok512.bin", "tokenizer.bin"})
     if (fs::exists(dir / name)) return load_llama2c_tokenizer((dir / name).string(), w.cfg.vocab_size);

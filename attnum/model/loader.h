@@ -1,6 +1,6 @@
 #pragma once
-// Opens a model by path: a llama2.c checkpoint file (*.bin) or a Hugging Face folder
-// (config.json + model.safetensors or a sharded index), and its tokenizer.
+// Opens a model by path: a llama2.c checkpoint file (*.bin), a Hugging Face folder
+// (config.json + model.safetensors or a sharded index) or a GGUF file, and its tokenizer.
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,11 +10,12 @@
 
 namespace attnum::model {
 
-/// Returns the model at `path` (a llama2.c file or a Hugging Face folder).
+/// Returns the model at `path` (a llama2.c file, a Hugging Face folder or a GGUF file).
 weights load_model(const std::string& path);
 
 /// Returns the model's tokenizer: `override_path` when given; else tok512.bin or tokenizer.bin
-/// beside a llama2.c file, or tokenizer.json inside a Hugging Face folder.
+/// beside a llama2.c file, tokenizer.json inside a Hugging Face folder, or the tokenizer stored in
+/// a GGUF file.
 std::unique_ptr<tokenizer> load_tokenizer(const std::string& model_path, const weights& w,
                                           const std::string& override_path = "");
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace attnum::model {
@@ -31,5 +32,19 @@ std::unique_ptr<tokenizer> load_llama2c_tokenizer(const std::string& path, int v
 
 /// Loads a Hugging Face tokenizer.json holding a byte-level BPE model (Qwen2, GPT-2 style).
 std::unique_ptr<tokenizer> load_hf_tokenizer(const std::string& path);
+
+/// A byte-level BPE vocabulary held by another container (a GGUF file's tokenizer.ggml.*).
+struct bpe_vocab {
+  std::vector<std::pair<std::string, int>> tokens;  ///< the BPE model's vocabulary: piece, id
+  std::vector<std::string> merges;                  ///< "a b", by rank
+  std::vector<std::pair<std::string, int>> added;   ///< added tokens, split out of the text first
+  std::string pre;  ///< llama.cpp's pre-tokenizer name: "qwen2" or "llama-bpe"
+};
+
+/// The tokenizer of `v`, as load_hf_tokenizer builds it from the equivalent tokenizer.json
+/// ("qwen2": Qwen2's split and NFC; "llama-bpe": Llama 3's split and ignore_merges). Errors name
+/// `what`; `source` is the provenance string. Throws attnum::error for another pre-tokenizer.
+std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::string& what,
+                                              const std::string& source);
 
 }  // namespace attnum::model

@@ -129,6 +129,16 @@ class bpe_tokenizer final : public tokenizer {
     } catch (const nlohmann::json::exception& e) {
       fail("{}: not valid JSON: {}", path, clip(e.what()));
     }
+    init(j, path, fmt::format("{}:{}", std::filesystem::path(path).filename().string(),
+                              fnv1a_hex(text.data(), text.size())));
+  }
+  // The tokenizer of a tokenizer.json document built elsewhere (make_bpe_tokenizer).
+  bpe_tokenizer(const nlohmann::json& j, const std::string& what, const std::string& source) {
+    init(j, what, source);
+  }
+
+ private:
+  void init(const nlohmann::json& j, const std::string& path, const std::string& source) {
     try {
       load(j, path);
     } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
@@ -150,9 +160,10 @@ class bpe_tokenizer final : public tokenizer {
       byte_char_[b] = utf8(c);
       char_byte_[byte_char_[b]] = char(b);
     }
-    source_ = fmt::format("{}:{}", std::filesystem::path(path).filename().string(), fnv1a_hex(text.data(), text.size()));
+    source_ = source;
   }
 
+ public:
   std::vector<int> encode(std::string_view text) const override {
     std::vector<int> ids;
     size_t start = 0;
@@ -455,6 +466,31 @@ class bpe_tokenizer final : public tokenizer {
 
 std::unique_ptr<tokenizer> load_hf_tokenizer(const std::string& path) {
   return std::make_unique<bpe_tokenizer>(path);
+}
+
+std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::string& what,
+                                              const std::string& source) {
+  // The tokenizer.json that Hugging Face ships for each pre-tokenizer llama.cpp names.
+  nlohmann::json j, vocab = nlohmann::json::object(), added = nlohmann::json::array();
+  for (const auto& [piece, id] : v.tokens) vocab[piece] = id;
+  for (const auto& [piece, id] : v.added) added.push_back({{"content", piece}, {"id", id}});
+  const char* regex = nullptr;
+  if (v.pre == "qwen2") {
+    regex = kQwen2Split;
+    j["normalizer"] = {{"type", "NFC"}};
+  } else if (v.pre == "llama-bpe") {
+    regex = kLlama3Split;
+  } else {
+    fail("{}: tokenizer.ggml.pre '{}' not supported (expected qwen2 or llama-bpe)", what, v.pre);
+  }
+  j["model"] = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", v.merges},
+                {"ignore_merges", v.pre == "llama-bpe"}};
+  j["added_tokens"] = std::move(added);
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}},
+                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  return std::make_unique<bpe_tokenizer>(j, what, source);
 }
 
 }  // namespace attnum::model
