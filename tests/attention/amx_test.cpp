@@ -108,7 +108,7 @@ void check_qk(int n_q, int n_kv, int d, dist dq, dist dk, uint64_t seed) {
   }
 }
 
-TEST(AmxExact, QkMatchesChunkOracleOnEveryDistribution) {
+TEST(amx_exact, qk_matches_chunk_oracle_on_every_distribution) {
   REQUIRE_AMX();
   uint64_t seed = 11;
   for (dist dq : {dist::gaussian, dist::log_uniform, dist::extremes, dist::max_same_sign})
@@ -119,7 +119,7 @@ TEST(AmxExact, QkMatchesChunkOracleOnEveryDistribution) {
       }
 }
 
-TEST(AmxExact, QkCausalSkipZeroesOnlyFullyMaskedTiles) {
+TEST(amx_exact, qk_causal_skip_zeroes_only_fully_masked_tiles) {
   REQUIRE_AMX();
   const int n = 96, d = 64;
   const auto q = e4m3_values(static_cast<size_t>(n) * d, 5, dist::log_uniform);
@@ -141,7 +141,7 @@ TEST(AmxExact, QkCausalSkipZeroesOnlyFullyMaskedTiles) {
     }
 }
 
-TEST(AmxExact, SmallValuePlaneSparseAndDenseGiveTheSameSums) {
+TEST(amx_exact, small_value_plane_sparse_and_dense_give_the_same_sums) {
   REQUIRE_AMX();
   // Gaussian data has few values below 1/8 (Q's plane 2 goes to the sparse list); log-uniform
   // data has many (it stays in the tiles). Mixing a sparse Q with both kinds of K covers both.
@@ -149,7 +149,7 @@ TEST(AmxExact, SmallValuePlaneSparseAndDenseGiveTheSameSums) {
   check_qk<double>(130, 70, 128, dist::log_uniform, dist::gaussian, 98);
 }
 
-TEST(AmxExact, RejectsValuesOffTheE4M3Grid) {
+TEST(amx_exact, rejects_values_off_the_e4m3_grid) {
   REQUIRE_AMX();
   std::vector<float> q(16 * 32, 1.0f), k(16 * 32, 1.0f);
   q[5] = 1.0625f;  // 4 fraction bits
@@ -164,7 +164,7 @@ TEST(AmxExact, RejectsValuesOffTheE4M3Grid) {
 }
 
 // INT8 QK: exact int32 sums (as doubles) against a plain integer loop, extremes included.
-TEST(AmxExact, Int8QkMatchesIntegerDotProducts) {
+TEST(amx_exact, int8_qk_matches_integer_dot_products) {
   REQUIRE_AMX();
   std::mt19937_64 rng(21);
   std::uniform_int_distribution<int> u(-128, 127), pick(0, 3);
@@ -224,7 +224,7 @@ void check_pv(int rows, int n_kv, int d, int j0, int n, dist dp, dist dv, uint64
   }
 }
 
-TEST(AmxExact, PvMatchesChunkOracle) {
+TEST(amx_exact, pv_matches_chunk_oracle) {
   REQUIRE_AMX();
   uint64_t seed = 40;
   for (dist dp : {dist::gaussian, dist::log_uniform, dist::extremes, dist::max_same_sign})
@@ -235,7 +235,7 @@ TEST(AmxExact, PvMatchesChunkOracle) {
     }
 }
 
-TEST(AmxExact, PvNanInALiveRowFallsBackUntouched) {
+TEST(amx_exact, pv_nan_in_a_live_row_falls_back_untouched) {
   REQUIRE_AMX();
   const auto v = e4m3_values(64 * 32, 1, dist::gaussian);
   std::vector<float> p(16 * 64, 1.0f), acc(16 * 32, 2.0f);
@@ -251,7 +251,7 @@ TEST(AmxExact, PvNanInALiveRowFallsBackUntouched) {
       e.run(p.data(), 64, 16, live.data(), 0, 64, {acc_kind::fp32, 23, 32}, acc.data(), 32));
 }
 
-TEST(AmxExact, EngineWithTilesEqualsEngineWithout) {
+TEST(amx_exact, engine_with_tiles_equals_engine_without) {
   REQUIRE_AMX();
   set_threads(1);
   int compared = 0;
@@ -283,7 +283,7 @@ TEST(AmxExact, EngineWithTilesEqualsEngineWithout) {
 // Bottom-right causal alignment (n_q < n_kv, one query row as in decoding), head
 // dimensions that are not multiples of 32 or 16 (QK chunks padded; PV falls back when d % 16 != 0),
 // GQA, and the rotated / centred conditions.
-TEST(AmxExact, EngineWithTilesEqualsEngineWithoutOnOddShapes) {
+TEST(amx_exact, engine_with_tiles_equals_engine_without_on_odd_shapes) {
   REQUIRE_AMX();
   set_threads(2);
   for (const char* name : {"fa3", "fa3-acc13", "sage2-sm90", "xqa-sm90", "sage2pp-sm89"})
@@ -306,7 +306,7 @@ TEST(AmxExact, EngineWithTilesEqualsEngineWithoutOnOddShapes) {
   set_threads(1);
 }
 
-TEST(AmxExact, Fa3TakesTheTilePath) {
+TEST(amx_exact, fa3_takes_the_tile_path) {
   REQUIRE_AMX();
   auto L = test::random_layer(1, 1, 256, 256, 128, 3);
   const uint64_t before = amx::run_count();

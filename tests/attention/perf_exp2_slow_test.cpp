@@ -11,7 +11,7 @@
 namespace attnum::attention {
 namespace {
 
-TEST(PerfExp2Slow, EveryFloat) {
+TEST(perf_exp2_slow, every_float) {
   constexpr uint32_t kChunk = 1u << 20;
   std::vector<float> x(kChunk), y(kChunk);
   int64_t bad = 0;

@@ -27,7 +27,7 @@ void expect_same(const std::vector<float>& x) {
   EXPECT_EQ(bad, 0);
 }
 
-TEST(PerfExp2, ConsecutiveFloatsAroundSoftmaxRange) {
+TEST(perf_exp2, consecutive_floats_around_softmax_range) {
   // 2^20 consecutive floats from a few starting points in the range P's arguments take
   std::vector<float> x;
   for (float start : {-0.5f, -7.25f, -20.0f, -126.5f, 0.0f, 3.0f})
@@ -35,7 +35,7 @@ TEST(PerfExp2, ConsecutiveFloatsAroundSoftmaxRange) {
   expect_same(x);
 }
 
-TEST(PerfExp2, RandomAndSpecialInputs) {
+TEST(perf_exp2, random_and_special_inputs) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-160.0f, 140.0f);
   std::vector<float> x(1 << 18);
@@ -53,7 +53,7 @@ TEST(PerfExp2, RandomAndSpecialInputs) {
 
 // exp2f_fma_array(x, a, b) == exp2f(fmaf(x, a, b)) bit for bit, as the fused FA3 softmax pass
 // uses it: scores times a scale minus a max, with the causal mask's -Inf among them.
-TEST(PerfExp2, FusedFmaMatchesScalar) {
+TEST(perf_exp2, fused_fma_matches_scalar) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 30.0f);
   std::vector<float> x(1 << 16);
@@ -78,7 +78,7 @@ TEST(PerfExp2, FusedFmaMatchesScalar) {
 }
 
 // In place (in == out), as the engine calls it, with lanes that take the scalar path.
-TEST(PerfExp2, InPlaceWithScalarLanes) {
+TEST(perf_exp2, in_place_with_scalar_lanes) {
   std::vector<float> x;
   for (int i = 0; i < 1000; ++i) x.push_back(i % 7 == 3 ? (i % 2 ? 200.0f : -300.0f) : (i % 11 == 5 ? NAN : -0.37f * i));
   std::vector<float> y = x;
@@ -93,7 +93,7 @@ TEST(PerfExp2, InPlaceWithScalarLanes) {
   }
 }
 
-TEST(PerfExp2, VectorPathActiveOnThisMachine) {
+TEST(perf_exp2, vector_path_active_on_this_machine) {
   // Not a correctness condition (the scalar fallback is exact too), but the engine's speed
   // depends on it: report when the self-check rejected the vector path.
   if (!fast::exp2f_vector_active()) GTEST_SKIP() << "vector exp2f path inactive (no AVX-512 or a different libm)";

@@ -21,7 +21,7 @@ std::vector<float> random_floats(int n, uint64_t seed, float scale = 1.0f) {
   return v;
 }
 
-TEST(Accumulator, Fp32StepOneIsAnFmaLoop) {
+TEST(accumulator, fp32_step_one_is_an_fma_loop) {
   const auto a = random_floats(1000, 1), b = random_floats(3000, 2, 3.0f);
   for (int stride : {1, 3}) {
     float want = 0.5f;
@@ -31,7 +31,7 @@ TEST(Accumulator, Fp32StepOneIsAnFmaLoop) {
   }
 }
 
-TEST(Accumulator, Fp32ChunksRoundOnceAgainstExactE4m3Sums) {
+TEST(accumulator, fp32_chunks_round_once_against_exact_e4m3_sums) {
   // Products of e4m3 values are multiples of 2^-18 below 2^18: exact in double, and so are sums
   // of a few thousand of them. The reference is therefore a plain double loop per chunk.
   std::vector<float> a = random_floats(777, 3, 40.0f), b = random_floats(777, 4, 40.0f);
@@ -48,7 +48,7 @@ TEST(Accumulator, Fp32ChunksRoundOnceAgainstExactE4m3Sums) {
   }
 }
 
-TEST(Accumulator, SingleRoundingOfTheExactSumNotOfADoubleSum) {
+TEST(accumulator, single_rounding_of_the_exact_sum_not_of_a_double_sum) {
   // 1 + 2^-24 + 2^-80: the exact sum lies above the fp32 midpoint 1 + 2^-24, so RN gives
   // 1 + 2^-23; summing in double first would lose 2^-80 and round the tie to even, 1.0.
   const float a[] = {0x1p-24f, 0x1p-40f}, b[] = {1.0f, 0x1p-40f};
@@ -58,7 +58,7 @@ TEST(Accumulator, SingleRoundingOfTheExactSumNotOfADoubleSum) {
   EXPECT_EQ(accumulate_dot({accum_kind::truncated, 13, 2}, 0.0f + 1.0f, c, d, 2), 2.0f - 0x1p-13f);
 }
 
-TEST(Accumulator, TruncatedHandComputed) {
+TEST(accumulator, truncated_hand_computed) {
   // 2 fraction bits: the grid in [1, 2) is 1, 1.25, 1.5, 1.75.
   const float a[] = {1.0f, 1.0f, 1.0f}, b[] = {1.0f, 0.2f, 0.3f};
   // k_step 1: 1 -> 1 + 0.2 = 1.2 -> 1.0 -> 1.0 + 0.3 = 1.3 -> 1.25.
@@ -80,7 +80,7 @@ TEST(Accumulator, TruncatedHandComputed) {
   EXPECT_EQ(truncate_mantissa(1.7f, 23), 1.7f);
 }
 
-TEST(Accumulator, Fp16RoundsToNearestEvenAndOverflows) {
+TEST(accumulator, fp16_rounds_to_nearest_even_and_overflows) {
   const accumulator_model h{accum_kind::fp16, 10, 1};
   const float one[] = {1.0f, 1.0f};
   const float x1[] = {1.0f, 0.0f}, x3[] = {3.0f, 0.0f};
@@ -97,7 +97,7 @@ TEST(Accumulator, Fp16RoundsToNearestEvenAndOverflows) {
 
 // Once the fp16 accumulator overflows, later chunks add finite sums to Inf: IEEE gives Inf of
 // the same sign (a double-double exact sum would give NaN).
-TEST(Accumulator, OverflowedAccumulatorStaysInfinite) {
+TEST(accumulator, overflowed_accumulator_stays_infinite) {
   const accumulator_model h{accum_kind::fp16, 10, 2};
   const float a[] = {60000.0f, 60000.0f, -1.0f, 3.0f, -70000.0f, 5.0f};
   const float b[] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
@@ -107,7 +107,7 @@ TEST(Accumulator, OverflowedAccumulatorStaysInfinite) {
   EXPECT_EQ(accumulate_dot(h, -INFINITY, a, b, 6), -INFINITY);
 }
 
-TEST(Accumulator, Parse) {
+TEST(accumulator, parse) {
   EXPECT_EQ(parse_accumulator("fp32").kind, accum_kind::fp32);
   EXPECT_EQ(parse_accumulator("fp16").kind, accum_kind::fp16);
   const auto t = parse_accumulator("trunc13", 32);

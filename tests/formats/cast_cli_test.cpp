@@ -12,7 +12,7 @@ namespace {
 using result = attnum::test::run_result;
 result run(const std::string& args) { return attnum::test::run_attnum(args); }
 
-TEST(CastCli, JsonContract) {
+TEST(cast_cli, json_contract) {
   // The example: 0.3 -> 0x2a (0.3125), 448 -> 0x7e, -1e-3 -> 0x81 (-2^-9).
   const result r = run("cast --to e4m3fn --json 0.3 448 -1e-3");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -27,7 +27,7 @@ TEST(CastCli, JsonContract) {
   EXPECT_EQ(j[2]["decoded"], -0.001953125);
 }
 
-TEST(CastCli, TextLinesAndFormats) {
+TEST(cast_cli, text_lines_and_formats) {
   EXPECT_EQ(run("cast --to e4m3fn 0.3 -1e-3").out, "0.3 0x2a 0.3125\n-1e-3 0x81 -0.001953125\n");
   EXPECT_EQ(run("cast --to bf16 1 -2").out, "1 0x3f80 1\n-2 0xc000 -2\n");
   EXPECT_EQ(run("cast --to fp16 65504 0.1").out, "65504 0x7bff 65504\n0.1 0x2e66 0.0999755859\n");
@@ -40,7 +40,7 @@ TEST(CastCli, TextLinesAndFormats) {
   EXPECT_EQ(run("cast --to e4m3fn --scale 0.5 3").out, "3 0x4c 3\n");
 }
 
-TEST(CastCli, BadInputExitsTwoNamingIt) {
+TEST(cast_cli, bad_input_exits_two_naming_it) {
   result r = run("cast --to e4m3fn not-a-number");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("not-a-number"), std::string::npos) << r.out;

@@ -57,9 +57,9 @@ const std::vector<float>& sample() {
   return xs;
 }
 
-class FloatFormat : public ::testing::TestWithParam<format> {};
+class float_format : public ::testing::TestWithParam<format> {};
 
-TEST_P(FloatFormat, DecodeMatchesBitLayoutForEveryCode) {
+TEST_P(float_format, decode_matches_bit_layout_for_every_code) {
   const format f = GetParam();
   for (uint32_t c = 0; c < code_count(f); ++c) {
     const double want = oracle::value_of(f, c), got = decode(f, c);
@@ -76,7 +76,7 @@ TEST_P(FloatFormat, DecodeMatchesBitLayoutForEveryCode) {
   }
 }
 
-TEST_P(FloatFormat, EveryCodeRoundTrips) {
+TEST_P(float_format, every_code_round_trips) {
   const format f = GetParam();
   for (uint32_t c = 0; c < code_count(f); ++c) {
     const double v = decode(f, c);
@@ -93,7 +93,7 @@ TEST_P(FloatFormat, EveryCodeRoundTrips) {
   }
 }
 
-TEST_P(FloatFormat, DenseFloatsMatchNearestValueReference) {
+TEST_P(float_format, dense_floats_match_nearest_value_reference) {
   const format f = GetParam();
   oracle::nearest_reference ref(f);
   for (float x : sample()) {
@@ -104,7 +104,7 @@ TEST_P(FloatFormat, DenseFloatsMatchNearestValueReference) {
   }
 }
 
-TEST_P(FloatFormat, DenseFloatsOtherRoundingsMatchReference) {
+TEST_P(float_format, dense_floats_other_roundings_match_reference) {
   const format f = GetParam();
   oracle::nearest_reference ref(f);
   const uint32_t max_code = static_cast<uint32_t>(ref.values.size() - 1);
@@ -121,7 +121,7 @@ TEST_P(FloatFormat, DenseFloatsOtherRoundingsMatchReference) {
   }
 }
 
-TEST_P(FloatFormat, DenseFloatsMatchCudaHostConversions) {
+TEST_P(float_format, dense_floats_match_cuda_host_conversions) {
   if constexpr (!oracle::kHaveCuda) GTEST_SKIP() << "no /usr/local/cuda/include/cuda_fp8.h";
   const format f = GetParam();
   const bool fp8 = f == format::e4m3fn || f == format::e5m2;
@@ -152,7 +152,7 @@ std::vector<double> double_sample(format f) {
   return xs;
 }
 
-TEST_P(FloatFormat, DoublesRoundOnceAgainstReferenceAndCuda) {
+TEST_P(float_format, doubles_round_once_against_reference_and_cuda) {
   const format f = GetParam();
   oracle::nearest_reference ref(f);
   const bool fp8 = f == format::e4m3fn || f == format::e5m2;
@@ -169,7 +169,7 @@ TEST_P(FloatFormat, DoublesRoundOnceAgainstReferenceAndCuda) {
   }
 }
 
-TEST_P(FloatFormat, NaNInputsGiveNaN) {
+TEST_P(float_format, na_n_inputs_give_na_n) {
   const format f = GetParam();
   for (uint32_t u : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fa00000u, 0xffffffffu}) {
     const float x = std::bit_cast<float>(u);
@@ -183,7 +183,7 @@ TEST_P(FloatFormat, NaNInputsGiveNaN) {
   }
 }
 
-TEST_P(FloatFormat, MonotoneAndSignSymmetric) {
+TEST_P(float_format, monotone_and_sign_symmetric) {
   const format f = GetParam();
   std::vector<float> xs;
   for (float x : sample())
@@ -199,7 +199,7 @@ TEST_P(FloatFormat, MonotoneAndSignSymmetric) {
   }
 }
 
-TEST_P(FloatFormat, UlpIsTheGapToTheNextCode) {
+TEST_P(float_format, ulp_is_the_gap_to_the_next_code) {
   const format f = GetParam();
   for (uint32_t c = 0; c + 1 < sign_bit(f); ++c) {
     const double v = decode(f, c), next = decode(f, c + 1);
@@ -210,7 +210,7 @@ TEST_P(FloatFormat, UlpIsTheGapToTheNextCode) {
   }
 }
 
-TEST_P(FloatFormat, InlineQuantizeEqualsDecodeOfEncode) {
+TEST_P(float_format, inline_quantize_equals_decode_of_encode) {
   const format f = GetParam();
   for (float x : sample()) {
     const float ref = static_cast<float>(decode(f, encode(f, x)));  // saturating RNE
@@ -235,10 +235,10 @@ TEST_P(FloatFormat, InlineQuantizeEqualsDecodeOfEncode) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, FloatFormat, ::testing::ValuesIn(oracle::kFloatFormats),
+INSTANTIATE_TEST_SUITE_P(All, float_format, ::testing::ValuesIn(oracle::kFloatFormats),
                          [](const auto& p) { return std::string(attnum::formats::info(p.param).name); });
 
-TEST(Format, InfoAndParse) {
+TEST(format, info_and_parse) {
   EXPECT_EQ(info(format::e4m3fn).max_finite, 448.0);
   EXPECT_EQ(info(format::e5m2).max_finite, 57344.0);
   EXPECT_EQ(info(format::fp16).max_finite, 65504.0);
@@ -251,7 +251,7 @@ TEST(Format, InfoAndParse) {
   EXPECT_THROW(parse_format("e4m3fnuz"), attnum::error);
 }
 
-TEST(Format, E4m3SaturationAndFlushBoundaries) {
+TEST(format, e4m3_saturation_and_flush_boundaries) {
   const auto e = [](double x, bool sat = true) { return encode(format::e4m3fn, x, rounding::nearest_even, sat); };
   EXPECT_EQ(e(448), 0x7eu);
   EXPECT_EQ(e(464), 0x7eu);                 // tie between 448 (even) and 480: 448
@@ -270,7 +270,7 @@ TEST(Format, E4m3SaturationAndFlushBoundaries) {
   EXPECT_EQ(e(-1e-3), 0x81u);
 }
 
-TEST(Format, E5m2AndHalfOverflow) {
+TEST(format, e5m2_and_half_overflow) {
   EXPECT_EQ(encode(format::e5m2, 57344.0), 0x7bu);
   EXPECT_EQ(encode(format::e5m2, 61439.0, rounding::nearest_even, false), 0x7bu);
   EXPECT_EQ(encode(format::e5m2, 61440.0, rounding::nearest_even, false), 0x7cu);  // tie to even: Inf
@@ -282,7 +282,7 @@ TEST(Format, E5m2AndHalfOverflow) {
   EXPECT_EQ(encode(format::bf16, -1e39), 0xff7fu);
 }
 
-TEST(Format, TiesToEven) {
+TEST(format, ties_to_even) {
   // 1 + 2^-4 is the midpoint of 1 and 1.125 in e4m3fn: even code 0x38 (1.0).
   EXPECT_EQ(decode(format::e4m3fn, encode(format::e4m3fn, 1.0625)), 1.0);
   EXPECT_EQ(decode(format::e4m3fn, encode(format::e4m3fn, 1.1875)), 1.25);
@@ -292,7 +292,7 @@ TEST(Format, TiesToEven) {
   EXPECT_EQ(decode(format::bf16, encode(format::bf16, 1.0 + 0x3p-8)), 1.0 + 0x1p-6);
 }
 
-TEST(Format, Int8HalfAwayVersusNearestEven) {
+TEST(format, int8_half_away_versus_nearest_even) {
   const auto q = [](double x, rounding r) { return decode(format::int8, encode(format::int8, x, r)); };
   for (auto [x, away, even] : std::vector<std::tuple<double, double, double>>{
            {0.5, 1, 0}, {1.5, 2, 2}, {2.5, 3, 2}, {-2.5, -3, -2}, {-0.5, -1, 0}, {126.5, 127, 126},
@@ -310,7 +310,7 @@ TEST(Format, Int8HalfAwayVersusNearestEven) {
   EXPECT_EQ(decode(format::int8, encode(format::int8, static_cast<double>(just_below_half), rounding::half_away)), 0.0);
 }
 
-TEST(Format, Int8InlineQuantizeEqualsDecodeOfEncode) {
+TEST(format, int8_inline_quantize_equals_decode_of_encode) {
   for (float x : sample())
     for (rounding r : {rounding::half_away, rounding::nearest_even}) {
       const float ref = static_cast<float>(decode(format::int8, encode(format::int8, x, r)));

@@ -54,7 +54,7 @@ std::vector<float> decode_table(format f) {
 
 bool same(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (std::isnan(a) && std::isnan(b)); }
 
-TEST(FormatsExhaustive, EncodeMatchesOracleForEveryFloat) {
+TEST(formats_exhaustive, encode_matches_oracle_for_every_float) {
   const check checks[] = {{format::e4m3fn, true}, {format::e4m3fn, false}, {format::e5m2, true},
                           {format::e5m2, false},  {format::bf16, false},   {format::fp16, false}};
   for (const check c : checks) {
@@ -80,7 +80,7 @@ TEST(FormatsExhaustive, EncodeMatchesOracleForEveryFloat) {
   }
 }
 
-TEST(FormatsExhaustive, InlineQuantizeEqualsDecodeOfEncodeForEveryFloat) {
+TEST(formats_exhaustive, inline_quantize_equals_decode_of_encode_for_every_float) {
   const auto e4 = decode_table(format::e4m3fn), e5 = decode_table(format::e5m2);
   const auto bf = decode_table(format::bf16), hf = decode_table(format::fp16);
   all_floats("quantize_e4m3_sat", [&](float x) { return same(quantize_e4m3_sat(x), e4[encode(format::e4m3fn, x)]); });

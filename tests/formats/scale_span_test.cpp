@@ -104,7 +104,7 @@ std::string name(const scale_spec& s) {
          std::to_string(s.fmt_max);
 }
 
-TEST(ScaleSpan, EqualsCastInGroupForEveryFormatRoundingAndScale) {
+TEST(scale_span, equals_cast_in_group_for_every_format_rounding_and_scale) {
   const auto wide = wide_range(1000, 1);
   for (const scale_spec& s : all_specs()) {
     // group amaxes: all zero (the all-zero rule, with and without eps), tiny, subnormal, the
@@ -121,7 +121,7 @@ TEST(ScaleSpan, EqualsCastInGroupForEveryFormatRoundingAndScale) {
   }
 }
 
-TEST(ScaleSpan, ByOperandEqualsCastInGroupPerElement) {
+TEST(scale_span, by_operand_equals_cast_in_group_per_element) {
   const size_t n = 301;
   const auto x = wide_range(n, 3);
   std::mt19937_64 rng(4);
@@ -140,7 +140,7 @@ TEST(ScaleSpan, ByOperandEqualsCastInGroupPerElement) {
   }
 }
 
-TEST(ScaleSpan, QuantizeSpanEqualsQuantizeValue) {
+TEST(scale_span, quantize_span_equals_quantize_value) {
   const auto x = wide_range(777, 5);
   for (format f : {format::e4m3fn, format::e5m2, format::bf16, format::fp16, format::int8, format::fp32})
     for (rounding r : {rounding::nearest_even, rounding::half_away, rounding::toward_zero}) {
@@ -156,7 +156,7 @@ TEST(ScaleSpan, QuantizeSpanEqualsQuantizeValue) {
 // conversions (int8 half_away has its own vectorisable truncation) against cast_in_group and
 // quantize_value. (Not x / 1.0f in the test: GCC folds that to x, which keeps a signalling NaN
 // signalling, where a division by a scale of 1 quiets it.)
-TEST(ScaleSpan, StridedSweepOfAllFloatsAtScaleOne) {
+TEST(scale_span, strided_sweep_of_all_floats_at_scale_one) {
   std::vector<float> x;
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 2039) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
   for (float special : {0.0f, -0.0f, 0.5f, -0.5f, 1.5f, -1.5f, 126.5f, -127.5f, -128.5f, 0x1p23f, -0x1p23f, 0x1.000002p23f})
@@ -177,7 +177,7 @@ TEST(ScaleSpan, StridedSweepOfAllFloatsAtScaleOne) {
 
 // span_amax against a plain loop: max |x| in double, NaN skipped (std::max keeps the first
 // argument when the comparison is false).
-TEST(ScaleSpan, AmaxEqualsPlainLoopAndSkipsNaN) {
+TEST(scale_span, amax_equals_plain_loop_and_skips_na_n) {
   auto x = wide_range(1000, 6);
   for (size_t n : {size_t{0}, size_t{1}, size_t{5}, size_t{64}, size_t{999}, size_t{1000}}) {
     double m = 0;
@@ -194,7 +194,7 @@ TEST(ScaleSpan, AmaxEqualsPlainLoopAndSkipsNaN) {
 
 // span_all_finite against std::isfinite at every position of a span, Inf of both signs and NaN
 // payloads (quiet, signalling, negative), with the largest finite value and subnormals finite.
-TEST(ScaleSpan, AllFiniteEqualsIsfiniteAtEveryPosition) {
+TEST(scale_span, all_finite_equals_isfinite_at_every_position) {
   const float bad[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), std::nanf(""),
                        -std::nanf(""), std::numeric_limits<float>::signaling_NaN(), std::bit_cast<float>(0x7f800001u)};
   std::vector<float> x(77);  // finite patterns over every exponent (0: subnormal .. 254)
@@ -217,7 +217,7 @@ TEST(ScaleSpan, AllFiniteEqualsIsfiniteAtEveryPosition) {
 // the same bits on 1 and 2 threads, for presets covering each granularity (kv_group, head,
 // row_group, channel, tensor with one K/V scale, token, block, none), Sage's smooth_k and
 // dequant_unit, and the causal scale scope; the layer is large enough that the loops split.
-TEST(ScaleSpan, PrepareLayerSameBitsOnOneAndTwoThreads) {
+TEST(scale_span, prepare_layer_same_bits_on_one_and_two_threads) {
   using namespace attnum::attention;
   const int n_head = 4, n_head_kv = 2, n = 256, d = 64;  // K and V: 2^15 elements, the threads' minimum
   std::mt19937_64 rng(7);
@@ -263,7 +263,7 @@ TEST(ScaleSpan, PrepareLayerSameBitsOnOneAndTwoThreads) {
 // of q before k before v, as the serial order does; also where prepare_layer leaves the check of
 // an operand it does not copy to that operand's cast (keep_operands false: plain fa3 copies none,
 // rotate copies q and k, Sage's smooth_k copies k; V per channel under Sage), in any mix.
-TEST(ScaleSpan, PrepareLayerNamesTheFirstNonFiniteInputOnThreads) {
+TEST(scale_span, prepare_layer_names_the_first_non_finite_input_on_threads) {
   using namespace attnum::attention;
   const int n = 512, d = 64;
   const int threads_before = attnum::threads();
@@ -307,7 +307,7 @@ TEST(ScaleSpan, PrepareLayerNamesTheFirstNonFiniteInputOnThreads) {
 // prepare_layer's per-channel V under the causal scope against a plain loop written from the
 // rule (kernels.md: the amax of a block's channel covers the tokens up to the block's end),
 // through the one-element cast_in_group.
-TEST(ScaleSpan, PrepareLayerCausalChannelScalesMatchPlainLoop) {
+TEST(scale_span, prepare_layer_causal_channel_scales_match_plain_loop) {
   using namespace attnum::attention;
   const int n = 200, d = 16;
   std::mt19937_64 rng(8);

@@ -55,7 +55,7 @@ void check_groups(const std::vector<float>& x, int cols, const scale_spec& spec,
   EXPECT_FALSE(t.has_nan);
 }
 
-TEST(Scale, TensorBlockTokenChannel) {
+TEST(scale, tensor_block_token_channel) {
   const int rows = 70, cols = 12;
   const auto x = matrix(rows, cols, 1);
   for (auto gran : {scale_granularity::tensor, scale_granularity::block, scale_granularity::token,
@@ -82,7 +82,7 @@ TEST(Scale, TensorBlockTokenChannel) {
   }
 }
 
-TEST(Scale, SageRowGroupsInt8) {
+TEST(scale, sage_row_groups_int8) {
   const int rows = 96, cols = 8;
   const auto x = matrix(rows, cols, 2);
   // sm89 Q: in each 32-row segment, rows {r, r+8, r+16, r+24}, r = 0..7.
@@ -110,7 +110,7 @@ TEST(Scale, SageRowGroupsInt8) {
   check_groups(x, cols, k, scaled_cast(x.data(), rows, cols, k), gk);
 }
 
-TEST(Scale, SageVPerChannelReciprocalAndZeroChannel) {
+TEST(scale, sage_v_per_channel_reciprocal_and_zero_channel) {
   const int rows = 10, cols = 3;
   auto x = matrix(rows, cols, 3);
   for (int r = 0; r < rows; ++r) x[r * cols + 2] = 0.0f;  // an all-zero channel
@@ -138,7 +138,7 @@ TEST(Scale, SageVPerChannelReciprocalAndZeroChannel) {
 }
 
 // The one all-zero rule (scale.h): x / scale without eps gives scale 1 and zeros, not NaN.
-TEST(Scale, AllZeroGroupWithoutEpsIsScaleOne) {
+TEST(scale, all_zero_group_without_eps_is_scale_one) {
   std::vector<float> x = {0.0f, -0.0f, 0.0f, 0.0f, 3.0f, -1.5f};
   scale_spec s;
   s.gran = scale_granularity::token;
@@ -157,7 +157,7 @@ TEST(Scale, AllZeroGroupWithoutEpsIsScaleOne) {
   EXPECT_TRUE(std::isnan(cast_in_group(0.0f, 0.0, 0.0f, s)));
 }
 
-TEST(Scale, SaturationCountAndErrors) {
+TEST(scale, saturation_count_and_errors) {
   std::vector<float> x = {1.0f, -1.0f, 0.5f, 0.25f};
   scale_spec s;
   s.fmt_max = 1000;  // scaled values 1000, -1000, 500 exceed 448; 250 does not
@@ -186,7 +186,7 @@ TEST(Scale, SaturationCountAndErrors) {
 
 // The engine casts through this scaled cast: a prepared layer's per-head K (fa3), Sage's
 // per-thread INT8 Q groups and per-channel V (sage2pp-sm89) equal scaled_cast of the same head.
-TEST(Scale, EngineUsesTheOneScaledCast) {
+TEST(scale, engine_uses_the_one_scaled_cast) {
   const int n = 70, d = 16;
   const auto q = matrix(n, d, 11), k = matrix(n, d, 12);
   auto v = matrix(n, d, 13);

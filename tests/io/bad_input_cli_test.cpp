@@ -33,7 +33,7 @@ namespace {
 
 const std::string kData = ATTNUM_DATA_DIR;  // data/ in the repository (stories260K, tok512)
 
-class BadInput : public ::testing::Test {
+class bad_input : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
@@ -94,7 +94,7 @@ class BadInput : public ::testing::Test {
 
 // --- crashes --------------------------------------------------------------------------------
 
-TEST_F(BadInput, TokenizerJsonIdsOutsideTheRange) {
+TEST_F(bad_input, tokenizer_json_ids_outside_the_range) {
   ASSERT_TRUE(fs::exists(stories())) << stories();
   const fs::path text = file("t.txt", "Once upon a time");
   const fs::path out = dir_ / "out";
@@ -112,7 +112,7 @@ TEST_F(BadInput, TokenizerJsonIdsOutsideTheRange) {
           {tok.string(), "added_tokens[0].id"}, out);
 }
 
-TEST_F(BadInput, TokenizerJsonTypeErrorsNameTheFile) {
+TEST_F(bad_input, tokenizer_json_type_errors_name_the_file) {
   ASSERT_TRUE(fs::exists(stories())) << stories();
   const fs::path text = file("t.txt", "Once upon a time");
   for (const std::string& body :
@@ -127,7 +127,7 @@ TEST_F(BadInput, TokenizerJsonTypeErrorsNameTheFile) {
   }
 }
 
-TEST_F(BadInput, ZooTokenCountsOutsideTheRange) {
+TEST_F(bad_input, zoo_token_counts_outside_the_range) {
   const fs::path out = dir_ / "out";
   refused("heads --zoo --n-tok 0 --quiet --out " + out.string(), {"--n-tok 0"}, out);
   refused("heads --zoo --n-tok -8 --quiet --out " + out.string(), {"--n-tok -8"}, out);
@@ -136,7 +136,7 @@ TEST_F(BadInput, ZooTokenCountsOutsideTheRange) {
   refused("heads --zoo --texts 0 --quiet --out " + out.string(), {"--texts 0"}, out);
 }
 
-TEST_F(BadInput, PcastAndBenchSizesOutsideTheRange) {
+TEST_F(bad_input, pcast_and_bench_sizes_outside_the_range) {
   const fs::path out = dir_ / "out";
   for (const char* n : {"0", "-3", "2147483647", "1.5"})
     refused(std::string("pcast simulate --quick --n-tok ") + n + " --out " + out.string(),
@@ -157,7 +157,7 @@ TEST_F(BadInput, PcastAndBenchSizesOutsideTheRange) {
   refused("bench forward --weights fp8", {"--weights fp8", "expected fp32 or bf16"});
 }
 
-TEST_F(BadInput, ThreadsAboveTheCoresAreCappedNegativeRefused) {
+TEST_F(bad_input, threads_above_the_cores_are_capped_negative_refused) {
   const std::string args = qkv();
   const run_result r = run_attnum("--threads 100000 " + args + " --kernel fa3");
   EXPECT_EQ(r.status, 0) << r.out;
@@ -167,7 +167,7 @@ TEST_F(BadInput, ThreadsAboveTheCoresAreCappedNegativeRefused) {
 
 // --- aborts from worker threads, knob ranges --------------------------------------------------
 
-TEST_F(BadInput, KnobsOutsideTheirRangeAreRefusedBeforeAnyWork) {
+TEST_F(bad_input, knobs_outside_their_range_are_refused_before_any_work) {
   const std::string args = qkv();
   const fs::path out = dir_ / "o.npy";
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -184,7 +184,7 @@ TEST_F(BadInput, KnobsOutsideTheirRangeAreRefusedBeforeAnyWork) {
 
 // --- security: file references inside a model folder ----------------------------------------
 
-TEST_F(BadInput, ShardNamesMustStayInsideTheModelFolder) {
+TEST_F(bad_input, shard_names_must_stay_inside_the_model_folder) {
   const std::string secret = "root:x:0:0:SECRET-BYTES";
   file("outside/secret.safetensors", std::string("\x10\0\0\0\0\0\0\0", 8) + secret);
   for (const std::string& name : {std::string("../outside/secret.safetensors"), std::string("../../../../../../etc/passwd"),
@@ -203,7 +203,7 @@ TEST_F(BadInput, ShardNamesMustStayInsideTheModelFolder) {
 
 // --- wrong results with exit 0 ----------------------------------------------------------------
 
-TEST_F(BadInput, HfConfigIntegersMustBeExactAndInRange) {
+TEST_F(bad_input, hf_config_integers_must_be_exact_and_in_range) {
   const fs::path ids = file("ids.txt", "1 2 3 4");
   for (const char* v : {"4294967312", "16.5", "true", "1e30", "-16", "0", "\"16\"", "2147483648"}) {
     const fs::path m = hf("m", "\"hidden_size\": " + std::string(v));
@@ -216,7 +216,7 @@ TEST_F(BadInput, HfConfigIntegersMustBeExactAndInRange) {
           {"config.json", "num_key_value_heads"}, dir_ / "out");
 }
 
-TEST_F(BadInput, Llama2cVocabOutOfRange) {
+TEST_F(bad_input, llama2c_vocab_out_of_range) {
   const fs::path ids = file("ids.txt", "1 2 3 4");
   for (int32_t vocab : {INT32_MIN, 0}) {
     const fs::path m = llama2c("m.bin", vocab);
@@ -226,7 +226,7 @@ TEST_F(BadInput, Llama2cVocabOutOfRange) {
   }
 }
 
-TEST_F(BadInput, TokenizerLargerThanTheModelVocabulary) {
+TEST_F(bad_input, tokenizer_larger_than_the_model_vocabulary) {
   ASSERT_TRUE(fs::exists(stories())) << stories();
   const fs::path m = llama2c("m.bin", 300);
   const fs::path text = file("t.txt", "Once upon a time");
@@ -235,7 +235,7 @@ TEST_F(BadInput, TokenizerLargerThanTheModelVocabulary) {
           {"tok512.bin", "vocab_size 300"}, dir_ / "out");
 }
 
-TEST_F(BadInput, TokenizerNanScores) {
+TEST_F(bad_input, tokenizer_nan_scores) {
   const fs::path m = llama2c("m.bin", 300);
   std::string tok(4, '\0');
   const int32_t max_len = 4;
@@ -253,14 +253,14 @@ TEST_F(BadInput, TokenizerNanScores) {
           {t.string(), "token 7", "NaN"}, dir_ / "out");
 }
 
-TEST_F(BadInput, CastOfTheSmallestSubnormalGivesACode) {
+TEST_F(bad_input, cast_of_the_smallest_subnormal_gives_a_code) {
   const run_result r = run_attnum("cast --to e4m3fn --json 4.9e-324");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("\"code\":\"0x00\""), std::string::npos) << r.out;
   refused("cast --to e4m3fn 1e999", {"1e999", "range"});
 }
 
-TEST_F(BadInput, NanOutputIsNeverReportedAsErrorZero) {
+TEST_F(bad_input, nan_output_is_never_reported_as_error_zero) {
   // All-zero V: the fp64 reference is 0, and sage2pp-sm89's per-channel V scale (no eps) makes
   // the output NaN. Its rel_err must not read 0 (it was: 0 / 0 was taken as exact).
   std::vector<float> q(2 * 16 * 8), k(16 * 8), v(16 * 8, 0.0f);
@@ -301,7 +301,7 @@ TEST_F(BadInput, NanOutputIsNeverReportedAsErrorZero) {
 
 // --- denial of service ----------------------------------------------------------------------
 
-TEST_F(BadInput, FifoIsRefusedWithoutBlocking) {
+TEST_F(bad_input, fifo_is_refused_without_blocking) {
   const std::string args = qkv();
   const fs::path fifo = dir_ / "q.npy";
   fs::remove(fifo);
@@ -324,7 +324,7 @@ TEST_F(BadInput, FifoIsRefusedWithoutBlocking) {
 // A study's inputs are hashed (checkpoints/study.json) from the descriptor that was checked, never
 // reopened by name: a FIFO or a symlink to /dev/zero as a capture or kernel-output file is refused
 // at once (no hang), naming it; a good capture's recorded hash is that of its bytes.
-TEST_F(BadInput, CaptureHashesReadOneDescriptorFifoAndDevZeroRefused) {
+TEST_F(bad_input, capture_hashes_read_one_descriptor_fifo_and_dev_zero_refused) {
   std::vector<float> q(2 * 4 * 8, 0.25f), kv(1 * 4 * 8, 0.5f);
   for (size_t i = 0; i < q.size(); ++i) q[i] = float(int(i % 7) - 3) * 0.125f;
   for (size_t i = 0; i < kv.size(); ++i) kv[i] = float(int(i % 5) - 2) * 0.25f;
@@ -374,7 +374,7 @@ TEST_F(BadInput, CaptureHashesReadOneDescriptorFifoAndDevZeroRefused) {
 
 // --- partial folders ------------------------------------------------------------------------
 
-TEST_F(BadInput, CaptureErrorMidRunLeavesNoFolderHeadsNoCheckpoints) {
+TEST_F(bad_input, capture_error_mid_run_leaves_no_folder_heads_no_checkpoints) {
   // A capture whose layer 0 K and V disagree: found when the unit is computed, after the
   // study's checkpoints/study.json was written.
   std::vector<float> q(2 * 4 * 8, 0.25f), k(1 * 4 * 8, 0.5f), v(1 * 3 * 8, 0.5f);
@@ -403,7 +403,7 @@ TEST_F(BadInput, CaptureErrorMidRunLeavesNoFolderHeadsNoCheckpoints) {
   EXPECT_FALSE(fs::exists(out / "checkpoints"));
 }
 
-TEST_F(BadInput, ShapesOutOfRangePrintedUnsigned) {
+TEST_F(bad_input, shapes_out_of_range_printed_unsigned) {
   // [0, 2^64-1]: zero elements, but a dimension no count can hold.
   const std::string header = "{\"q\":{\"dtype\":\"F32\",\"shape\":[0,18446744073709551615],\"data_offsets\":[0,0]}}";
   std::string bytes(8, '\0');
@@ -416,7 +416,7 @@ TEST_F(BadInput, ShapesOutOfRangePrintedUnsigned) {
           {q.string(), "18446744073709551615"});
 }
 
-TEST_F(BadInput, UnclearMessagesNowNameTheProblem) {
+TEST_F(bad_input, unclear_messages_now_name_the_problem) {
   const std::string args = qkv();
   // --text or --token-ids on a folder
   const fs::path m = llama2c("m.bin", 300);
@@ -437,7 +437,7 @@ TEST_F(BadInput, UnclearMessagesNowNameTheProblem) {
 
 // A 100 KB value in a flag, a knob or a file's field: the message quotes at most ~200 bytes of it
 // (attnum::clip; CLI11's own messages are cut where main prints them) and still names the field.
-TEST_F(BadInput, HugeValuesAreClippedInMessages) {
+TEST_F(bad_input, huge_values_are_clipped_in_messages) {
   const std::string v(100000, 'x');
   const fs::path out = dir_ / "out";
   const std::string args = qkv();
@@ -472,7 +472,7 @@ TEST_F(BadInput, HugeValuesAreClippedInMessages) {
 
 // --- a finished folder says so ----------------------------------------------------------------
 
-TEST_F(BadInput, CompletionMarkerWrittenLastAndRequired) {
+TEST_F(bad_input, completion_marker_written_last_and_required) {
   const std::string small = "heads --zoo --n-tok 16 --layers 1 --texts 1 --quiet --kernel fa3 --conditions plain,rotate ";
   const fs::path a = dir_ / "a", b = dir_ / "b", merged = dir_ / "merged";
   // A temp file of a killed run whose token the folder's lock file records goes on the next
@@ -506,7 +506,7 @@ TEST_F(BadInput, CompletionMarkerWrittenLastAndRequired) {
 
 // A symlink to /dev/zero or a FIFO in place of a file of a folder read back (report, merge,
 // resume): refused at once, naming the file, without reading it (memory capped at 2 GiB here).
-TEST_F(BadInput, DevZeroAndFifoInAResultFolderRefusedNamingTheFile) {
+TEST_F(bad_input, dev_zero_and_fifo_in_a_result_folder_refused_naming_the_file) {
   const std::string small = "heads --zoo --n-tok 16 --layers 1 --texts 1 --quiet --kernel fa3 --conditions plain,rotate ";
   const fs::path full = dir_ / "full", s0 = dir_ / "s0", s1 = dir_ / "s1";
   ASSERT_EQ(run_attnum(small + "--out " + full.string()).status, 0);
@@ -556,7 +556,7 @@ TEST_F(BadInput, DevZeroAndFifoInAResultFolderRefusedNamingTheFile) {
 
 // --- non-finite numbers are refused or flagged, never summarised ------------------------------
 
-TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
+TEST_F(bad_input, non_finite_weights_refused_and_non_finite_outputs_flagged) {
   // One NaN embedding weight (llama2.c: the embedding table follows the 28-byte header).
   const fs::path m = llama2c("nan.bin", 300);
   {
@@ -640,7 +640,7 @@ TEST_F(BadInput, NonFiniteWeightsRefusedAndNonFiniteOutputsFlagged) {
 
 // --- a result folder has one writer, and no output lands in an input ---------------------------
 
-TEST_F(BadInput, SecondRunIntoALockedFolderAndOutInsideAnInputRefused) {
+TEST_F(bad_input, second_run_into_a_locked_folder_and_out_inside_an_input_refused) {
   const fs::path d = dir_ / "D";
   fs::create_directories(d);
   file("D/earlier.csv", "another run's file");

@@ -12,7 +12,7 @@
 namespace attnum::io {
 namespace {
 
-TEST(Csv, CellsFollowRfc4180AndTheResultConventions) {
+TEST(csv, cells_follow_rfc4180_and_the_result_conventions) {
   EXPECT_EQ(csv_cell(nlohmann::json(nullptr)), "");
   EXPECT_EQ(csv_cell(nlohmann::json("plain")), "plain");
   EXPECT_EQ(csv_cell(nlohmann::json("a,b")), "\"a,b\"");
@@ -28,7 +28,7 @@ TEST(Csv, CellsFollowRfc4180AndTheResultConventions) {
   EXPECT_EQ(csv_cell(nlohmann::ordered_json(2.5e-300)), "2.5e-300");
 }
 
-TEST(Csv, TablesKeepColumnOrderAndEmptyCellsForMissingKeys) {
+TEST(csv, tables_keep_column_order_and_empty_cells_for_missing_keys) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   rows.push_back({{"kernel", "fa3"}, {"x", 1.5}, {"note", "a,b"}});
   rows.push_back({{"kernel", "sage"}, {"x", nullptr}, {"note", "c"}});
@@ -38,7 +38,7 @@ TEST(Csv, TablesKeepColumnOrderAndEmptyCellsForMissingKeys) {
   EXPECT_EQ(csv_table(nlohmann::json::array()), "");
 }
 
-TEST(Csv, ReportParserReadsWhatTheWriterWrites) {
+TEST(csv, report_parser_reads_what_the_writer_writes) {
   nlohmann::json rows = nlohmann::json::array();
   rows.push_back({{"name", "with, comma"}, {"v", 0.25}, {"q", "quote \" inside"}});
   rows.push_back({{"name", "x"}, {"v", -3}, {"q", ""}});

@@ -34,7 +34,7 @@ std::string npy_bytes(const std::string& dict, const std::string& data, char maj
   return out + h + data;
 }
 
-TEST(Npy, ReadsHandBuiltFloat32) {
+TEST(npy, reads_hand_built_float32) {
   const std::string dir = io_test::temp_dir(), path = dir + "/a.npy";
   std::string data;
   for (float v : {1.0f, -2.5f, 3.0f, 0.125f, 5.0f, 6.0f}) data += raw(v);
@@ -45,7 +45,7 @@ TEST(Npy, ReadsHandBuiltFloat32) {
   EXPECT_EQ(a.data, (std::vector<float>{1.0f, -2.5f, 3.0f, 0.125f, 5.0f, 6.0f}));
 }
 
-TEST(Npy, ReadsFloat64AndFloat16AndVersion2) {
+TEST(npy, reads_float64_and_float16_and_version2) {
   const std::string dir = io_test::temp_dir();
   std::string d64;
   for (double v : {0.1, -7.0}) d64 += raw(v);
@@ -68,7 +68,7 @@ TEST(Npy, ReadsFloat64AndFloat16AndVersion2) {
   EXPECT_TRUE(std::isinf(h.data[3]));
 }
 
-TEST(Npy, WriterOutputIsTheSpecLayout) {
+TEST(npy, writer_output_is_the_spec_layout) {
   const std::string dir = io_test::temp_dir(), path = dir + "/w.npy";
   const std::vector<float> x = {1, 2, 3, 4, 5, 6};
   write_npy(path, x.data(), {2, 3});
@@ -81,7 +81,7 @@ TEST(Npy, WriterOutputIsTheSpecLayout) {
     EXPECT_EQ(e.path().filename(), "w.npy");  // no temp file left behind
 }
 
-TEST(Npy, RoundTrips) {
+TEST(npy, round_trips) {
   const std::string dir = io_test::temp_dir();
   std::vector<float> x(2 * 3 * 4);
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(i) - 1.0f;
@@ -101,7 +101,7 @@ TEST(Npy, RoundTrips) {
   EXPECT_EQ(shape, (std::vector<int64_t>{3, 1}));
 }
 
-TEST(Npy, BadFilesNameTheFileAndTheField) {
+TEST(npy, bad_files_name_the_file_and_the_field) {
   const std::string dir = io_test::temp_dir();
   const std::string good = npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", std::string(16, '\0'));
   io_test::write_bytes(dir + "/t.npy", good.substr(0, good.size() - 3));

@@ -30,7 +30,7 @@ const char* kTwoTensorHeader =
     R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
     R"("b":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]},"__metadata__":{"model":"m","n":"3"}})";
 
-TEST(Safetensors, ReadsHandBuiltFile) {
+TEST(safetensors, reads_hand_built_file) {
   const std::string path = io_test::temp_dir() + "/a.safetensors";
   io_test::write_bytes(path, st_bytes(kTwoTensorHeader, two_tensor_data()));
   const safetensors_file f(path);
@@ -50,7 +50,7 @@ TEST(Safetensors, ReadsHandBuiltFile) {
   io_test::expect_error([&] { f.at("c"); }, {path, "'c'"});
 }
 
-TEST(Safetensors, IntegerAndHalfDtypes) {
+TEST(safetensors, integer_and_half_dtypes) {
   const std::string path = io_test::temp_dir() + "/i.safetensors";
   std::string d;
   d += raw(int64_t{-5});
@@ -70,7 +70,7 @@ TEST(Safetensors, IntegerAndHalfDtypes) {
   EXPECT_EQ(f.at("s").to_float()[0], -128.0f);
 }
 
-TEST(Safetensors, WriteReadRoundTripWithMetadata) {
+TEST(safetensors, write_read_round_trip_with_metadata) {
   const std::string dir = io_test::temp_dir(), path = dir + "/w.safetensors";
   std::vector<float> x(3 * 4 * 5);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * 100.0f;
@@ -107,7 +107,7 @@ TEST(Safetensors, WriteReadRoundTripWithMetadata) {
   EXPECT_EQ(files, 1);
 }
 
-TEST(Safetensors, RejectsBadFilesNamingFileTensorAndField) {
+TEST(safetensors, rejects_bad_files_naming_file_tensor_and_field) {
   const std::string dir = io_test::temp_dir();
   const std::string good = st_bytes(kTwoTensorHeader, two_tensor_data());
   const auto bad = [&](const std::string& name, const std::string& bytes, std::initializer_list<std::string> parts) {

@@ -15,7 +15,7 @@ using attnum::test::run_attnum;
 
 namespace {
 
-class ReportCli : public ::testing::Test {
+class report_cli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("attnum-report-cli-" + std::to_string(::getpid()) + "-" +
@@ -27,7 +27,7 @@ class ReportCli : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(ReportCli, StudyFoldersAreInputs) {
+TEST_F(report_cli, study_folders_are_inputs) {
   const fs::path a = dir_ / "a", b = dir_ / "b", html = dir_ / "r.html";
   attnum::test::write_study_fixture(a);
   attnum::test::write_study_fixture(b);
@@ -37,7 +37,7 @@ TEST_F(ReportCli, StudyFoldersAreInputs) {
   EXPECT_TRUE(fs::exists(html));
 }
 
-TEST_F(ReportCli, UnfinishedStudySubfolderRefused) {
+TEST_F(report_cli, unfinished_study_subfolder_refused) {
   const fs::path a = dir_ / "a", html = dir_ / "r.html";
   attnum::test::write_study_fixture(a);
   fs::remove(a / "loss" / "complete.json");
@@ -48,7 +48,7 @@ TEST_F(ReportCli, UnfinishedStudySubfolderRefused) {
   EXPECT_FALSE(fs::exists(html));
 }
 
-TEST_F(ReportCli, OutInsideOrEqualToAnInputRefused) {
+TEST_F(report_cli, out_inside_or_equal_to_an_input_refused) {
   const fs::path a = dir_ / "a", p = dir_ / "p";
   attnum::test::write_study_fixture(a);
   attnum::test::write_pcast_fixture(p);
@@ -67,7 +67,7 @@ TEST_F(ReportCli, OutInsideOrEqualToAnInputRefused) {
 }  // namespace
 
 namespace {
-TEST_F(ReportCli, WorkingDirectoryNodeModulesNeverInlined) {
+TEST_F(report_cli, working_directory_node_modules_never_inlined) {
   // A downloaded folder shipping its own "Vega runtime": never read from the working directory.
   const fs::path hostile = dir_ / "download", res = dir_ / "res", html = dir_ / "r.html";
   for (const char* f : {"vega/build/vega.min.js", "vega-lite/build/vega-lite.min.js", "vega-embed/build/vega-embed.min.js"})
@@ -87,7 +87,7 @@ TEST_F(ReportCli, WorkingDirectoryNodeModulesNeverInlined) {
 }  // namespace
 
 namespace {
-TEST_F(ReportCli, AlteredAssetRefusedAndScriptsAllowedByHashOnly) {
+TEST_F(report_cli, altered_asset_refused_and_scripts_allowed_by_hash_only) {
   const fs::path nm = fs::path(ATTNUM_SOURCE_DIR) / "node_modules";
   if (!fs::exists(nm / "vega/build/vega.min.js")) GTEST_SKIP() << "node_modules absent (npm ci)";
   const fs::path res = dir_ / "res", html = dir_ / "r.html", alt = dir_ / "alt" / "node_modules";
