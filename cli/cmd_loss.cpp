@@ -1,5 +1,6 @@
 // attnum loss: teacher-forced loss of a model whose attention runs an emulated kernel, against
 // a reference attention (docs/model.md). Parses options, calls attnum::pipeline::run_loss_request, prints.
+#include <cmath>
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
@@ -65,6 +66,13 @@ void run(const loss_options& o) {
     attnum::cli::print_output(o.output, arr, tables, 2);
     return;
   }
+  // An interval "[lo,hi]" in `f`'s format, or "n/a" when it is not available (the JSON's
+  // *_ci_reason says why).
+  auto ci = [](double lo, double hi, const char* f) {
+    return std::isfinite(lo) && std::isfinite(hi)
+               ? "[" + fmt::format(fmt::runtime(f), lo) + "," + fmt::format(fmt::runtime(f), hi) + "]"
+               : std::string("n/a");
+  };
   for (const auto& spec : specs) {
     fmt::print("model {}  kernel {}  reference {}{}  linear {}  labels per condition {}\n", res.model_id,
                spec.name, o.reference, reference_note, o.linear, rows.empty() ? 0 : rows[0].n_labels);
@@ -72,37 +80,38 @@ void run(const loss_options& o) {
                "ce_var", "ppl_ratio", "95% interval", "kl_mean", "top1", "dp_p01", "dp_p99");
     for (const auto& r : rows)
       if (r.kernel == spec.name)
-        fmt::print("{:<14} {:>9.5f} {:>9.5f} {:>9.5f} [{:>8.5f},{:>8.5f}] {:>10.3e} {:>7.4f} {:>10.3e} {:>10.3e}\n",
-                   r.condition, r.ce_ref, r.ce_variant, r.ppl_ratio, r.ppl_ratio_lo, r.ppl_ratio_hi,
+        fmt::print("{:<14} {:>9.5f} {:>9.5f} {:>9.5f} {:>19} {:>10.3e} {:>7.4f} {:>10.3e} {:>10.3e}\n",
+                   r.condition, r.ce_ref, r.ce_variant, r.ppl_ratio, ci(r.ppl_ratio_lo, r.ppl_ratio_hi, "{:>8.5f}"),
                    r.kl_mean, r.top1_agreement, r.dp_p01, r.dp_p99);
   }
   if (!rows.empty())
-    fmt::print("ppl_ratio intervals: 95% {}, {} blocks of {} positions (from the autocorrelation of "
-               "the per-token CE differences)\n",
-               rows[0].ci_method, rows[0].n_blocks, rows[0].block_length);
-  // llama.cpp's --kl-divergence statistics, with the same block bootstrap's intervals.
+    fmt::print("ppl_ratio intervals: 95% {} (the text windows are the clusters, so the intervals include "
+               "the variation between texts; n/a: none, loss.json's *_ci_reason says why)\n",
+               rows[0].ci_method);
+  // llama.cpp's --kl-divergence statistics, with the same jackknife's intervals (none for kl_p99).
   if (!rows.empty()) {
     fmt::print("\nKL(ref || variant) over labels, same top-1, RMS dp (llama.cpp's --kl-divergence statistics; 95% intervals as above)\n");
     fmt::print("{:<14} {:>14} {:>10} {:>21} {:>10} {:>10} {:>10} {:>10} {:>7} {:>17} {:>9} {:>21}\n", "condition",
                "kernel", "kl_mean", "95% interval", "kl_median", "kl_p90", "kl_p99", "kl_max", "top1",
                "95% interval", "dp_rms", "95% interval");
     for (const auto& r : rows)
-      fmt::print("{:<14} {:>14} {:>10.3e} [{:>9.3e},{:>9.3e}] {:>10.3e} {:>10.3e} {:>10.3e} {:>10.3e} {:>7.4f} "
-                 "[{:>7.4f},{:>7.4f}] {:>9.3e} [{:>9.3e},{:>9.3e}]\n",
-                 r.condition, r.kernel, r.kl_mean, r.kl_mean_lo, r.kl_mean_hi, r.kl_p50, r.kl_p90, r.kl_p99,
-                 r.kl_max, r.top1_agreement, r.top1_agreement_lo, r.top1_agreement_hi, r.dp_rms, r.dp_rms_lo,
-                 r.dp_rms_hi);
+      fmt::print("{:<14} {:>14} {:>10.3e} {:>21} {:>10.3e} {:>10.3e} {:>10.3e} {:>10.3e} {:>7.4f} "
+                 "{:>17} {:>9.3e} {:>21}\n",
+                 r.condition, r.kernel, r.kl_mean, ci(r.kl_mean_lo, r.kl_mean_hi, "{:>9.3e}"), r.kl_p50, r.kl_p90,
+                 r.kl_p99, r.kl_max, r.top1_agreement, ci(r.top1_agreement_lo, r.top1_agreement_hi, "{:>7.4f}"),
+                 r.dp_rms, ci(r.dp_rms_lo, r.dp_rms_hi, "{:>9.3e}"));
   }
   if (paired.empty()) return;
   fmt::print("\npaired (a - b, same labels)   {:>14} {:>9} {:>21} {:>10} {:>21} {:>8} {:>6} {:>6}\n",
              "kernel", "dCE", "95% interval", "dKL", "95% interval", "dtop1", "block", "acf1");
   for (const auto& r : paired)
-    fmt::print("{:<14} - {:<14} {:>14} {:>9.5f} [{:>9.5f},{:>9.5f}] {:>10.3e} [{:>9.2e},{:>9.2e}] {:>8.4f} {:>6} {:>6.3f}\n",
-               r.condition_a, r.condition_b, r.kernel, r.delta_ce, r.delta_ce_lo, r.delta_ce_hi, r.delta_kl,
-               r.delta_kl_lo, r.delta_kl_hi, r.delta_top1, r.block_length,
+    fmt::print("{:<14} - {:<14} {:>14} {:>9.5f} {:>21} {:>10.3e} {:>21} {:>8.4f} {:>6} {:>6.3f}\n",
+               r.condition_a, r.condition_b, r.kernel, r.delta_ce, ci(r.delta_ce_lo, r.delta_ce_hi, "{:>9.5f}"),
+               r.delta_kl, ci(r.delta_kl_lo, r.delta_kl_hi, "{:>9.2e}"), r.delta_top1, r.block_length,
                r.ce_diff_lag1_autocorrelation);
-  fmt::print("paired intervals: 95% moving-block bootstrap over token positions, blocks within a text window "
-             "(block length from the autocorrelation of the per-token CE differences)\n");
+  fmt::print("paired intervals: 95% {} (n/a: none, loss_paired.json's *_ci_reason says why; block: the "
+             "moving-block length the per-token CE differences' autocorrelation needs, recorded, not used)\n",
+             paired[0].ci_method);
 }
 
 void setup(CLI::App& app) {

@@ -181,6 +181,7 @@ void canonical_order(const loss_params& p, std::vector<unit_result>& results) {
 // Per-label results of one condition, concatenated in canonical order (source, window, position).
 struct condition_labels {
   std::vector<double> nr, nv, kl, dp, same;
+  std::vector<int> window;  ///< each label's text window: its unit's index in canonical order
 };
 condition_labels labels_of(const std::vector<unit_result>& results, size_t c, size_t per) {
   condition_labels L;
@@ -191,6 +192,7 @@ condition_labels labels_of(const std::vector<unit_result>& results, size_t c, si
     L.kl.insert(L.kl.end(), r.kl.begin(), r.kl.end());
     L.dp.insert(L.dp.end(), r.dp.begin(), r.dp.end());
     for (uint8_t t : r.top1_same) L.same.push_back(t);
+    L.window.insert(L.window.end(), r.nll_ref.size(), int(i - c * per));
   }
   return L;
 }
@@ -208,6 +210,53 @@ std::optional<double> resample_mean(const std::vector<double>& x, std::span<cons
 int window_block_length(const loss_params& p, std::span<const double> x) {
   return std::max(1, std::min(stats::block_length(x), p.n_tokens));
 }
+// The text windows (sources x windows) are the intervals' clusters (condition_labels::window).
+int n_text_windows(const loss_params& p) { return int(p.sources.size()) * p.windows; }
+
+// One interval over text windows: the delete-one-window jackknife with t(G-1) critical values
+// on `scale` (stats::cluster_jackknife_t), or none with the reason (fewer than
+// kMinLossWindows windows, zero width, a value off the scale).
+struct text_ci {
+  double lo = NAN, hi = NAN;
+  std::string reason;
+  int dropped = 0;
+};
+text_ci interval_over_texts(const loss_params& p, const std::vector<int>& cluster, const stats::statistic_fn& stat,
+                            stats::ci_scale scale, double range_lo = -INFINITY, double range_hi = INFINITY,
+                            double logit_count = 0) {
+  text_ci out;
+  const int g = n_text_windows(p);
+  if (g < kMinLossWindows) {
+    out.reason = fmt::format("{} text window{}: an interval over text windows needs at least {}", g,
+                             g == 1 ? "" : "s", kMinLossWindows);
+    return out;
+  }
+  stats::bootstrap_options o;
+  o.scale = scale, o.range_lo = range_lo, o.range_hi = range_hi, o.logit_count = logit_count;
+  const stats::interval iv = stats::cluster_jackknife_t(cluster, stat, o);
+  out.dropped = iv.dropped;
+  if (iv.lo && iv.hi) out.lo = *iv.lo, out.hi = *iv.hi;
+  else out.reason = iv.reason.empty() ? iv.method : iv.reason;
+  return out;
+}
+
+// The method string of the rows' intervals.
+std::string text_ci_method(const loss_params& p, const char* scales) {
+  const int g = n_text_windows(p);
+  if (g < kMinLossWindows)
+    return fmt::format("none: {} text window{} (an interval over text windows needs at least {})", g,
+                       g == 1 ? "" : "s", kMinLossWindows);
+  return fmt::format("delete-one-window-jackknife-t (t({}) over {} text windows; {})", g - 1, g, scales);
+}
+
+// A bound as JSON: null when the interval is not available.
+nlohmann::json bound(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+// A reason as JSON: null when the interval is available.
+nlohmann::json reason(const std::string& r) { return r.empty() ? nlohmann::json(nullptr) : nlohmann::json(r); }
+
+// kl_p99's reason for no interval.
+constexpr const char* kNoHighQuantileInterval =
+    "no interval: a high quantile's delete-one-window interval undercovers (simulated coverage 0.89-0.91)";
 }  // namespace
 
 std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id,
@@ -229,25 +278,17 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
     row.n_labels = int64_t(nr.size());
     row.ce_ref = mean(nr), row.ce_variant = mean(nv);
     row.ppl_ratio = std::exp(row.ce_variant - row.ce_ref);
-    // Paired moving-block bootstrap over token positions: a label's pair (reference, variant)
-    // moves together, and blocks keep the dependence between neighbouring positions (the
-    // per-token CE differences are autocorrelated: docs/results.md) without running from one
-    // text window into the next.
+    // Intervals over text windows: the windows are the clusters, because a text shifts the
+    // loss and the kernel's effect on it for all its labels, and neighbouring labels' dependence
+    // stays inside a window. The statistics are the pooled ones; the delete-one-window
+    // jackknife forms the interval on a variance-stabilising scale with t(G-1) critical values.
     std::vector<double> diff(nr.size());
     for (size_t i = 0; i < diff.size(); ++i) diff[i] = nv[i] - nr[i];
-    stats::bootstrap_options bo;
-    bo.n_resamples = p.bootstrap_samples, bo.seed = p.bootstrap_seed;
-    const int block = window_block_length(p, diff);
-    const stats::interval ci = stats::block_bootstrap(
-        int(diff.size()), block,
-        [&](std::span<const int> idx) -> std::optional<double> {
-          const auto m = resample_mean(diff, idx);
-          return m ? std::optional<double>(std::exp(*m)) : std::nullopt;
-        },
-        bo, p.n_tokens);
-    row.ppl_ratio_lo = ci.lo.value_or(NAN), row.ppl_ratio_hi = ci.hi.value_or(NAN);
-    row.ci_method = ci.method, row.block_length = block, row.n_blocks = ci.n_clusters;
-    row.ci_dropped = ci.dropped;
+    const std::vector<int>& cluster = L.window;
+    row.block_length = window_block_length(p, diff);
+    row.n_text_windows = n_text_windows(p), row.n_blocks = row.n_text_windows;
+    row.ci_method = text_ci_method(p, "log scale for ppl_ratio, kl_mean, kl_p50, kl_p90 and dp_rms, logit for "
+                                      "top1_agreement; none for kl_p99");
     row.kl_mean = mean(kl);
     row.top1_agreement = double(same) / double(nr.size());
     double sq = 0;
@@ -255,11 +296,18 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
     row.dp_mean = mean(dp), row.dp_rms = std::sqrt(sq / double(dp.size()));
     std::vector<double> dp2(dp.size());
     for (size_t i = 0; i < dp.size(); ++i) dp2[i] = dp[i] * dp[i];
-    // The other intervals: the same block length, seed and hence resamples as ppl_ratio's.
-    auto interval_of = [&](const stats::statistic_fn& stat, double& lo, double& hi) {
-      const stats::interval iv = stats::block_bootstrap(int(nr.size()), block, stat, bo, p.n_tokens);
-      lo = iv.lo.value_or(NAN), hi = iv.hi.value_or(NAN);
+    auto set = [](const text_ci& ci, double& lo, double& hi, std::string& why) {
+      lo = ci.lo, hi = ci.hi, why = ci.reason;
     };
+    const text_ci ppl = interval_over_texts(
+        p, cluster,
+        [&](std::span<const int> idx) -> std::optional<double> {
+          const auto m = resample_mean(diff, idx);
+          return m ? std::optional<double>(std::exp(*m)) : std::nullopt;
+        },
+        stats::ci_scale::log, 0.0);
+    set(ppl, row.ppl_ratio_lo, row.ppl_ratio_hi, row.ppl_ratio_ci_reason);
+    row.ci_dropped = ppl.dropped;
     auto mean_of = [](const std::vector<double>& x) {
       return [&x](std::span<const int> idx) { return resample_mean(x, idx); };
     };
@@ -271,17 +319,24 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
         return stats::percentile(std::move(v), q);
       };
     };
-    interval_of(mean_of(kl), row.kl_mean_lo, row.kl_mean_hi);
-    interval_of(percentile_of(0.50), row.kl_p50_lo, row.kl_p50_hi);
-    interval_of(percentile_of(0.90), row.kl_p90_lo, row.kl_p90_hi);
-    interval_of(percentile_of(0.99), row.kl_p99_lo, row.kl_p99_hi);
-    interval_of(mean_of(L.same), row.top1_agreement_lo, row.top1_agreement_hi);
-    interval_of(
-        [&dp2](std::span<const int> idx) -> std::optional<double> {
-          const auto m = resample_mean(dp2, idx);
-          return m ? std::optional<double>(std::sqrt(*m)) : std::nullopt;
-        },
-        row.dp_rms_lo, row.dp_rms_hi);
+    const auto log_scale = stats::ci_scale::log;
+    set(interval_over_texts(p, cluster, mean_of(kl), log_scale, 0.0), row.kl_mean_lo, row.kl_mean_hi,
+        row.kl_mean_ci_reason);
+    set(interval_over_texts(p, cluster, percentile_of(0.50), log_scale, 0.0), row.kl_p50_lo, row.kl_p50_hi,
+        row.kl_p50_ci_reason);
+    set(interval_over_texts(p, cluster, percentile_of(0.90), log_scale, 0.0), row.kl_p90_lo, row.kl_p90_hi,
+        row.kl_p90_ci_reason);
+    row.kl_p99_lo = row.kl_p99_hi = NAN, row.kl_p99_ci_reason = kNoHighQuantileInterval;
+    set(interval_over_texts(p, cluster, mean_of(L.same), stats::ci_scale::logit, 0.0, 1.0, double(nr.size())),
+        row.top1_agreement_lo, row.top1_agreement_hi, row.top1_agreement_ci_reason);
+    set(interval_over_texts(
+            p, cluster,
+            [&dp2](std::span<const int> idx) -> std::optional<double> {
+              const auto m = resample_mean(dp2, idx);
+              return m ? std::optional<double>(std::sqrt(*m)) : std::nullopt;
+            },
+            log_scale, 0.0),
+        row.dp_rms_lo, row.dp_rms_hi, row.dp_rms_ci_reason);
     row.kl_min = *std::min_element(kl.begin(), kl.end()), row.kl_max = *std::max_element(kl.begin(), kl.end());
     row.kl_p50 = stats::percentile(kl, 0.50), row.kl_p90 = stats::percentile(kl, 0.90);
     row.kl_p99 = stats::percentile(kl, 0.99), row.kl_p999 = stats::percentile(kl, 0.999);
@@ -318,19 +373,19 @@ std::vector<paired_row> summarize_paired(const loss_params& p, const std::string
     r.delta_ce = mean(dce), r.delta_kl = mean(dkl), r.delta_top1 = mean(dtop);
     r.block_length = window_block_length(p, dce);
     r.ce_diff_lag1_autocorrelation = stats::autocorrelation(dce, 1).back();
-    // One block bootstrap for the three differences (the same resamples: same seed).
-    stats::bootstrap_options bo;
-    bo.n_resamples = p.bootstrap_samples, bo.seed = p.bootstrap_seed;
-    auto ci = [&](const std::vector<double>& x, double& lo, double& hi) {
-      const stats::interval iv = stats::block_bootstrap(
-          int(n), r.block_length, [&](std::span<const int> idx) { return resample_mean(x, idx); }, bo,
-          p.n_tokens);
-      lo = iv.lo.value_or(NAN), hi = iv.hi.value_or(NAN);
-      r.ci_method = iv.method, r.n_blocks = iv.n_clusters, r.ci_dropped += iv.dropped;
+    // The delete-one-window jackknife of each mean difference (identity scale, t(G-1)).
+    const std::vector<int>& cluster = A.window;
+    r.n_text_windows = n_text_windows(p), r.n_blocks = r.n_text_windows;
+    r.ci_method = text_ci_method(p, "identity scale");
+    auto ci = [&](const std::vector<double>& x, double& lo, double& hi, std::string& why, double range) {
+      const text_ci iv = interval_over_texts(
+          p, cluster, [&](std::span<const int> idx) { return resample_mean(x, idx); }, stats::ci_scale::identity,
+          -range, range);
+      lo = iv.lo, hi = iv.hi, why = iv.reason, r.ci_dropped += iv.dropped;
     };
-    ci(dce, r.delta_ce_lo, r.delta_ce_hi);
-    ci(dkl, r.delta_kl_lo, r.delta_kl_hi);
-    ci(dtop, r.delta_top1_lo, r.delta_top1_hi);
+    ci(dce, r.delta_ce_lo, r.delta_ce_hi, r.delta_ce_ci_reason, INFINITY);
+    ci(dkl, r.delta_kl_lo, r.delta_kl_hi, r.delta_kl_ci_reason, INFINITY);
+    ci(dtop, r.delta_top1_lo, r.delta_top1_hi, r.delta_top1_ci_reason, 1.0);
     rows.push_back(r);
   }
   return rows;
@@ -350,12 +405,14 @@ std::vector<loss_row> run_loss(const weights& w, const loss_params& p, std::vect
 
 nlohmann::json to_json(const paired_row& r) {
   return {{"kernel", r.kernel}, {"condition_a", r.condition_a}, {"condition_b", r.condition_b},
-          {"n_labels", r.n_labels}, {"delta_ce", r.delta_ce}, {"delta_ce_lo", r.delta_ce_lo},
-          {"delta_ce_hi", r.delta_ce_hi}, {"delta_kl", r.delta_kl}, {"delta_kl_lo", r.delta_kl_lo},
-          {"delta_kl_hi", r.delta_kl_hi}, {"delta_top1", r.delta_top1},
-          {"delta_top1_lo", r.delta_top1_lo}, {"delta_top1_hi", r.delta_top1_hi},
+          {"n_labels", r.n_labels}, {"delta_ce", r.delta_ce}, {"delta_ce_lo", bound(r.delta_ce_lo)},
+          {"delta_ce_hi", bound(r.delta_ce_hi)}, {"delta_ce_ci_reason", reason(r.delta_ce_ci_reason)},
+          {"delta_kl", r.delta_kl}, {"delta_kl_lo", bound(r.delta_kl_lo)},
+          {"delta_kl_hi", bound(r.delta_kl_hi)}, {"delta_kl_ci_reason", reason(r.delta_kl_ci_reason)},
+          {"delta_top1", r.delta_top1}, {"delta_top1_lo", bound(r.delta_top1_lo)},
+          {"delta_top1_hi", bound(r.delta_top1_hi)}, {"delta_top1_ci_reason", reason(r.delta_top1_ci_reason)},
           {"ce_diff_lag1_autocorrelation", r.ce_diff_lag1_autocorrelation},
-          {"block_length", r.block_length}, {"n_blocks", r.n_blocks}, {"ci_method", r.ci_method},
+          {"block_length", r.block_length}, {"n_blocks", r.n_blocks}, {"n_text_windows", r.n_text_windows}, {"ci_method", r.ci_method},
           {"ci_level", 0.95}, {"ci_dropped", r.ci_dropped}, {"model", r.model},
           {"tool_version", std::string(tool_version())}};
 }
@@ -379,21 +436,28 @@ void write_paired_files(const std::string& dir, const std::vector<paired_row>& r
 nlohmann::json to_json(const loss_row& r) {
   return {{"condition", r.condition}, {"kernel", r.kernel}, {"n_labels", r.n_labels},
           {"ce_ref", r.ce_ref}, {"ce_variant", r.ce_variant}, {"ppl_ratio", r.ppl_ratio},
-          {"ppl_ratio_lo", r.ppl_ratio_lo}, {"ppl_ratio_hi", r.ppl_ratio_hi},
-          {"kl_mean", r.kl_mean}, {"kl_mean_lo", r.kl_mean_lo}, {"kl_mean_hi", r.kl_mean_hi},
-          {"kl_p50", r.kl_p50}, {"kl_p50_lo", r.kl_p50_lo}, {"kl_p50_hi", r.kl_p50_hi},
-          {"kl_p90", r.kl_p90}, {"kl_p90_lo", r.kl_p90_lo}, {"kl_p90_hi", r.kl_p90_hi},
-          {"kl_p99", r.kl_p99}, {"kl_p99_lo", r.kl_p99_lo}, {"kl_p99_hi", r.kl_p99_hi},
+          {"ppl_ratio_lo", bound(r.ppl_ratio_lo)}, {"ppl_ratio_hi", bound(r.ppl_ratio_hi)},
+          {"ppl_ratio_ci_reason", reason(r.ppl_ratio_ci_reason)},
+          {"kl_mean", r.kl_mean}, {"kl_mean_lo", bound(r.kl_mean_lo)}, {"kl_mean_hi", bound(r.kl_mean_hi)},
+          {"kl_mean_ci_reason", reason(r.kl_mean_ci_reason)},
+          {"kl_p50", r.kl_p50}, {"kl_p50_lo", bound(r.kl_p50_lo)}, {"kl_p50_hi", bound(r.kl_p50_hi)},
+          {"kl_p50_ci_reason", reason(r.kl_p50_ci_reason)},
+          {"kl_p90", r.kl_p90}, {"kl_p90_lo", bound(r.kl_p90_lo)}, {"kl_p90_hi", bound(r.kl_p90_hi)},
+          {"kl_p90_ci_reason", reason(r.kl_p90_ci_reason)},
+          {"kl_p99", r.kl_p99}, {"kl_p99_lo", bound(r.kl_p99_lo)}, {"kl_p99_hi", bound(r.kl_p99_hi)},
+          {"kl_p99_ci_reason", reason(r.kl_p99_ci_reason)},
           {"kl_p999", r.kl_p999}, {"kl_min", r.kl_min}, {"kl_max", r.kl_max},
-          {"top1_agreement", r.top1_agreement}, {"top1_agreement_lo", r.top1_agreement_lo},
-          {"top1_agreement_hi", r.top1_agreement_hi}, {"dp_mean", r.dp_mean},
-          {"dp_rms", r.dp_rms}, {"dp_rms_lo", r.dp_rms_lo}, {"dp_rms_hi", r.dp_rms_hi}, {"dp_min", r.dp_min}, {"dp_p01", r.dp_p01},
+          {"top1_agreement", r.top1_agreement}, {"top1_agreement_lo", bound(r.top1_agreement_lo)},
+          {"top1_agreement_hi", bound(r.top1_agreement_hi)},
+          {"top1_agreement_ci_reason", reason(r.top1_agreement_ci_reason)}, {"dp_mean", r.dp_mean},
+          {"dp_rms", r.dp_rms}, {"dp_rms_lo", bound(r.dp_rms_lo)}, {"dp_rms_hi", bound(r.dp_rms_hi)},
+          {"dp_rms_ci_reason", reason(r.dp_rms_ci_reason)}, {"dp_min", r.dp_min}, {"dp_p01", r.dp_p01},
           {"dp_p10", r.dp_p10}, {"dp_p50", r.dp_p50}, {"dp_p90", r.dp_p90},
           {"dp_p99", r.dp_p99}, {"dp_max", r.dp_max}, {"model", r.model},
           {"reference", r.reference}, {"linear_precision", r.linear}, {"knobs", fmt::format("{}", fmt::join(r.knobs, ";"))},
           {"transform_dtype", r.transform_dtype}, {"rotation", r.rotation},
           {"ci_method", r.ci_method}, {"ci_level", 0.95}, {"block_length", r.block_length},
-          {"n_blocks", r.n_blocks}, {"ci_dropped", r.ci_dropped},
+          {"n_blocks", r.n_blocks}, {"n_text_windows", r.n_text_windows}, {"ci_dropped", r.ci_dropped},
           {"tool_version", std::string(tool_version())}};
 }
 

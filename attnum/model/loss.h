@@ -72,23 +72,31 @@ struct loss_row {
   /// The per-label KL(p_ref || p_var) distribution as llama.cpp's `--kl-divergence` reports it:
   /// median, 90th, 99th and 99.9th percentiles, extremes.
   double kl_p50 = 0, kl_p90 = 0, kl_p99 = 0, kl_p999 = 0, kl_min = 0, kl_max = 0;
-  /// 95% intervals of kl_mean, kl_p50, kl_p90, kl_p99, top1_agreement and dp_rms: the same
-  /// moving-block bootstrap (same block length and resamples) as ppl_ratio. kl_p999, kl_min and
-  /// kl_max have none: a bootstrap of an extreme order statistic cannot exceed the sample's own
-  /// extreme and undercovers.
+  /// 95% intervals of kl_mean, kl_p50, kl_p90, top1_agreement and dp_rms: the same
+  /// delete-one-window jackknife as ppl_ratio (log scale; logit for top1_agreement). kl_p99
+  /// has none (NaN, with the reason): the jackknife of a high quantile undercovers
+  /// (docs/model.md); nor do kl_p999, kl_min and kl_max.
   double kl_mean_lo = 0, kl_mean_hi = 0, kl_p50_lo = 0, kl_p50_hi = 0, kl_p90_lo = 0, kl_p90_hi = 0,
          kl_p99_lo = 0, kl_p99_hi = 0, top1_agreement_lo = 0, top1_agreement_hi = 0, dp_rms_lo = 0,
          dp_rms_hi = 0;
-  /// The intervals: a moving-block bootstrap over token positions (stats.h); the block length
-  /// follows the autocorrelation of the per-token CE differences (stats::block_length).
+  /// Why an interval is not available (its bounds NaN, null in JSON): e.g. fewer than
+  /// kMinLossWindows text windows, or zero width; empty when it is.
+  std::string ppl_ratio_ci_reason, kl_mean_ci_reason, kl_p50_ci_reason, kl_p90_ci_reason, kl_p99_ci_reason,
+      top1_agreement_ci_reason, dp_rms_ci_reason;
+  /// The intervals: the delete-one-window jackknife with t(n_text_windows - 1) critical values,
+  /// the text windows (sources x windows) as clusters, on a variance-stabilising scale (log for
+  /// ppl_ratio). block_length is the moving-block length the per-token CE differences'
+  /// autocorrelation would need (stats::block_length; recorded, not used by the intervals);
+  /// n_blocks the independent units of the interval, the text windows.
   std::string ci_method;
+  int n_text_windows = 0;
   int block_length = 0, n_blocks = 0, ci_dropped = 0;
 };
 
 /// A paired comparison of two conditions on the same labels (docs/results.md): differences of
-/// per-label results, condition_a minus condition_b, with 95% moving-block bootstrap intervals
-/// over token positions (block length from the autocorrelation of the per-token CE
-/// differences).
+/// per-label results, condition_a minus condition_b, with 95% delete-one-window jackknife
+/// intervals (t(n_text_windows - 1), the text windows as clusters, on the differences' own
+/// scale).
 struct paired_row {
   std::string kernel, condition_a, condition_b, model;
   int64_t n_labels = 0;
@@ -96,9 +104,17 @@ struct paired_row {
   double delta_kl = 0, delta_kl_lo = 0, delta_kl_hi = 0;    ///< kl_mean_a - kl_mean_b
   double delta_top1 = 0, delta_top1_lo = 0, delta_top1_hi = 0;  ///< top-1 agreement a - b
   double ce_diff_lag1_autocorrelation = 0;
+  /// Why an interval is not available (bounds NaN, null in JSON); empty when it is.
+  std::string delta_ce_ci_reason, delta_kl_ci_reason, delta_top1_ci_reason;
   std::string ci_method;
+  int n_text_windows = 0;
   int block_length = 0, n_blocks = 0, ci_dropped = 0;
 };
+
+/// The fewest text windows (sources x windows) for an interval over them: with fewer, every
+/// loss interval is reported as not available (t(1) is 12.7, and one window's spread is no
+/// estimate of another's).
+inline constexpr int kMinLossWindows = 3;
 
 /// The comparisons loss reports when both conditions ran: center vs plain, rotate vs plain,
 /// center+rotate vs rotate, center+rotate vs plain.

@@ -266,6 +266,16 @@ std::string interval(const json& j, const char* stat) {
   t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
   return t;
 }
+// The line under the loss tables: how their intervals were made (the rows' n_text_windows).
+std::string loss_intervals_line(const json& rows) {
+  const int g = rows.empty() ? 0 : rows[0].value("n_text_windows", 0);
+  if (g < model::kMinLossWindows)
+    return fmt::format("Loss intervals: n/a, {} text window{} (an interval over text windows needs at least {}).\n", g,
+                       g == 1 ? "" : "s", model::kMinLossWindows);
+  return fmt::format("Loss intervals: 95% delete-one-window jackknife over the {} text windows with t({}) critical "
+                     "values (ppl_ratio on the log scale), so they include the variation between texts; n/a: none "
+                     "(loss.json's *_ci_reason says why).\n", g, g - 1);
+}
 }  // namespace
 
 std::string summary_table(const json& s) {
@@ -291,8 +301,8 @@ std::string summary_table(const json& s) {
       out += fmt::format("{:<14} {:<14} {:>8} {:>10} {:>21} {:>10} {:>7}\n",
                          r.value("kernel", ""), r.value("condition", ""), num(r, "n_labels"),
                          num(r, "ppl_ratio", "{:.4f}"),
-                         r["ppl_ratio_lo"].is_null()
-                             ? std::string()
+                         !r["ppl_ratio_lo"].is_number()
+                             ? std::string("n/a")
                              : fmt::format("[{:.4f},{:.4f}]", r["ppl_ratio_lo"].get<double>(),
                                            r["ppl_ratio_hi"].get<double>()),
                          num(r, "kl_mean", "{:.2e}"), num(r, "top1_agreement", "{:.4f}"));
@@ -304,14 +314,13 @@ std::string summary_table(const json& s) {
         out += fmt::format("{:<14} {:<28} {:>9} {:>21} {:>10} {:>8}\n", r.value("kernel", ""),
                            r.value("condition_a", "") + " - " + r.value("condition_b", ""),
                            num(r, "delta_ce", "{:+.4f}"),
-                           r["delta_ce_lo"].is_null()
-                               ? std::string()
+                           !r["delta_ce_lo"].is_number()
+                               ? std::string("n/a")
                                : fmt::format("[{:+.4f},{:+.4f}]", r["delta_ce_lo"].get<double>(),
                                              r["delta_ce_hi"].get<double>()),
                            num(r, "delta_kl", "{:+.2e}"), num(r, "delta_top1", "{:+.4f}"));
-      out += "Loss intervals: 95% moving-block bootstrap over token positions, blocks within a text "
-             "window (loss_paired.json records the block length).\n";
     }
+    out += loss_intervals_line(s.at("loss"));
   }
   if (s.contains("report") && !s["report"].is_null())
     out += fmt::format("\nReport: {}\n", s["report"].get<std::string>());

@@ -217,6 +217,7 @@ std::string with_interval(const nlohmann::json& row, const std::string& key, int
              *hi = number_of(row, (key + "_hi").c_str());
   std::string s = fmt::format("{:.{}f}", as_double(v), digits);
   if (lo && hi) s += fmt::format(" [{:.{}f}, {:.{}f}]", as_double(lo), digits, as_double(hi), digits);
+  else if (row.contains(key + "_lo")) s += " [n/a]";  // a bound recorded as null: no interval
   return s;
 }
 

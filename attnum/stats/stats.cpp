@@ -195,16 +195,23 @@ interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& s
       return out;
     }
   }
+  if (opt.scale == ci_scale::log && (*full <= 0 || std::any_of(loo.begin(), loo.end(), [](double v) { return v <= 0; }))) {
+    out.reason = "a value <= 0 has no log scale";
+    return out;
+  }
   // The empirical logit: u = (theta - lo) / w squeezed to (u n + 1/2) / (n + 1), finite on the
   // boundary (Cox 1970); n = 0 is the plain logit.
   const double w = opt.range_hi - opt.range_lo, n = std::max(0.0, opt.logit_count);
+  const bool log_scale = opt.scale == ci_scale::log;
   auto h = [&](double v) {
+    if (log_scale) return std::log(v);
     if (!logit) return v;
     double u = (v - opt.range_lo) / w;
     if (n > 0) u = (u * n + 0.5) / (n + 1);
     return std::log(u / (1 - u));
   };
   auto h_inv = [&](double z) {
+    if (log_scale) return std::exp(z);
     if (!logit) return z;
     const double u = 1 / (1 + std::exp(-z));
     return opt.range_lo + w * (n > 0 ? (u * (n + 1) - 0.5) / n : u);

@@ -62,6 +62,9 @@ enum class ci_scale {
   /// (Spearman). Needs a finite range; see bootstrap_options::logit_count for values on the
   /// range's boundary.
   logit,
+  /// log(theta), for a positive statistic (a ratio, a mean KL, an RMS): no interval when the
+  /// estimate or a leave-one-out value is <= 0.
+  log,
 };
 
 /// Options of the cluster bootstrap (and of cluster_interval).

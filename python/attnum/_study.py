@@ -108,7 +108,9 @@ def _jsonl_table(text: str) -> Dict[str, _np.ndarray]:
     for k in cols:
         vals = [r.get(k) for r in rows]
         kinds = {type(v) for v in vals if v is not None}
-        if kinds <= {bool}:
+        if not kinds and k.endswith(("_lo", "_hi")):  # interval bounds, none available: NaN
+            out[k] = _np.full(len(vals), _np.nan)
+        elif kinds <= {bool}:
             out[k] = _np.array([bool(v) for v in vals]) if None not in vals else _np.array(vals, dtype=object)
         elif kinds <= {int}:
             out[k] = _np.array(vals, dtype=_np.int64) if None not in vals else _np.array(

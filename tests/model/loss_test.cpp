@@ -45,8 +45,10 @@ TEST(loss_test, ppl_ratio_is_exactly_one_when_variant_equals_reference) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].n_labels, 2 * 2 * 24);
   EXPECT_EQ(rows[0].ppl_ratio, 1.0);
-  EXPECT_EQ(rows[0].ppl_ratio_lo, 1.0);
-  EXPECT_EQ(rows[0].ppl_ratio_hi, 1.0);
+  // Every window's ratio is 1: a zero-width interval is no interval, and says why.
+  EXPECT_TRUE(std::isnan(rows[0].ppl_ratio_lo) && std::isnan(rows[0].ppl_ratio_hi));
+  EXPECT_NE(rows[0].ppl_ratio_ci_reason.find("zero width"), std::string::npos) << rows[0].ppl_ratio_ci_reason;
+  EXPECT_TRUE(to_json(rows[0])["ppl_ratio_lo"].is_null());
   EXPECT_EQ(rows[0].kl_mean, 0.0);
   EXPECT_EQ(rows[0].top1_agreement, 1.0);
   EXPECT_EQ(rows[0].ce_ref, rows[0].ce_variant);
@@ -216,10 +218,10 @@ TEST(loss_test, shard_files_merged_write_the_single_run_files) {
 }
 // Paired rows from synthetic unit results: the differences are the per-label means (a plain
 // loop here), the intervals contain them, and a known autocorrelated difference series gets
-// longer blocks and a wider CE interval than independent labels would.
+// a longer block length and a wider CE interval than independent labels would.
 TEST(loss_test, paired_rows_from_known_unit_results) {
   loss_params p;
-  p.n_tokens = 500, p.windows = 2, p.kernel = attnum::attention::preset("fa3");
+  p.n_tokens = 100, p.windows = 10, p.kernel = attnum::attention::preset("fa3");
   p.conditions = {"plain", "rotate", "center", "center+rotate"};
   p.sources = {std::vector<int>(1001, 1)};
   p.source_names = {"s"};
@@ -232,11 +234,11 @@ TEST(loss_test, paired_rows_from_known_unit_results) {
   double x = 0;
   for (int i = 0; i < 1000; ++i) base[i] = 2 + 0.1 * g(rng), ar[i] = x = 0.8 * x + 0.05 * g(rng);
   for (int c = 0; c < 4; ++c)
-    for (int wdw = 0; wdw < 2; ++wdw) {
+    for (int wdw = 0; wdw < 10; ++wdw) {
       unit_result r;
       r.unit = {0, wdw, c};
-      for (int i = 0; i < 500; ++i) {
-        const int k = wdw * 500 + i;
+      for (int i = 0; i < 100; ++i) {
+        const int k = wdw * 100 + i;
         const double nv = base[k] + (c == 2 ? 0.01 + ar[k] : c == 0 ? 0.0 : 0.02 * g(rng));
         r.nll_ref.push_back(base[k]);
         r.nll_var.push_back(nv);
@@ -263,16 +265,32 @@ TEST(loss_test, paired_rows_from_known_unit_results) {
   EXPECT_GT(rows[0].block_length, 10);              // AR(1) 0.8: dependence over ~15 lags
   EXPECT_NEAR(rows[0].ce_diff_lag1_autocorrelation, 0.8, 0.06);
   EXPECT_EQ(rows[1].block_length, 10);              // independent noise: the ceil(1000^(1/3)) floor
-  // The interval of the AR(1) difference is about sqrt((1+phi)/(1-phi)) = 3x an i.i.d. one.
+  // The window means of the AR(1) difference spread about sqrt((1+phi)/(1-phi)) = 3x as far as
+  // i.i.d. labels' would; the interval over windows sees it.
   const double sd = 0.05 / std::sqrt(1 - 0.64), iid_half = 1.96 * sd / std::sqrt(1000.0);
   EXPECT_GT(rows[0].delta_ce_hi - rows[0].delta_ce_lo, 2 * 2 * iid_half);
-  // Ratios get the same block bootstrap (the per-condition rows).
+  EXPECT_EQ(rows[0].ci_method, "delete-one-window-jackknife-t (t(9) over 10 text windows; identity scale)");
+  EXPECT_EQ(rows[0].n_text_windows, 10);
+  EXPECT_TRUE(rows[0].delta_ce_ci_reason.empty());
+  // The per-condition rows: the same jackknife over windows (ppl_ratio on the log scale).
   const std::vector<loss_row> ratios = summarize(p, "m", results);
   EXPECT_GT(ratios[2].block_length, 10);
-  EXPECT_EQ(ratios[2].ci_method.rfind("moving-block-bootstrap", 0), 0u);
-  // Two windows of 500 labels: no block runs from one window into the next, and a block is at
-  // most one window long.
-  EXPECT_NE(ratios[2].ci_method.find("within segments of 500"), std::string::npos) << ratios[2].ci_method;
+  EXPECT_EQ(ratios[2].ci_method.rfind("delete-one-window-jackknife-t (t(9) over 10 text windows", 0), 0u)
+      << ratios[2].ci_method;
+  // The interval is the t(9) interval of the windows' log ratios (a plain loop here: the
+  // windows have equal sizes, so the jackknife of the pooled mean is the t interval of their
+  // means).
+  {
+    std::vector<double> m(10, 0.0);
+    for (int k = 0; k < 1000; ++k) m[size_t(k / 100)] += (0.01 + ar[size_t(k)]) / 100;
+    double mu = 0, ss = 0;
+    for (double v : m) mu += v / 10;
+    for (double v : m) ss += (v - mu) * (v - mu);
+    const double se = std::sqrt(ss / 9 / 10), t9 = 2.2621571627409915;
+    EXPECT_NEAR(ratios[2].ppl_ratio_lo, std::exp(mu - t9 * se), 1e-12);
+    EXPECT_NEAR(ratios[2].ppl_ratio_hi, std::exp(mu + t9 * se), 1e-12);
+    EXPECT_NEAR(rows[0].delta_ce_lo, mu - t9 * se, 1e-12);
+  }
   {
     loss_params short_windows = p;
     short_windows.n_tokens = 8;  // the same labels read as 125 windows of 8
@@ -298,10 +316,9 @@ TEST(loss_test, kl_distribution_and_intervals_from_known_unit_results) {
   // KL over 1,000 labels is a permutation of (1..1000) * 1e-4, so its type-7 percentile at q is
   // (1 + 999 q) * 1e-4; top-1 agrees at random 9 times in 10; dp alternates +-0.1 (RMS 0.1).
   loss_params p;
-  p.n_tokens = 500, p.windows = 2, p.kernel = attnum::attention::preset("fa3"), p.conditions = {"plain"};
+  p.n_tokens = 100, p.windows = 10, p.kernel = attnum::attention::preset("fa3"), p.conditions = {"plain"};
   p.sources = {std::vector<int>(1001, 1)};
   p.source_names = {"s"};
-  p.bootstrap_samples = 400;
   std::vector<int> order(1000);
   for (int i = 0; i < 1000; ++i) order[i] = i + 1;
   std::shuffle(order.begin(), order.end(), std::mt19937_64(11));
@@ -309,11 +326,11 @@ TEST(loss_test, kl_distribution_and_intervals_from_known_unit_results) {
   std::normal_distribution<double> g;
   std::vector<unit_result> results;
   int agree = 0;
-  for (int wdw = 0; wdw < 2; ++wdw) {
+  for (int wdw = 0; wdw < 10; ++wdw) {
     unit_result r;
     r.unit = {0, wdw, 0};
-    for (int i = 0; i < 500; ++i) {
-      const int k = wdw * 500 + i;
+    for (int i = 0; i < 100; ++i) {
+      const int k = wdw * 100 + i;
       r.nll_ref.push_back(2.0);
       r.nll_var.push_back(2.0 + 0.01 * g(rng));
       r.kl.push_back(order[k] * 1e-4);
@@ -334,19 +351,23 @@ TEST(loss_test, kl_distribution_and_intervals_from_known_unit_results) {
   EXPECT_DOUBLE_EQ(r.kl_max, 1000e-4);
   EXPECT_DOUBLE_EQ(r.top1_agreement, agree / 1000.0);
   EXPECT_NEAR(r.dp_rms, 0.1, 1e-15);
-  // Every interval brackets its statistic and has width; a constant series' is a point.
+  // Every interval brackets its statistic and has width; a constant series' (dp_rms: 0.1 in
+  // every window) has zero width and so none; kl_p99, a high quantile, has none.
   for (const auto& [v, lo, hi] : {std::tuple{r.kl_mean, r.kl_mean_lo, r.kl_mean_hi},
                                   std::tuple{r.kl_p50, r.kl_p50_lo, r.kl_p50_hi},
                                   std::tuple{r.kl_p90, r.kl_p90_lo, r.kl_p90_hi},
-                                  std::tuple{r.kl_p99, r.kl_p99_lo, r.kl_p99_hi},
                                   std::tuple{r.top1_agreement, r.top1_agreement_lo, r.top1_agreement_hi}}) {
     EXPECT_LT(lo, v);
     EXPECT_GT(hi, v);
   }
-  EXPECT_NEAR(r.dp_rms_lo, 0.1, 1e-15);
-  EXPECT_NEAR(r.dp_rms_hi, 0.1, 1e-15);
+  EXPECT_TRUE(std::isnan(r.dp_rms_lo) && std::isnan(r.dp_rms_hi));
+  EXPECT_NE(r.dp_rms_ci_reason.find("zero width"), std::string::npos) << r.dp_rms_ci_reason;
+  EXPECT_TRUE(std::isnan(r.kl_p99_lo) && std::isnan(r.kl_p99_hi));
+  EXPECT_NE(r.kl_p99_ci_reason.find("high quantile"), std::string::npos) << r.kl_p99_ci_reason;
+  EXPECT_TRUE(r.kl_mean_ci_reason.empty() && r.ppl_ratio_ci_reason.empty());
   // The median of a uniform sample's 95% interval: about +-1.96 sqrt(0.25/1000) in quantile
-  // terms (order statistics), here within a factor of two of that.
+  // terms (order statistics; windows are random subsets here), times t(9)/1.96 = 1.15, here
+  // within a factor of two of that.
   const double half = 1.96 * std::sqrt(0.25 / 1000) * 999e-4;
   EXPECT_GT(r.kl_p50_hi - r.kl_p50_lo, half);
   EXPECT_LT(r.kl_p50_hi - r.kl_p50_lo, 4 * half);
@@ -354,10 +375,77 @@ TEST(loss_test, kl_distribution_and_intervals_from_known_unit_results) {
   const double th = 1.96 * std::sqrt(r.top1_agreement * (1 - r.top1_agreement) / 1000);
   EXPECT_GT(r.top1_agreement_hi - r.top1_agreement_lo, th);
   EXPECT_LT(r.top1_agreement_hi - r.top1_agreement_lo, 4 * th);
-  // In the files: every new field.
+  // In the files: every new field; an interval that is not available has null bounds and a
+  // reason, one that is has numbers and a null reason.
   const nlohmann::json j = to_json(r);
   for (const char* k : {"kl_p50", "kl_p50_lo", "kl_p50_hi", "kl_p90", "kl_p99", "kl_p999", "kl_max", "kl_min",
-                        "kl_mean_lo", "kl_mean_hi", "top1_agreement_lo", "top1_agreement_hi", "dp_rms_lo", "dp_rms_hi"})
+                        "kl_mean_lo", "kl_mean_hi", "top1_agreement_lo", "top1_agreement_hi", "dp_rms_lo", "dp_rms_hi",
+                        "n_text_windows", "block_length", "n_blocks", "ci_method", "ci_dropped"})
     EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"dp_rms", "kl_p99"}) {
+    EXPECT_TRUE(j[std::string(k) + "_lo"].is_null() && j[std::string(k) + "_hi"].is_null()) << k;
+    EXPECT_TRUE(j[std::string(k) + "_ci_reason"].is_string()) << k;
+  }
+  for (const char* k : {"ppl_ratio", "kl_mean", "kl_p50", "kl_p90", "top1_agreement"}) {
+    EXPECT_TRUE(j[std::string(k) + "_lo"].is_number() && j[std::string(k) + "_hi"].is_number()) << k;
+    EXPECT_TRUE(j[std::string(k) + "_ci_reason"].is_null()) << k;
+  }
+  EXPECT_EQ(j["n_text_windows"], 10);
+}
+
+// Fewer than kMinLossWindows text windows: no interval anywhere, each with the reason, null
+// bounds in both files' JSON and "n/a" wherever a table prints them.
+TEST(loss_test, too_few_text_windows_give_no_interval_with_the_reason) {
+  loss_params p;
+  p.n_tokens = 50, p.windows = 2, p.kernel = attnum::attention::preset("fa3"), p.conditions = {"plain", "rotate"};
+  p.sources = {std::vector<int>(101, 1)};
+  p.source_names = {"s"};
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> g;
+  std::vector<unit_result> results;
+  for (int c = 0; c < 2; ++c)
+    for (int wdw = 0; wdw < 2; ++wdw) {
+      unit_result r;
+      r.unit = {0, wdw, c};
+      for (int i = 0; i < 50; ++i) {
+        r.nll_ref.push_back(2.0);
+        r.nll_var.push_back(2.0 + 0.1 * g(rng));
+        r.kl.push_back(0.01 * (1 + std::fabs(g(rng))));
+        r.dp.push_back(0.01 * g(rng));
+        r.top1_same.push_back(rng() % 4 != 0);
+      }
+      results.push_back(r);
+    }
+  const loss_row r = summarize(p, "m", results).at(0);
+  const paired_row q = summarize_paired(p, "m", results).at(0);
+  EXPECT_EQ(r.n_text_windows, 2);
+  EXPECT_EQ(r.ci_method, "none: 2 text windows (an interval over text windows needs at least 3)");
+  const std::string why = "2 text windows: an interval over text windows needs at least 3";
+  for (const std::string& reason : {r.ppl_ratio_ci_reason, r.kl_mean_ci_reason, r.kl_p50_ci_reason,
+                                    r.kl_p90_ci_reason, r.top1_agreement_ci_reason, r.dp_rms_ci_reason,
+                                    q.delta_ce_ci_reason, q.delta_kl_ci_reason, q.delta_top1_ci_reason})
+    EXPECT_EQ(reason, why);
+  const nlohmann::json j = to_json(r), k = to_json(q);
+  for (const char* s : {"ppl_ratio", "kl_mean", "kl_p50", "kl_p90", "kl_p99", "top1_agreement", "dp_rms"}) {
+    EXPECT_TRUE(j[std::string(s) + "_lo"].is_null() && j[std::string(s) + "_hi"].is_null()) << s;
+    EXPECT_TRUE(j[std::string(s) + "_ci_reason"].is_string()) << s;
+  }
+  for (const char* s : {"delta_ce", "delta_kl", "delta_top1"}) {
+    EXPECT_TRUE(k[std::string(s) + "_lo"].is_null() && k[std::string(s) + "_hi"].is_null()) << s;
+    EXPECT_EQ(k[std::string(s) + "_ci_reason"], why) << s;
+  }
+  // The statistics themselves are there.
+  EXPECT_TRUE(j["ppl_ratio"].is_number() && k["delta_ce"].is_number());
+  // Three windows: intervals again.
+  p.windows = 3, p.sources = {std::vector<int>(151, 1)};
+  for (int c = 0; c < 2; ++c) {
+    unit_result extra = results[size_t(c) * 2];
+    extra.unit = {0, 2, c};
+    for (double& v : extra.nll_var) v += 0.05 * (c + 1);
+    results.push_back(extra);
+  }
+  const loss_row r3 = summarize(p, "m", results).at(0);
+  EXPECT_TRUE(std::isfinite(r3.ppl_ratio_lo) && r3.ppl_ratio_lo < r3.ppl_ratio && r3.ppl_ratio < r3.ppl_ratio_hi);
+  EXPECT_EQ(to_json(r3)["ppl_ratio_ci_reason"], nullptr);
 }
 }  // namespace

@@ -241,6 +241,9 @@ try {
   check(summaryText.includes('fixed: fa3') && summaryText.includes('kernel-aware'), 'summary names the predictor model');
   const pairedRows = await page.locator('#loss-paired tbody tr').count();
   check(pairedRows === 2, `paired loss table has ${pairedRows} rows (loss_paired.csv has 2)`);
+  const pairedNa = await page.$$eval('#loss-paired span.na', (s) => s.map((e) => [e.textContent, e.title]));
+  check(pairedNa.length === 1 && pairedNa[0][0] === '[n/a]' && pairedNa[0][1] === 'zero width',
+    `an interval without bounds reads [n/a] with its reason (${JSON.stringify(pairedNa)})`);
 
   // Keyboard: focus, down x3, up x1, Enter.
   await page.focus('#inspector-wrap');

@@ -146,9 +146,9 @@ inline void write_loss_fixture(const std::filesystem::path& dir) {
   write_text(dir / "loss.json", json + "]\n");
   write_text(dir / "loss_paired.csv",
              "kernel,condition_a,condition_b,n_labels,delta_ce,delta_ce_lo,delta_ce_hi,delta_kl,"
-             "delta_kl_lo,delta_kl_hi,delta_top1,delta_top1_lo,delta_top1_hi,block_length\n"
-             "fa3,center,plain,3072,-0.05,-0.09,-0.01,-0.01,-0.012,-0.008,0.01,0.0,0.02,24\n"
-             "fa3,rotate,plain,3072,0.64,0.6,0.68,0.01,0.008,0.012,-0.01,-0.02,0.0,30\n");
+             "delta_kl_lo,delta_kl_hi,delta_kl_ci_reason,delta_top1,delta_top1_lo,delta_top1_hi,block_length\n"
+             "fa3,center,plain,3072,-0.05,-0.09,-0.01,-0.01,-0.012,-0.008,,0.01,0.0,0.02,24\n"
+             "fa3,rotate,plain,3072,0.64,0.6,0.68,0.01,,,zero width,-0.01,-0.02,0.0,30\n");
   attnum::write_complete_marker(dir, "test fixture");
 }
 

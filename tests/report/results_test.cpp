@@ -218,6 +218,28 @@ TEST(results_test, answer_words_follow_the_intervals) {
   EXPECT_NE(a[3]["text"].get<std::string>().find("no predictor AUC"), std::string::npos);
 }
 
+// Loss intervals recorded as not available (null bounds, a reason): the answer says n/a and
+// claims no difference from plain.
+TEST(results_test, loss_intervals_not_available_read_as_n_a) {
+  attnum::report::result_set rs;
+  attnum::report::table sum, loss, paired;
+  sum.rows = nlohmann::json::parse(R"([{"kernel":"fa3","transform":"rotate","n_heads":10,"n_harmed":4,"auc":null}])");
+  loss.rows = nlohmann::json::parse(R"([{"model":"m","kernel":"fa3","condition":"rotate","ppl_ratio":1.0004,
+    "ppl_ratio_lo":null,"ppl_ratio_hi":null,"ppl_ratio_ci_reason":"2 text windows: an interval over text windows needs at least 3"}])");
+  paired.rows = nlohmann::json::parse(R"([{"kernel":"fa3","condition_a":"rotate","condition_b":"plain","delta_ce":0.0004,
+    "delta_ce_lo":null,"delta_ce_hi":null,"delta_ce_ci_reason":"2 text windows: an interval over text windows needs at least 3"}])");
+  rs.summary = sum;
+  rs.loss = loss;
+  rs.loss_paired = paired;
+  const auto a = attnum::report::answer(rs);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(a[0]["loss"].size(), 1u);
+  EXPECT_EQ(a[0]["loss"][0]["text"], "loss on m: perplexity ratio to the reference 1.000 [n/a]; paired with plain, "
+                                     "CE 0.0004 [n/a] nats, no interval");
+  EXPECT_FALSE(a[0]["loss"][0].contains("ppl_ratio_lo"));
+  EXPECT_EQ(a[0]["loss"][0]["delta_ce_verdict"], "no interval");
+}
+
 TEST(results_test, legacy_tile_label_reads_as_plain) {
   const fs::path d = fresh_dir("tile");
   attnum::test::write_text(d / "rows.csv",

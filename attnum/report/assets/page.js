@@ -37,6 +37,15 @@
     if (typeof lo === 'number' && typeof hi === 'number') s += ' [' + num(lo, d) + ', ' + num(hi, d) + ']';
     return s;
   }
+  // A loss statistic with its interval, or "[n/a]" (the row's <stat>_ci_reason as the tooltip)
+  // where the row records the interval as not available (null bounds).
+  function lossInterval(r, stat, d, suffix) {
+    const lo = r[stat + '_lo'], hi = r[stat + '_hi'];
+    if (r[stat] === null || r[stat] === undefined || (typeof lo === 'number' && typeof hi === 'number') || !(stat + '_lo' in r))
+      return interval(r[stat], lo, hi, d, suffix);
+    const why = r[stat + '_ci_reason'];
+    return num(r[stat], d) + (suffix || '') + ' <span class="na"' + (why ? ' title="' + esc(String(why)) + '"' : '') + '>[n/a]</span>';
+  }
 
   // ---- export -------------------------------------------------------------------------------
   function toCSV(t) {
@@ -610,12 +619,12 @@
     for (const k of ['kl_mean', 'dp_p50', 'dp_p90', 'dp_p99']) lf[k] = colFormat(column(L.rows, k), 3);
     for (const r of L.rows) {
       h += '<tr><td class="l">' + esc(r.model ?? '—') + '</td><td class="l">' + esc(r.kernel) + '</td><td class="l">' + esc(r.condition) +
-        '</td><td class="l">' + esc(r.reference ?? '—') + '</td>' + cell(r.n_labels, 0) + '<td>' + interval(r.ppl_ratio, r.ppl_ratio_lo, r.ppl_ratio_hi, 3, '×') +
+        '</td><td class="l">' + esc(r.reference ?? '—') + '</td>' + cell(r.n_labels, 0) + '<td>' + lossInterval(r, 'ppl_ratio', 3, '×') +
         '</td>' + cell(r.ce_ref, 4) + cell(r.ce_variant, 4) + cell(r.kl_mean, lf.kl_mean) + cell(r.top1_agreement, 3) + cell(r.dp_p50, lf.dp_p50) +
         cell(r.dp_p90, lf.dp_p90) + cell(r.dp_p99, lf.dp_p99) + '</tr>';
     }
     $('loss-wrap').innerHTML = h + '</tbody></table>' + (L.rows.length && L.rows[0].ci_method
-      ? '<p class="note" id="loss-ci-method">Ratio intervals: ' + esc(L.rows[0].ci_method) + ', ' + esc(L.rows[0].n_blocks) + ' blocks.</p>' : '');
+      ? '<p class="note" id="loss-ci-method">Ratio intervals: ' + esc(L.rows[0].ci_method) + (typeof L.rows[0].n_text_windows === 'number' ? '; the text windows are the clusters, so the intervals include the variation between texts; [n/a]: no interval (hover for why).' : ', ' + esc(L.rows[0].n_blocks) + ' blocks.') + '</p>' : '');
     addExports('loss-exports', 'loss', 'Loss', () => ({ columns: L.columns, rows: L.rows }));
     const P = DATA.loss_paired;
     await lossPlots(L, P && P.rows.length ? P : null);
@@ -628,13 +637,13 @@
     const klf = colFormat(column(P.rows, 'delta_kl', 'delta_kl_lo', 'delta_kl_hi'), 3);
     for (const r of P.rows) {
       p += '<tr><td class="l">' + esc(r.kernel) + '</td><td class="l">' + esc(r.condition_a) + ' &minus; ' + esc(r.condition_b) + '</td>' +
-        cell(r.n_labels, 0) + '<td>' + interval(r.delta_ce, r.delta_ce_lo, r.delta_ce_hi, 4) + '</td><td>' +
-        interval(r.delta_kl, r.delta_kl_lo, r.delta_kl_hi, klf) + '</td><td>' + interval(r.delta_top1, r.delta_top1_lo, r.delta_top1_hi, 4) +
+        cell(r.n_labels, 0) + '<td>' + lossInterval(r, 'delta_ce', 4) + '</td><td>' +
+        lossInterval(r, 'delta_kl', klf) + '</td><td>' + lossInterval(r, 'delta_top1', 4) +
         '</td>' + cell(r.block_length, 0) + cell(r.ce_diff_lag1_autocorrelation, 3) + '</tr>';
     }
     $('loss-paired-wrap').innerHTML = p + '</tbody></table><p class="note">Differences of per-label results of two conditions on the same ' +
-      'labels; an interval that contains 0 means the two conditions are not distinguishable on these labels. Intervals: 95% moving-block ' +
-      'bootstrap over token positions, each block inside one text window; the block length follows the autocorrelation of the per-token CE differences.</p>';
+      'labels; an interval that contains 0 means the two conditions are not distinguishable on these labels. Intervals: 95% ' +
+      esc(P.rows[0].ci_method ?? '') + '. Block: the moving-block length the autocorrelation of the per-token CE differences needs (recorded, not used by the intervals).</p>';
     addExports('loss-exports', 'loss_paired', 'Paired', () => ({ columns: P.columns, rows: P.rows }));
   }
 
