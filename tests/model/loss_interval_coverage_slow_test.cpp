@@ -7,7 +7,8 @@
 // interval (the delete-one-window jackknife, t(G-1), log / logit / identity scale) must cover the
 // truth in 92-98% of replications; the moving-block bootstrap over token positions it replaced
 // (stats::block_bootstrap, blocks within a window, as the loss study computed it) is measured
-// beside it on the first replications and undercovers. Seeds are fixed, so the table printed
+// beside it on the first replications and undercovers; so does the jackknife of kl_p99, which
+// therefore gets none. Seeds are fixed, so the table printed
 // for docs/model.md is the same on every run.
 #include <gtest/gtest.h>
 
@@ -162,6 +163,25 @@ struct tally {
   int covered_before = 0, covered_after = 0, reported_before = 0, reported_after = 0;
 };
 
+// The jackknife kl_p99 would get if it had one (log scale, t(G-1), over windows): it undercovers,
+// which is why the loss rows give kl_p99 no interval.
+bool kl_p99_jackknife_covers(const std::vector<model::unit_result>& res, double truth) {
+  std::vector<double> kl;
+  std::vector<int> window;
+  for (size_t t = 0; t < res.size() / 2; ++t) {
+    kl.insert(kl.end(), res[2 * t].kl.begin(), res[2 * t].kl.end());
+    window.insert(window.end(), res[2 * t].kl.size(), static_cast<int>(t));
+  }
+  stats::bootstrap_options o;
+  o.scale = stats::ci_scale::log;
+  const stats::interval iv = stats::cluster_jackknife_t(window, [&](std::span<const int> idx) -> std::optional<double> {
+    std::vector<double> v(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) v[i] = kl[static_cast<size_t>(idx[i])];
+    return stats::percentile(std::move(v), 0.99);
+  }, o);
+  return iv.lo && *iv.lo <= truth && truth <= *iv.hi;
+}
+
 }  // namespace
 
 TEST(loss_interval_coverage_slow_test, every_printed_loss_interval_covers_92_to_98_percent) {
@@ -170,7 +190,8 @@ TEST(loss_interval_coverage_slow_test, every_printed_loss_interval_covers_92_to_
   for (int k = 0; k < kStats; ++k) std::printf(" %s %.5g", kNames[k], truth[static_cast<size_t>(k)]);
   std::printf("\n| text windows | replications (before) |");
   for (int k = 0; k < kStats; ++k) std::printf(" %s before / after |", kNames[k]);
-  std::printf("\n");
+  std::printf(" kl_p99 (jackknife, not printed) |\n");
+  const double kl_p99_truth = std::exp(kMPlain + 2.3263478740408408 * std::sqrt(kSw * kSw + kSk * kSk));
   for (int g : {3, 5, 10}) {
     const int reps = 1000, reps_before = 200;
     model::loss_params p;
@@ -179,8 +200,10 @@ TEST(loss_interval_coverage_slow_test, every_printed_loss_interval_covers_92_to_
     p.source_names.assign(static_cast<size_t>(g), "w");
     stats::splitmix64 rng(0x1055c0deULL + static_cast<uint64_t>(g));
     tally t[kStats];
+    int p99_covered = 0;
     for (int r = 0; r < reps; ++r) {
       const std::vector<model::unit_result> res = draw(rng, g);
+      p99_covered += kl_p99_jackknife_covers(res, kl_p99_truth);
       const std::vector<ci> a = after(p, res);
       for (size_t k = 0; k < kStats; ++k)
         if (a[k].reported())
@@ -201,9 +224,18 @@ TEST(loss_interval_coverage_slow_test, every_printed_loss_interval_covers_92_to_
       EXPECT_EQ(t[k].reported_after, reps) << kNames[k] << " G=" << g;
       EXPECT_GE(after_cov, 0.92) << kNames[k] << " G=" << g;
       EXPECT_LE(after_cov, 0.98) << kNames[k] << " G=" << g;
-      // The bootstrap over token positions ignores the windows' shifts and undercovers.
-      EXPECT_LT(before_cov, 0.9) << kNames[k] << " G=" << g;
+      // The bootstrap over token positions ignores the windows' shifts and undercovers where
+      // they do not cancel (in delta_kl and delta_top1 the shared KL and agreement shifts
+      // mostly do: 0.91-0.96 there).
+      if (k < 7) {
+        EXPECT_LT(before_cov, 0.9) << kNames[k] << " G=" << g;
+      }
     }
-    std::printf("\n");
+    const double p99 = static_cast<double>(p99_covered) / reps;
+    std::printf(" %.3f |\n", p99);
+    // No interval for kl_p99: the jackknife misses the band at some window count.
+    if (g == 10) {
+      EXPECT_LT(p99, 0.92);
+    }
   }
 }

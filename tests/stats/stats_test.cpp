@@ -134,6 +134,29 @@ TEST(stats_test, jackknife_t_of_a_mean_is_the_cluster_t_interval) {
   EXPECT_EQ(*cluster_jackknife_t(cl, mean, o).hi, 4.0);
 }
 
+TEST(stats_test, jackknife_on_the_log_scale_is_the_t_interval_of_the_logs) {
+  // exp of a mean of equal clusters on the log scale: the t interval of the cluster means of
+  // the logs (1, 2, 4, 5: centre 3, half-width t(3) sqrt(10/3)/2), exponentiated.
+  const std::vector<double> y{1, 1, 2, 2, 4, 4, 5, 5};
+  const std::vector<int> cl{0, 0, 1, 1, 2, 2, 3, 3};
+  const auto exp_mean = [&](std::span<const int> idx) -> std::optional<double> {
+    double s = 0;
+    for (int i : idx) s += y[i];
+    return std::exp(s / static_cast<double>(idx.size()));
+  };
+  bootstrap_options o;
+  o.scale = ci_scale::log;
+  const interval iv = cluster_jackknife_t(cl, exp_mean, o);
+  const double half = 3.18244631 * std::sqrt(10.0 / 3.0) / 2;  // t(0.975, 3)
+  EXPECT_NEAR(*iv.lo, std::exp(3 - half), 1e-7 * std::exp(3 - half));
+  EXPECT_NEAR(*iv.hi, std::exp(3 + half), 1e-7 * std::exp(3 + half));
+  // A value <= 0 has no log: no interval, with the reason.
+  const auto shifted = [&](std::span<const int> idx) -> std::optional<double> { return std::log(*exp_mean(idx)) - 3; };
+  const interval none = cluster_jackknife_t(cl, shifted, o);
+  EXPECT_FALSE(none.lo || none.hi);
+  EXPECT_EQ(none.reason, "a value <= 0 has no log scale");
+}
+
 TEST(stats_test, jackknife_counts_undefined_leave_outs_and_gives_no_interval) {
   // The statistic is undefined without cluster 2: one dropped fit, no interval.
   const std::vector<int> cl{0, 1, 2};
