@@ -268,7 +268,10 @@ std::string interval(const json& j, const char* stat) {
 }
 // The line under the loss tables: how their intervals were made (the rows' n_text_windows).
 std::string loss_intervals_line(const json& rows) {
-  const int g = rows.empty() ? 0 : rows[0].value("n_text_windows", 0);
+  if (rows.empty()) return "";
+  if (!rows[0].contains("n_text_windows"))  // rows written before the field existed: their method
+    return fmt::format("Loss intervals: 95% {}.\n", rows[0].value("ci_method", std::string("(not recorded)")));
+  const int g = rows[0].value("n_text_windows", 0);
   if (g < model::kMinLossWindows)
     return fmt::format("Loss intervals: n/a, {} text window{} (an interval over text windows needs at least {}).\n", g,
                        g == 1 ? "" : "s", model::kMinLossWindows);
