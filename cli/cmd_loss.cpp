@@ -85,9 +85,9 @@ void run(const loss_options& o) {
                    r.kl_mean, r.top1_agreement, r.dp_p01, r.dp_p99);
   }
   if (!rows.empty())
-    fmt::print("ppl_ratio intervals: 95% {} (the text windows are the clusters, so the intervals include "
+    fmt::print("ppl_ratio intervals: {}{} (the text windows are the clusters, so the intervals include "
                "the variation between texts; n/a: none, loss.json's *_ci_reason says why)\n",
-               rows[0].ci_method);
+               rows[0].ci_method.rfind("none", 0) == 0 ? "" : "95% ", rows[0].ci_method);
   // llama.cpp's --kl-divergence statistics, with the same jackknife's intervals (none for kl_p99).
   if (!rows.empty()) {
     fmt::print("\nKL(ref || variant) over labels, same top-1, RMS dp (llama.cpp's --kl-divergence statistics; 95% intervals as above)\n");
@@ -109,9 +109,9 @@ void run(const loss_options& o) {
                r.condition_a, r.condition_b, r.kernel, r.delta_ce, ci(r.delta_ce_lo, r.delta_ce_hi, "{:>9.5f}"),
                r.delta_kl, ci(r.delta_kl_lo, r.delta_kl_hi, "{:>9.2e}"), r.delta_top1, r.block_length,
                r.ce_diff_lag1_autocorrelation);
-  fmt::print("paired intervals: 95% {} (n/a: none, loss_paired.json's *_ci_reason says why; block: the "
+  fmt::print("paired intervals: {}{} (n/a: none, loss_paired.json's *_ci_reason says why; block: the "
              "moving-block length the per-token CE differences' autocorrelation needs, recorded, not used)\n",
-             paired[0].ci_method);
+             paired[0].ci_method.rfind("none", 0) == 0 ? "" : "95% ", paired[0].ci_method);
 }
 
 void setup(CLI::App& app) {
