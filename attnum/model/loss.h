@@ -38,6 +38,8 @@ struct loss_params {
   std::vector<std::string> conditions = {"plain"};
   std::string reference = "bf16";         ///< "bf16" (emulated native BF16 attention) or "fp64"
   linear_precision linear = linear_precision::bf16;
+  /// Recorded in shard and checkpoint parameters; the intervals (a jackknife over text windows)
+  /// draw no resamples, so they do not use them.
   int bootstrap_samples = 1000;
   uint64_t bootstrap_seed = 0x105505EEDULL;
   /// The reference's logits read from a file (reference_logits.h) instead of computed: null
