@@ -21,7 +21,7 @@ namespace {
 struct loss_options {
   attnum::cli::kernel_flags kernel{"fa3", {}};
   std::string model, tokenizer, rotation, conditions = "plain,rotate,center,center+rotate";
-  std::string reference = "bf16", linear = "bf16", out, save_reference, reference_file;
+  std::string reference = "bf16", linear = "auto", out, save_reference, reference_file;
   std::vector<std::string> texts, token_ids;
   int tokens = 1024, windows = 1;
   std::string shard;  // "I/N"
@@ -75,7 +75,7 @@ void run(const loss_options& o) {
   };
   for (const auto& spec : specs) {
     fmt::print("model {}  kernel {}  reference {}{}  linear {}  labels per condition {}\n", res.model_id,
-               spec.name, o.reference, reference_note, o.linear, rows.empty() ? 0 : rows[0].n_labels);
+               spec.name, o.reference, reference_note, rows.empty() ? o.linear : rows[0].linear, rows.empty() ? 0 : rows[0].n_labels);
     fmt::print("{:<14} {:>9} {:>9} {:>9} {:>19} {:>10} {:>7} {:>10} {:>10}\n", "condition", "ce_ref",
                "ce_var", "ppl_ratio", "95% interval", "kl_mean", "top1", "dp_p01", "dp_p99");
     for (const auto& r : rows)
@@ -126,7 +126,7 @@ void setup(CLI::App& app) {
   attnum::cli::add_rotation_option(app, o->rotation);
   app.add_option("--conditions", o->conditions, "Comma-separated conditions")->capture_default_str();
   app.add_option("--reference", o->reference, "Reference attention: bf16 or fp64")->capture_default_str();
-  app.add_option("--linear-precision", o->linear, "Outside attention: bf16 or fp32")->capture_default_str();
+  app.add_option("--linear-precision", o->linear, "Outside attention: auto (the checkpoint's own dtype), fp32, bf16 or fp16")->capture_default_str();
   app.add_option("--out", o->out, "Write DIR/loss.json, DIR/loss.csv and the paired comparisons DIR/loss_paired.{json,csv}");
   app.add_option("--save-reference", o->save_reference,
                  "Compute the reference logits once, write them to FILE (N x vocab x 4 bytes per window), and use them");

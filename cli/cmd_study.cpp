@@ -39,7 +39,7 @@ void setup(CLI::App& app) {
                  "preset's numerics, fixed across kernels, the design of seed 000)")
       ->capture_default_str();
   attnum::cli::add_predictor_version_option(app, f->predictor_version);
-  app.add_option("--linear-precision", f->c.linear, "Model runner outside attention: bf16|fp32")
+  app.add_option("--linear-precision", f->c.linear, "Model runner outside attention: auto (the checkpoint's own dtype), fp32, bf16 or fp16")
       ->capture_default_str();
   app.add_option("--out", f->out, "Output folder (resumes what is there)")->capture_default_str();
   app.add_option("--assets", f->assets, "node_modules folder with Vega (report)");

@@ -67,8 +67,8 @@ config qwen25_config(std::string_view size) {
 
 weights random_weights(const config& c, uint64_t seed, io::st_dtype dtype) {
   validate(c, "random_weights");
-  if (dtype != io::st_dtype::F32 && dtype != io::st_dtype::BF16)
-    fail("random_weights: dtype {}: expected F32 or BF16", io::dtype_name(dtype));
+  if (dtype != io::st_dtype::F32 && dtype != io::st_dtype::BF16 && dtype != io::st_dtype::F16)
+    fail("random_weights: dtype {}: expected F32, BF16 or F16", io::dtype_name(dtype));
   weights w;
   w.cfg = c;
   w.id = "random-" + c.family;
@@ -84,8 +84,10 @@ weights random_weights(const config& c, uint64_t seed, io::st_dtype dtype) {
     if (dtype == io::st_dtype::F32) return matrix(fill(n, scale));
     std::uniform_real_distribution<float> u(-scale, scale);
     std::vector<uint16_t> bits(n);
-    for (uint16_t& b : bits) b = uint16_t(std::bit_cast<uint32_t>(formats::quantize_bf16(u(rng))) >> 16);
-    return matrix::from_bits(io::st_dtype::BF16, std::move(bits));
+    for (uint16_t& b : bits)
+      b = dtype == io::st_dtype::BF16 ? uint16_t(std::bit_cast<uint32_t>(formats::quantize_bf16(u(rng))) >> 16)
+                                      : uint16_t(formats::encode(formats::format::fp16, u(rng)));
+    return matrix::from_bits(dtype, std::move(bits));
   };
   const size_t D = c.dim, H = c.hidden_dim, hd = size_t(c.n_head) * c.d_head, kv = size_t(c.n_head_kv) * c.d_head;
   const float sd = 1.0f / std::sqrt(float(D)), sh = 1.0f / std::sqrt(float(H));

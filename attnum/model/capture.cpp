@@ -12,8 +12,10 @@ void write_capture(const weights& w, std::span<const int> ids, const capture_sou
                    linear_precision p, const std::string& path) {
   const config& c = w.cfg;
   const int n = static_cast<int>(ids.size());
-  // Copies of each layer's operands (bf16 rounding (RNE) happens in io::write_safetensors; in bf16 mode they are
-  // on the grid already).
+  // Copies of each layer's operands, stored in BF16, or in F16 under fp16 linear precision, where
+  // they are float16 values (the rounding (RNE) happens in io::write_safetensors; in bf16 and fp16
+  // mode they are on the grid already).
+  const io::st_dtype stored = p == linear_precision::fp16 ? io::st_dtype::F16 : io::st_dtype::BF16;
   std::vector<std::vector<float>> q(c.n_layers), k(c.n_layers), v(c.n_layers);
   forward_options opt;
   opt.linear = p;
@@ -25,9 +27,9 @@ void write_capture(const weights& w, std::span<const int> ids, const capture_sou
   forward(w, ids, opt);
   std::vector<io::tensor_out> out;
   for (int l = 0; l < c.n_layers; ++l) {
-    out.push_back({fmt::format("layers.{}.q", l), {c.n_head, n, c.d_head}, q[l].data(), io::st_dtype::BF16});
-    out.push_back({fmt::format("layers.{}.k", l), {c.n_head_kv, n, c.d_head}, k[l].data(), io::st_dtype::BF16});
-    out.push_back({fmt::format("layers.{}.v", l), {c.n_head_kv, n, c.d_head}, v[l].data(), io::st_dtype::BF16});
+    out.push_back({fmt::format("layers.{}.q", l), {c.n_head, n, c.d_head}, q[l].data(), stored});
+    out.push_back({fmt::format("layers.{}.k", l), {c.n_head_kv, n, c.d_head}, k[l].data(), stored});
+    out.push_back({fmt::format("layers.{}.v", l), {c.n_head_kv, n, c.d_head}, v[l].data(), stored});
   }
   std::map<std::string, std::string> meta = {
       {"format", "attnum-capture-1"},

@@ -22,11 +22,19 @@ constexpr int kOutBlock = 256;
 // (Results do not depend on it: every element is computed the same way on any thread.)
 constexpr size_t kParallelMin = 1 << 14;
 
-inline float bf16(float x) { return formats::quantize_bf16(x); }
+// An op's output as the run holds it: rounded to bf16 or fp16 (RNE), or as computed in fp32.
+inline float round_to(float x, linear_precision p) {
+  switch (p) {
+    case linear_precision::bf16: return formats::quantize_bf16(x);
+    case linear_precision::fp16: return formats::quantize_fp16(x);
+    case linear_precision::fp32: break;
+  }
+  return x;
+}
 
 void round_all(std::vector<float>& v, linear_precision p) {
-  if (p == linear_precision::bf16)
-    for (float& x : v) x = bf16(x);
+  if (p != linear_precision::fp32)
+    for (float& x : v) x = round_to(x, p);
 }
 
 // out[i, :] = weight * (x[i, :] / sqrt(mean(x[i, :]^2) + eps)), sequential fp32 sum (run.c).
@@ -40,9 +48,10 @@ void rmsnorm(const float* x, const std::vector<float>& weight, int n, int dim, f
     for (int j = 0; j < dim; ++j) ss += xi[j] * xi[j];
     ss = 1.0f / std::sqrt(ss / dim + eps);
     float* oi = out + size_t(i) * dim;
-    if (p == linear_precision::bf16) {
-      // Hugging Face order: normalize in fp32, cast to bf16, then multiply by the bf16 weight.
-      for (int j = 0; j < dim; ++j) oi[j] = bf16(weight[j] * bf16(ss * xi[j]));
+    if (p != linear_precision::fp32) {
+      // Hugging Face order: normalize in fp32, cast to the run's dtype, then multiply by the
+      // weight held in that dtype.
+      for (int j = 0; j < dim; ++j) oi[j] = round_to(weight[j] * round_to(ss * xi[j], p), p);
     } else {
       for (int j = 0; j < dim; ++j) oi[j] = weight[j] * (ss * xi[j]);
     }
@@ -81,9 +90,17 @@ void rope(float* x, int n, int n_heads, const config& c, const rope_table& t, li
         const int a = c.rope == rope_style::interleaved ? 2 * j : j;
         const int b = c.rope == rope_style::interleaved ? 2 * j + 1 : j + half;
         const float v0 = v[a], v1 = v[b];
-        v[a] = v0 * fcr - v1 * fci;
-        v[b] = v0 * fci + v1 * fcr;
-        if (p == linear_precision::bf16) v[a] = bf16(v[a]), v[b] = bf16(v[b]);
+        if (p == linear_precision::fp32) {
+          v[a] = v0 * fcr - v1 * fci;
+          v[b] = v0 * fci + v1 * fcr;
+        } else {
+          // transformers' apply_rotary_pos_emb in the run's dtype: cos and sin cast to it
+          // (`cos.to(dtype=x.dtype)`), then q * cos + rotate_half(q) * sin with every product and
+          // the sum rounded (three roundings per output).
+          const float cr = round_to(fcr, p), ci = round_to(fci, p);
+          v[a] = round_to(round_to(v0 * cr, p) + round_to(-v1 * ci, p), p);
+          v[b] = round_to(round_to(v1 * cr, p) + round_to(v0 * ci, p), p);
+        }
       }
     }
   }
@@ -101,7 +118,7 @@ void to_token_major(const float* x, int n, int heads, int d, float* out) {
       std::copy_n(x + (size_t(h) * n + i) * d, d, out + (size_t(i) * heads + h) * d);
 }
 
-// y = x W^T (+ bias), rounded to bf16 in bf16 mode (fp32 accumulation inside the GEMM). y is a
+// y = x W^T (+ bias), rounded to bf16 (fp16) in bf16 (fp16) mode (fp32 accumulation inside the GEMM). y is a
 // buffer reused across layers: fresh multi-megabyte allocations cost page faults per call.
 void project(const std::vector<float>& x, int n, int in, const matrix& w,
              const std::vector<float>& bias, int out, linear_precision p, forward_stats* stats,
@@ -123,8 +140,7 @@ void project(const std::vector<float>& x, int n, int in, const matrix& w,
 
 void add_residual(std::vector<float>& x, const std::vector<float>& d, linear_precision p) {
   for (size_t i = 0; i < x.size(); ++i) {
-    x[i] += d[i];
-    if (p == linear_precision::bf16) x[i] = bf16(x[i]);
+    x[i] = round_to(x[i] + d[i], p);
   }
 }
 
@@ -170,10 +186,44 @@ attention_fn plain_attention() {
 linear_precision parse_linear_precision(std::string_view text) {
   if (text == "fp32") return linear_precision::fp32;
   if (text == "bf16") return linear_precision::bf16;
-  fail("--linear-precision: expected fp32 or bf16, got '{}'", clip(text));
+  if (text == "fp16") return linear_precision::fp16;
+  fail("--linear-precision: expected auto, fp32, bf16 or fp16, got '{}'", clip(text));
 }
 
-std::string_view name(linear_precision p) { return p == linear_precision::bf16 ? "bf16" : "fp32"; }
+std::string_view name(linear_precision p) {
+  switch (p) {
+    case linear_precision::bf16: return "bf16";
+    case linear_precision::fp16: return "fp16";
+    case linear_precision::fp32: break;
+  }
+  return "fp32";
+}
+
+linear_precision checkpoint_precision(const weights& w) {
+  size_t f32 = 0, bf16 = 0, f16 = 0;
+  for_each_tensor(
+      w,
+      [&](const std::string&, const matrix& m) {
+        (m.dtype() == io::st_dtype::BF16 ? bf16 : m.dtype() == io::st_dtype::F16 ? f16 : f32) += m.size();
+      },
+      [](const std::string&, const std::vector<float>&) {});
+  if (f16 > f32 && f16 > bf16) return linear_precision::fp16;
+  if (bf16 > f32 && bf16 >= f16) return linear_precision::bf16;
+  return linear_precision::fp32;
+}
+
+void check_linear_precision(std::string_view text) {
+  if (text != "auto") parse_linear_precision(text);
+}
+
+linear_precision resolve_linear_precision(std::string_view text, const weights& w) {
+  return text == "auto" ? checkpoint_precision(w) : parse_linear_precision(text);
+}
+
+void prepare_weights(weights& w, linear_precision p) {
+  if (p == linear_precision::bf16) round_to_bf16(w);
+  if (p == linear_precision::fp16) round_to_fp16(w);
+}
 
 attention_fn fp32_attention() { return plain_attention<float>(); }
 
@@ -212,7 +262,9 @@ void linear(const float* x, int n, int in, const matrix& w, int out, float* y) {
 }
 
 size_t weight_bytes(const weights& w, linear_precision p) {
-  return p == linear_precision::bf16 ? model_bytes(w.cfg, io::st_dtype::BF16) : w.bytes();
+  if (p == linear_precision::bf16) return model_bytes(w.cfg, io::st_dtype::BF16);
+  if (p == linear_precision::fp16) return model_bytes(w.cfg, io::st_dtype::F16);
+  return w.bytes();
 }
 
 size_t capture_activation_bytes(const config& c, int n) {
@@ -231,7 +283,7 @@ void check_memory(const weights& w, linear_precision p, size_t activation_bytes,
   } catch (const error& e) {
     const double gib = double(uint64_t{1} << 30);
     fail("{} (weights {:.3g} GiB as {}, activations {:.3g} GiB: docs/model.md, \"Weights in memory\")", e.what(),
-         double(wb) / gib, p == linear_precision::bf16 ? "bf16" : "stored", double(activation_bytes) / gib);
+         double(wb) / gib, p == linear_precision::fp32 ? "stored" : name(p), double(activation_bytes) / gib);
   }
 }
 
@@ -316,8 +368,7 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
     project(xb, n, D, L.w3, L.b3, c.hidden_dim, p, opt.stats, h3);
     for (size_t i = 0; i < h1.size(); ++i) {
       float s = h1[i] * (1.0f / (1.0f + std::exp(-h1[i])));
-      if (p == linear_precision::bf16) s = bf16(s);
-      h1[i] = s * h3[i];
+      h1[i] = round_to(s, p) * h3[i];
     }
     round_all(h1, p);
     project(h1, n, c.hidden_dim, L.w2, L.b2, D, p, opt.stats, delta);

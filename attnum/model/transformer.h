@@ -16,12 +16,25 @@ namespace attnum::model {
 enum class linear_precision : uint8_t {
   fp32,  ///< fp32 weights and activations
   bf16,  ///< native BF16 as on a GPU: bf16 weights and activations, fp32 accumulation, every
-         ///< op's output rounded to bf16 (precondition: weights passed through round_to_bf16)
+         ///< op's output rounded to bf16 (precondition: weights passed through prepare_weights)
+  fp16,  ///< native FP16, the same with fp16 in place of bf16 (transformers' torch_dtype=float16)
 };
-/// Parses "fp32" or "bf16"; throws attnum::error otherwise.
+/// Parses "fp32", "bf16" or "fp16"; throws attnum::error otherwise.
 linear_precision parse_linear_precision(std::string_view text);
-/// Returns "fp32" or "bf16".
+/// Returns "fp32", "bf16" or "fp16".
 std::string_view name(linear_precision p);
+/// The checkpoint's own precision: the dtype that stores most of its matrix elements (F16: fp16,
+/// BF16: bf16, F32 and dequantised GGUF types: fp32).
+linear_precision checkpoint_precision(const weights& w);
+/// Resolves a --linear-precision value for w: "auto" is checkpoint_precision(w), anything else
+/// parse_linear_precision. Throws attnum::error for another value.
+linear_precision resolve_linear_precision(std::string_view text, const weights& w);
+/// Throws attnum::error unless text is "auto", "fp32", "bf16" or "fp16" (a flag checked before
+/// the model is read).
+void check_linear_precision(std::string_view text);
+/// Holds w's weights as a run under p does: rounded to bf16 (round_to_bf16) or fp16
+/// (round_to_fp16); as stored under fp32.
+void prepare_weights(weights& w, linear_precision p);
 
 /// One layer's post-RoPE attention operands, in the engine's layout:
 /// q [n_head, n_tok, d_head], k and v [n_head_kv, n_tok, d_head] (row-major floats).
@@ -71,7 +84,7 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
 size_t forward_activation_bytes(const config& c, int n);
 
 /// The bytes the weights hold once the run has prepared them: as stored, or with every matrix in
-/// BF16 under linear_precision::bf16 (round_to_bf16; model_bytes(c, BF16)).
+/// BF16 under linear_precision::bf16 (round_to_bf16; model_bytes(c, BF16)), F16 under fp16.
 size_t weight_bytes(const weights& w, linear_precision p);
 
 /// What a command holds besides the weights (docs/model.md, "Weights in memory"):

@@ -77,6 +77,27 @@ matrix matrix::rounded_to_bf16() const {
   return from_bits(io::st_dtype::BF16, std::move(bits));
 }
 
+namespace {
+[[noreturn]] void beyond_fp16(const std::string& what, size_t index, float x) {
+  fail("{}: element {} = {} is beyond float16's range (65504): the model cannot be held in fp16 "
+       "(--linear-precision bf16 or fp32 can)", what, index, x);
+}
+}  // namespace
+
+matrix matrix::rounded_to_fp16(const std::string& what) const {
+  if (dtype_ == io::st_dtype::F16) return *this;
+  std::vector<uint16_t> bits(count_);
+  for_each_chunk([&](size_t b, const float* x, size_t m) {
+    for (size_t i = 0; i < m; ++i) {
+      const uint32_t code = formats::encode(formats::format::fp16, x[i], formats::rounding::nearest_even, false);
+      if ((code & 0x7fffu) >= 0x7c00u) beyond_fp16(what, b + i, x[i]);
+      bits[b + i] = static_cast<uint16_t>(code);
+    }
+    return true;
+  });
+  return from_bits(io::st_dtype::F16, std::move(bits));
+}
+
 bool matrix::operator==(const matrix& o) const {
   if (count_ != o.count_) return false;
   if (data_ == o.data_ && dtype_ == o.dtype_) return true;
@@ -154,6 +175,21 @@ void round_to_bf16(weights& w) {
       },
       [](const std::string&, std::vector<float>& v) {
         for (float& x : v) x = formats::quantize_bf16(x);
+      });
+}
+
+void round_to_fp16(weights& w) {
+  for_each_tensor(
+      w,
+      [](const std::string& name, matrix& m) {
+        if (!m.empty()) m = m.rounded_to_fp16(name);
+      },
+      [](const std::string& name, std::vector<float>& v) {
+        for (size_t i = 0; i < v.size(); ++i) {
+          const float r = formats::quantize_fp16(v[i]);
+          if (std::isinf(r)) beyond_fp16(name, i, v[i]);
+          v[i] = r;
+        }
       });
 }
 

@@ -98,6 +98,9 @@ class matrix {
   const uint8_t* data() const { return data_; }
   /// The same values rounded to bfloat16 (RNE), stored as BF16 (itself when already BF16).
   matrix rounded_to_bf16() const;
+  /// The same values rounded to float16 (RNE), stored as F16 (itself when already F16). Throws
+  /// attnum::error, naming `what`, for a value beyond fp16's range (it would become Inf).
+  matrix rounded_to_fp16(const std::string& what) const;
   /// Equal values (not storage): a bf16 matrix equals its fp32 widening.
   bool operator==(const matrix& o) const;
 
@@ -170,6 +173,11 @@ void validate(const config& c, const std::string& what);
 /// Rounds every weight to bfloat16 (RNE), as a model held in bf16 on a GPU: matrices become BF16
 /// (half the memory of fp32), vectors keep fp32 storage of bf16 values.
 void round_to_bf16(weights& w);
+
+/// Rounds every weight to float16 (RNE), as a model held in fp16 on a GPU (a checkpoint stored
+/// in F16 is unchanged): matrices become F16, vectors keep fp32 storage of fp16 values. Throws
+/// attnum::error naming the tensor for a value beyond fp16's range (65504).
+void round_to_fp16(weights& w);
 
 /// A fingerprint of the model as the forward uses it (16 hex digits): FNV-1a 64 over its
 /// configuration and every matrix's dtype and stored bytes and every vector, hashed in fixed

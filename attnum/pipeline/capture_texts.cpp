@@ -31,7 +31,7 @@ std::vector<std::string> capture_texts(const capture_request& o) {
   weights w = load_model(o.model);
   if (o.tokens <= 0) fail("--tokens must be positive, got {}", o.tokens);
   if (o.tokens > w.cfg.seq_len) fail("--tokens {} is larger than the model's context {}", o.tokens, w.cfg.seq_len);
-  const linear_precision p = parse_linear_precision(o.linear);
+  const linear_precision p = resolve_linear_precision(o.linear, w);
   std::unique_ptr<tokenizer> tok;
   if (!o.texts.empty()) tok = load_tokenizer(o.model, w, o.tokenizer);
   // Read and check every input before writing anything.
@@ -52,7 +52,7 @@ std::vector<std::string> capture_texts(const capture_request& o) {
   // Refused up front when the weights and the capture's activations cannot fit (docs/model.md).
   check_memory(w, p, capture_activation_bytes(w.cfg, o.tokens),
                fmt::format("capture: {} with {} tokens", w.id, o.tokens));
-  if (p == linear_precision::bf16) round_to_bf16(w);
+  prepare_weights(w, p);
   output_guard guard(o.out);  // docs/reliability.md: a failed run leaves --out as it was
   begin_output_dir(o.out);
   std::vector<std::string> written;

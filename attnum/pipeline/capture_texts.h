@@ -7,7 +7,7 @@
 namespace attnum::pipeline {
 
 struct capture_request {
-  std::string model, tokenizer, out, linear = "bf16";
+  std::string model, tokenizer, out, linear = "auto";
   std::vector<std::string> texts, token_ids;  ///< text files (tokenized) or token-id files
   int tokens = 1024;                          ///< the first N tokens of each
   bool progress = true;                       ///< the progress line (core/progress.h)

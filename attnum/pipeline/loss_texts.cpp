@@ -39,8 +39,9 @@ loss_outcome run_loss_request(const loss_request& r) {
   p.reference = r.reference;
   if (p.reference != "bf16" && p.reference != "fp64")
     fail("--reference: expected bf16 or fp64, got '{}'", clip(p.reference));
-  p.linear = parse_linear_precision(r.linear);
+  check_linear_precision(r.linear);
   weights w = load_model(r.model);
+  p.linear = resolve_linear_precision(r.linear, w);
   // Windows longer than the model's context are clamped to it, as attnum study does.
   if (w.cfg.seq_len > 0 && p.n_tokens > w.cfg.seq_len) {
     if (r.notices && world.root())
@@ -59,7 +60,7 @@ loss_outcome run_loss_request(const loss_request& r) {
   // Refused up front when the weights and the loss's activations cannot fit (docs/model.md).
   check_memory(w, p.linear, loss_activation_bytes(w.cfg, p.n_tokens, !r.reference_file.empty()),
                fmt::format("loss: {} with windows of {} tokens", w.id, p.n_tokens));
-  if (p.linear == linear_precision::bf16) round_to_bf16(w);
+  prepare_weights(w, p.linear);
   // The reference file is checked against the weights as the forward uses them (rounded).
   if (!r.reference_file.empty()) {
     try {

@@ -20,7 +20,7 @@ struct loss_request {
   std::vector<std::string> knobs;               ///< applied to them (recorded)
   transforms::rotation rotation;
   std::vector<std::string> conditions = {"plain", "rotate", "center", "center+rotate"};
-  std::string reference = "bf16", linear = "bf16";
+  std::string reference = "bf16", linear = "auto";
   std::string save_reference;  ///< compute the reference logits once, write them here, then use them
   std::string reference_file;  ///< read the reference logits from here instead of computing them
   std::string out;             ///< result folder ("" for none)

@@ -81,7 +81,7 @@ model_inputs capture_model(const study_config& c, const model::weights& w,
   if (per_text > 1)
     say(c, fmt::format("{} windows of {} tokens per text ({} labels in all)", per_text, in.n,
                        per_text * in.n * static_cast<int>(texts.size())));
-  const auto lin = model::parse_linear_precision(c.linear);
+  const auto lin = model::resolve_linear_precision(c.linear, w);
   if (scaleout::here().root()) fs::create_directories(dir);
   attnum::progress bar("capture", static_cast<int64_t>(texts.size()) * per_text, "windows",
                        c.progress && scaleout::here().root(),
@@ -127,6 +127,7 @@ json run_study(const study_config& c) {
   const auto t_all = clock_type::now();
   const bool root = scaleout::here().root();
   if (c.kernels.empty()) fail("study: --kernels is empty");
+  model::check_linear_precision(c.linear);
   if (root) fs::create_directories(c.out);
   json timings = json::object();
 
@@ -146,7 +147,7 @@ json run_study(const study_config& c) {
     say(c, fmt::format("loading {}", clip(c.model)));
     w = model::load_model(c.model);
     tok = model::load_tokenizer(c.model, *w, c.tokenizer);
-    const model::linear_precision lp = model::parse_linear_precision(c.linear);
+    const model::linear_precision lp = model::resolve_linear_precision(c.linear, *w);
     {  // Refused up front when the weights and the larger of the capture's and the loss's
        // activations cannot fit (docs/model.md, "Weights in memory").
       const int n = w->cfg.seq_len > 0 ? std::min(c.tokens, w->cfg.seq_len) : c.tokens;
@@ -154,7 +155,7 @@ json run_study(const study_config& c) {
                                            model::loss_activation_bytes(w->cfg, n, false)),
                           fmt::format("study: {} with windows of {} tokens", w->id, n));
     }
-    if (lp == model::linear_precision::bf16) model::round_to_bf16(*w);
+    model::prepare_weights(*w, lp);
     say(c, "capturing Q, K, V");
     inputs = capture_model(c, *w, *tok, c.out / "captures");
     so.zoo = false;
@@ -191,7 +192,7 @@ json run_study(const study_config& c) {
       p.knobs = c.knobs;
       p.rotation = c.rotation;
       p.conditions = c.conditions;
-      p.linear = model::parse_linear_precision(c.linear);
+      p.linear = model::resolve_linear_precision(c.linear, *w);
       model::validate(p, *w);
       say(c, fmt::format("loss: {} on {} texts x {} labels", k.name, p.sources.size(), p.n_tokens));
       auto r = run_loss(*w, p, w->id, c.out / "loss" / k.name, 0, 1, c.progress);

@@ -30,7 +30,7 @@ struct study_config {
   std::vector<std::string> knobs;        ///< applied to every kernel (recorded)
   transforms::rotation rotation;         ///< of Q and K (heads and loss)
   std::vector<std::string> conditions{"plain", "rotate", "center", "center+rotate"};
-  std::string linear = "bf16";           ///< linear layers of the model runner
+  std::string linear = "auto";           ///< linear layers of the model runner
   std::string predictor_model = "kernel";  ///< head study: "kernel" or one fixed preset
   predict::version predictor_version = predict::version::v1;  ///< head study: the predictor's model
   std::filesystem::path out = "results/study";

@@ -70,7 +70,7 @@ def load_capture(path) -> Capture:
 
 
 def capture(model, texts: Sequence = (), out=None, tokens: int = 1024, token_ids: Sequence = (),
-            tokenizer: str = "", linear: str = "bf16", quiet: bool = False) -> List[Capture]:
+            tokenizer: str = "", linear: str = "auto", quiet: bool = False) -> List[Capture]:
     """`attnum capture`: runs `model` (a llama2.c .bin or a Hugging Face folder) on the first
     `tokens` tokens of each text file (or token-id file) and writes one capture file per text
     into folder `out` (the CLI's files, bit for bit); returns them loaded. out=None: a temporary
@@ -263,7 +263,7 @@ def heads(captures: Optional[Sequence[Union[str, Capture]]] = None, zoo: bool = 
 
 def study(model: Optional[str] = None, texts: Sequence[str] = (), kernels: Union[str, Sequence[str]] = "fa3,sage2pp-sm89",
           conditions: Union[str, Sequence[str]] = _DEFAULT_CONDITIONS, rotation=None, knobs=None,
-          tokens: int = 1024, tokenizer: str = "", predictor_model: str = "kernel", linear: str = "bf16",
+          tokens: int = 1024, tokenizer: str = "", predictor_model: str = "kernel", linear: str = "auto",
           report: bool = True, full_pcast: bool = False, zoo_layers: int = 0, zoo_tokens: int = 1024,
           out=None, quiet: bool = False, predictor_version: str = "v1") -> StudyResult:
     """The whole study (`attnum study`): captures of `model` on `texts` (default: the synthetic
@@ -283,7 +283,7 @@ def study(model: Optional[str] = None, texts: Sequence[str] = (), kernels: Union
 def loss(model, texts: Sequence = (), kernels: Union[str, Sequence[str]] = "fa3",
          conditions: Union[str, Sequence[str]] = _DEFAULT_CONDITIONS, rotation=None, knobs=None,
          tokens: int = 1024, windows: int = 1, token_ids: Sequence = (), tokenizer: str = "",
-         reference: str = "bf16", linear: str = "bf16", save_reference=None, reference_file=None,
+         reference: str = "bf16", linear: str = "auto", save_reference=None, reference_file=None,
          out=None, quiet: bool = False) -> LossResult:
     """The downstream loss (`attnum loss`): teacher-forced cross-entropy of `model` on `texts`
     (text files; default: the three books) or `token_ids` (files of ids) in `windows` windows of

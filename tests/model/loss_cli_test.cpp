@@ -118,7 +118,7 @@ TEST(loss_cli_test, save_reference_then_reference_file_give_the_same_files_and_r
   // Refusals, each before any work and with exit 2.
   const std::pair<std::string, std::string> refused[] = {
       {" --reference fp64 --reference-file " + ref, "reference bf16 -> this run fp64"},
-      {" --linear-precision fp32 --reference-file " + ref, "linear_precision bf16 -> this run fp32"},
+      {" --linear-precision bf16 --reference-file " + ref, "linear_precision fp32 -> this run bf16"},
       {" --reference-file " + kData + "stories260K.bin", "--reference-file " + kData + "stories260K.bin"},
       {" --reference-file " + (d / "computed" / "loss.json").string(), "not safetensors"},
       {" --save-reference " + kBook, "--save-reference " + kBook + ": is the input"},
@@ -147,7 +147,7 @@ TEST(loss_cli_test, capture_loss_and_study_refuse_up_front_what_memory_cannot_ho
   const fs::path out = fs::temp_directory_path() / ("attnum_mem_" + std::to_string(::getpid()));
   fs::remove_all(out);
   ::setenv("ATTNUM_MAX_ALLOC_GIB", "0.0011", 1);
-  const std::string model = " --model " + kData + "stories260K.bin";
+  const std::string model = " --model " + kData + "stories260K.bin --linear-precision bf16";
   const std::pair<std::string, std::string> cmds[] = {
       {"loss" + model + " --text " + kBook + " --tokens 64 --kernel fa3 --conditions plain --out " + out.string(),
        "loss: stories260K with windows of 64 tokens needs"},
