@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 
 #include "attnum/core/error.h"
 #include "attnum/model/utf8.h"
@@ -451,12 +452,15 @@ class compiler {
     switch (n.k) {
       case node::empty: return;
       case node::set: {
-        regex::char_set s;
-        s.ranges = n.chars;
-        for (const auto& [a, b] : s.ranges)
-          for (char32_t c = a; c <= b && c < 128; ++c) s.ascii[c >> 6] |= uint64_t{1} << (c & 63);
-        sets_.push_back(std::move(s));
-        push({regex::op::set, false, int(sets_.size()) - 1});
+        auto [it, fresh] = set_index_.try_emplace(n.chars, int(sets_.size()));  // one copy of each set
+        if (fresh) {
+          regex::char_set s;
+          s.ranges = n.chars;
+          for (const auto& [a, b] : s.ranges)
+            for (char32_t c = a; c <= b && c < 128; ++c) s.ascii[c >> 6] |= uint64_t{1} << (c & 63);
+          sets_.push_back(std::move(s));
+        }
+        push({regex::op::set, false, it->second});
         return;
       }
       case node::cat:
@@ -511,6 +515,7 @@ class compiler {
   std::vector<regex::inst>& prog_;
   std::vector<regex::char_set>& sets_;
   std::vector<std::pair<int, const node*>> pending_;  // look/atomic instruction, its expression
+  std::map<range_list, int> set_index_;
 };
 
 }  // namespace
