@@ -579,13 +579,13 @@ class regex_matcher {
   regex_matcher(const regex& re, const std::vector<char32_t>& text) : re_(re), t_(text) {}
 
   // Runs the program at pc from position `start`; on a match sets `end` and returns true.
-  bool run(int pc0, size_t start, size_t& end) {
-    const uint32_t gen = ++gen_;
-    if (gen == 0) {  // wrapped: forget every stamp
-      std::fill(visited_.begin(), visited_.end(), 0);
-      gen_ = 1;
-      return run(pc0, start, end);
-    }
+  bool run(int pc0, size_t start, size_t& end) { return run_from(pc0, start, start, new_generation(), end); }
+
+  // The same, with the visited set of generation `gen`, whose rows count positions from
+  // `origin` <= start: the attempts of one left-to-right scan share it (a state that failed
+  // from an earlier start fails from a later one: there are no captures or anchors), so a whole
+  // scan costs at most instructions x positions steps while the set lasts.
+  bool run_from(int pc0, size_t start, size_t origin, uint32_t gen, size_t& end) {
     const size_t base = stack_.size();
     const size_t np = re_.prog_.size(), n = t_.size();
     stack_.emplace_back(pc0, start);
@@ -594,7 +594,7 @@ class regex_matcher {
       stack_.pop_back();
       while (true) {
         // The visited set: rows of np stamps per position from start, grown on demand.
-        const size_t row = pos - start;
+        const size_t row = pos - origin;
         if (row >= rows_) grow(row);
         if (row < rows_) {
           uint32_t& v = visited_[row * np + size_t(pc)];
@@ -645,6 +645,14 @@ class regex_matcher {
     return false;
   }
 
+ uint32_t new_generation() {
+    if (++gen_ == 0) {  // wrapped: forget every stamp
+      std::fill(visited_.begin(), visited_.end(), 0);
+      gen_ = 1;
+    }
+    return gen_;
+  }
+
  private:
   void grow(size_t row) {
     const size_t np = re_.prog_.size();
@@ -667,9 +675,10 @@ class regex_matcher {
 
 namespace {
 std::optional<regex::match> find_with(regex_matcher& m, size_t n, size_t from) {
+  const uint32_t gen = m.new_generation();
   for (size_t s = from; s <= n; ++s) {
     size_t e;
-    if (m.run(0, s, e)) return regex::match{s, e};
+    if (m.run_from(0, s, from, gen, e)) return regex::match{s, e};
   }
   return std::nullopt;
 }

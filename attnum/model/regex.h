@@ -17,8 +17,9 @@
 // unicode_tables.inc: 's', 'S' and U+017F match each other), never a fold to several code points.
 //
 // Matching is backtracking with an explicit stack (no recursion on the input) and a visited set
-// of (instruction, position) states (as RE2's bit-state engine), so one match attempt costs at most
-// instructions x positions steps; the visited set is bounded, beyond it an attempt may backtrack.
+// of (instruction, position) states shared by the attempts of one scan (as RE2's bit-state
+// engine), so a scan costs at most instructions x positions steps while the set lasts (16 MB of
+// stamps); beyond it an attempt may backtrack as a plain backtracker does.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

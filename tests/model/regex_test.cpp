@@ -199,7 +199,7 @@ TEST(regex_test, long_inputs_and_catastrophic_patterns_finish) {
   ASSERT_EQ(all_m.size(), 2u);  // the run less one space, then " x"
   EXPECT_EQ(all_m[0].end, 999'999u);
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<char32_t> as(40, U'a');
+  const std::vector<char32_t> as(20000, U'a');  // also no quadratic rescan from every start
   EXPECT_FALSE(regex("(?:a|a)*b").find(as, 0));
   EXPECT_FALSE(regex("(?:a+)+b|(?:aa|a)+c").find(as, 0).has_value());
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
