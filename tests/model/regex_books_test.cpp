@@ -98,7 +98,7 @@ TEST(regex_books_test, engine_and_hand_written_split_agree_on_the_books) {
       }
       EXPECT_EQ(at, u.size()) << path << " (" << digits << ")";
       EXPECT_EQ(k, got.size()) << path;
-      EXPECT_GT(got.size(), 100000u) << path;  // a book, not an empty file
+      EXPECT_GT(got.size(), 50000u) << path;  // a book (about 90,000 to 130,000 pieces), not an empty file
     }
   }
 }
