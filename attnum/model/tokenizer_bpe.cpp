@@ -267,7 +267,8 @@ class bpe_tokenizer final : public tokenizer {
       } else if (k == "pattern") {
         if (!v.is_object() || v.size() != 1 || !(v.contains("Regex") || v.contains("String")))
           refuse_field(path, f, v, "expected {\"Regex\": pattern} or {\"String\": text}");
-        const auto& [kind, pat] = *v.items().begin();
+        const std::string kind = v.begin().key();
+        const nlohmann::json& pat = v.begin().value();
         if (!pat.is_string()) refuse_field(path, f + "." + kind, pat, "expected a string");
         std::string re = pat.get<std::string>();
         if (kind == "String") re = regex_quote(re);
@@ -284,6 +285,7 @@ class bpe_tokenizer final : public tokenizer {
       }
     }
     if (!have_pattern) refuse_field(path, field + ".pattern", nlohmann::json(), "expected a pattern");
+    if (!sp.contains("behavior")) refuse_field(path, field + ".behavior", nlohmann::json(), "required, as the tokenizers library requires it");
     steps_.push_back(std::move(step));
   }
 

@@ -155,6 +155,9 @@ TEST(tokenizer_bpe_test, unsupported_tokenizer_fields_are_refused_by_name) {
   j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways";
   expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].behavior = \"Sideways\"");
   j = digits_tokenizer(kQwen2Re, false);
+  j["pre_tokenizer"]["pretokenizers"][0].erase("behavior");
+  expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].behavior = null");
+  j = digits_tokenizer(kQwen2Re, false);
   j["pre_tokenizer"]["pretokenizers"][0]["invert"] = "yes";
   expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].invert");
   j = digits_tokenizer(kQwen2Re, false);
