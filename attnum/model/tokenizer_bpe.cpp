@@ -390,6 +390,7 @@ class bpe_tokenizer final : public tokenizer {
     std::vector<size_t> at;  // byte offset of each code point, and the end
     std::vector<regex::match> matches;
     std::vector<std::pair<std::pair<size_t, size_t>, bool>> parts;  // byte range, is a match
+    std::vector<std::pair<std::pair<size_t, size_t>, bool>> kept;   // byte range, removed
   };
 
   // One piece [b, e) of text through a Split or Digits step, as the tokenizers library's
@@ -420,11 +421,15 @@ class bpe_tokenizer final : public tokenizer {
     if (prev < s.cps.size()) s.parts.push_back({{s.at[prev], e}, false});
     if (step.invert)
       for (auto& p : s.parts) p.second = !p.second;
-    std::vector<std::pair<std::pair<size_t, size_t>, bool>> kept;  // range, removed
+    if (step.behavior == split_behavior::isolated) {  // every part a piece
+      for (const auto& p : s.parts) out.push_back(p.first);
+      return;
+    }
+    std::vector<std::pair<std::pair<size_t, size_t>, bool>>& kept = s.kept;  // range, removed
+    kept.clear();
     bool previous_match = false;
     switch (step.behavior) {
       case split_behavior::isolated:
-        for (const auto& p : s.parts) kept.push_back({p.first, false});
         break;
       case split_behavior::removed:
         kept = s.parts;
