@@ -107,6 +107,20 @@ put("fuzz_tokenizer_json", "pair_merges", json.dumps(dict(tj, model=dict(tj["mod
 put("fuzz_tokenizer_json", "negative_id", json.dumps({"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}}).encode())
 put("fuzz_tokenizer_json", "huge_id", json.dumps({"model": {"type": "BPE", "vocab": {"a": 2**31 - 1}, "merges": []}}).encode())
 put("fuzz_tokenizer_json", "type_error", json.dumps(dict(tj, added_tokens=[{"content": 5, "id": 1}])).encode())
+# pre-tokenizers: Split with its own regex (behaviours, invert), Digits, ByteLevel's own regex
+qwen2_re = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+def pre(*steps):
+    return json.dumps(dict(tj, pre_tokenizer={"type": "Sequence", "pretokenizers": list(steps) + [
+        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]})).encode()
+def split(r, behavior="Isolated", invert=False):
+    return {"type": "Split", "pattern": {"Regex": r}, "behavior": behavior, "invert": invert}
+put("fuzz_tokenizer_json", "split_llama3", pre(split(qwen2_re)) + b"\0It's 12345 abc\r\n\n  x?! ")
+put("fuzz_tokenizer_json", "split_behaviours", pre(split("(?>a+)|b++", "MergedWithPrevious", True), split("[^\\s]", "Contiguous"),
+    {"type": "Digits", "individual_digits": True}) + b"\0aab ba12 cab")
+put("fuzz_tokenizer_json", "split_lookahead", pre(split("(?i:AB)(?!c)|\\x{61}{2,3}?", "Removed")) + b"\0abc ABab aaaa")
+put("fuzz_tokenizer_json", "split_bad_regex", pre(split("(?<=a)[b")) + b"\0ab")
+put("fuzz_tokenizer_json", "split_catastrophic", pre(split("(?:a+)+b")) + b"\0" + b"a" * 200)
+put("fuzz_tokenizer_json", "byte_level_regex", json.dumps(dict(tj, pre_tokenizer={"type": "ByteLevel", "add_prefix_space": False})).encode() + b"\0ab  abc's")
 
 # arbitrary text for the Qwen2 tokenizer
 put("fuzz_bpe_encode", "english", "Hello world, it's 2024! \n\n  spaces\ttabs")

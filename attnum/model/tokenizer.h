@@ -1,6 +1,6 @@
 #pragma once
 // Tokenizers: llama2.c's tokenizer.bin (sentencepiece-style BPE by merge scores, byte fallback)
-// and Hugging Face tokenizer.json byte-level BPE with the Qwen2 pre-tokenizer.
+// and Hugging Face tokenizer.json byte-level BPE (its pre-tokenizer splits run on model/regex.h).
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,6 +32,14 @@ std::unique_ptr<tokenizer> load_llama2c_tokenizer(const std::string& path, int v
 
 /// Loads a Hugging Face tokenizer.json holding a byte-level BPE model (Qwen2, GPT-2 style).
 std::unique_ptr<tokenizer> load_hf_tokenizer(const std::string& path);
+
+/// The pre-tokenizer split regexes of Qwen2 and of Llama 3 (the same but for \p{N}{1,3}: digits
+/// in runs of up to three), as their tokenizer.json files write them; make_bpe_tokenizer uses
+/// them for llama.cpp's pre-tokenizer names qwen2 and llama-bpe.
+inline constexpr const char* kQwen2Split =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+inline constexpr const char* kLlama3Split =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /// A byte-level BPE vocabulary held by another container (a GGUF file's tokenizer.ggml.*).
 struct bpe_vocab {

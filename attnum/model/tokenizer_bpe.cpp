@@ -1,14 +1,13 @@
-// Hugging Face tokenizer.json, byte-level BPE (GPT-2 / Qwen2): added tokens split out first,
-// then the pre-tokenizer split (Qwen2's or Llama 3's regex), then each piece's UTF-8 bytes mapped
-// to GPT-2's printable byte alphabet and merged by rank (or, with ignore_merges, taken whole when
-// the vocabulary has it). The split regex is implemented by hand (std::regex has no Unicode
-// classes):
-//   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N} | ?[^\s\p{L}\p{N}]+[\r\n]*
-//   | \s*[\r\n]+ | \s+(?!\S) | \s+
-// (Llama 3: \p{N}{1,3} for \p{N}) with leftmost-first alternation (Oniguruma semantics, as the
-// tokenizers library uses).
+// Hugging Face tokenizer.json, byte-level BPE (GPT-2 / Qwen2 / Llama 3): added tokens split out
+// first, then the normalizer (NFC), then the pre-tokenizer's splits (Split with its own regex,
+// behaviour and invert; Digits; ByteLevel, with GPT-2's regex when use_regex), each applied to
+// every piece of the one before as the tokenizers library applies them; then each piece's UTF-8
+// bytes mapped to GPT-2's printable byte alphabet and merged by rank (or, with ignore_merges, taken
+// whole when the vocabulary has it). The regexes run on attnum/model/regex.h (Oniguruma's match
+// semantics, as the tokenizers library uses).
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <queue>
 #include <nlohmann/json.hpp>
@@ -19,101 +18,24 @@
 #include "attnum/core/file.h"
 #include "attnum/io/json_file.h"
 #include "attnum/model/nfc.h"
+#include "attnum/model/regex.h"
 #include "attnum/model/tokenizer.h"
 #include "attnum/model/utf8.h"
 #include "attnum/model/weights.h"
 
 namespace attnum::model {
 namespace {
-#include "attnum/model/unicode_tables.inc"
-
-template <size_t N>
-bool in_ranges(const std::pair<char32_t, char32_t> (&r)[N], char32_t c) {
-  auto it = std::upper_bound(std::begin(r), std::end(r), c,
-                             [](char32_t v, const auto& p) { return v < p.first; });
-  return it != std::begin(r) && c <= std::prev(it)->second;
-}
-bool is_letter(char32_t c) { return c < 0x80 ? ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') : in_ranges(kLetterRanges, c); }
-bool is_number(char32_t c) { return c < 0x80 ? (c >= '0' && c <= '9') : in_ranges(kNumberRanges, c); }
-// Unicode White_Space (what \s means in Oniguruma and Rust regex).
-bool is_space(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
-}
-bool is_crlf(char32_t c) { return c == '\r' || c == '\n'; }
-
-// Decodes UTF-8; an invalid byte becomes its own unit (value 0xDC00 + byte, never L/N/space).
-struct unit {
-  char32_t cp;
-  size_t begin, end;  // byte range
+// A pre-tokenizer step applied to every piece (tokenizers' SplitDelimiterBehavior for Split).
+enum class split_behavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
+struct pre_step {
+  std::shared_ptr<const regex> re;  // null: a Digits step (\p{N} code points, Rust's char::is_numeric)
+  split_behavior behavior = split_behavior::isolated;
+  bool invert = false;
 };
-std::vector<unit> decode_utf8(std::string_view s) {
-  std::vector<unit> out;
-  for (size_t i = 0; i < s.size();) {
-    const utf8_step u = decode_utf8_at(s, i);
-    out.push_back({u.ok ? u.cp : char32_t(0xDC00 + u.cp), i, i + size_t(u.len)});  // !ok: u.cp is the byte
-    i += u.len;
-  }
-  return out;
-}
 
-// The split regexes recognised in a tokenizer.json pre_tokenizer: Qwen2's, and Llama 3's, which
-// is the same except for \p{N}{1,3} (digits in runs of up to three) instead of \p{N}.
-constexpr const char* kQwen2Split =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kLlama3Split =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-// Returns the end (unit index) of the regex match starting at i (> i: every position matches).
-// max_digits: 1 (Qwen2's \p{N}) or 3 (Llama 3's \p{N}{1,3}).
-size_t match_at(const std::vector<unit>& u, size_t i, int max_digits) {
-  const size_t n = u.size();
-  auto cp = [&](size_t k) { return k < n ? u[k].cp : char32_t(0); };
-  auto lower = [&](size_t k) { return k < n && cp(k) < 0x80 ? char32_t(cp(k) | 0x20) : cp(k); };
-  // 1. contractions, case-insensitive ('ſ' U+017F folds to 's')
-  if (cp(i) == '\'') {
-    const char32_t a = lower(i + 1), b = lower(i + 2);
-    if (a == 's' || a == 0x17F || a == 't' || a == 'm' || a == 'd') return i + 2;
-    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
-  }
-  auto letters_from = [&](size_t k) {
-    while (k < n && is_letter(cp(k))) ++k;
-    return k;
-  };
-  // 2. [^\r\n\p{L}\p{N}]?\p{L}+
-  if (i < n && !is_crlf(cp(i)) && !is_letter(cp(i)) && !is_number(cp(i)) && i + 1 < n &&
-      is_letter(cp(i + 1)))
-    return letters_from(i + 1);
-  if (is_letter(cp(i))) return letters_from(i);
-  // 3. \p{N} or \p{N}{1,3} (greedy)
-  if (is_number(cp(i))) {
-    size_t k = i + 1;
-    while (k < n && k - i < size_t(max_digits) && is_number(cp(k))) ++k;
-    return k;
-  }
-  // 4.  ?[^\s\p{L}\p{N}]+[\r\n]*
-  auto punct = [&](size_t k) { return k < n && !is_space(cp(k)) && !is_letter(cp(k)) && !is_number(cp(k)); };
-  const size_t p0 = cp(i) == ' ' && punct(i + 1) ? i + 1 : i;
-  if (punct(p0)) {
-    size_t k = p0;
-    while (punct(k)) ++k;
-    while (k < n && is_crlf(cp(k))) ++k;
-    return k;
-  }
-  // Whitespace run [i, j).
-  size_t j = i;
-  while (j < n && is_space(cp(j))) ++j;
-  if (j == i) return i + 1;  // unreachable: every code point is L, N, space or punct
-  // 5. \s*[\r\n]+ : ends after the last \r or \n of the run
-  for (size_t k = j; k > i; --k)
-    if (is_crlf(cp(k - 1))) return k;
-  // 6. \s+(?!\S) : the run, minus its last unit when a non-space follows
-  if (j == n) return j;
-  if (j - i >= 2) return j - 1;
-  // 7. \s+
-  return j;
-}
+// GPT-2's split, which ByteLevel applies when use_regex is true.
+constexpr const char* kGpt2Split =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 // Token ids are below this (the largest real vocabularies hold about 2^18 tokens); a larger id
 // would make the id -> piece table a memory bomb.
@@ -186,9 +108,12 @@ class bpe_tokenizer final : public tokenizer {
     if (id < 0 || id >= size()) fail("token id {} outside the vocabulary (0..{})", id, size() - 1);
     if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return added_[it->second].first;
     std::string out;
-    for (const unit& u : decode_utf8(pieces_[id])) {
-      auto it = char_byte_.find(pieces_[id].substr(u.begin, u.end - u.begin));
+    const std::string& p = pieces_[id];
+    for (size_t i = 0; i < p.size();) {
+      const int len = decode_utf8_at(p, i).len;
+      auto it = char_byte_.find(p.substr(i, size_t(len)));
       if (it != char_byte_.end()) out += it->second;
+      i += size_t(len);
     }
     return out;
   }
@@ -278,43 +203,129 @@ class bpe_tokenizer final : public tokenizer {
     }
   }
 
-  // The pre_tokenizer: Sequence [Split(Qwen2 or Llama 3 regex, Isolated), ByteLevel without its
-  // own regex and prefix space]; anything else is refused by name. (Absent: the Qwen2 split.)
+  // The pre_tokenizer: ByteLevel, or a Sequence of Split and Digits steps ending in ByteLevel;
+  // anything else is refused by name. (Absent: the Qwen2 split.)
   void read_pre_tokenizer(const nlohmann::json& j, const std::string& path) {
-    if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null()) return;
+    if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null()) {
+      steps_.push_back({std::make_shared<regex>(kQwen2Split)});
+      return;
+    }
     const nlohmann::json& pt = j["pre_tokenizer"];
-    auto refuse = [&](const std::string& what, const nlohmann::json& v) {
-      fail("{}: pre_tokenizer{} = {} not supported (expected Sequence [Split with the Qwen2 or Llama 3 "
-           "regex, Isolated; ByteLevel with add_prefix_space and use_regex false])",
-           path, what, io::json_brief(v));
+    auto refuse = [&](const std::string& field, const nlohmann::json& v, const std::string& why) {
+      fail("{}: pre_tokenizer{} = {} not supported ({})", path, field, io::json_brief(v), why);
     };
-    if (!pt.is_object() || pt.value("type", nlohmann::json()) != "Sequence") refuse(".type", pt.is_object() ? pt.value("type", nlohmann::json()) : pt);
-    if (!pt.contains("pretokenizers") || !pt["pretokenizers"].is_array() || pt["pretokenizers"].size() != 2)
-      refuse(".pretokenizers", pt.value("pretokenizers", nlohmann::json()));
-    const nlohmann::json& sp = pt["pretokenizers"][0];
-    const nlohmann::json& bl = pt["pretokenizers"][1];
-    if (!sp.is_object() || sp.value("type", nlohmann::json()) != "Split") refuse(".pretokenizers[0]", sp);
+    auto type_of = [](const nlohmann::json& v) { return v.is_object() ? v.value("type", nlohmann::json()) : v; };
+    std::vector<std::pair<const nlohmann::json*, std::string>> items;  // each step, its field path
+    if (type_of(pt) == "Sequence") {
+      if (!pt.contains("pretokenizers") || !pt["pretokenizers"].is_array() || pt["pretokenizers"].empty())
+        refuse(".pretokenizers", pt.value("pretokenizers", nlohmann::json()), "expected a non-empty array");
+      for (size_t k = 0; k < pt["pretokenizers"].size(); ++k)
+        items.emplace_back(&pt["pretokenizers"][k], fmt::format(".pretokenizers[{}]", k));
+      for (auto it = pt.begin(); it != pt.end(); ++it)
+        if (it.key() != "type" && it.key() != "pretokenizers") refuse("." + it.key(), it.value(), "unknown field");
+    } else {
+      items.emplace_back(&pt, "");
+    }
+    const std::string expected = "expected ByteLevel, or a Sequence of Split and Digits ending in ByteLevel";
+    for (size_t k = 0; k < items.size(); ++k) {
+      const nlohmann::json& st = *items[k].first;
+      const std::string& field = items[k].second;
+      const nlohmann::json type = type_of(st);
+      const bool last = k + 1 == items.size();
+      if (type == "ByteLevel" && last) read_byte_level(st, path, field);
+      else if (type == "Split" && !last) read_split(st, path, field);
+      else if (type == "Digits" && !last) read_digits(st, path, field);
+      else refuse(field + ".type", type, expected);
+    }
+  }
+
+  static void refuse_field(const std::string& path, const std::string& field, const nlohmann::json& v,
+                           const std::string& why) {
+    fail("{}: pre_tokenizer{} = {} not supported ({})", path, field, io::json_brief(v), why);
+  }
+
+  void read_split(const nlohmann::json& sp, const std::string& path, const std::string& field) {
+    pre_step step;
+    bool have_pattern = false;
     for (auto it = sp.begin(); it != sp.end(); ++it) {
       const std::string& k = it.key();
+      const nlohmann::json& v = it.value();
+      const std::string f = field + "." + k;
       if (k == "type") continue;
-      if (k == "behavior" && it.value() == "Isolated") continue;
-      if (k == "invert" && it.value() == false) continue;
-      if (k == "pattern" && it.value().is_object() && it.value().size() == 1 && it.value().contains("Regex") &&
-          it.value()["Regex"].is_string()) {
-        const std::string re = it.value()["Regex"].get<std::string>();
-        if (re == kQwen2Split) { max_digits_ = 1; continue; }
-        if (re == kLlama3Split) { max_digits_ = 3; continue; }
+      if (k == "behavior") {
+        static const std::pair<const char*, split_behavior> kinds[] = {
+            {"Removed", split_behavior::removed}, {"Isolated", split_behavior::isolated},
+            {"MergedWithPrevious", split_behavior::merged_with_previous},
+            {"MergedWithNext", split_behavior::merged_with_next}, {"Contiguous", split_behavior::contiguous}};
+        bool found = false;
+        for (const auto& [name, b] : kinds)
+          if (v == name) step.behavior = b, found = true;
+        if (!found) refuse_field(path, f, v, "expected Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous");
+      } else if (k == "invert") {
+        if (!v.is_boolean()) refuse_field(path, f, v, "expected true or false");
+        step.invert = v.get<bool>();
+      } else if (k == "pattern") {
+        if (!v.is_object() || v.size() != 1 || !(v.contains("Regex") || v.contains("String")))
+          refuse_field(path, f, v, "expected {\"Regex\": pattern} or {\"String\": text}");
+        const std::string kind = v.begin().key();
+        const nlohmann::json& pat = v.begin().value();
+        if (!pat.is_string()) refuse_field(path, f + "." + kind, pat, "expected a string");
+        std::string re = pat.get<std::string>();
+        if (kind == "String") re = regex_quote(re);
+        try {
+          step.re = std::make_shared<regex>(re);
+        } catch (const error& e) {
+          fail("{}: pre_tokenizer{}.{}: {}", path, f, kind, e.what());
+        }
+        if (step.re->can_match_empty())
+          refuse_field(path, f + "." + kind, pat, "a pattern that can match the empty string");
+        have_pattern = true;
+      } else {
+        refuse_field(path, f, v, "unknown field");
       }
-      refuse(".pretokenizers[0]." + k, it.value());
     }
-    if (!sp.contains("pattern")) refuse(".pretokenizers[0].pattern", nlohmann::json());
-    if (!bl.is_object() || bl.value("type", nlohmann::json()) != "ByteLevel") refuse(".pretokenizers[1]", bl);
+    if (!have_pattern) refuse_field(path, field + ".pattern", nlohmann::json(), "expected a pattern");
+    if (!sp.contains("behavior")) refuse_field(path, field + ".behavior", nlohmann::json(), "required, as the tokenizers library requires it");
+    steps_.push_back(std::move(step));
+  }
+
+  void read_digits(const nlohmann::json& d, const std::string& path, const std::string& field) {
+    pre_step step;
+    for (auto it = d.begin(); it != d.end(); ++it) {
+      if (it.key() == "type") continue;
+      if (it.key() != "individual_digits" || !it.value().is_boolean())
+        refuse_field(path, field + "." + it.key(), it.value(), "expected individual_digits true or false");
+      step.behavior = it.value().get<bool>() ? split_behavior::isolated : split_behavior::contiguous;
+    }
+    if (!d.contains("individual_digits")) step.behavior = split_behavior::contiguous;  // its default
+    steps_.push_back(std::move(step));
+  }
+
+  void read_byte_level(const nlohmann::json& bl, const std::string& path, const std::string& field) {
+    bool use_regex = true;  // the tokenizers library's default
     for (auto it = bl.begin(); it != bl.end(); ++it) {
       const std::string& k = it.key();
-      if (k == "type" || (k == "trim_offsets" && it.value().is_boolean())) continue;  // offsets only
-      if ((k == "add_prefix_space" || k == "use_regex") && it.value() == false) continue;
-      refuse(".pretokenizers[1]." + k, it.value());
+      const nlohmann::json& v = it.value();
+      if (k == "type" || (k == "trim_offsets" && v.is_boolean())) continue;  // offsets only
+      if (k == "add_prefix_space" && v == false) continue;
+      if (k == "use_regex" && v.is_boolean()) {
+        use_regex = v.get<bool>();
+        continue;
+      }
+      refuse_field(path, field + "." + k, v, k == "add_prefix_space" ? "only false" : "unknown field");
     }
+    if (!bl.contains("add_prefix_space")) refuse_field(path, field + ".add_prefix_space", nlohmann::json(), "expected false (its default is true)");
+    if (use_regex) steps_.push_back({std::make_shared<regex>(kGpt2Split)});
+  }
+
+  // A literal string as a pattern (Split's {"String": ...}).
+  static std::string regex_quote(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+      if (std::string_view("\\.^$|?*+()[]{}-&~#").find(c) != std::string_view::npos) out += '\\';
+      out += c;
+    }
+    return out;
   }
 
   static std::string utf8(char32_t c) {
@@ -364,13 +375,91 @@ class bpe_tokenizer final : public tokenizer {
 
   void encode_plain(std::string_view raw, std::vector<int>& ids) const {
     const std::string normalized = nfc_ ? nfc(raw) : std::string(raw);
-    const std::string_view text = normalized;
-    const std::vector<unit> u = decode_utf8(text);
-    for (size_t i = 0; i < u.size();) {
-      const size_t e = match_at(u, i, max_digits_);
-      bpe(text.substr(u[i].begin, u[e - 1].end - u[i].begin), ids);
-      i = e;
+    std::vector<std::pair<size_t, size_t>> pieces = {{0, normalized.size()}}, next;  // byte ranges
+    scratch s;
+    for (const pre_step& step : steps_) {
+      next.clear();
+      for (const auto& [b, e] : pieces) split_piece(step, normalized, b, e, s, next);
+      std::swap(pieces, next);
     }
+    for (const auto& [b, e] : pieces) bpe(std::string_view(normalized).substr(b, e - b), ids);
+  }
+
+  struct scratch {
+    std::vector<char32_t> cps;
+    std::vector<size_t> at;  // byte offset of each code point, and the end
+    std::vector<regex::match> matches;
+    std::vector<std::pair<std::pair<size_t, size_t>, bool>> parts;  // byte range, is a match
+    std::vector<std::pair<std::pair<size_t, size_t>, bool>> kept;   // byte range, removed
+  };
+
+  // One piece [b, e) of text through a Split or Digits step, as the tokenizers library's
+  // NormalizedString::split: matches and the text between them, `invert` flips which is which,
+  // the behaviour merges or removes the matches; empty pieces are dropped.
+  static void split_piece(const pre_step& step, const std::string& text, size_t b, size_t e, scratch& s,
+                          std::vector<std::pair<size_t, size_t>>& out) {
+    s.cps.clear(), s.at.clear(), s.matches.clear(), s.parts.clear();
+    for (size_t i = b; i < e;) {
+      const utf8_step u = decode_utf8_at(std::string_view(text).substr(0, e), i);
+      s.cps.push_back(u.ok ? u.cp : char32_t(0xDC00 + u.cp));  // an invalid byte: a lone surrogate, never L/N/space
+      s.at.push_back(i);
+      i += size_t(u.len);
+    }
+    s.at.push_back(e);
+    if (step.re) {
+      step.re->find_all(s.cps, s.matches);
+    } else {  // Digits: each \p{N} code point is a match of its own
+      for (size_t k = 0; k < s.cps.size(); ++k)
+        if (unicode_category(s.cps[k]) >= 8 && unicode_category(s.cps[k]) <= 10) s.matches.push_back({k, k + 1});
+    }
+    size_t prev = 0;
+    for (const regex::match& m : s.matches) {
+      if (m.begin > prev) s.parts.push_back({{s.at[prev], s.at[m.begin]}, false});
+      s.parts.push_back({{s.at[m.begin], s.at[m.end]}, true});
+      prev = m.end;
+    }
+    if (prev < s.cps.size()) s.parts.push_back({{s.at[prev], e}, false});
+    if (step.invert)
+      for (auto& p : s.parts) p.second = !p.second;
+    if (step.behavior == split_behavior::isolated) {  // every part a piece
+      for (const auto& p : s.parts) out.push_back(p.first);
+      return;
+    }
+    std::vector<std::pair<std::pair<size_t, size_t>, bool>>& kept = s.kept;  // range, removed
+    kept.clear();
+    bool previous_match = false;
+    switch (step.behavior) {
+      case split_behavior::isolated:
+        break;
+      case split_behavior::removed:
+        kept = s.parts;
+        break;
+      case split_behavior::contiguous:
+        for (const auto& p : s.parts) {
+          if (p.second == previous_match && !kept.empty()) kept.back().first.second = p.first.second;
+          else kept.push_back({p.first, false});
+          previous_match = p.second;
+        }
+        break;
+      case split_behavior::merged_with_previous:
+        for (const auto& p : s.parts) {
+          if (p.second && !previous_match && !kept.empty()) kept.back().first.second = p.first.second;
+          else kept.push_back({p.first, false});
+          previous_match = p.second;
+        }
+        break;
+      case split_behavior::merged_with_next:
+        for (size_t k = s.parts.size(); k-- > 0;) {
+          const auto& p = s.parts[k];
+          if (p.second && !previous_match && !kept.empty()) kept.back().first.first = p.first.first;
+          else kept.push_back({p.first, false});
+          previous_match = p.second;
+        }
+        std::reverse(kept.begin(), kept.end());
+        break;
+    }
+    for (const auto& [r, removed] : kept)
+      if (!removed && r.second > r.first) out.push_back(r);
   }
 
   // Byte-level BPE of one pre-token: repeatedly merge the adjacent pair of lowest rank
@@ -446,7 +535,7 @@ class bpe_tokenizer final : public tokenizer {
   }
 
   bool nfc_ = false;
-  int max_digits_ = 1;          // the split regex's digit run (see kQwen2Split, kLlama3Split)
+  std::vector<pre_step> steps_;  // the pre-tokenizer's splits, in order
   bool ignore_merges_ = false;  // model.ignore_merges: a piece in the vocabulary is one token
   std::unordered_map<std::string, int> vocab_;
   std::unordered_map<std::string, int> model_vocab_;  // model.vocab only (not added tokens)
@@ -474,12 +563,12 @@ std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::str
   nlohmann::json j, vocab = nlohmann::json::object(), added = nlohmann::json::array();
   for (const auto& [piece, id] : v.tokens) vocab[piece] = id;
   for (const auto& [piece, id] : v.added) added.push_back({{"content", piece}, {"id", id}});
-  const char* regex = nullptr;
+  const char* pattern = nullptr;
   if (v.pre == "qwen2") {
-    regex = kQwen2Split;
+    pattern = kQwen2Split;
     j["normalizer"] = {{"type", "NFC"}};
   } else if (v.pre == "llama-bpe") {
-    regex = kLlama3Split;
+    pattern = kLlama3Split;
   } else {
     fail("{}: tokenizer.ggml.pre '{}' not supported (expected qwen2 or llama-bpe)", what, v.pre);
   }
@@ -488,7 +577,7 @@ std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::str
   j["added_tokens"] = std::move(added);
   j["pre_tokenizer"] = {{"type", "Sequence"},
                         {"pretokenizers",
-                         {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}},
+                         {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}},
                           {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
   return std::make_unique<bpe_tokenizer>(j, what, source);
 }

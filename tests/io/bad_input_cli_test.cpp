@@ -127,6 +127,29 @@ TEST_F(bad_input, tokenizer_json_type_errors_name_the_file) {
   }
 }
 
+TEST_F(bad_input, tokenizer_json_split_regex_malformed_or_unsupported) {
+  ASSERT_TRUE(fs::exists(stories())) << stories();
+  const fs::path text = file("t.txt", "Once upon a time");
+  const fs::path out = dir_ / "out";
+  for (const auto& [re, construct] :
+       std::initializer_list<std::pair<std::string, std::string>>{{"[a", "a class without its ']'"},
+                                                                  {"(?<=a)b", "a lookbehind"},
+                                                                  {"\\\\p{Han}", "\\p{Han}"},
+                                                                  {"a{3,2}", "m < n"},
+                                                                  {"(a", "')'"},
+                                                                  {"^a", "anchor"},
+                                                                  {"a*", "can match the empty string"}}) {
+    const fs::path tok = file("tok.json",
+                              "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+                              "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+                              "\"pattern\": {\"Regex\": \"" + re + "\"}, \"behavior\": \"Isolated\"}, "
+                              "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}}");
+    refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " + text.string() +
+                " --out " + out.string(),
+            {tok.string(), "pre_tokenizer.pretokenizers[0].pattern.Regex", construct}, out);
+  }
+}
+
 TEST_F(bad_input, zoo_token_counts_outside_the_range) {
   const fs::path out = dir_ / "out";
   refused("heads --zoo --n-tok 0 --quiet --out " + out.string(), {"--n-tok 0"}, out);

@@ -83,8 +83,8 @@ TEST(tokenizer_bpe_test, heap_merge_matches_the_rescanning_definition) {
 
 // tokenizer.json fields: the Llama 3 split regex (\p{N}{1,3}) and ignore_merges, against
 // hand-worked expectations; unsupported pre-tokenizers and model flags are refused by name.
-const char* kQwen2Re = R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-const char* kLlama3Re = R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kQwen2Re = attnum::model::kQwen2Split;
+const char* const kLlama3Re = attnum::model::kLlama3Split;
 
 nlohmann::json digits_tokenizer(const char* regex, bool ignore_merges) {
   nlohmann::json j;
@@ -144,17 +144,87 @@ TEST(tokenizer_bpe_test, unsupported_tokenizer_fields_are_refused_by_name) {
   j = digits_tokenizer(kQwen2Re, false);
   j["model"]["continuing_subword_prefix"] = "##";
   expect_has(load_error(j), "model.continuing_subword_prefix");
-  j = digits_tokenizer(R"( ?\p{L}+| ?\p{N}+)", false);
-  expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].pattern");
+  j = digits_tokenizer(R"((?<= )\p{L}+| ?\p{N}+)", false);
+  expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].pattern.Regex: regex: a lookbehind");
+  j = digits_tokenizer(R"( ?\p{L}*)", false);
+  expect_has(load_error(j), "can match the empty string");
   j = digits_tokenizer(kQwen2Re, false);
-  j["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = true;
-  expect_has(load_error(j), "pre_tokenizer.pretokenizers[1].use_regex = true");
+  j["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = true;
+  expect_has(load_error(j), "pre_tokenizer.pretokenizers[1].add_prefix_space = true");
   j = digits_tokenizer(kQwen2Re, false);
-  j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
-  expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].behavior");
+  j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways";
+  expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].behavior = \"Sideways\"");
+  j = digits_tokenizer(kQwen2Re, false);
+  j["pre_tokenizer"]["pretokenizers"][0].erase("behavior");
+  expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].behavior = null");
+  j = digits_tokenizer(kQwen2Re, false);
+  j["pre_tokenizer"]["pretokenizers"][0]["invert"] = "yes";
+  expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].invert");
+  j = digits_tokenizer(kQwen2Re, false);
+  std::swap(j["pre_tokenizer"]["pretokenizers"][0], j["pre_tokenizer"]["pretokenizers"][1]);
+  expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].type = \"ByteLevel\"");
   j = digits_tokenizer(kQwen2Re, false);
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
   expect_has(load_error(j), "pre_tokenizer.type = \"Metaspace\"");
+}
+
+// Split's behaviours, invert, Digits and ByteLevel's own regex, seen through which bytes may merge:
+// the merges "a b", "b b", "a a", "1 2" join two symbols only inside one piece. The expected
+// pieces follow the tokenizers library's NormalizedString::split (tokenizers/src/tokenizer/
+// normalizer.rs): matches and the text between them, invert swaps the two, Isolated keeps both,
+// Removed drops the matches, MergedWithPrevious/Next joins a match to the piece before/after,
+// Contiguous joins neighbouring matches; Digits is a split on char::is_numeric (Isolated when
+// individual_digits, else Contiguous).
+nlohmann::json behaviour_tokenizer(nlohmann::json steps) {
+  nlohmann::json j;
+  j["model"] = {{"type", "BPE"}};
+  // ids: 0 a, 1 b, 2 c, 3 1, 4 2, 5 Ġ (space), 6 ab, 7 bb, 8 aa, 9 12, 10 Ġa, 11 ., 12 aĠ
+  j["model"]["vocab"] = {{"a", 0}, {"b", 1}, {"c", 2}, {"1", 3}, {"2", 4}, {"\u0120", 5}, {"ab", 6},
+                         {"bb", 7}, {"aa", 8}, {"12", 9}, {"\u0120a", 10}, {".", 11}, {"a\u0120", 12}};
+  j["model"]["merges"] = {"a b", "b b", "a a", "1 2", "\u0120 a", "a \u0120"};
+  steps.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}});
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", steps}};
+  return j;
+}
+nlohmann::json split(const char* re, const char* behavior, bool invert = false) {
+  return {{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", behavior}, {"invert", invert}};
+}
+std::vector<int> encode_with(nlohmann::json steps, const std::string& text) {
+  return load_json(behaviour_tokenizer(std::move(steps)))->encode(text);
+}
+
+TEST(tokenizer_bpe_test, split_behaviours_invert_digits_and_byte_level_regex) {
+  using ids = std::vector<int>;
+  EXPECT_EQ(encode_with(nlohmann::json::array(), "abab"), (ids{6, 6}));  // one piece: a b, a b merge
+  // Pattern "b" on "abba": matches b, b; between them a, (nothing), a.
+  EXPECT_EQ(encode_with({split("b", "Isolated")}, "abba"), (ids{0, 1, 1, 0}));           // a|b|b|a
+  EXPECT_EQ(encode_with({split("b", "Removed")}, "abba"), (ids{0, 0}));                  // a, a
+  EXPECT_EQ(encode_with({split("b", "MergedWithPrevious")}, "abba"), (ids{6, 1, 0}));    // ab|b|a
+  EXPECT_EQ(encode_with({split("b", "MergedWithNext")}, "abba"), (ids{0, 1, 1, 0}));     // a|b|ba: b a no merge
+  EXPECT_EQ(encode_with({split("a", "MergedWithNext")}, "abab"), (ids{6, 6}));           // ab|ab
+  EXPECT_EQ(encode_with({split("b", "Contiguous")}, "abba"), (ids{0, 7, 0}));            // a|bb|a
+  // invert: the text between matches becomes the match.
+  EXPECT_EQ(encode_with({split("b", "Removed", true)}, "abba"), (ids{1, 1}));            // the b's stay
+  EXPECT_EQ(encode_with({split("b", "MergedWithPrevious", true)}, "abba"), (ids{0, 1, 1, 0}));  // a|b|ba
+  // Digits
+  EXPECT_EQ(encode_with({{{"type", "Digits"}, {"individual_digits", true}}}, "a12"), (ids{0, 3, 4}));
+  EXPECT_EQ(encode_with({{{"type", "Digits"}, {"individual_digits", false}}}, "a12"), (ids{0, 9}));
+  // Split then Digits: each applies to the pieces of the one before.
+  EXPECT_EQ(encode_with({split("a", "Removed", true), {{"type", "Digits"}, {"individual_digits", false}}}, "aa12"),
+            (ids{0, 0}));
+  // ByteLevel with use_regex: GPT-2's split makes "a b" two pieces, "a" and " b", so the merge
+  // "a Ġ" (which joins them when the text is one piece) cannot apply.
+  nlohmann::json j = behaviour_tokenizer(nlohmann::json::array());
+  EXPECT_EQ(load_json(j)->encode("a b"), (ids{12, 1}));
+  j["pre_tokenizer"]["pretokenizers"][0]["use_regex"] = true;
+  EXPECT_EQ(load_json(j)->encode("a b"), (ids{0, 5, 1}));
+  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}};  // use_regex defaults to true
+  EXPECT_EQ(load_json(j)->encode("a b"), (ids{0, 5, 1}));
+  // A String pattern is a literal: "." splits at the dot only (as a regex it would match every character).
+  nlohmann::json lit = split("", "Isolated");
+  lit["pattern"] = {{"String", "."}};
+  EXPECT_EQ(encode_with({lit}, "ab.ab"), (ids{6, 11, 6}));
+  EXPECT_EQ(encode_with({split(".", "Isolated")}, "ab.ab"), (ids{0, 1, 11, 0, 1}));
 }
 
 }  // namespace
