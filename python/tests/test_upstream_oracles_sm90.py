@@ -105,7 +105,7 @@ def fa3_family_oracle(q, k, v, causal, kind="fa3", fma_contract=True, out_cast=T
             rows = np.arange(m0, min(N, m0 + bm))
             R = len(rows)
             # FA3 block.h:23,33 `n_block_max = ceil_div(seqlen_k, kBlockN)`, causal: min with
-            # ceil_div(m_idx_max + seqlen_k - seqlen_q, kBlockN); FlashInfer mainload_load.cuh:144-147
+            # ceil_div(m_idx_max + seqlen_k - seqlen_q, kBlockN); FlashInfer quantization/mainloop_load.cuh:144-147
             nb = -(-N // bn)
             if causal:
                 nb = min(nb, -(-((m0 // bm + 1) * bm) // bn))
@@ -189,8 +189,8 @@ def fa3_family_oracle(q, k, v, causal, kind="fa3", fma_contract=True, out_cast=T
 #    sageattn_qk_int8_pv_fp8_cuda_sm90, the preset's path). Short citations: `sm90.cu:N` and
 #    `utils:N` for those two files.
 # ---------------------------------------------------------------------------------------------
-SAGE_OFFSET = f32(8.807)  # utils: `S_FP8_OFFSET` 8.807 (exp2 offset, P in [0, 448])
-SAGE_MASK = f32(-5000000.0)  # masked scores and the initial max (`-5000000.0f`)
+SAGE_OFFSET = f32(8.807)  # utils:30 `#define S_FP8_OFFSET 8.807f` (exp2 offset, P in [0, 448])
+SAGE_MASK = f32(-5000000.0)  # sm90.cu:203 `m[fq][0] = -5000000.0f`, :433 masked `RS_f32 = -5000000.0f`
 
 
 def _sage_int8(x, scale):
@@ -227,7 +227,7 @@ def sage2_sm90_oracle(q, k, v, causal, fma_contract=True, fma_contract_o=True, o
     ks_in = _to(k - km, torch.bfloat16)
     out = np.zeros((H, N, D), np.float32)
     sm = f32(1 / math.sqrt(D))  # sm_scale = head_dim ** -0.5 (float)
-    sl2 = sm * f32(1.44269504)  # sm90.cu: `sm_scale *= math::log2e` (float)
+    sl2 = sm * f32(1.44269504)  # sm90.cu:153 `sm_scale *= math::log2e` (float)
     for h in range(H):
         g = h // group
         q8, qs = _sage_thread_quant(q[h], 16, False)
@@ -239,7 +239,7 @@ def sage2_sm90_oracle(q, k, v, causal, fma_contract=True, fma_contract_o=True, o
             v8 = _e4m3(v[g] * (f32(448) / amax)[None, :])
         for i in range(N):
             last_key = i if causal else N - 1  # utils:308-310 top-left: `kv_idx > q_idx` masked
-            # sm90.cu: num_iterations = div_ceil(min(kv_len, (bx + 1) * CTA_Q) (causal), CTA_K)
+            # sm90.cu:252 `num_iterations = div_ceil(` min(kv_len, (bx + 1) * CTA_Q) when causal, CTA_K)
             lim = min(N, (i // CTA_Q + 1) * CTA_Q) if causal else N
             nit = -(-lim // CTA_K)
             m = SAGE_MASK
@@ -251,21 +251,22 @@ def sage2_sm90_oracle(q, k, v, causal, fma_contract=True, fma_contract_o=True, o
                 dq = qs[i] * kscale[j0:j1]
                 P = np.zeros(CTA_K, np.float32)
                 if it == nit - 1:
-                    # the last iteration dequantises first: `RS_f32 = RS * dequant_scale`, masked
-                    # scores -5e6, and update_mdo with the unfolded sm_scale
+                    # the peeled last iteration dequantises first (sm90.cu:369-370 `dequant_scale =
+                    # q_scale * K_scale[...]`, `sm_scale = original_sm_scale`), masked scores -5e6 (:433)
                     x = np.where(np.arange(j0, j1) > last_key, SAGE_MASK, (S * dq).astype(np.float32))
                     eff = np.full(j1 - j0, sl2, np.float32)
                 else:
-                    # the main loop folds the dequant scale: `sm_scale = original_sm_scale * dequant_scale`
+                    # the main loop folds the dequant scale: sm90.cu:263-264 `sm_scale = original_sm_scale * dequant_scale`
                     x = S
                     eff = (sl2 * dq).astype(np.float32)
-                # update_mdo: m_temp = max over the row of `RS * sm_scale - S_FP8_OFFSET` (one FMA),
-                # m = max(m, m_temp); o_scale = exp2(m_prev - m) (utils:397)
+                # update_mdo: utils:379 `m_temp = fmaf(m_temp, sm_scale, -S_FP8_OFFSET)` on the row max
+                # (the same as the max of the fmaf's: sm_scale > 0), m = max(m, m_temp); utils:397
+                # `o_scale = math::ptx_exp2(m_prev - m[fq][k])`
                 mt = np.max(_fma(x, eff, -SAGE_OFFSET))
                 m_new = f32(max(m, mt))
                 alpha = _exp2(f32(m - m_new))
                 m = m_new
-                # utils: `RS = exp2(RS * sm_scale - m)` (one FMA)
+                # utils:450 `RS = math::ptx_exp2(fmaf(RS, sm_scale, negative_m))` (exp2f IEEE here)
                 P[:j1 - j0] = _exp2(_fma(x, eff, -m))
                 # utils:400 `d[fq][k] *= o_scale`; sm90.cu:317 `d[fq][0] += (RS[0] + RS[1] + RS[4] +
                 # RS[5])` per 16-column tile: thread t adds columns 16f+2t, +1, +8, +9

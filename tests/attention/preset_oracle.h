@@ -1,8 +1,8 @@
 #pragma once
 // Plain-loop implementations of each preset, sharing nothing with the engine but the format casts
-// of formats/format.h. The Sage v1, XQA and hpc-ops oracles quote the upstream lines they follow
-// (repo@commit path:line); the others cite docs/kernels.md's section.step, whose table gives the
-// upstream line. Each returns O [n_q, d] of query head h.
+// of formats/format.h. The Sage v1, XQA and hpc-ops oracles, and the FMA contractions of the FA3
+// family and Sage2, quote the upstream lines they follow (repo@commit path:line); the other steps
+// cite docs/kernels.md's section.step, whose table gives the upstream line. Each returns O [n_q, d] of query head h.
 #include <cmath>
 #include <numbers>
 #include <string>
