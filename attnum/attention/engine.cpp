@@ -382,6 +382,44 @@ T final_rowsum(const head_ctx<T>& c, const T* l) {
   return l[0];
 }
 
+// Step 4's rescale of the partials by alpha. With fma_contract, nvcc contracts `l *= alpha` with
+// the first add that follows it into one FMA (a multiply whose only use is that add): FA3
+// `row_sum(mi) *= scores_scale(mi)` (flash-attention@0251105a hopper/softmax.h:120) then
+// reduce_sum's `summary(mi) = op(summary(mi), tensor(mi, ni))` (hopper/utils.h:30); FlashInfer
+// attention_updater.cuh:210 then :64; Sage `d[fq][k] *= o_scale` (SageAttention@d1a57a5
+// csrc/qattn/attn_utils.cuh:400) then `d[fq][0] += (RS[0] + RS[1] + RS[4] + RS[5])`
+// (qk_int_sv_f8_cuda_sm90.cu:317, attn_utils.cuh:551). Returns the number of leading columns of
+// p already added (whole groups of the order: the rest continues at p + that count).
+template <typename T>
+int rescale_rowsum(const head_ctx<T>& c, T* l, const T* p, int n, T alpha) {
+  if (!c.s.fma_contract || n <= 0) {
+    for (int t = 0; t < 4; ++t) l[t] *= alpha;
+    return 0;
+  }
+  switch (c.s.rowsum) {
+    case rowsum_order::sequential:
+      l[0] = fma_t(l[0], alpha, p[0]);
+      for (int t = 1; t < 4; ++t) l[t] *= alpha;
+      return 1;
+    case rowsum_order::wgmma:  // thread t's first column is 2t; its second, 2t+1, completes the group
+      for (int t = 0; t < 4; ++t) {
+        const int j = 2 * t;
+        l[t] = j < n ? fma_t(l[t], alpha, p[j]) : l[t] * alpha;
+        if (j + 1 < n) l[t] += p[j + 1];
+      }
+      return std::min(n, 8);
+    case rowsum_order::sage_mma:  // the first 16-column tile's ((P0+P1)+P4)+P5 is the addend
+      for (int t = 0; t < 4; ++t) {
+        auto at = [&](int j) { return j < n ? p[j] : T(0); };
+        const int b = 2 * t;
+        l[t] = fma_t(l[t], alpha, at(b) + at(b + 1) + at(b + 8) + at(b + 9));
+      }
+      return std::min(n, 16);
+    default: ATTNUM_ASSERT(false, "rescale_rowsum: the block orders go to block_rowsum");
+  }
+  return 0;
+}
+
 // Whether the order updates l once per block from the block's own sum (block_rowsum) rather
 // than scaling the partials and adding each P into them (add_rowsum).
 inline bool block_rowsum_order(rowsum_order o) {
@@ -390,7 +428,7 @@ inline bool block_rowsum_order(rowsum_order o) {
 
 template <typename T>
 bool fused_o_rescale(const head_ctx<T>& c) {
-  return c.s.triton_fp_fusion && c.s.pv == pv_mode::fresh_per_block;
+  return (c.s.triton_fp_fusion || c.s.fma_contract_o) && c.s.pv == pv_mode::fresh_per_block;
 }
 
 // Step 4 for the block orders: l from the block's sums of P and the rescale factor alpha.
@@ -824,7 +862,10 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
   }
   if (fresh && fused_o_rescale(c)) {
     // Sage v1 `acc = acc * alpha[:, None]; acc += tl.dot(p, v, out_dtype=tl.float16)`
-    // (attn_qk_int8_per_block.py:63,68): one fmaf under Triton's enable_fp_fusion
+    // (attn_qk_int8_per_block.py:63,68): one fmaf under Triton's enable_fp_fusion. Sage2
+    // `RO[fq][fv][k * 2 + 0] *= o_scale` (attn_utils.cuh:414) and `RO[fq][fv][k] += RO_temp[fq][fv][k]`
+    // (qk_int_sv_f8_cuda_sm90.cu:353; sm89 fp16 tile: attn_utils.cuh:970): one fmaf as nvcc
+    // contracts them (fma_contract_o)
     for (int r = 0; r < rows; ++r)
       if (live[r]) {
         T* o = b.o.data() + static_cast<size_t>(r) * d;
@@ -933,11 +974,12 @@ void finish_row(const head_ctx<T>& c, int r, int n, int live_cols, T alpha, cons
   if (block_rowsum_order(c.s.rowsum)) {
     block_rowsum(c, l, c.s.rowsum_from_cast ? p8v : p, n, alpha);
   } else {
-    for (int t = 0; t < 4; ++t) l[t] *= alpha;
-    if (!wgmma_rowsum_tile<T>(c)) add_rowsum(c, l, c.s.rowsum_from_cast ? p8v : p, n);  // else run_tile adds it
+    const T* ps = c.s.rowsum_from_cast ? p8v : p;
+    const int k0 = rescale_rowsum(c, l, ps, n, alpha);
+    if (!wgmma_rowsum_tile<T>(c)) add_rowsum(c, l, ps + k0, n - k0);  // else run_tile adds the rest
   }
-  // 5b. O rescale (the PV add follows in pv_tile); Triton's fused form O = fmaf(O, alpha, PV) is
-  // done in pv_tile
+  // 5b. O rescale (the PV add follows in pv_tile); the fused form O = fmaf(O, alpha, PV) of
+  // Triton's enable_fp_fusion and of fma_contract_o is done in pv_tile
   b.alpha[r] = alpha;
   if (fused_o_rescale(c)) return;
   T* o = b.o.data() + static_cast<size_t>(r) * c.d;
@@ -1118,8 +1160,11 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
     qk_tile(c, r0, r1, j0, j1, jc, b);
     for (int r = 0; r < rows; ++r)
       if (live[r]) softmax_row(c, r0 + r, r, blk, nbmax, j0, j1, b, st);
-    if (wgmma_rowsum_tile(c))
-      wgmma_rowsum_rows(c, b.l.data(), (s.rowsum_from_cast ? b.p8 : b.p).data(), b.bn, rows, live, j1 - j0);
+    if (wgmma_rowsum_tile(c)) {
+      // the columns rescale_rowsum added (the first group of 8 under fma_contract) are skipped
+      const int k0 = s.fma_contract ? std::min(8, j1 - j0) : 0;
+      wgmma_rowsum_rows(c, b.l.data(), (s.rowsum_from_cast ? b.p8 : b.p).data() + k0, b.bn, rows, live, j1 - j0 - k0);
+    }
     pv_tile(c, rows, j0, j1, live, b);
   }
   for (int r = 0; r < rows; ++r) epilogue_row(c, r0 + r, r, live[r], b, out);

@@ -68,6 +68,7 @@ kernel_spec make_fa3(bool acc13) {
   s.p_offset = 8.0f;
   s.p_scale = 256.0f;
   s.rowsum = rowsum_order::wgmma;  // 1.10
+  s.fma_contract = true;           // 1.10: softmax.h:120 `row_sum *= scale` + the first add (utils.h:30)
   s.tiles = {{64, 192, 160}, {96, 192, 128}, {128, 128, 224}, {192, 128, 160}, {256, 128, 128}};  // 1.3
   s.reverse = true;                // 1.4
   s.rescale_before_pv = false;     // 1.12
@@ -106,6 +107,8 @@ kernel_spec make_sage2pp_sm89() {
   s.p_offset = 8.807f;  // 2a.9: S_FP8_OFFSET
   s.p_scale = 447.9f;
   s.rowsum = rowsum_order::sage_mma;  // 2a.10
+  s.fma_contract = true;    // 2a.10: attn_utils.cuh:400 `d *= o_scale` + the first tile's add (:551)
+  s.fma_contract_o = true;  // 2a.12: attn_utils.cuh:414 `RO *= o_scale` + `RO += RO_tmp_float` (:970)
   s.block_n = 64;                     // 2a.6: CTA_K
   s.block_m = 128;                    // CTA_Q
   s.reverse = false;
@@ -186,6 +189,7 @@ kernel_spec make_flashinfer() {
   s.p_scale = 448;  // 3.1: numeric_limits<e4m3>::max()
   s.p_offset = 0;
   s.rowsum = rowsum_order::wgmma;  // [I] layout as FA3
+  s.fma_contract = true;           // attention_updater.cuh:210 `row_sum *= scale` + the first add (:64)
   s.tiles = {{64, 192, 128}, {128, 128, 192}, {256, 128, 128}};  // 3.2
   s.reverse = true;
   s.rescale_before_pv = true;  // 3.6
@@ -271,6 +275,7 @@ kernel_spec make_bf16() {
   s.p_scale = 1;
   s.p_offset = 0;
   s.rowsum = rowsum_order::wgmma;
+  s.fma_contract = true;  // softmax.h:120 `row_sum *= scale` + the first add (utils.h:30), as fa3
   // hopper/tile_size.h tile_size_fwd_sm90, element_size 2, headdim_v = headdim, no local/paged/
   // softcap, two MMA warpgroups: d<=64 {192, causal ? 128 : 192}; d<=96 {192, 144}; d<=128
   // {128, causal ? 128 : 176}; d<=192 {128, 112} (headdim_v > 128); else {128, 80}

@@ -183,8 +183,12 @@ struct kernel_spec {
   bool triton_fp_fusion = false;    ///< Triton enable_fp_fusion: l = fmaf(l, alpha, block sum) and, with
                                     ///< fresh_per_block, O = fmaf(O, alpha, float(PV tile)) (Sage v1)
   bool fma_contract = false;        ///< nvcc's default --fmad=true contraction of a source `a * b + c` into
-                                    ///< one FMA where the CUDA code leaves it to the compiler: hpc-ops'
-                                    ///< row-sum update gSum = fmaf(gSum, scale, row_sum)
+                                    ///< one FMA where the CUDA code leaves it to the compiler, at the
+                                    ///< row-sum rescale: hpc-ops' gSum = fmaf(gSum, scale, row_sum); for
+                                    ///< sequential, wgmma and sage_mma, l *= alpha fused with the first add
+                                    ///< that follows it (l_t = fmaf(l_t, alpha, first addend of thread t))
+  bool fma_contract_o = false;      ///< the same at the O rescale with pv=fresh_per_block:
+                                    ///< O = fmaf(O, alpha, PV tile) (Sage2's RO *= o_scale; RO += RO_temp)
   accumulator_spec qk_acc, pv_acc;
   pv_mode pv = pv_mode::into_o;
   epilogue_mode epilogue = epilogue_mode::combined;

@@ -226,6 +226,7 @@ const std::map<std::string, setter>& setters() {
     m["alpha_expf"] = [](kernel_spec& s, auto k, auto v) { s.alpha_expf = parse_bool(k, v); };
     m["triton_fp_fusion"] = [](kernel_spec& s, auto k, auto v) { s.triton_fp_fusion = parse_bool(k, v); };
     m["fma_contract"] = [](kernel_spec& s, auto k, auto v) { s.fma_contract = parse_bool(k, v); };
+    m["fma_contract_o"] = [](kernel_spec& s, auto k, auto v) { s.fma_contract_o = parse_bool(k, v); };
     m["pv"] = [](kernel_spec& s, auto k, auto v) { s.pv = parse_enum<pv_mode>(k, v); };
     m["epilogue"] = [](kernel_spec& s, auto k, auto v) { s.epilogue = parse_enum<epilogue_mode>(k, v); };
     m["out_fmt"] = [](kernel_spec& s, auto k, auto v) { s.out_fmt = parse_enum<formats::format>(k, v); };
@@ -293,6 +294,7 @@ nlohmann::json to_json(const kernel_spec& s) {
           {"alpha_expf", s.alpha_expf},
           {"triton_fp_fusion", s.triton_fp_fusion},
           {"fma_contract", s.fma_contract},
+          {"fma_contract_o", s.fma_contract_o},
           {"qk_acc", acc_json(s.qk_acc)},
           {"pv_acc", acc_json(s.pv_acc)},
           {"pv", name_of(s.pv)},
@@ -322,8 +324,11 @@ std::string ignored_reason(const kernel_spec& s, const std::string& knob) {
   if (knob == "alpha_expf" && s.alpha_expf && s.max != max_space::raw) return "alpha_expf needs max=raw";
   if (knob == "triton_fp_fusion" && s.triton_fp_fusion && s.rowsum != rowsum_order::triton_block)
     return "triton_fp_fusion needs rowsum=triton_block (the block sum it fuses)";
-  if (knob == "fma_contract" && s.fma_contract && s.rowsum != rowsum_order::hpcops_block)
-    return "fma_contract needs rowsum=hpcops_block (the row-sum update it contracts)";
+  if (knob == "fma_contract" && s.fma_contract &&
+      (s.rowsum == rowsum_order::triton_block || s.rowsum == rowsum_order::xqa_warps))
+    return "fma_contract needs rowsum=sequential, wgmma, sage_mma or hpcops_block (the row-sum update it contracts)";
+  if (knob == "fma_contract_o" && s.fma_contract_o && s.pv != pv_mode::fresh_per_block)
+    return "fma_contract_o needs pv=fresh_per_block (the fresh PV tile it adds onto O*alpha)";
   for (const auto& [p, a] : {std::pair{"qk_acc", &s.qk_acc}, std::pair{"pv_acc", &s.pv_acc}})
     if (knob == std::string(p) + ".mant_bits" && a->kind != acc_kind::truncated)
       return knob + " is read only with " + p + ".kind=truncated";

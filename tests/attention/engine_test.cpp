@@ -421,8 +421,12 @@ TEST(engine_test, knobs_the_path_ignores_are_refused) {
   refused("fa3", {"pv_acc.mant_bits=12"}, "pv_acc.mant_bits");  // fp32 accumulator
   refused("hpcops", {"fold_dq_first=true"}, "fold_dq_first");
   refused("fa3", {"triton_fp_fusion=true"}, "triton_fp_fusion");
-  refused("sage1", {"fma_contract=true"}, "fma_contract");  // no hpcops_block row sum to contract
+  refused("sage1", {"fma_contract=true"}, "fma_contract");  // triton_block: triton_fp_fusion fuses it
+  refused("xqa-sm90", {"fma_contract=true"}, "fma_contract");
+  refused("fa3", {"fma_contract_o=true"}, "fma_contract_o");  // O accumulated in place by the MMA
   EXPECT_FALSE(apply_knobs(preset("hpcops"), {"fma_contract=false"}).fma_contract);
+  EXPECT_TRUE(apply_knobs(preset("fp32"), {"fma_contract=true"}).fma_contract);
+  EXPECT_FALSE(apply_knobs(preset("sage2-sm90"), {"fma_contract_o=false"}).fma_contract_o);
   EXPECT_EQ(apply_knobs(preset("xqa-sm90"), {"p_scale=256"}).p_scale, 256.0f);
   EXPECT_EQ(apply_knobs(preset("fa3"), {"p_mode=multiply", "p_scale=448"}).p_scale, 448.0f);
   EXPECT_EQ(apply_knobs(preset("fa3-acc13"), {"pv_acc.mant_bits=12"}).pv_acc.mant_bits, 12);

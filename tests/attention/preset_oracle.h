@@ -1,8 +1,8 @@
 #pragma once
 // Plain-loop implementations of each preset, sharing nothing with the engine but the format casts
-// of formats/format.h. The Sage v1, XQA and hpc-ops oracles quote the upstream lines they follow
-// (repo@commit path:line); the others cite docs/kernels.md's section.step, whose table gives the
-// upstream line. Each returns O [n_q, d] of query head h.
+// of formats/format.h. The Sage v1, XQA and hpc-ops oracles, and the FMA contractions of the FA3
+// family and Sage2, quote the upstream lines they follow (repo@commit path:line); the other steps
+// cite docs/kernels.md's section.step, whose table gives the upstream line. Each returns O [n_q, d] of query head h.
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -99,6 +99,7 @@ inline double qk_chunks(const head_ops& H, int i, int j, acc model) {
 struct fa3_like {
   bool acc13 = false;
   enum { fa3, flashinfer, bf16 } kind = fa3;
+  bool fma = true;  // nvcc's contraction of the row-sum rescale with the first add (fma_contract)
 };
 
 inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool causal, fa3_like cfg) {
@@ -173,8 +174,23 @@ inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool ca
         P[j] = std::exp2f(std::fmaf(S[j], sl2, -max_scaled));  // 1.8
         P8[j] = cfg.kind == fa3_like::bf16 ? quantize_bf16(P[j]) : quantize_e4m3_sat(P[j] * pmul);
       }
-      for (float& x : lt) x *= alpha;
-      for (size_t j = 0; j < S.size(); ++j) lt[(j % 8) / 2] += P[j];  // 1.10 thread columns 2t, 2t+1, 2t+8...
+      // 1.10 thread t holds columns 2t, 2t+1, 2t+8, 2t+9, ... Dao-AILab/flash-attention@0251105a
+      // hopper/softmax.h:120 `row_sum(mi) *= scores_scale(mi);` then :134 reduce_sum with
+      // zero_init=false, hopper/utils.h:30 `summary(mi) = op(summary(mi), tensor(mi, ni))` in column
+      // order (FlashInfer@fb28d72 include/flashinfer/attention/hopper/attention_updater.cuh:210,
+      // then :64 and :67 the same). Built with --use_fast_math and no --fmad=false, nvcc contracts the
+      // multiply with the thread's first add into one fma (cfg.fma; PTX of the pattern, kernels.md).
+      for (int t = 0; t < 4; ++t) {
+        bool first = true;
+        if (!cfg.fma) lt[t] *= alpha;
+        for (size_t g = 0; 8 * g + 2 * t < S.size(); ++g)
+          for (size_t e = 0; e < 2 && 8 * g + 2 * t + e < S.size(); ++e) {
+            const float pj = P[8 * g + 2 * t + e];
+            lt[t] = cfg.fma && first ? std::fmaf(lt[t], alpha, pj) : lt[t] + pj;
+            first = false;
+          }
+        if (cfg.fma && first) lt[t] *= alpha;  // no column: the rescale alone
+      }
       // 1.12 pipelined: O += P8_prev V_prev, then O *= alpha_n (FlashInfer: rescale first, 3.6;
       // the same sequence of operations)
       if (prev_j0 >= 0) gemm_pv(p8_prev, prev_j0, prev_j1);
@@ -208,6 +224,8 @@ struct sage_cfg {
   // not: sm89 qk_int_sv_f8_cuda_sm89.cuh runs iter 1..N-2 folded, then a "second last iter" and a
   // last iter (2); sm90 qk_int_sv_f8_cuda_sm90.cuh only peels the last iteration (1).
   int tail_blocks = 2;
+  bool fma = true;    // nvcc's contraction of `d *= o_scale` with the first tile's add (fma_contract)
+  bool fma_o = true;  // and of `RO *= o_scale` with `RO += RO_temp` (fma_contract_o)
 };
 
 inline float sage_int8(float x, float scale) {  // x/scale + 0.5 sign, truncate (2a.3)
@@ -282,22 +300,35 @@ inline std::vector<float> run_sage2(const test::layer_data& L, int h, bool causa
       const float mn = std::max(m, mt);
       const float alpha = std::exp2f(m - mn);
       m = mn;
-      for (float& e : dl) e *= alpha;
-      for (float& o : O) o *= alpha;
+      // SageAttention@d1a57a5 csrc/qattn/attn_utils.cuh:400 `d[fq][k] *= o_scale;` and :414 `RO[fq][fv]
+      // [k * 2 + 0] *= o_scale;` (update_mdo); the adds below follow them. setup.py:57 builds with
+      // --use_fast_math and no --fmad=false: nvcc contracts each multiply with the add that consumes
+      // it (PTX of the pattern, kernels.md), so they are applied there when cfg.fma / cfg.fma_o.
+      if (!cfg.fma)
+        for (float& e : dl) e *= alpha;
+      if (!cfg.fma_o)
+        for (float& o : O) o *= alpha;
       std::vector<float> P(cfg.cta_k, 0.0f), P8(n);
       for (int jj = 0; jj < n; ++jj) {
         P[jj] = std::exp2f(std::fmaf(x[jj], eff[jj], -m));
         P8[jj] = quantize_e4m3_sat(P[jj]);  // 2a.11
       }
-      for (int f = 0; f < cfg.cta_k / 16; ++f)  // 2a.10
+      // 2a.10 qk_int_sv_f8_cuda_sm90.cu:317 / attn_utils.cuh:551 `d[fq][0] += (RS[fq][fk][0] +
+      // RS[fq][fk][1] + RS[fq][fk][4] + RS[fq][fk][5]);` per 16-column tile fk; the fk = 0 add is
+      // the one fused with `d *= o_scale`
+      for (int f = 0; f < cfg.cta_k / 16; ++f)
         for (int t = 0; t < 4; ++t) {
           const int b0 = 16 * f + 2 * t;
-          dl[t] += P[b0] + P[b0 + 1] + P[b0 + 8] + P[b0 + 9];
+          const float s4 = P[b0] + P[b0 + 1] + P[b0 + 8] + P[b0 + 9];
+          dl[t] = cfg.fma && f == 0 ? std::fmaf(dl[t], alpha, s4) : dl[t] + s4;
         }
-      for (int c = 0; c < d; ++c) {  // 2a.12 fresh accumulator per block, K=32 steps, then fp32 add
+      // 2a.12 fresh accumulator per block, K=32 steps, then sm90.cu:353 `RO[fq][fv][k] +=
+      // RO_temp[fq][fv][k];` (sm89 fp16 tile: attn_utils.cuh:970 `RO[i][j][k * 2 + 0] +=
+      // RO_tmp_float[0];`), fused with the rescale when cfg.fma_o
+      for (int c = 0; c < d; ++c) {
         double a = 0;
         for (int c0 = j0; c0 < j1; c0 += 32) a = acc_round(model, a + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
-        O[c] += float(a);
+        O[c] = cfg.fma_o ? std::fmaf(O[c], alpha, float(a)) : O[c] + float(a);
       }
     }
     const float D = (dl[0] + dl[1]) + (dl[2] + dl[3]);  // 2a.13

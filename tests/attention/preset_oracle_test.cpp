@@ -39,7 +39,10 @@ TEST(preset_oracle_sensitivity, changed_knob_is_detected) {
       {"xqa-sm90", "epilogue=separate", 64, true},   {"xqa-sm90", "rowsum=sequential", 64, true},
       {"xqa-sm90", "q.gran=tensor", 64, true},       {"hpcops", "rowsum=wgmma", 64, true},
       {"hpcops", "k.gran=token", 64, true},          {"bf16", "block_n=128", 128, false},
-      {"hpcops", "fma_contract=false", 64, true}};
+      {"hpcops", "fma_contract=false", 64, true},    {"fa3", "fma_contract=false", 64, true},
+      {"flashinfer-sm90", "fma_contract=false", 64, true}, {"bf16", "fma_contract=false", 64, false},
+      {"sage2-sm90", "fma_contract=false", 64, true},     {"sage2-sm90", "fma_contract_o=false", 64, true},
+      {"sage2pp-sm89", "fma_contract=false", 64, true},   {"sage2pp-sm89", "fma_contract_o=false", 64, true}};
   for (const auto& [name, knob, d, causal] : cases) {
     auto L = test::random_layer(2, 1, 200, 200, d, 4242, 1.5f);
     oracle::g_out_fp32 = true;
