@@ -382,6 +382,18 @@ T final_rowsum(const head_ctx<T>& c, const T* l) {
   return l[0];
 }
 
+// The leading columns of a row's n that rescale_rowsum adds (0 without fma_contract).
+template <typename T>
+int rescale_rowsum_columns(const head_ctx<T>& c, int n) {
+  if (!c.s.fma_contract || n <= 0) return 0;
+  switch (c.s.rowsum) {
+    case rowsum_order::sequential: return 1;
+    case rowsum_order::wgmma: return std::min(n, 8);
+    case rowsum_order::sage_mma: return std::min(n, 16);
+    default: return 0;
+  }
+}
+
 // Step 4's rescale of the partials by alpha. With fma_contract, nvcc contracts `l *= alpha` with
 // the first add that follows it into one FMA (a multiply whose only use is that add): FA3
 // `row_sum(mi) *= scores_scale(mi)` (flash-attention@0251105a hopper/softmax.h:120) then
@@ -400,24 +412,24 @@ int rescale_rowsum(const head_ctx<T>& c, T* l, const T* p, int n, T alpha) {
     case rowsum_order::sequential:
       l[0] = fma_t(l[0], alpha, p[0]);
       for (int t = 1; t < 4; ++t) l[t] *= alpha;
-      return 1;
+      break;
     case rowsum_order::wgmma:  // thread t's first column is 2t; its second, 2t+1, completes the group
       for (int t = 0; t < 4; ++t) {
         const int j = 2 * t;
         l[t] = j < n ? fma_t(l[t], alpha, p[j]) : l[t] * alpha;
         if (j + 1 < n) l[t] += p[j + 1];
       }
-      return std::min(n, 8);
+      break;
     case rowsum_order::sage_mma:  // the first 16-column tile's ((P0+P1)+P4)+P5 is the addend
       for (int t = 0; t < 4; ++t) {
         auto at = [&](int j) { return j < n ? p[j] : T(0); };
         const int b = 2 * t;
         l[t] = fma_t(l[t], alpha, at(b) + at(b + 1) + at(b + 8) + at(b + 9));
       }
-      return std::min(n, 16);
+      break;
     default: ATTNUM_ASSERT(false, "rescale_rowsum: the block orders go to block_rowsum");
   }
-  return 0;
+  return rescale_rowsum_columns(c, n);
 }
 
 // Whether the order updates l once per block from the block's own sum (block_rowsum) rather
@@ -1162,7 +1174,7 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
       if (live[r]) softmax_row(c, r0 + r, r, blk, nbmax, j0, j1, b, st);
     if (wgmma_rowsum_tile(c)) {
       // the columns rescale_rowsum added (the first group of 8 under fma_contract) are skipped
-      const int k0 = s.fma_contract ? std::min(8, j1 - j0) : 0;
+      const int k0 = rescale_rowsum_columns(c, j1 - j0);
       wgmma_rowsum_rows(c, b.l.data(), (s.rowsum_from_cast ? b.p8 : b.p).data() + k0, b.bn, rows, live, j1 - j0 - k0);
     }
     pv_tile(c, rows, j0, j1, live, b);
