@@ -66,36 +66,38 @@ std::vector<float> matrix::to_float() const {
   return v;
 }
 
-matrix matrix::rounded_to_bf16() const {
-  if (dtype_ == io::st_dtype::BF16) return *this;
-  std::vector<uint16_t> bits(count_);
-  for_each_chunk([&](size_t b, const float* x, size_t m) {
-    for (size_t i = 0; i < m; ++i)
-      bits[b + i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(formats::quantize_bf16(x[i])) >> 16);
+namespace {
+// m's values as 16-bit codes of `to`: code(index, value) gives each one's.
+template <typename Code>
+matrix recoded(const matrix& m, io::st_dtype to, Code&& code) {
+  std::vector<uint16_t> bits(m.size());
+  m.for_each_chunk([&](size_t b, const float* x, size_t n) {
+    for (size_t i = 0; i < n; ++i) bits[b + i] = code(b + i, x[i]);
     return true;
   });
-  return from_bits(io::st_dtype::BF16, std::move(bits));
+  return matrix::from_bits(to, std::move(bits));
 }
 
-namespace {
-[[noreturn]] void beyond_fp16(const std::string& what, size_t index, float x) {
-  fail("{}: element {} = {} is beyond float16's range (65504): the model cannot be held in fp16 "
-       "(--linear-precision bf16 or fp32 can)", what, index, x);
+// x's float16 code (RNE); refused, naming element `index` of `what`, where it would be Inf.
+uint16_t fp16_code(const std::string& what, size_t index, float x) {
+  const uint32_t code = formats::encode(formats::format::fp16, x, formats::rounding::nearest_even, false);
+  if ((code & 0x7fffu) >= 0x7c00u)
+    fail("{}: element {} = {} is beyond float16's range (65504): the model cannot be held in fp16 "
+         "(--linear-precision bf16 or fp32 can)", what, index, x);
+  return static_cast<uint16_t>(code);
 }
 }  // namespace
 
+matrix matrix::rounded_to_bf16() const {
+  if (dtype_ == io::st_dtype::BF16) return *this;
+  return recoded(*this, io::st_dtype::BF16, [](size_t, float x) {
+    return static_cast<uint16_t>(std::bit_cast<uint32_t>(formats::quantize_bf16(x)) >> 16);
+  });
+}
+
 matrix matrix::rounded_to_fp16(const std::string& what) const {
   if (dtype_ == io::st_dtype::F16) return *this;
-  std::vector<uint16_t> bits(count_);
-  for_each_chunk([&](size_t b, const float* x, size_t m) {
-    for (size_t i = 0; i < m; ++i) {
-      const uint32_t code = formats::encode(formats::format::fp16, x[i], formats::rounding::nearest_even, false);
-      if ((code & 0x7fffu) >= 0x7c00u) beyond_fp16(what, b + i, x[i]);
-      bits[b + i] = static_cast<uint16_t>(code);
-    }
-    return true;
-  });
-  return from_bits(io::st_dtype::F16, std::move(bits));
+  return recoded(*this, io::st_dtype::F16, [&](size_t i, float x) { return fp16_code(what, i, x); });
 }
 
 bool matrix::operator==(const matrix& o) const {
@@ -185,11 +187,8 @@ void round_to_fp16(weights& w) {
         if (!m.empty()) m = m.rounded_to_fp16(name);
       },
       [](const std::string& name, std::vector<float>& v) {
-        for (size_t i = 0; i < v.size(); ++i) {
-          const float r = formats::quantize_fp16(v[i]);
-          if (std::isinf(r)) beyond_fp16(name, i, v[i]);
-          v[i] = r;
-        }
+        for (size_t i = 0; i < v.size(); ++i)
+          v[i] = static_cast<float>(formats::decode(formats::format::fp16, fp16_code(name, i, v[i])));
       });
 }
 
