@@ -67,7 +67,7 @@ struct model_inputs {
   int n = 0;
 };
 
-model_inputs capture_model(const study_config& c, const model::weights& w,
+model_inputs capture_model(const study_config& c, const model::weights& w, model::linear_precision lin,
                            const model::tokenizer& tok, const fs::path& dir) {
   model_inputs in;
   const std::vector<std::string> texts = c.texts.empty() ? model::default_texts() : c.texts;
@@ -81,7 +81,6 @@ model_inputs capture_model(const study_config& c, const model::weights& w,
   if (per_text > 1)
     say(c, fmt::format("{} windows of {} tokens per text ({} labels in all)", per_text, in.n,
                        per_text * in.n * static_cast<int>(texts.size())));
-  const auto lin = model::resolve_linear_precision(c.linear, w);
   if (scaleout::here().root()) fs::create_directories(dir);
   attnum::progress bar("capture", static_cast<int64_t>(texts.size()) * per_text, "windows",
                        c.progress && scaleout::here().root(),
@@ -142,12 +141,13 @@ json run_study(const study_config& c) {
   std::optional<model::weights> w;
   std::unique_ptr<model::tokenizer> tok;
   model_inputs inputs;
+  model::linear_precision lp{};  // the model runner's, resolved once from the checkpoint
   if (!c.model.empty()) {
     auto t0 = clock_type::now();
     say(c, fmt::format("loading {}", clip(c.model)));
     w = model::load_model(c.model);
     tok = model::load_tokenizer(c.model, *w, c.tokenizer);
-    const model::linear_precision lp = model::resolve_linear_precision(c.linear, *w);
+    lp = model::resolve_linear_precision(c.linear, *w);
     {  // Refused up front when the weights and the larger of the capture's and the loss's
        // activations cannot fit (docs/model.md, "Weights in memory").
       const int n = w->cfg.seq_len > 0 ? std::min(c.tokens, w->cfg.seq_len) : c.tokens;
@@ -157,7 +157,7 @@ json run_study(const study_config& c) {
     }
     model::prepare_weights(*w, lp);
     say(c, "capturing Q, K, V");
-    inputs = capture_model(c, *w, *tok, c.out / "captures");
+    inputs = capture_model(c, *w, lp, *tok, c.out / "captures");
     so.zoo = false;
     so.captures = inputs.captures;
     timings["capture_s"] = seconds_since(t0);
@@ -192,7 +192,7 @@ json run_study(const study_config& c) {
       p.knobs = c.knobs;
       p.rotation = c.rotation;
       p.conditions = c.conditions;
-      p.linear = model::resolve_linear_precision(c.linear, *w);
+      p.linear = lp;
       model::validate(p, *w);
       say(c, fmt::format("loss: {} on {} texts x {} labels", k.name, p.sources.size(), p.n_tokens));
       auto r = run_loss(*w, p, w->id, c.out / "loss" / k.name, 0, 1, c.progress);
