@@ -476,6 +476,7 @@ template <typename Acc>
 ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumulator_spec& model,
                                    Acc* acc, int ld, long causal_off) const {
   g_runs.fetch_add(1, std::memory_order_relaxed);
+  isa::note("amx", isa::path::amx);
   configure();
   const int nch = dp_ / 32;
   alignas(64) float dbuf[5][256];
@@ -586,6 +587,7 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
     }
   }
   g_runs.fetch_add(1, std::memory_order_relaxed);
+  isa::note("amx", isa::path::amx);
   configure();
   const int nt = d_ / 16;
   alignas(64) float dbuf[5][256];
@@ -696,6 +698,7 @@ ATTNUM_AMX_FN bool int8_qk::build(const float* q, int n_q, const float* k, int n
 ATTNUM_AMX_FN void int8_qk::run(int r0, int rows, int j0, int n, double* acc, int ld,
                                 long causal_off) const {
   g_runs.fetch_add(1, std::memory_order_relaxed);
+  isa::note("amx", isa::path::amx);
   configure();
   alignas(64) int32_t out[256];
   for (int kt = 0; kt < n; kt += 16) {

@@ -24,14 +24,12 @@
 #include <omp.h>
 
 #include <Eigen/Dense>
-#if defined(__AVX512F__) || defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <bit>
+#include <cassert>
 #include <cstring>
 #include <numbers>
 #include <memory>
@@ -44,6 +42,7 @@
 #include "attnum/attention/fma_gemm.h"
 #include "attnum/attention/isa.h"
 #include "attnum/attention/plane_gemm.h"
+#include "attnum/attention/row_kernels.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
 #include "attnum/formats/scale.h"
@@ -490,81 +489,19 @@ void block_rowsum(const head_ctx<T>& c, T* l, const T* p, int n, T alpha) {
 }
 
 // Whether run_tile adds the row sums of a whole tile at once (wgmma_rowsum_rows) instead of
-// softmax_row doing it row by row.
+// softmax_row doing it row by row: where the active path has the vector kernel (row_kernels.h).
 template <typename T>
-bool wgmma_rowsum_tile([[maybe_unused]] const head_ctx<T>& c) {
-#if defined(__AVX512F__) || defined(__AVX2__)
-  return std::is_same_v<T, float> && c.s.rowsum == rowsum_order::wgmma;
-#else
-  return false;
-#endif
+bool wgmma_rowsum_tile(const head_ctx<T>& c) {
+  return std::is_same_v<T, float> && c.s.rowsum == rowsum_order::wgmma && rowk::has_wgmma_rowsum();
 }
-
-#if defined(__AVX512F__)
-// The wgmma row-sum order (add_rowsum) for two rows at once, lanes 0-7 row a, 8-15 row b: lane 2t
-// holds partial l[t]. Per group of 8 columns, adding the group then the group shifted down one
-// float (vpsrlq 32) adds p[8g+2t] and then p[8g+2t+1] to lane 2t, in the scalar order; the odd
-// lanes collect junk that is never read. Columns past n load as +0, and l + 0 == l (l is never -0).
-inline void wgmma_rowsum_pair(float* la, float* lb, const float* pa, const float* pb, int n) {
-  alignas(64) float init[16] = {la[0], 0, la[1], 0, la[2], 0, la[3], 0, lb[0], 0, lb[1], 0, lb[2], 0, lb[3], 0};
-  __m512 L = _mm512_load_ps(init);
-  for (int j = 0; j < n; j += 8) {
-    const int m = std::min(8, n - j);
-    const __mmask8 k = static_cast<__mmask8>(m >= 8 ? 0xFF : (1u << m) - 1);
-    const __m512 P = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_maskz_loadu_ps(k, pa + j)),
-                                        _mm256_maskz_loadu_ps(k, pb + j), 1);
-    L = _mm512_add_ps(L, P);
-    L = _mm512_add_ps(L, _mm512_castsi512_ps(_mm512_srli_epi64(_mm512_castps_si512(P), 32)));
-  }
-  alignas(64) float out[16];
-  _mm512_store_ps(out, L);
-  for (int t = 0; t < 4; ++t) la[t] = out[2 * t], lb[t] = out[8 + 2 * t];
-}
-#elif defined(__AVX2__)
-// The same for one row in a ymm (AVX2 builds, e.g. -march=x86-64-v3): lane 2t holds l[t].
-inline void wgmma_rowsum_one(float* l, const float* p, int n) {
-  alignas(32) float init[8] = {l[0], 0, l[1], 0, l[2], 0, l[3], 0};
-  __m256 L = _mm256_load_ps(init);
-  for (int j = 0; j < n; j += 8) {
-    const int m = std::min(8, n - j);
-    const __m256 P = m == 8 ? _mm256_loadu_ps(p + j)
-                            : _mm256_maskload_ps(p + j, _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-    L = _mm256_add_ps(L, P);
-    L = _mm256_add_ps(L, _mm256_castsi256_ps(_mm256_srli_epi64(_mm256_castps_si256(P), 32)));
-  }
-  alignas(32) float out[8];
-  _mm256_store_ps(out, L);
-  for (int t = 0; t < 4; ++t) l[t] = out[2 * t];
-}
-#endif
 
 // Row sums of the live rows of a tile for one block (see wgmma_rowsum_tile).
 template <typename T>
-void wgmma_rowsum_rows([[maybe_unused]] const head_ctx<T>& c, [[maybe_unused]] T* l, [[maybe_unused]] const T* p,
-                       [[maybe_unused]] int ldp, [[maybe_unused]] int rows,
-                       [[maybe_unused]] const std::vector<char>& live, [[maybe_unused]] int n) {
-#if defined(__AVX512F__)
+void wgmma_rowsum_rows(T* l, const T* p, int ldp, int rows, const std::vector<char>& live, int n) {
   if constexpr (std::is_same_v<T, float>) {
-    int r = 0;
-    while (r < rows) {
-      if (!live[r]) {
-        ++r;
-        continue;
-      }
-      int r2 = r + 1;
-      while (r2 < rows && !live[r2]) ++r2;
-      float scratch[4] = {0, 0, 0, 0};
-      float* lb = r2 < rows ? l + static_cast<size_t>(r2) * 4 : scratch;
-      const float* pb = r2 < rows ? p + static_cast<size_t>(r2) * ldp : p + static_cast<size_t>(r) * ldp;
-      wgmma_rowsum_pair(l + static_cast<size_t>(r) * 4, lb, p + static_cast<size_t>(r) * ldp, pb, n);
-      r = r2 + 1;
-    }
+    [[maybe_unused]] const bool done = rowk::wgmma_rowsum_rows(l, p, ldp, rows, live.data(), n);
+    assert(done);  // wgmma_rowsum_tile said the kernel is there
   }
-#elif defined(__AVX2__)
-  if constexpr (std::is_same_v<T, float>)
-    for (int r = 0; r < rows; ++r)
-      if (live[r]) wgmma_rowsum_one(l + static_cast<size_t>(r) * 4, p + static_cast<size_t>(r) * ldp, n);
-#endif
 }
 
 using dmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -612,23 +549,7 @@ void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
     }
     case acc_kind::fp16: {
       int i = 0;
-#if defined(__AVX2__)
-      if constexpr (std::is_same_v<A, float> && !kFromZero) {
-        // round_fp16 (engine_detail.h), 4 lanes at a time: the same operations in the same order
-        const __m256d sign = _mm256_set1_pd(-0.0), expo = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FF0000000000000LL)),
-                      lo = _mm256_set1_pd(0x1p-14), lift = _mm256_set1_pd(0x1p42), over = _mm256_set1_pd(65520.0),
-                      inf = _mm256_set1_pd(INFINITY);
-        for (; i + 4 <= n; i += 4) {
-          const __m256d x = _mm256_add_pd(_mm256_cvtps_pd(_mm_loadu_ps(a + i)), _mm256_loadu_pd(c + i));
-          const __m256d ax = _mm256_andnot_pd(sign, x);
-          const __m256d cc = _mm256_mul_pd(_mm256_max_pd(_mm256_and_pd(ax, expo), lo), lift);
-          __m256d r = _mm256_sub_pd(_mm256_add_pd(ax, cc), cc);
-          r = _mm256_blendv_pd(r, inf, _mm256_cmp_pd(r, over, _CMP_GE_OQ));
-          const __m256d y = _mm256_or_pd(r, _mm256_and_pd(x, sign));
-          _mm_storeu_ps(a + i, _mm256_cvtpd_ps(_mm256_blendv_pd(x, y, _mm256_cmp_pd(ax, inf, _CMP_LT_OQ))));
-        }
-      }
-#endif
+      if constexpr (std::is_same_v<A, float> && !kFromZero) i = rowk::round_add_fp16(a, c, n);
       for (; i < n; ++i) a[i] = static_cast<A>(round_fp16(at(i) + c[i]));
       break;
     }
@@ -925,7 +846,8 @@ void cast_p(const head_ctx<T>& c, const T* p, T* p8, int n, int n_live, run_stat
 // Returns std::max folded over v[0..n) from init, in order, bit for bit. std::max(a, b) is
 // (a < b) ? b : a: the fold yields the largest non-NaN value (init when there is none), the first
 // of equal ones. Equal values have equal bits except +0 and -0, so any grouping of the fold gives
-// the same bits unless the result is a zero: then the plain loop decides. 16 lanes vectorise.
+// the same bits unless the result is a zero: then the plain loop decides. 16 lanes vectorise; the
+// float case runs row_kernels.h's kernel where the active path has one.
 template <typename T>
 T fold_max(const T* v, int n, T init) {
   constexpr int kL = 16;
@@ -935,37 +857,13 @@ T fold_max(const T* v, int n, T init) {
     return m;
   };
   if (n < 2 * kL) return seq();
+  if constexpr (std::is_same_v<T, float>)
+    if (float m; rowk::fold_max(v, n, init, &m)) return m == 0 ? seq() : m;
   T acc[kL];
   int i = 0;
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) {
-    // vmaxps(x, a) is (x > a) ? x : a, which is acc < x ? x : acc for every x, NaN included
-    __m512 a = _mm512_set1_ps(init);
-    for (; i + kL <= n; i += kL) a = _mm512_max_ps(_mm512_loadu_ps(v + i), a);
-    // lanes hold no NaN (max_ps keeps a on NaN): a tree reduction gives the fold's value, and
-    // the sign of a zero result is settled by seq() below
-    T m = _mm512_reduce_max_ps(a);
-    for (; i < n; ++i) m = std::max(m, v[i]);
-    return m == 0 ? seq() : m;
-  } else
-#elif defined(__AVX2__)
-  if constexpr (std::is_same_v<T, float>) {
-    // the same with vmaxps on 8 lanes (GCC does not turn the select below into it)
-    __m256 a = _mm256_set1_ps(init);
-    for (; i + 8 <= n; i += 8) a = _mm256_max_ps(_mm256_loadu_ps(v + i), a);
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, a);
-    T m = lanes[0];
-    for (int l = 1; l < 8; ++l) m = std::max(m, lanes[l]);
-    for (; i < n; ++i) m = std::max(m, v[i]);
-    return m == 0 ? seq() : m;
-  } else
-#endif
-  {
-    std::fill(acc, acc + kL, init);
-    for (; i + kL <= n; i += kL)
-      for (int l = 0; l < kL; ++l) acc[l] = acc[l] < v[i + l] ? v[i + l] : acc[l];
-  }
+  std::fill(acc, acc + kL, init);
+  for (; i + kL <= n; i += kL)
+    for (int l = 0; l < kL; ++l) acc[l] = acc[l] < v[i + l] ? v[i + l] : acc[l];
   T m = init;
   for (int l = 0; l < kL; ++l) m = std::max(m, acc[l]);
   for (; i < n; ++i) m = std::max(m, v[i]);
@@ -1175,7 +1073,7 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
     if (wgmma_rowsum_tile(c)) {
       // the columns rescale_rowsum added (the first group of 8 under fma_contract) are skipped
       const int k0 = rescale_rowsum_columns(c, j1 - j0);
-      wgmma_rowsum_rows(c, b.l.data(), (s.rowsum_from_cast ? b.p8 : b.p).data() + k0, b.bn, rows, live, j1 - j0 - k0);
+      wgmma_rowsum_rows(b.l.data(), (s.rowsum_from_cast ? b.p8 : b.p).data() + k0, b.bn, rows, live, j1 - j0 - k0);
     }
     pv_tile(c, rows, j0, j1, live, b);
   }

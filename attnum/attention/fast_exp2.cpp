@@ -224,6 +224,7 @@ void exp2f_neon_t(const float* in, float a, float b, float* out, int n) {
 enum class vec { none, avx2, avx512, neon };
 
 void exp2f_run(vec v, bool fused, const float* in, float a, float b, float* out, int n) {
+  isa::note("exp2f", v == vec::avx512 ? isa::path::avx512 : v == vec::avx2 ? isa::path::avx2 : isa::path::neon);
 #if ATTNUM_SIMD_KERNELS
   if (v == vec::avx512)
     fused ? exp2f_vec_t<true>(in, a, b, out, n) : exp2f_vec_t<false>(in, a, b, out, n);

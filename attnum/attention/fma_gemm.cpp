@@ -325,9 +325,9 @@ void run_kernels(int W, const double* a, size_t lda, int rows, int kn, const dou
   static constexpr micro_fn k2[kR2] = {micro_avx2<1>, micro_avx2<2>, micro_avx2<3>,
                                        micro_avx2<4>, micro_avx2<5>, micro_avx2<6>};
   if (W == kW5)
-    drive<kW5>(k5, a, lda, rows, kn, b, pstride, n, o);
+    isa::note("fma_gemm", isa::path::avx512), drive<kW5>(k5, a, lda, rows, kn, b, pstride, n, o);
   else
-    drive<kW2>(k2, a, lda, rows, kn, b, pstride, n, o);
+    isa::note("fma_gemm", isa::path::avx2), drive<kW2>(k2, a, lda, rows, kn, b, pstride, n, o);
 }
 
 // Rows [0, rows) of A as doubles in thread-local storage (packed_a): columns [0, kn) of A, row

@@ -3,6 +3,7 @@
 #include "attnum/attention/plane_gemm.h"
 
 #include <atomic>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -153,6 +154,31 @@ std::string_view int8_sums() {
   if (at_least(path::avx2)) return "vpmaddwd-avx2";
   if (at_least(path::neon)) return "smlal-neon";
   return "fp32-gemm";
+}
+
+namespace detail {
+std::atomic<bool> g_counting{false};
+}  // namespace detail
+
+namespace {
+std::mutex g_count_mutex;
+std::map<std::pair<std::string, path>, uint64_t> g_counts;
+}  // namespace
+
+void count_dispatches(bool on) {
+  std::lock_guard lock(g_count_mutex);
+  if (on) g_counts.clear();
+  detail::g_counting.store(on, std::memory_order_relaxed);
+}
+
+std::map<std::pair<std::string, path>, uint64_t> dispatches() {
+  std::lock_guard lock(g_count_mutex);
+  return g_counts;
+}
+
+void detail::record(const char* kernel, path p) {
+  std::lock_guard lock(g_count_mutex);
+  ++g_counts[{kernel, p}];
 }
 
 void set_active(path p) {

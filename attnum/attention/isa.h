@@ -15,7 +15,12 @@
 // against the scalar path and the preset oracles). The choice: ATTNUM_ISA=scalar|avx2|avx512|amx
 // forces a path (ATTNUM_ISA=neon on ARM; one this CPU or OS lacks is refused: message on stderr, exit status 2);
 // otherwise the best supported path, minus AMX when ATTNUM_NO_AMX is set (and not "0").
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace attnum::attention::isa {
@@ -52,6 +57,24 @@ std::string_view fp8_sums();
 /// What gives Sage's exact INT8 QK sums: "amx-int8", "vpmaddwd-avx512", "vpmaddwd-avx2",
 /// "smlal-neon" (the plane kernels of plane_gemm.h) or "fp32-gemm" (Eigen, scalar path).
 std::string_view int8_sums();
+/// Dispatch counting, for tests that prove which code ran: while counting is on, every entry into
+/// a hand-written vector kernel records (kernel, path), e.g. ("exp2f", avx512). Off by default;
+/// then an entry costs one relaxed load. Kernels written as plain loops that the compiler
+/// vectorises, and Eigen's GEMMs (vectorised for the build's -march), are not counted: they are
+/// not chosen at run time.
+void count_dispatches(bool on);
+/// The entries recorded since counting was last switched on: (kernel, path) -> calls.
+std::map<std::pair<std::string, path>, uint64_t> dispatches();
+namespace detail {
+extern std::atomic<bool> g_counting;
+void record(const char* kernel, path p);
+}  // namespace detail
+/// Marks an entry into vector kernel `kernel` of path p (see count_dispatches).
+inline void note(const char* kernel, path p) {
+  if (detail::g_counting.load(std::memory_order_relaxed)) [[unlikely]]
+    detail::record(kernel, p);
+}
+
 /// True when the environment variable name is set, non-empty and not "0" (the switches
 /// ATTNUM_NO_AMX, ATTNUM_NO_PLANES).
 bool env_set(const char* name);

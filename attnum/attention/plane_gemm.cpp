@@ -197,11 +197,11 @@ bool split_row(const float* x, int n, int shift, int16_t* hi, int16_t* lo, uint6
   const float s = static_cast<float>(pow2(shift));
   if (lo_mask) std::fill(lo_mask, lo_mask + (n + 63) / 64, uint64_t{0});
 #if ATTNUM_SIMD_KERNELS
-  if (isa::at_least(isa::path::avx512)) return split_avx512(x, n, s, hi, lo, lo_mask);
-  if (isa::at_least(isa::path::avx2)) return split_avx2(x, n, s, hi, lo, lo_mask);
+  if (isa::at_least(isa::path::avx512)) return isa::note("plane_split", isa::path::avx512), split_avx512(x, n, s, hi, lo, lo_mask);
+  if (isa::at_least(isa::path::avx2)) return isa::note("plane_split", isa::path::avx2), split_avx2(x, n, s, hi, lo, lo_mask);
 #endif
 #if ATTNUM_NEON_KERNELS
-  if (isa::at_least(isa::path::neon)) return split_neon(x, n, s, hi, lo, lo_mask);
+  if (isa::at_least(isa::path::neon)) return isa::note("plane_split", isa::path::neon), split_neon(x, n, s, hi, lo, lo_mask);
 #endif
   (void)x, (void)n, (void)hi, (void)lo;
   return false;  // no kernels on this path: the builds refuse before splitting
@@ -253,6 +253,7 @@ void transpose32(const void* src, size_t lds, int rows, int cols, void* dst, siz
   int r8 = 0, c8 = 0;
 #if ATTNUM_SIMD_KERNELS
   if (isa::at_least(isa::path::avx2)) {
+    isa::note("transpose32", isa::path::avx2);
     r8 = rows / 8 * 8, c8 = cols / 8 * 8;
     for (int c = 0; c < c8; c += 8)  // along dst's rows: each block's 8 stores continue the last ones
       for (int r = 0; r < r8; r += 8)
@@ -556,12 +557,12 @@ void gemm(int W, const int32_t* a, size_t lda, int rows, const int32_t* b, size_
   static constexpr micro_fn k5[kR5] = {micro5<1>, micro5<2>, micro5<3>, micro5<4>,
                                        micro5<5>, micro5<6>, micro5<7>, micro5<8>};
   static constexpr micro_fn k2[kR2] = {micro2<1>, micro2<2>, micro2<3>, micro2<4>};
-  if (W == kW5) return drive<kW5>(k5, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
-  if (W == kW2) return drive<kW2>(k2, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  if (W == kW5) return isa::note("plane_gemm", isa::path::avx512), drive<kW5>(k5, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  if (W == kW2) return isa::note("plane_gemm", isa::path::avx2), drive<kW2>(k2, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
 #endif
 #if ATTNUM_NEON_KERNELS
   static constexpr micro_fn kn[kRn] = {micron<1>, micron<2>, micron<3>, micron<4>};
-  if (W == kWn) return drive<kWn>(kn, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  if (W == kWn) return isa::note("plane_gemm", isa::path::neon), drive<kWn>(kn, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
 #endif
   (void)W, (void)a, (void)lda, (void)rows, (void)b, (void)pstride, (void)kq, (void)n, (void)C, (void)ldc, (void)scale,
       (void)add;
@@ -817,7 +818,7 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
     double gmax = 0;
 #if ATTNUM_SIMD_KERNELS
     if (v.W == kW5)
-      gmax = chunk_amax_avx512(pg, ldp, live + r0, nr, kn);
+      isa::note("chunk_amax", isa::path::avx512), gmax = chunk_amax_avx512(pg, ldp, live + r0, nr, kn);
     else
 #endif
       for (int r = 0; r < nr; ++r)

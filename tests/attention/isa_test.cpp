@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <tuple>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -677,6 +678,48 @@ TEST(isa, fa3_runs_on_the_planes_with_the_scalar_bits) {
     EXPECT_GT(st.b_lo_terms, 0);
     EXPECT_GT(st.pv_lo_passes, 0);
   });
+}
+
+// Which vector kernels ran (isa::count_dispatches): the scalar path enters none, every preset
+// included, and another path enters only kernels its unit runs; on each vector path the engine's
+// row kernels (row_kernels.h: max fold, wgmma row sums, the fp16 accumulator's round-and-add),
+// exp2f and the chunk kernels are entered, so ATTNUM_ISA steers all of them.
+TEST(isa, scalar_path_enters_no_vector_kernel_and_each_path_only_its_own) {
+  set_threads(2);
+  const auto L = test::random_layer(2, 1, 150, 150, 64, 91, 3.0f);
+  bool fp16_acc = false;
+  for (const auto& name : preset_names())
+    fp16_acc = fp16_acc || preset(name).pv_acc.kind == acc_kind::fp16 || preset(name).qk_acc.kind == acc_kind::fp16;
+  ASSERT_TRUE(fp16_acc) << "no preset has an fp16 accumulator: the round_add_fp16 check below needs one";
+  for_each_path([&](path p) {
+    std::set<std::string> entered;
+    for (const auto& name : preset_names()) {
+      isa::count_dispatches(true);
+      (void)run_layer(preset(name), L.view, condition::plain, true);
+      const auto counts = isa::dispatches();
+      isa::count_dispatches(false);
+      for (const auto& [key, calls] : counts) {
+        const auto& [kernel, q] = key;
+        EXPECT_TRUE(isa::at_least(q)) << name << ": kernel " << kernel << " of path " << isa::name(q) << " ran "
+                                      << calls << " times on path " << isa::name(p);
+        entered.insert(kernel);
+      }
+    }
+    if (p == path::scalar) {
+      EXPECT_TRUE(entered.empty()) << "the scalar path entered " << entered.size() << " vector kernels, e.g. "
+                                   << (entered.empty() ? "" : *entered.begin());
+      return;
+    }
+    std::vector<std::string> want = {"exp2f", "plane_gemm", "plane_split"};
+    if (p != path::neon) want.insert(want.end(), {"fold_max", "wgmma_rowsum", "round_add_fp16", "fma_gemm"});
+    if (p == path::amx) want.push_back("amx");
+    for (const auto& k : want) EXPECT_TRUE(entered.count(k)) << "kernel " << k << " never ran on " << isa::name(p);
+  });
+  // with counting off nothing more is recorded
+  const auto before = isa::dispatches();
+  (void)run_layer(preset("fa3"), L.view, condition::plain, true);
+  EXPECT_EQ(isa::dispatches(), before);
+  set_threads(1);
 }
 
 // The accumulator step against the formats layer's accumulator model (formats::round_accumulator,
