@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnum/attention/condition.h"
 #include "attnum/attention/attend.h"
 #include "attnum/attention/metrics.h"
 #include "attnum/core/error.h"
@@ -162,7 +163,7 @@ void setup(CLI::App& app) {
   app.add_option("--k", o->k, "K (.npy or .safetensors)")->required();
   app.add_option("--v", o->v, "V (.npy or .safetensors)")->required();
   attnum::cli::add_kernel_options(app, o->kernel, "--kernel", "Kernel preset (attnum kernels; generic if only --knob)");
-  app.add_option("--condition", o->condition, "plain, rotate, center, center+rotate")->capture_default_str();
+  app.add_option("--condition", o->condition, attnum::attention::condition_list(", "))->capture_default_str();
   attnum::cli::add_rotation_option(app, o->rotation);
   app.add_option("--seed", o->seed, "Rotation seed (legacy: --rotation random-hadamard:SEED)");
   app.add_flag("--causal-center", o->causal_center, "Center keys by the causal prefix mean");

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "attnum/attention/condition.h"
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/io/json_file.h"
@@ -31,7 +32,7 @@ struct heads_args {
   bool zoo = false;
   attnum::cli::kernel_flags kernel{"fa3", {}};
   std::string rotation, zoo_dtype = "bf16";
-  std::string conditions = "plain,rotate,center,center+rotate";
+  std::string conditions = attnum::attention::condition_list(",");
   std::string out;
   std::string shard;
   std::string predictor_model = "kernel", predictor_version = "v1";
@@ -66,7 +67,7 @@ void setup(CLI::App& app) {
   app.add_option("--zoo-dtype", a->zoo_dtype,
                  "Zoo: operand dtype bf16, fp16 or fp32 (fp32: the zoo before transform_dtype)")
       ->capture_default_str();
-  app.add_option("--conditions", a->conditions, "Conditions: plain,rotate,center,center+rotate")
+  app.add_option("--conditions", a->conditions, "Conditions: " + attnum::attention::condition_list(","))
       ->capture_default_str();
   app.add_option("--out", a->out, "Result folder (resumes from its checkpoints)");
   app.add_option("--shard", a->shard, "I/N: compute only units with index % N == I (job arrays)");

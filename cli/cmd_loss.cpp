@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <cstdio>
 
+#include "attnum/attention/condition.h"
 #include "attnum/core/error.h"
 #include "attnum/core/progress.h"
 #include "attnum/model/loss.h"
@@ -20,7 +21,7 @@
 namespace {
 struct loss_options {
   attnum::cli::kernel_flags kernel{"fa3", {}};
-  std::string model, tokenizer, rotation, conditions = "plain,rotate,center,center+rotate";
+  std::string model, tokenizer, rotation, conditions = attnum::attention::condition_list(",");
   std::string reference = "bf16", linear = "auto", out, save_reference, reference_file;
   std::vector<std::string> texts, token_ids;
   int tokens = 1024, windows = 1;

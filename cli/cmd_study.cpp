@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 
+#include "attnum/attention/condition.h"
 #include "attnum/pipeline/study.h"
 #include "attnum/scaleout/world.h"
 #include "attnum/core/file.h"
@@ -16,7 +17,7 @@ namespace {
 struct study_flags {
   attnum::pipeline::study_config c;
   attnum::cli::kernel_flags kernel{"fa3,sage2pp-sm89", {}};
-  std::string rotation, conditions = "plain,rotate,center,center+rotate";
+  std::string rotation, conditions = attnum::attention::condition_list(",");
   std::string out = "results/study", assets, predictor_version = "v1";
   bool full_pcast = false, no_report = false, quiet = false;
   attnum::cli::output_flags output;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "attnum/attention/condition.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/allocator.h"
 #include "attnum/transforms/hadamard.h"
@@ -25,14 +26,6 @@ struct layer_view {
   int n_head = 0, n_head_kv = 0, n_q = 0, n_kv = 0, d_head = 0;
 };
 
-/// The transform applied to Q and K before the kernel (never to V).
-enum class condition : uint8_t { plain, rotate, center, center_rotate };
-/// The conditions' names, indexed by `condition` (design.md's canonical order): the one list.
-inline constexpr const char* kConditionNames[] = {"plain", "rotate", "center", "center+rotate"};
-/// Returns "plain", "rotate", "center", "center+rotate".
-std::string_view condition_name(condition c);
-/// Parses a condition name ("tile" is accepted as the legacy name of "plain").
-condition parse_condition(std::string_view text);
 
 /// Options of the transforms.
 struct transform_options {

@@ -304,10 +304,10 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
   const size_t nq = static_cast<size_t>(lv.n_head) * lv.n_q * d, nk = static_cast<size_t>(lv.n_head_kv) * lv.n_kv * d;
   // Which operands a step below changes in place (and so must copy): the condition's center (K)
   // and rotation (Q, K), Sage's smooth_k (K) and v1's scale folded into Q; V never.
-  const bool rotates = cond == condition::rotate || cond == condition::center_rotate;
+  const bool rotated = rotates(cond);
   const bool smooths = spec.smooth_k && spec.enabled.k_cast;
-  const bool copy_q = keep_operands || rotates || spec.scaling == score_scaling::dequant_unit;
-  const bool copy_k = keep_operands || rotates || smooths || cond == condition::center;
+  const bool copy_q = keep_operands || rotated || spec.scaling == score_scaling::dequant_unit;
+  const bool copy_k = keep_operands || transforms_k(cond) || smooths;
   const bool copy_v = keep_operands;
   // The input check (every value finite), naming the first bad element of q before k before v.
   // A copied operand is checked as it is copied (below, on up to three threads). An operand read
@@ -346,10 +346,10 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
   // does not transform (plain: Q and K; center: Q) reach the casts as given.
   const formats::format td = spec.transform_dtype;
   transforms::check_transform_dtype(td, fmt::format("kernel {} transform_dtype", spec.name));
-  if (cond == condition::center || cond == condition::center_rotate)
+  if (centers(cond))
     for (int g = 0; g < lv.n_head_kv; ++g)
       transforms::center_keys(p->k.data() + static_cast<size_t>(g) * lv.n_kv * d, lv.n_kv, d, opts.causal_center, td);
-  if (cond == condition::rotate || cond == condition::center_rotate) {
+  if (rotates(cond)) {
     opts.rotation.apply(p->q.data(), static_cast<int64_t>(lv.n_head) * lv.n_q, d, td);
     opts.rotation.apply(p->k.data(), static_cast<int64_t>(lv.n_head_kv) * lv.n_kv, d, td);
   }

@@ -8,7 +8,6 @@
 #include <limits>
 
 #include "attnum/core/error.h"
-#include "attnum/core/suggest.h"
 #include "attnum/core/file.h"
 
 namespace attnum::attention {
@@ -116,20 +115,6 @@ reference_result reference_head(const layer_view& layer, int h, bool causal) {
   std::vector<double> v(layer.v + static_cast<int64_t>(g) * layer.n_kv * d,
                         layer.v + static_cast<int64_t>(g + 1) * layer.n_kv * d);
   return reference_attention(q.data(), k.data(), v.data(), layer.n_q, layer.n_kv, d, causal);
-}
-
-std::string_view condition_name(condition c) {
-  const auto i = static_cast<size_t>(c);
-  return i < std::size(kConditionNames) ? kConditionNames[i] : "?";
-}
-
-condition parse_condition(std::string_view text) {
-  if (text == "tile") return condition::plain;  // the legacy name of plain
-  for (size_t i = 0; i < std::size(kConditionNames); ++i)
-    if (text == kConditionNames[i]) return static_cast<condition>(i);
-  const std::string hint = did_you_mean(text, {std::begin(kConditionNames), std::end(kConditionNames)});
-  fail("unknown condition '{}'{} (expected plain, rotate, center or center+rotate)", clip(text),
-       hint.empty() ? "" : ": " + hint);
 }
 
 }  // namespace attnum::attention

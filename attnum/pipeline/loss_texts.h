@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "attnum/attention/condition.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/model/loss.h"
 #include "attnum/transforms/hadamard.h"
@@ -19,7 +20,7 @@ struct loss_request {
   std::vector<attention::kernel_spec> kernels;  ///< resolved, one loss run each
   std::vector<std::string> knobs;               ///< applied to them (recorded)
   transforms::rotation rotation;
-  std::vector<std::string> conditions = {"plain", "rotate", "center", "center+rotate"};
+  std::vector<std::string> conditions = attention::all_condition_names();
   std::string reference = "bf16", linear = "auto";
   std::string save_reference;  ///< compute the reference logits once, write them here, then use them
   std::string reference_file;  ///< read the reference logits from here instead of computing them

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnum/attention/condition.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/predict/predictor.h"
 #include "attnum/transforms/hadamard.h"
@@ -29,7 +30,7 @@ struct study_config {
   std::vector<attention::kernel_spec> kernels{attention::preset("fa3"), attention::preset("sage2pp-sm89")};
   std::vector<std::string> knobs;        ///< applied to every kernel (recorded)
   transforms::rotation rotation;         ///< of Q and K (heads and loss)
-  std::vector<std::string> conditions{"plain", "rotate", "center", "center+rotate"};
+  std::vector<std::string> conditions = attention::all_condition_names();
   std::string linear = "auto";           ///< linear layers of the model runner
   std::string predictor_model = "kernel";  ///< head study: "kernel" or one fixed preset
   predict::version predictor_version = predict::version::v1;  ///< head study: the predictor's model

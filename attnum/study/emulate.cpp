@@ -142,11 +142,11 @@ head_run run_prepared(const prepared_run& run, int h, const head_parts& parts) {
   if (parts.var_k) r.var_k = cast_variances(L.k8, L.k, spec.k.fmt, en.k_cast, kvh);
   // Q is transformed by the rotations, K by every condition but plain (prepare.cpp step 1).
   const auto c = static_cast<attention::condition>(run.cond);
-  if (c == attention::condition::rotate || c == attention::condition::center_rotate)
+  if (attention::rotates(c))
     add_transform_rounding(r.var_q, r.q.data(), nullptr, L.q_factor, spec.transform_dtype, spec.q.fmt,
                            en.q_cast, n, d);
   const float* k_mean = L.k_mean.empty() ? nullptr : L.k_mean.data() + static_cast<size_t>(kvh) * d;
-  if (parts.var_k && c != attention::condition::plain)
+  if (parts.var_k && attention::transforms_k(c))
     add_transform_rounding(r.var_k, r.k.data(), k_mean, 1.0f, spec.transform_dtype, spec.k.fmt, en.k_cast, n, d);
   if (parts.var_v) r.var_v = cast_variances(L.v8, L.v, spec.v.fmt, en.v_cast, kvh);
   if (parts.shared && parts.var_k) {

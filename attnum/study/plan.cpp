@@ -114,7 +114,7 @@ plan make_plan(const study_options& opt) {
     if (opt.n_texts < 1) fail("heads: need at least one text");
     const auto models = zoo_models(opt.zoo_opt);
     bool rotates = false;
-    for (const auto& c : opt.conditions) rotates |= parse_condition_index(c) % 2 == 1;  // rotate, center+rotate
+    for (const auto& c : opt.conditions) rotates |= attention::rotates(attention::parse_condition(c));
     // The units and the rows the study holds in memory (one per head, kernel and condition of
     // every unit), estimated before any of them is allocated.
     uint64_t n_units = 0, n_rows = 0;

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnum/attention/condition.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/predict/predictor.h"
 #include "attnum/study/zoo.h"
@@ -36,7 +37,7 @@ struct study_options {
   /// The knob assignments applied to every kernel (recorded; plan_from_config applies them again
   /// to the named presets, and the recorded specs must then match).
   std::vector<std::string> knobs;
-  std::vector<std::string> conditions{"plain", "rotate", "center", "center+rotate"};
+  std::vector<std::string> conditions = attention::all_condition_names();
   transforms::rotation rotation;        ///< of Q and K under rotate and center+rotate
   predict::options predictor;
   /// "kernel": the predictor models each kernel's own numerics (formats, scales, smooth_k);

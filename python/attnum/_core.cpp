@@ -469,6 +469,15 @@ PYBIND11_MODULE(_core, m) {
   m.def("study", &study);
   m.def("capture", &capture);
   m.def("loss", &loss);
+  m.def("conditions", [] {  // condition.h's table: name, centers, rotates
+    py::list out;
+    for (const auto& c : attnum::attention::kConditions) {
+      py::dict d;
+      d["name"] = c.name, d["centers"] = c.centers, d["rotates"] = c.rotates;
+      out.append(d);
+    }
+    return out;
+  });
   m.def("check_conditions", [](const std::vector<std::string>& c, bool needs_transform) {
     attnum::study::check_conditions(c, needs_transform, "conditions");
   });

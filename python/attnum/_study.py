@@ -14,7 +14,7 @@ import numpy as _np
 
 from . import _core
 
-_DEFAULT_CONDITIONS = ("plain", "rotate", "center", "center+rotate")
+_DEFAULT_CONDITIONS = tuple(c["name"] for c in _core.conditions())
 
 
 def _names(x, what: str) -> List[str]:

@@ -346,6 +346,36 @@ TEST(engine_test, prepare_without_kept_operands_casts_the_same_bits) {
   EXPECT_THROW(prepare_layer(preset("fa3"), M.view, condition::plain, {}, false), error);
 }
 
+// The conditions' table (condition.h) says what prepare_layer does: Q changes exactly when the
+// condition rotates, K when it centers or rotates, and centering alone leaves every column of K
+// with a zero mean over the keys; each name parses back to its condition.
+TEST(engine_test, condition_table_says_what_prepare_does) {
+  const auto L = random_layer(2, 1, 24, 24, 32, 61, 3.0f);
+  kernel_spec s = preset("fa3");
+  s.transform_dtype = formats::format::fp32;
+  EXPECT_EQ(kNumConditions, 4u);
+  for (size_t i = 0; i < kNumConditions; ++i) {
+    const auto cond = static_cast<condition>(i);
+    const std::string what = kConditions[i].name;
+    EXPECT_EQ(parse_condition(kConditions[i].name), cond) << what;
+    EXPECT_EQ(condition_name(cond), what);
+    const auto p = prepare_layer(s, L.view, cond);
+    ASSERT_EQ(p->q.size(), L.q.size()) << what;
+    ASSERT_EQ(p->k.size(), L.k.size()) << what;
+    const bool q_same = std::memcmp(p->q.data(), L.q.data(), L.q.size() * 4) == 0;
+    const bool k_same = std::memcmp(p->k.data(), L.k.data(), L.k.size() * 4) == 0;
+    EXPECT_EQ(q_same, !rotates(cond)) << what;
+    EXPECT_EQ(k_same, !(centers(cond) || rotates(cond))) << what;
+    if (centers(cond) && !rotates(cond))
+      for (int c = 0; c < 32; ++c) {
+        double m = 0;
+        for (int j = 0; j < 24; ++j) m += p->k[static_cast<size_t>(j) * 32 + c];
+        EXPECT_NEAR(m / 24, 0.0, 1e-5) << what << " column " << c;
+      }
+  }
+  EXPECT_EQ(condition_list(","), "plain,rotate,center,center+rotate");
+}
+
 // attend() into the caller's buffer: the same bits as its own o, which it then leaves empty.
 TEST(engine_test, attend_writes_the_same_output_into_a_given_buffer) {
   const auto L = random_layer(4, 2, 50, 50, 64, 59);
