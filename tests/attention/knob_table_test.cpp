@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <filesystem>
 #include <map>
@@ -164,25 +165,66 @@ std::vector<std::string> other_values(const knob& k, const json& current, const 
   return out;
 }
 
+// Sets knob `k` of `spec` to each other value that apply_knobs accepts, expecting to_json to
+// change at k's field and nowhere else (tiles aside where k replaces them); returns how many.
+int expect_changes(const std::string& what, const kernel_spec& spec, const knob& k, const unit_tables& units) {
+  const auto before = flatten(to_json(spec));
+  int accepted = 0;
+  for (const auto& value : other_values(k, before.at(k.name), units)) {
+    kernel_spec s;
+    try {
+      s = apply_knobs(spec, {k.name + "=" + value});
+    } catch (const error&) {
+      continue;  // not valid for this spec (out of range, or not read by its path)
+    }
+    std::set<std::string> expected{k.name};
+    if (k.replaces_tiles && !spec.tiles.empty()) expected.insert("tiles");
+    EXPECT_EQ(changed_fields(before, flatten(to_json(s))), expected) << what << ": " << k.name << "=" << value;
+    ++accepted;
+  }
+  return accepted;
+}
+
 TEST(knob_table_test, changing_any_knob_changes_to_json_at_that_knob_only) {
   const unit_tables units;
   std::map<std::string, int> changed;  // knob -> accepted changes over all specs
-  for (const auto& [preset_name, spec] : all_specs()) {
-    const auto before = flatten(to_json(spec));
-    for (const knob& k : knob_table()) {
-      for (const auto& value : other_values(k, before.at(k.name), units)) {
-        kernel_spec s;
-        try {
-          s = apply_knobs(spec, {k.name + "=" + value});
-        } catch (const error&) {
-          continue;  // not valid for this spec (out of range, or not read by its path)
+  const auto specs = all_specs();
+  for (const auto& [preset_name, spec] : specs)
+    for (const knob& k : knob_table()) changed[k.name] += expect_changes(preset_name, spec, k, units);
+  // A knob that no preset's path reads is changed on a preset with one other knob set to one of
+  // its choices first (v.block_rows after v.gran=block), and if need be one more knob set to
+  // another value (v.group_div after v.gran=row_group and v.block_rows=1: no preset scales V by
+  // row groups). Knobs of k's own group (v.*) are tried first.
+  for (const knob& k : knob_table()) {
+    if (changed[k.name] > 0) continue;
+    const auto group = [](const knob& x) { return x.name.substr(0, x.name.find('.')); };
+    std::vector<const knob*> order;
+    for (const knob& x : knob_table()) order.push_back(&x);
+    std::stable_partition(order.begin(), order.end(), [&](const knob* x) { return group(*x) == group(k); });
+    for (const auto& [preset_name, spec] : specs)
+      for (const knob* other_p : order)
+        for (const auto& choice : other_p->choices) {
+          const knob& other = *other_p;
+          if (changed[k.name] > 0 || &other == &k) continue;
+          kernel_spec base = spec;
+          other.parse(base, choice);
+          const std::string what = preset_name + " with " + other.name + "=" + choice;
+          changed[k.name] += expect_changes(what, base, k, units);
+          for (const knob* third_p : order) {
+            const knob& third = *third_p;
+            if (changed[k.name] > 0 || &third == &k || &third == &other) continue;
+            for (const auto& value : other_values(third, flatten(to_json(base)).at(third.name), units)) {
+              kernel_spec base2 = base;
+              try {
+                third.parse(base2, value);
+              } catch (const error&) {
+                continue;  // a unit table of another kind
+              }
+              changed[k.name] += expect_changes(what + ", " + third.name + "=" + value, base2, k, units);
+              if (changed[k.name] > 0) break;
+            }
+          }
         }
-        std::set<std::string> expected{k.name};
-        if (k.replaces_tiles && !spec.tiles.empty()) expected.insert("tiles");
-        EXPECT_EQ(changed_fields(before, flatten(to_json(s))), expected) << preset_name << ": " << k.name << "=" << value;
-        ++changed[k.name];
-      }
-    }
   }
   for (const knob& k : knob_table()) EXPECT_GT(changed[k.name], 0) << k.name << " was never changed through apply_knobs";
 }
