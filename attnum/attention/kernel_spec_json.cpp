@@ -1,18 +1,20 @@
-// JSON description of a kernel_spec and knob assignments ("knob=value") for the generic kernel.
-// The knob names are the JSON field names; operand knobs are "q.fmt", "k.gran", "v.scale_max", ...
+// JSON description of a kernel_spec and knob assignments ("knob=value"), both driven by the knob
+// table (knob_table.h), built here. The knob names are the JSON field names; operand knobs are
+// "q.fmt", "k.gran", "v.scale_max", ...
 #include <fmt/format.h>
 
-#include <charconv>
+#include <algorithm>
 #include <cmath>
-#include <limits>
 #include <functional>
-#include <map>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "attnum/attention/kernel_spec.h"
+#include "attnum/attention/knob_table.h"
 #include "attnum/core/error.h"
-#include "attnum/core/suggest.h"
 #include "attnum/core/file.h"
+#include "attnum/core/suggest.h"
 
 namespace attnum::attention {
 namespace {
@@ -110,22 +112,6 @@ void check_positive(const std::string& knob, double v) {
          std::numeric_limits<float>::min(), std::numeric_limits<float>::max());
 }
 
-void validate_operand(const std::string& p, const operand_spec& o) {
-  // 0 means the format's max_finite; anything else must be a usable divisor.
-  if (o.scale_max != 0) check_positive(p + ".scale_max", o.scale_max);
-  if (!(std::isfinite(o.eps) && o.eps >= 0)) fail("knob {}.eps: {} must be finite and >= 0", p, o.eps);
-  if (o.eps != 0) check_positive(p + ".eps", o.eps);
-  if (o.gran == granularity::block || o.gran == granularity::row_group)
-    check_int(p + ".block_rows", o.block_rows, 1, 1 << 20);
-  if (o.group_div < 1 || 8 % o.group_div != 0)
-    fail("knob {}.group_div: {} must be 1, 2, 4 or 8 (it divides the 8 row groups)", p, o.group_div);
-}
-
-void validate_acc(const std::string& p, const accumulator_spec& a) {
-  check_int(p + ".k_step", a.k_step, 1, 1 << 16);
-  if (a.kind == acc_kind::truncated) check_int(p + ".mant_bits", a.mant_bits, 1, 52);  // unused otherwise
-}
-
 // "ieee" or "table:PATH" (the table read now: a bad file fails before any kernel runs).
 sfu_choice parse_unit(std::string_view knob, std::string_view text, formats::sfu_kind kind) {
   sfu_choice u;
@@ -137,211 +123,340 @@ sfu_choice parse_unit(std::string_view knob, std::string_view text, formats::sfu
   return u;
 }
 
+// ---- building the knob table ----
+
+// Where a knob's value lives in a kernel_spec: one of its members, or a member of a member
+// (q.fmt, qk_acc.kind, enabled.p_cast). Called on a const spec it gives a const reference.
+template <typename T>
+struct member {
+  T kernel_spec::*m;
+  template <typename S>
+  auto& operator()(S& s) const { return s.*m; }
+};
+template <typename O, typename T>
+struct nested {
+  O kernel_spec::*o;
+  T O::*m;
+  template <typename S>
+  auto& operator()(S& s) const { return (s.*o).*m; }
+};
+template <typename T>
+member<T> at(T kernel_spec::*m) { return {m}; }
+template <typename O, typename T>
+nested<O, T> at(O kernel_spec::*o, T O::*m) { return {o, m}; }
+
+// The text and JSON forms of the plain value types: booleans, integers, numbers, enums.
+template <typename T>
+constexpr bool plain_value = std::is_same_v<T, bool> || std::is_same_v<T, int> || std::is_same_v<T, double> ||
+                             std::is_same_v<T, float> || std::is_enum_v<T>;
+
+template <typename T>
+T parse_value(std::string_view knob, std::string_view text) {
+  if constexpr (std::is_same_v<T, bool>) return parse_bool(knob, text);
+  else if constexpr (std::is_same_v<T, int>) return parse_int(knob, text);
+  else if constexpr (std::is_same_v<T, double>) return parse_number(knob, text);
+  else if constexpr (std::is_same_v<T, float>) return static_cast<float>(parse_number(knob, text));
+  else return parse_enum<T>(knob, text);
+}
+
+template <typename T>
+nlohmann::json print_value(const T& v) {
+  if constexpr (std::is_enum_v<T>) return name_of(v);
+  else return v;
+}
+
+template <typename T>
+std::vector<std::string> choices_of() {
+  std::vector<std::string> out;
+  if constexpr (std::is_same_v<T, bool>) out = {"true", "false"};
+  else if constexpr (std::is_enum_v<T>)
+    for (const auto& [v, n] : enum_names<T>::get()) out.emplace_back(n);
+  return out;
+}
+
+// One row under construction: field(NAME, at(...)) gives the plain parse and print of the
+// member's type; the calls after it add a custom parse or print, the range check and the
+// condition under which the path reads the knob.
+template <typename At>
+class row {
+ public:
+  using T = std::remove_cvref_t<decltype(std::declval<At>()(std::declval<kernel_spec&>()))>;
+
+  row(std::string name, At a) : at_(a) {
+    k_.name = std::move(name);
+    if constexpr (plain_value<T>) {
+      k_.choices = choices_of<T>();
+      print([](const T& v) { return print_value(v); });
+      parse([](std::string_view knob, std::string_view text) { return parse_value<T>(knob, text); });
+    }
+  }
+  row& print(std::function<nlohmann::json(const T&)> f) {
+    k_.print = [a = at_, f](const kernel_spec& s) { return f(a(s)); };
+    return *this;
+  }
+  row& parse(std::function<T(std::string_view knob, std::string_view text)> f) {
+    k_.parse = [a = at_, f, n = k_.name](kernel_spec& s, std::string_view text) { a(s) = f(n, text); };
+    return *this;
+  }
+  row& choices(std::vector<std::string> c) {
+    k_.choices = std::move(c);
+    return *this;
+  }
+  row& check(std::function<void(const std::string& knob, const T& v, const kernel_spec& s)> f) {
+    k_.check = [a = at_, f, n = k_.name](const kernel_spec& s) { f(n, a(s), s); };
+    return *this;
+  }
+  // Read only where `reads` holds (`cond` says when, as the refusal and the docs say it).
+  row& only_with(std::function<bool(const kernel_spec&)> reads, const std::string& cond) {
+    k_.read_when = "only with " + cond;
+    k_.unused = [reads, why = k_.name + " is read only with " + cond](const kernel_spec& s) {
+      return reads(s) ? std::string() : why;
+    };
+    return *this;
+  }
+  // A boolean whose `true` is modelled only where `reads` holds.
+  row& true_needs(std::function<bool(const kernel_spec&)> reads, const std::string& cond) {
+    static_assert(std::is_same_v<T, bool>);
+    k_.read_when = "true needs " + cond;
+    k_.unused = [a = at_, reads, why = k_.name + " needs " + cond](const kernel_spec& s) {
+      return a(s) && !reads(s) ? why : std::string();
+    };
+    return *this;
+  }
+  row& replaces_tiles() {
+    k_.replaces_tiles = true;
+    return *this;
+  }
+  operator knob() const {
+    knob k = k_;
+    if (!k.unused) k.unused = [](const kernel_spec&) { return std::string(); };
+    return k;
+  }
+
+ private:
+  At at_;
+  knob k_;
+};
+
+template <typename At>
+row<At> field(std::string name, At a) {
+  return row<At>(std::move(name), a);
+}
+
+// The quantizer of operand `p` (q, k or v).
+void add_operand(std::vector<knob>& t, const std::string& p, operand_spec kernel_spec::*op) {
+  using O = operand_spec;
+  auto gran_is = [op](std::initializer_list<granularity> gs) {
+    return [op, v = std::vector<granularity>(gs)](const kernel_spec& s) {
+      return std::find(v.begin(), v.end(), (s.*op).gran) != v.end();
+    };
+  };
+  // 0 means the format's max_finite; anything else must be a usable divisor.
+  t.push_back(field(p + ".scale_max", at(op, &O::scale_max)).check([](const std::string& k, double v, const kernel_spec&) {
+    if (v != 0) check_positive(k, v);
+  }));
+  t.push_back(field(p + ".eps", at(op, &O::eps)).check([](const std::string& k, double v, const kernel_spec&) {
+    if (!(std::isfinite(v) && v >= 0)) fail("knob {}: {} must be finite and >= 0", k, v);
+    if (v != 0) check_positive(k, v);
+  }));
+  const auto blocked = gran_is({granularity::block, granularity::row_group});
+  t.push_back(field(p + ".block_rows", at(op, &O::block_rows))
+                  .check([blocked](const std::string& k, int v, const kernel_spec& s) {
+                    if (blocked(s)) check_int(k, v, 1, 1 << 20);
+                  })
+                  .only_with(blocked, p + ".gran=block or row_group"));
+  t.push_back(field(p + ".group_div", at(op, &O::group_div))
+                  .check([](const std::string& k, int v, const kernel_spec&) {
+                    if (v < 1 || 8 % v != 0) fail("knob {}: {} must be 1, 2, 4 or 8 (it divides the 8 row groups)", k, v);
+                  })
+                  .only_with(gran_is({granularity::row_group}), p + ".gran=row_group"));
+  t.push_back(field(p + ".fmt", at(op, &O::fmt)));
+  t.push_back(field(p + ".gran", at(op, &O::gran)));
+  t.push_back(field(p + ".rnd", at(op, &O::rnd)));
+  t.push_back(field(p + ".multiply_reciprocal", at(op, &O::multiply_reciprocal)));
+}
+
+// The accumulator model `p` (qk_acc or pv_acc).
+void add_accumulator(std::vector<knob>& t, const std::string& p, accumulator_spec kernel_spec::*acc) {
+  using A = accumulator_spec;
+  const auto truncated = [acc](const kernel_spec& s) { return (s.*acc).kind == acc_kind::truncated; };
+  t.push_back(field(p + ".k_step", at(acc, &A::k_step)).check([](const std::string& k, int v, const kernel_spec&) {
+    check_int(k, v, 1, 1 << 16);
+  }));
+  t.push_back(field(p + ".mant_bits", at(acc, &A::mant_bits))
+                  .check([truncated](const std::string& k, int v, const kernel_spec& s) {
+                    if (truncated(s)) check_int(k, v, 1, 52);  // unused otherwise
+                  })
+                  .only_with(truncated, p + ".kind=truncated"));
+  t.push_back(field(p + ".kind", at(acc, &A::kind)));
+}
+
+// The approximate-instruction unit `name`: "ieee" or "table:PATH" (read when set).
+void add_unit(std::vector<knob>& t, const std::string& name, sfu_choice kernel_spec::*u, formats::sfu_kind kind) {
+  t.push_back(field(name, at(u))
+                  .parse([kind](std::string_view k, std::string_view v) { return parse_unit(k, v, kind); })
+                  .print([](const sfu_choice& c) { return nlohmann::json(c.name); })
+                  .check([](const std::string& k, const sfu_choice& c, const kernel_spec& s) {
+                    if (c.table && s.arith_fp64)
+                      fail("knob {}: {} models a float32 instruction; the fp64 path (arith_fp64) takes only ieee", k, c.name);
+                  }));
+}
+
+std::vector<knob> build_knob_table() {
+  using K = kernel_spec;
+  std::vector<knob> t;
+  // Rows with a range check first, in the order the checks have always run.
+  add_operand(t, "q", &K::q);
+  add_operand(t, "k", &K::k);
+  add_operand(t, "v", &K::v);
+  add_accumulator(t, "qk_acc", &K::qk_acc);
+  add_accumulator(t, "pv_acc", &K::pv_acc);
+  const auto block = [](const std::string& k, int v, const K&) { check_int(k, v, 1, kMaxBlock); };
+  t.push_back(field("block_m", at(&K::block_m)).check(block).replaces_tiles());
+  t.push_back(field("block_n", at(&K::block_n)).check(block).replaces_tiles());
+  const auto fold = [](const K& s) { return s.scaling == score_scaling::fold; };
+  t.push_back(field("masked_tail_blocks", at(&K::masked_tail_blocks))
+                  .check([](const std::string& k, int v, const K&) { check_int(k, v, 0, 1 << 20); })
+                  .only_with(fold, "scaling=fold"));
+  t.push_back(field("p_scale", at(&K::p_scale))
+                  .check([](const std::string& k, float v, const K&) { check_positive(k, v); })
+                  .only_with([](const K& s) { return s.p_mode == p_scale_mode::multiply; },
+                             "p_mode=multiply (exponent_offset scales P by 2^p_offset; none by 1)"));
+  t.push_back(field("p_offset", at(&K::p_offset))
+                  .check([](const std::string& k, float v, const K&) {
+                    if (!std::isfinite(v)) fail("knob {}: {} must be finite", k, v);
+                  })
+                  .only_with([](const K& s) { return s.p_mode == p_scale_mode::exponent_offset; },
+                             "p_mode=exponent_offset"));
+  add_unit(t, "exp2_unit", &K::exp2_unit, formats::sfu_kind::ex2);
+  add_unit(t, "rcp_unit", &K::rcp_unit, formats::sfu_kind::rcp);
+  add_unit(t, "div_unit", &K::div_unit, formats::sfu_kind::div);
+  t.push_back(field("mask_value", at(&K::mask_value))
+                  .print([](float v) { return std::isinf(v) ? nlohmann::json("-inf") : nlohmann::json(v); })
+                  .check([](const std::string& k, float v, const K&) {
+                    if (std::isnan(v) || v == INFINITY) fail("knob {}: {} must be finite or -inf", k, v);
+                  }));
+  // Every other value the parse accepts is in range.
+  t.push_back(field("scope", at(&K::scope)));
+  t.push_back(field("smooth_k", at(&K::smooth_k)));
+  t.push_back(field("smooth_k_round", at(&K::smooth_k_round))
+                  .only_with([](const K& s) { return s.smooth_k; }, "smooth_k=true"));
+  t.push_back(field("arith_fp64", at(&K::arith_fp64)));
+  t.push_back(field("sl2_in_double", at(&K::sl2_in_double)));
+  t.push_back(field("fold_dq_first", at(&K::fold_dq_first)).only_with(fold, "scaling=fold"));
+  t.push_back(field("scaling", at(&K::scaling)));
+  t.push_back(field("max", at(&K::max)));
+  t.push_back(field("mask_on_x", at(&K::mask_on_x)));
+  t.push_back(field("p_fmt", at(&K::p_fmt)));
+  t.push_back(field("p_mode", at(&K::p_mode)));
+  t.push_back(field("rowsum_from_cast", at(&K::rowsum_from_cast)));
+  t.push_back(field("rowsum", at(&K::rowsum)));
+  t.push_back(field("kv_shared_scale", at(&K::kv_shared_scale)));
+  t.push_back(field("reverse", at(&K::reverse)));
+  t.push_back(field("causal_align", at(&K::causal_diag)));
+  t.push_back(field("alpha_expf", at(&K::alpha_expf))
+                  .true_needs([](const K& s) { return s.max == max_space::raw; }, "max=raw"));
+  t.push_back(field("triton_fp_fusion", at(&K::triton_fp_fusion))
+                  .true_needs([](const K& s) { return s.rowsum == rowsum_order::triton_block; },
+                              "rowsum=triton_block (the block sum it fuses)"));
+  t.push_back(field("fma_contract", at(&K::fma_contract))
+                  .true_needs([](const K& s) {
+                    return s.rowsum != rowsum_order::triton_block && s.rowsum != rowsum_order::xqa_warps;
+                  }, "rowsum=sequential, wgmma, sage_mma or hpcops_block (the row-sum update it contracts)"));
+  t.push_back(field("fma_contract_o", at(&K::fma_contract_o))
+                  .true_needs([](const K& s) { return s.pv == pv_mode::fresh_per_block; },
+                              "pv=fresh_per_block (the fresh PV tile it adds onto O*alpha)"));
+  t.push_back(field("pv", at(&K::pv)));
+  t.push_back(field("epilogue", at(&K::epilogue)));
+  t.push_back(field("out_fmt", at(&K::out_fmt)));
+  t.push_back(field("transform_dtype", at(&K::transform_dtype))
+                  .choices({"bf16", "fp16", "fp32"})
+                  .parse([](std::string_view k, std::string_view v) {
+                    const auto f = parse_enum<formats::format>(k, v);
+                    if (f != formats::format::fp32 && f != formats::format::bf16 && f != formats::format::fp16)
+                      fail("knob {}: '{}' is not a transform dtype (expected one of: bf16, fp16, fp32)", k, clip(v));
+                    return f;
+                  }));
+  using P = quant_points;
+  t.push_back(field("enabled.q_cast", at(&K::enabled, &P::q_cast)));
+  t.push_back(field("enabled.k_cast", at(&K::enabled, &P::k_cast)));
+  t.push_back(field("enabled.v_cast", at(&K::enabled, &P::v_cast)));
+  t.push_back(field("enabled.qk_acc_on", at(&K::enabled, &P::qk_acc)));
+  t.push_back(field("enabled.p_cast", at(&K::enabled, &P::p_cast)));
+  t.push_back(field("enabled.pv_acc_on", at(&K::enabled, &P::pv_acc)));
+  t.push_back(field("enabled.o_cast", at(&K::enabled, &P::o_cast)));
+  return t;
+}
+
+constexpr const char* kRescaleBeforePv = "rescale_before_pv";
+
+// Range checks (docs/reliability.md), once after every assignment, before any kernel runs, so a
+// bad value is a clear error and never reaches a worker thread.
 void validate_knobs(const kernel_spec& s) {
-  validate_operand("q", s.q);
-  validate_operand("k", s.k);
-  validate_operand("v", s.v);
-  validate_acc("qk_acc", s.qk_acc);
-  validate_acc("pv_acc", s.pv_acc);
-  check_int("block_m", s.block_m, 1, kMaxBlock);
-  check_int("block_n", s.block_n, 1, kMaxBlock);
-  for (const auto& t : s.tiles) {
+  for (const knob& k : knob_table())
+    if (k.check) k.check(s);
+  for (const auto& t : s.tiles) {  // not settable (block_m / block_n replace them): checked all the same
     check_int("tiles.block_m", t.block_m, 1, kMaxBlock);
     check_int("tiles.block_n", t.block_n, 1, kMaxBlock);
   }
-  check_int("masked_tail_blocks", s.masked_tail_blocks, 0, 1 << 20);
-  check_positive("p_scale", s.p_scale);
-  if (!std::isfinite(s.p_offset)) fail("knob p_offset: {} must be finite", s.p_offset);
-  for (const auto& [knob, u] : {std::pair<const char*, const sfu_choice*>{"exp2_unit", &s.exp2_unit},
-                                {"rcp_unit", &s.rcp_unit}, {"div_unit", &s.div_unit}})
-    if (u->table && s.arith_fp64)
-      fail("knob {}: {} models a float32 instruction; the fp64 path (arith_fp64) takes only ieee", knob, u->name);
-  if (std::isnan(s.mask_value) || s.mask_value == INFINITY)
-    fail("knob mask_value: {} must be finite or -inf", s.mask_value);
 }
 
-nlohmann::json operand_json(const operand_spec& o) {
-  return {{"fmt", name_of(o.fmt)},           {"gran", name_of(o.gran)},  {"block_rows", o.block_rows},
-          {"group_div", o.group_div},        {"scale_max", o.scale_max}, {"eps", o.eps},
-          {"rnd", name_of(o.rnd)},           {"multiply_reciprocal", o.multiply_reciprocal}};
-}
-
-nlohmann::json acc_json(const accumulator_spec& a) {
-  return {{"kind", name_of(a.kind)}, {"mant_bits", a.mant_bits}, {"k_step", a.k_step}};
-}
-
-using setter = std::function<void(kernel_spec&, std::string_view, std::string_view)>;
-
-void add_operand_setters(std::map<std::string, setter>& m, const std::string& p, operand_spec kernel_spec::*op) {
-  m[p + ".fmt"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).fmt = parse_enum<formats::format>(k, v); };
-  m[p + ".gran"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).gran = parse_enum<granularity>(k, v); };
-  m[p + ".block_rows"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).block_rows = parse_int(k, v); };
-  m[p + ".group_div"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).group_div = parse_int(k, v); };
-  m[p + ".scale_max"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).scale_max = parse_number(k, v); };
-  m[p + ".eps"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).eps = parse_number(k, v); };
-  m[p + ".rnd"] = [op](kernel_spec& s, auto k, auto v) { (s.*op).rnd = parse_enum<formats::rounding>(k, v); };
-  m[p + ".multiply_reciprocal"] = [op](kernel_spec& s, auto k, auto v) {
-    (s.*op).multiply_reciprocal = parse_bool(k, v);
-  };
-}
-
-void add_acc_setters(std::map<std::string, setter>& m, const std::string& p, accumulator_spec kernel_spec::*a) {
-  m[p + ".kind"] = [a](kernel_spec& s, auto k, auto v) { (s.*a).kind = parse_enum<acc_kind>(k, v); };
-  m[p + ".mant_bits"] = [a](kernel_spec& s, auto k, auto v) { (s.*a).mant_bits = parse_int(k, v); };
-  m[p + ".k_step"] = [a](kernel_spec& s, auto k, auto v) { (s.*a).k_step = parse_int(k, v); };
-}
-
-const std::map<std::string, setter>& setters() {
-  static const std::map<std::string, setter> m = [] {
-    std::map<std::string, setter> m;
-    add_operand_setters(m, "q", &kernel_spec::q);
-    add_operand_setters(m, "k", &kernel_spec::k);
-    add_operand_setters(m, "v", &kernel_spec::v);
-    add_acc_setters(m, "qk_acc", &kernel_spec::qk_acc);
-    add_acc_setters(m, "pv_acc", &kernel_spec::pv_acc);
-    m["scope"] = [](kernel_spec& s, auto k, auto v) { s.scope = parse_enum<scale_scope>(k, v); };
-    m["smooth_k"] = [](kernel_spec& s, auto k, auto v) { s.smooth_k = parse_bool(k, v); };
-    m["smooth_k_round"] = [](kernel_spec& s, auto k, auto v) { s.smooth_k_round = parse_enum<formats::format>(k, v); };
-    m["sl2_in_double"] = [](kernel_spec& s, auto k, auto v) { s.sl2_in_double = parse_bool(k, v); };
-    m["fold_dq_first"] = [](kernel_spec& s, auto k, auto v) { s.fold_dq_first = parse_bool(k, v); };
-    m["scaling"] = [](kernel_spec& s, auto k, auto v) { s.scaling = parse_enum<score_scaling>(k, v); };
-    m["max"] = [](kernel_spec& s, auto k, auto v) { s.max = parse_enum<max_space>(k, v); };
-    m["mask_value"] = [](kernel_spec& s, auto k, auto v) { s.mask_value = static_cast<float>(parse_number(k, v)); };
-    m["mask_on_x"] = [](kernel_spec& s, auto k, auto v) { s.mask_on_x = parse_bool(k, v); };
-    m["masked_tail_blocks"] = [](kernel_spec& s, auto k, auto v) { s.masked_tail_blocks = parse_int(k, v); };
-    m["p_fmt"] = [](kernel_spec& s, auto k, auto v) { s.p_fmt = parse_enum<formats::format>(k, v); };
-    m["p_mode"] = [](kernel_spec& s, auto k, auto v) { s.p_mode = parse_enum<p_scale_mode>(k, v); };
-    m["p_scale"] = [](kernel_spec& s, auto k, auto v) { s.p_scale = static_cast<float>(parse_number(k, v)); };
-    m["p_offset"] = [](kernel_spec& s, auto k, auto v) { s.p_offset = static_cast<float>(parse_number(k, v)); };
-    m["rowsum_from_cast"] = [](kernel_spec& s, auto k, auto v) { s.rowsum_from_cast = parse_bool(k, v); };
-    m["rowsum"] = [](kernel_spec& s, auto k, auto v) { s.rowsum = parse_enum<rowsum_order>(k, v); };
-    m["block_n"] = [](kernel_spec& s, auto k, auto v) { s.block_n = parse_int(k, v); s.tiles.clear(); };
-    m["block_m"] = [](kernel_spec& s, auto k, auto v) { s.block_m = parse_int(k, v); s.tiles.clear(); };
-    m["reverse"] = [](kernel_spec& s, auto k, auto v) { s.reverse = parse_bool(k, v); };
-    m["kv_shared_scale"] = [](kernel_spec& s, auto k, auto v) { s.kv_shared_scale = parse_bool(k, v); };
-    m["rescale_before_pv"] = [](kernel_spec&, auto k, auto) {
-      fail("knob {}: not settable: it is recorded only (both pipelines compute O <- O*alpha_b, then O += P_b V_b)", k);
-    };
-    m["causal_align"] = [](kernel_spec& s, auto k, auto v) { s.causal_diag = parse_enum<causal_align>(k, v); };
-    m["alpha_expf"] = [](kernel_spec& s, auto k, auto v) { s.alpha_expf = parse_bool(k, v); };
-    m["triton_fp_fusion"] = [](kernel_spec& s, auto k, auto v) { s.triton_fp_fusion = parse_bool(k, v); };
-    m["fma_contract"] = [](kernel_spec& s, auto k, auto v) { s.fma_contract = parse_bool(k, v); };
-    m["fma_contract_o"] = [](kernel_spec& s, auto k, auto v) { s.fma_contract_o = parse_bool(k, v); };
-    m["pv"] = [](kernel_spec& s, auto k, auto v) { s.pv = parse_enum<pv_mode>(k, v); };
-    m["epilogue"] = [](kernel_spec& s, auto k, auto v) { s.epilogue = parse_enum<epilogue_mode>(k, v); };
-    m["out_fmt"] = [](kernel_spec& s, auto k, auto v) { s.out_fmt = parse_enum<formats::format>(k, v); };
-    m["transform_dtype"] = [](kernel_spec& s, auto k, auto v) {
-      const auto f = parse_enum<formats::format>(k, v);
-      if (f != formats::format::fp32 && f != formats::format::bf16 && f != formats::format::fp16)
-        fail("knob {}: '{}' is not a transform dtype (expected one of: bf16, fp16, fp32)", k, clip(v));
-      s.transform_dtype = f;
-    };
-    m["exp2_unit"] = [](kernel_spec& s, auto k, auto v) { s.exp2_unit = parse_unit(k, v, formats::sfu_kind::ex2); };
-    m["rcp_unit"] = [](kernel_spec& s, auto k, auto v) { s.rcp_unit = parse_unit(k, v, formats::sfu_kind::rcp); };
-    m["div_unit"] = [](kernel_spec& s, auto k, auto v) { s.div_unit = parse_unit(k, v, formats::sfu_kind::div); };
-    m["arith_fp64"] = [](kernel_spec& s, auto k, auto v) { s.arith_fp64 = parse_bool(k, v); };
-    const std::pair<const char*, bool quant_points::*> points[] = {
-        {"q_cast", &quant_points::q_cast}, {"k_cast", &quant_points::k_cast}, {"v_cast", &quant_points::v_cast},
-        {"qk_acc_on", &quant_points::qk_acc}, {"p_cast", &quant_points::p_cast},
-        {"pv_acc_on", &quant_points::pv_acc}, {"o_cast", &quant_points::o_cast}};
-    for (const auto& point : points) {
-      const auto p = point.second;  // a copy: clang 14 cannot capture a structured binding
-      m[std::string("enabled.") + point.first] = [p](kernel_spec& s, auto k, auto v) { s.enabled.*p = parse_bool(k, v); };
-    }
-    return m;
+// The names `--knob` knows: the table's, and rescale_before_pv (refused), sorted.
+const std::vector<std::string>& knob_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v{kRescaleBeforePv};
+    for (const knob& k : knob_table()) v.push_back(k.name);
+    std::sort(v.begin(), v.end());
+    return v;
   }();
-  return m;
+  return names;
 }
 
 }  // namespace
 
+const std::vector<knob>& knob_table() {
+  static const std::vector<knob> t = build_knob_table();
+  return t;
+}
+
+const knob* find_knob(std::string_view name) {
+  for (const knob& k : knob_table())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+const std::vector<non_knob_field>& non_knob_fields() {
+  static const std::vector<non_knob_field> v = {
+      {"name", "the preset's name (--kernel)"},
+      {"description", "the preset's description"},
+      {"source_commit", "the upstream repo@commit the preset follows"},
+      {"tiles", "the preset's tile per head dim; not settable: setting block_m or block_n drops them"},
+      {kRescaleBeforePv, "recorded only: both pipelines give O <- O*alpha_b, then O += P_b V_b; setting it is refused"},
+  };
+  return v;
+}
+
 nlohmann::json to_json(const kernel_spec& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const knob& k : knob_table()) {
+    const auto dot = k.name.find('.');
+    if (dot == std::string::npos)
+      j[k.name] = k.print(s);
+    else
+      j[k.name.substr(0, dot)][k.name.substr(dot + 1)] = k.print(s);
+  }
+  // The fields that are not knobs (non_knob_fields).
+  j["name"] = s.name;
+  j["description"] = s.description;
+  j["source_commit"] = s.source_commit;
   nlohmann::json tiles = nlohmann::json::array();
   for (const auto& t : s.tiles)
     tiles.push_back({{"d_max", t.d_max}, {"block_m", t.block_m}, {"block_n", t.block_n},
                      {"block_n_noncausal", t.block_n_noncausal > 0 ? t.block_n_noncausal : t.block_n}});
-  const auto& e = s.enabled;
-  return {{"name", s.name},
-          {"description", s.description},
-          {"source_commit", s.source_commit},
-          {"q", operand_json(s.q)},
-          {"k", operand_json(s.k)},
-          {"v", operand_json(s.v)},
-          {"scope", name_of(s.scope)},
-          {"smooth_k", s.smooth_k},
-          {"smooth_k_round", name_of(s.smooth_k_round)},
-          {"arith_fp64", s.arith_fp64},
-          {"sl2_in_double", s.sl2_in_double},
-          {"fold_dq_first", s.fold_dq_first},
-          {"scaling", name_of(s.scaling)},
-          {"max", name_of(s.max)},
-          {"mask_value", std::isinf(s.mask_value) ? nlohmann::json("-inf") : nlohmann::json(s.mask_value)},
-          {"mask_on_x", s.mask_on_x},
-          {"masked_tail_blocks", s.masked_tail_blocks},
-          {"p_fmt", name_of(s.p_fmt)},
-          {"p_mode", name_of(s.p_mode)},
-          {"p_scale", s.p_scale},
-          {"p_offset", s.p_offset},
-          {"rowsum_from_cast", s.rowsum_from_cast},
-          {"rowsum", name_of(s.rowsum)},
-          {"block_n", s.block_n},
-          {"block_m", s.block_m},
-          {"tiles", tiles},
-          {"kv_shared_scale", s.kv_shared_scale},
-          {"reverse", s.reverse},
-          {"rescale_before_pv", s.rescale_before_pv},
-          {"causal_align", name_of(s.causal_diag)},
-          {"alpha_expf", s.alpha_expf},
-          {"triton_fp_fusion", s.triton_fp_fusion},
-          {"fma_contract", s.fma_contract},
-          {"fma_contract_o", s.fma_contract_o},
-          {"qk_acc", acc_json(s.qk_acc)},
-          {"pv_acc", acc_json(s.pv_acc)},
-          {"pv", name_of(s.pv)},
-          {"epilogue", name_of(s.epilogue)},
-          {"out_fmt", name_of(s.out_fmt)},
-          {"transform_dtype", name_of(s.transform_dtype)},
-          {"exp2_unit", s.exp2_unit.name},
-          {"rcp_unit", s.rcp_unit.name},
-          {"div_unit", s.div_unit.name},
-          {"enabled",
-           {{"q_cast", e.q_cast}, {"k_cast", e.k_cast}, {"v_cast", e.v_cast}, {"qk_acc_on", e.qk_acc},
-            {"p_cast", e.p_cast}, {"pv_acc_on", e.pv_acc}, {"o_cast", e.o_cast}}}};
+  j["tiles"] = tiles;
+  j[kRescaleBeforePv] = s.rescale_before_pv;
+  return j;
 }
-
-namespace {
-
-// Why the spec's path ignores `knob` (empty when it is used): setting such a knob is refused.
-std::string ignored_reason(const kernel_spec& s, const std::string& knob) {
-  if (knob == "p_scale" && s.p_mode != p_scale_mode::multiply)
-    return "p_scale is read only with p_mode=multiply (exponent_offset scales P by 2^p_offset; none by 1)";
-  if (knob == "p_offset" && s.p_mode != p_scale_mode::exponent_offset)
-    return "p_offset is read only with p_mode=exponent_offset";
-  if (knob == "fold_dq_first" && s.scaling != score_scaling::fold) return "fold_dq_first is read only with scaling=fold";
-  if (knob == "masked_tail_blocks" && s.scaling != score_scaling::fold)
-    return "masked_tail_blocks is read only with scaling=fold";
-  if (knob == "smooth_k_round" && !s.smooth_k) return "smooth_k_round is read only with smooth_k=true";
-  if (knob == "alpha_expf" && s.alpha_expf && s.max != max_space::raw) return "alpha_expf needs max=raw";
-  if (knob == "triton_fp_fusion" && s.triton_fp_fusion && s.rowsum != rowsum_order::triton_block)
-    return "triton_fp_fusion needs rowsum=triton_block (the block sum it fuses)";
-  if (knob == "fma_contract" && s.fma_contract &&
-      (s.rowsum == rowsum_order::triton_block || s.rowsum == rowsum_order::xqa_warps))
-    return "fma_contract needs rowsum=sequential, wgmma, sage_mma or hpcops_block (the row-sum update it contracts)";
-  if (knob == "fma_contract_o" && s.fma_contract_o && s.pv != pv_mode::fresh_per_block)
-    return "fma_contract_o needs pv=fresh_per_block (the fresh PV tile it adds onto O*alpha)";
-  for (const auto& [p, a] : {std::pair{"qk_acc", &s.qk_acc}, std::pair{"pv_acc", &s.pv_acc}})
-    if (knob == std::string(p) + ".mant_bits" && a->kind != acc_kind::truncated)
-      return knob + " is read only with " + p + ".kind=truncated";
-  for (const auto& [p, o] : {std::pair{"q", &s.q}, std::pair{"k", &s.k}, std::pair{"v", &s.v}}) {
-    if (knob == std::string(p) + ".block_rows" && o->gran != granularity::block && o->gran != granularity::row_group)
-      return knob + " is read only with " + p + ".gran=block or row_group";
-    if (knob == std::string(p) + ".group_div" && o->gran != granularity::row_group)
-      return knob + " is read only with " + p + ".gran=row_group";
-  }
-  return {};
-}
-
-}  // namespace
 
 kernel_spec resolve_kernel(std::string_view name, const std::vector<std::string>& knobs) {
   return apply_knobs(name == "fp64" ? exact_spec() : preset(name), knobs);
@@ -351,25 +466,27 @@ kernel_spec apply_knobs(kernel_spec spec, const std::vector<std::string>& assign
   for (const auto& a : assignments) {
     auto eq = a.find('=');
     if (eq == std::string::npos) fail("knob '{}': expected knob=value", clip(a));
-    std::string knob = a.substr(0, eq), value = a.substr(eq + 1);
-    auto it = setters().find(knob);
-    if (it == setters().end()) {
-      std::vector<std::string> names;
-      for (const auto& [n, _] : setters()) names.push_back(n);
-      const std::string hint = did_you_mean(knob, names);
+    std::string name = a.substr(0, eq), value = a.substr(eq + 1);
+    if (name == kRescaleBeforePv)
+      fail("knob {}: not settable: it is recorded only (both pipelines compute O <- O*alpha_b, then O += P_b V_b)", name);
+    const knob* k = find_knob(name);
+    if (!k) {
+      const auto& names = knob_names();
+      const std::string hint = did_you_mean(name, names);
       if (!hint.empty())
-        fail("unknown knob '{}': {} (attnum kernels --json lists all {})", clip(knob), hint, names.size());
+        fail("unknown knob '{}': {} (attnum kernels --json lists all {})", clip(name), hint, names.size());
       std::string known;
       for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-      fail("unknown knob '{}' (known: {})", clip(knob), known);
+      fail("unknown knob '{}' (known: {})", clip(name), known);
     }
-    it->second(spec, knob, value);
+    k->parse(spec, value);
+    if (k->replaces_tiles) spec.tiles.clear();
   }
   if (!assignments.empty()) validate_knobs(spec);
   for (const auto& a : assignments) {  // a knob the resulting spec's path does not read is refused
-    const std::string knob = a.substr(0, a.find('='));
-    if (const auto why = ignored_reason(spec, knob); !why.empty())
-      fail("knob {}: kernel {} does not use it: {}", knob, spec.name, why);
+    const std::string name = a.substr(0, a.find('='));
+    if (const auto why = find_knob(name)->unused(spec); !why.empty())
+      fail("knob {}: kernel {} does not use it: {}", name, spec.name, why);
   }
   return spec;
 }

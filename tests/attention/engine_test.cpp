@@ -6,8 +6,10 @@
 
 #include <nlohmann/json.hpp>
 #include <cstring>
+#include <set>
 #include <omp.h>
 
+#include "attention/doc_tables.h"
 #include "attention/test_util.h"
 #include "attnum/attention/attend.h"
 #include "attnum/attention/engine.h"
@@ -414,11 +416,20 @@ TEST(engine_test, stage_attribution_reports_each_stage) {
   EXPECT_LT(st[1].rel_err, 1e-5);  // fp32 QK accumulation alone
 }
 
+// The presets are those docs/kernels.md's "Presets" table lists, one row each.
 TEST(engine_test, presets_listed_and_described) {
   const auto names = preset_names();
-  for (auto n : {"fa3", "fa3-acc13", "sage2pp-sm89", "sage2-sm90", "sage2-sm90-acc13", "sage1", "flashinfer-sm90",
-                 "xqa-sm90", "hpcops", "hpcops-kpertoken", "hpcops-s1", "bf16", "fp32", "generic"})
-    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  const auto section = test::read_doc_section("docs/kernels.md", "## Presets");
+  std::vector<std::string> documented;
+  for (const auto& row : section.rows) {
+    ASSERT_FALSE(row.empty());
+    const auto quoted = test::backticked(row[0]);
+    ASSERT_EQ(quoted.size(), 1u) << row[0];
+    documented.push_back(quoted[0]);
+  }
+  EXPECT_FALSE(documented.empty()) << "no Presets table in docs/kernels.md";
+  EXPECT_EQ(std::set<std::string>(documented.begin(), documented.end()), std::set<std::string>(names.begin(), names.end()));
+  EXPECT_EQ(documented.size(), names.size()) << "a preset listed twice";
   EXPECT_EQ(to_json(preset("fa3"))["reverse"], true);
   EXPECT_EQ(preset("fa3").tile_for(128).second, 224);
   // FA3's BF16 path widens kBlockN without a causal mask (hopper/tile_size.h)

@@ -17,22 +17,12 @@
 // checks the engine against it bit for bit on a random layer.
 namespace attnum::attention::oracle_check {
 inline std::vector<float> oracle_run(const std::string& name, const test::layer_data& L, int h, bool causal) {
-  bool nan = false;
-  if (name == "fa3") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::fa3});
-  if (name == "fa3-acc13") return oracle::run_fa3_like(L, h, causal, {true, oracle::fa3_like::fa3});
-  if (name == "flashinfer-sm90") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::flashinfer});
-  if (name == "bf16") return oracle::run_fa3_like(L, h, causal, {false, oracle::fa3_like::bf16});
-  if (name == "sage2pp-sm89") return oracle::run_sage2(L, h, causal, {32, 64, 128, 64, 2.25f, true, false, 2}, &nan);
-  if (name == "sage2-sm90") return oracle::run_sage2(L, h, causal, {16, 128, 64, 128, 448.0f, false, false, 1}, &nan);
-  if (name == "sage2-sm90-acc13") return oracle::run_sage2(L, h, causal, {16, 128, 64, 128, 448.0f, false, true, 1}, &nan);
-  if (name == "sage1") return oracle::run_sage1(L, h, causal);
-  if (name == "fp32" || name == "generic") return oracle::run_fp32(L, h, causal);
-  if (name == "xqa-sm90") return oracle::run_xqa(L, h, causal);
-  if (name == "hpcops") return oracle::run_hpcops(L, h, causal, 0);
-  if (name == "hpcops-kpertoken") return oracle::run_hpcops(L, h, causal, 1);
-  if (name == "hpcops-s1") return oracle::run_hpcops(L, h, causal, 2);
-  ADD_FAILURE() << "no oracle for " << name;
-  return {};
+  const auto it = oracle::oracles().find(name);
+  if (it == oracle::oracles().end()) {
+    ADD_FAILURE() << "no oracle for " << name << " (tests/attention/preset_oracle.h oracles())";
+    return {};
+  }
+  return it->second(L, h, causal);
 }
 
 // Expects got == want bit for bit; on a mismatch reports how many differ and the first one

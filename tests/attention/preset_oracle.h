@@ -4,6 +4,7 @@
 // family and Sage2, quote the upstream lines they follow (repo@commit path:line); the other steps
 // cite docs/kernels.md's section.step, whose table gives the upstream line. Each returns O [n_q, d] of query head h.
 #include <cmath>
+#include <map>
 #include <numbers>
 #include <string>
 #include <vector>
@@ -638,6 +639,42 @@ inline std::vector<float> run_fp32(const test::layer_data& L, int h, bool causal
     for (int c = 0; c < d; ++c) out[size_t(i) * d + c] = O[c] * inv;
   }
   return out;
+}
+
+// The oracle of each preset, by preset name: a new preset adds its oracle above and its row here
+// (preset_oracle_test checks that the names are exactly the presets of kernel_spec.cpp).
+using oracle_fn = std::vector<float> (*)(const test::layer_data& L, int h, bool causal);
+inline const std::map<std::string, oracle_fn>& oracles() {
+  static const std::map<std::string, oracle_fn> m = {
+      {"fa3", [](const test::layer_data& L, int h, bool c) { return run_fa3_like(L, h, c, {false, fa3_like::fa3}); }},
+      {"fa3-acc13", [](const test::layer_data& L, int h, bool c) { return run_fa3_like(L, h, c, {true, fa3_like::fa3}); }},
+      {"flashinfer-sm90",
+       [](const test::layer_data& L, int h, bool c) { return run_fa3_like(L, h, c, {false, fa3_like::flashinfer}); }},
+      {"bf16", [](const test::layer_data& L, int h, bool c) { return run_fa3_like(L, h, c, {false, fa3_like::bf16}); }},
+      {"sage2pp-sm89",
+       [](const test::layer_data& L, int h, bool c) {
+         bool nan = false;
+         return run_sage2(L, h, c, {32, 64, 128, 64, 2.25f, true, false, 2}, &nan);
+       }},
+      {"sage2-sm90",
+       [](const test::layer_data& L, int h, bool c) {
+         bool nan = false;
+         return run_sage2(L, h, c, {16, 128, 64, 128, 448.0f, false, false, 1}, &nan);
+       }},
+      {"sage2-sm90-acc13",
+       [](const test::layer_data& L, int h, bool c) {
+         bool nan = false;
+         return run_sage2(L, h, c, {16, 128, 64, 128, 448.0f, false, true, 1}, &nan);
+       }},
+      {"sage1", [](const test::layer_data& L, int h, bool c) { return run_sage1(L, h, c); }},
+      {"fp32", [](const test::layer_data& L, int h, bool c) { return run_fp32(L, h, c); }},
+      {"generic", [](const test::layer_data& L, int h, bool c) { return run_fp32(L, h, c); }},
+      {"xqa-sm90", [](const test::layer_data& L, int h, bool c) { return run_xqa(L, h, c); }},
+      {"hpcops", [](const test::layer_data& L, int h, bool c) { return run_hpcops(L, h, c, 0); }},
+      {"hpcops-kpertoken", [](const test::layer_data& L, int h, bool c) { return run_hpcops(L, h, c, 1); }},
+      {"hpcops-s1", [](const test::layer_data& L, int h, bool c) { return run_hpcops(L, h, c, 2); }},
+  };
+  return m;
 }
 
 }  // namespace attnum::attention::oracle

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
+#include <string>
 
 #include "attention/oracle_check.h"
 #include "attention/preset_oracle.h"
@@ -15,6 +17,14 @@ namespace {
 using oracle_check::check_preset;
 using oracle_check::oracle_run;
 
+// The oracles are named by preset: every preset of kernel_spec.cpp has one, and every oracle is
+// a preset's (a renamed or removed preset leaves no stale oracle behind).
+TEST(preset_oracle_registry, oracles_are_exactly_the_presets) {
+  std::set<std::string> presets, with_oracle;
+  for (const auto& n : preset_names()) presets.insert(n);
+  for (const auto& [n, fn] : oracle::oracles()) with_oracle.insert(n);
+  EXPECT_EQ(with_oracle, presets);
+}
 
 // The comparison can fail: a preset with one knob changed differs from its oracle. d 128 where
 // the knob only matters when 1/sqrt(d) is not a power of two (FlashInfer's scale order); the
