@@ -36,10 +36,10 @@ struct pre_step {
   split_behavior behavior = split_behavior::isolated;
   bool invert = false;
 };
-// A normalizer step: NFC, Prepend (text before a non-empty piece) or Replace (every match of re,
-// a scan left to right, by text).
+// A normalizer step: NFC, NFKC, Prepend (text before a non-empty piece) or Replace (every match
+// of re, a scan left to right, by text).
 struct norm_step {
-  enum kind_t { nfc, prepend, replace } kind = nfc;
+  enum kind_t { nfc, nfkc, prepend, replace } kind = nfc;
   std::string text;
   std::shared_ptr<const regex> re;
 };
@@ -229,7 +229,7 @@ class bpe_tokenizer final : public tokenizer {
     }
   }
 
-  // The normalizer: NFC, Prepend, Replace, or a Sequence of them, applied in order; anything
+  // The normalizer: NFC, NFKC, Prepend, Replace, or a Sequence of them, applied in order; anything
   // else is refused by name, not ignored.
   void read_normalizer(const nlohmann::json& j, const std::string& path) {
     if (!j.contains("normalizer") || j["normalizer"].is_null()) return;
@@ -255,9 +255,9 @@ class bpe_tokenizer final : public tokenizer {
           if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return it.key() == a; }) == allowed.end())
             refuse(field + "." + it.key(), it.value(), "unknown field");
       };
-      if (type == "NFC") {
+      if (type == "NFC" || type == "NFKC") {
         fields({"type"});
-        step.kind = norm_step::nfc;
+        step.kind = type == "NFC" ? norm_step::nfc : norm_step::nfkc;
       } else if (type == "Prepend") {
         fields({"type", "prepend"});
         if (!st->contains("prepend") || !(*st)["prepend"].is_string())
@@ -273,7 +273,7 @@ class bpe_tokenizer final : public tokenizer {
         step.re = read_pattern(st->value("pattern", nlohmann::json()), path, "normalizer" + field + ".pattern");
         if (st->value("pattern", nlohmann::json()) == nlohmann::json{{"String", " "}}) space_piece_ = step.text;
       } else {
-        refuse(field + ".type", type, "expected NFC, Prepend, Replace, or a Sequence of them");
+        refuse(field + ".type", type, "expected NFC, NFKC, Prepend, Replace, or a Sequence of them");
       }
       normalizers_.push_back(std::move(step));
     }
@@ -309,7 +309,7 @@ class bpe_tokenizer final : public tokenizer {
   void read_pre_tokenizer(const nlohmann::json& j, const std::string& path) {
     if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null()) {
       const bool spm = std::any_of(normalizers_.begin(), normalizers_.end(),
-                                   [](const norm_step& n) { return n.kind != norm_step::nfc; });
+                                   [](const norm_step& n) { return n.kind == norm_step::prepend || n.kind == norm_step::replace; });
       if (!spm) steps_.push_back({std::make_shared<regex>(kQwen2Split)});
       byte_level_ = !spm;
       return;
@@ -522,6 +522,8 @@ class bpe_tokenizer final : public tokenizer {
     for (const norm_step& n : normalizers_) {
       if (n.kind == norm_step::nfc) {
         t = nfc(t);
+      } else if (n.kind == norm_step::nfkc) {
+        t = nfkc(t);
       } else if (n.kind == norm_step::prepend) {
         if (!t.empty()) t.insert(0, n.text);
       } else {

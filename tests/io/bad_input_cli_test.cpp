@@ -144,7 +144,7 @@ TEST_F(bad_input, tokenizer_json_sentencepiece_fields_malformed) {
            {"{" + model + ", \"unk_token\": \"<unk>\"}}", "model.unk_token"},
            {"{" + model + "}, \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": 3}}",
             "normalizer.content"},
-           {"{" + model + "}, \"normalizer\": {\"type\": \"NFKC\"}}", "normalizer.type"}}) {
+           {"{" + model + "}, \"normalizer\": {\"type\": \"NFKD\"}}", "normalizer.type"}}) {
     const fs::path tok = file("tok.json", body);
     refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " + text.string() +
                 " --out " + out.string(),

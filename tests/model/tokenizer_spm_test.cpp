@@ -165,8 +165,10 @@ TEST(tokenizer_spm_test, malformed_fields_are_refused_by_name) {
   expect_has(j, "normalizer.pattern.Regex: regex: a lookbehind");
   j["normalizer"] = {{"type", "Prepend"}, {"prepend", 7}};
   expect_has(j, "normalizer.prepend = 7");
-  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "NFKC"}}}}};
-  expect_has(j, "normalizer.normalizers[1].type = \"NFKC\"");
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "NFD"}}}}};
+  expect_has(j, "normalizer.normalizers[1].type = \"NFD\"");
+  j["normalizer"] = {{"type", "NFKC"}, {"form", 1}};
+  expect_has(j, "normalizer.form = 1");
   j["normalizer"] = {{"type", "Lowercase"}};
   expect_has(j, "normalizer.type = \"Lowercase\"");
   j = toy();
