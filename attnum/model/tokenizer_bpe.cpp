@@ -1,6 +1,6 @@
 // Hugging Face tokenizer.json BPE: byte-level (GPT-2 / Qwen2 / Llama 3) and SentencePiece
 // conversions (Llama 2, Mistral, TinyLlama). Added tokens split out first; then the normalizer
-// (NFC, Prepend, Replace, or a Sequence of them) on each piece between added tokens; then the
+// (NFC, NFKC, Prepend, Replace, or a Sequence of them) on each piece between added tokens; then the
 // pre-tokenizer's splits (Split with its own regex, behaviour and invert; Digits), each applied to
 // every piece of the one before as the tokenizers library applies them, and last either ByteLevel
 // (GPT-2's regex when use_regex; each piece's UTF-8 bytes mapped to GPT-2's printable byte
@@ -10,6 +10,7 @@
 // becoming its <0xXX> byte tokens (byte_fallback) or the unknown token (fused when fuse_unk). The
 // regexes run on attnum/model/regex.h (Oniguruma's match semantics, as the tokenizers library uses).
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <mutex>
