@@ -50,7 +50,7 @@ nlohmann::json variant(const std::string& name) {
   } else if (name == "no-byte-fallback") {
     j["model"]["byte_fallback"] = false;
   } else if (name == "nfkc") {
-    j["normalizer"]["normalizers"].insert(j["normalizer"]["normalizers"].begin(), {{"type", "NFKC"}});
+    j["normalizer"]["normalizers"].insert(j["normalizer"]["normalizers"].begin(), nlohmann::json::object({{"type", "NFKC"}}));
   }
   return j;
 }
@@ -76,8 +76,11 @@ void expect_every_vector(const std::string& name) {
     EXPECT_EQ(got, want[i]) << name << " case " << i << ": '" << inputs[i] << "'";
     failures += got != want[i];
     // decode: a byte token is its byte and "▁" a space, so the text comes back with the space
-    // the normalizer or Metaspace put in front (inputs without added tokens or unknowns only).
-    if (name == "no-byte-fallback" || name == "nfkc" || inputs[i].empty() || inputs[i].find('<') != std::string::npos) continue;
+    // the normalizer or Metaspace put in front (inputs without added tokens, unknowns or a
+    // literal "▁", which comes back as a space, only).
+    if (name == "no-byte-fallback" || name == "nfkc" || inputs[i].empty() || inputs[i].find('<') != std::string::npos ||
+        inputs[i].find("\u2581") != std::string::npos)
+      continue;
     std::string back;
     for (int id : got) back += tok->decode(-1, id);
     const bool prepended = name == "legacy" || inputs[i][0] != ' ';
