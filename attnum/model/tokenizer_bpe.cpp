@@ -217,8 +217,8 @@ class bpe_tokenizer final : public tokenizer {
       if (k == "unk_token") {
         if (v.is_null()) continue;
         if (!v.is_string()) fail("{}: model.unk_token = {}: expected a string or null", path, io::json_brief(v));
-        auto id = vocab_.find(v.get<std::string>());
-        if (id == vocab_.end())
+        auto id = model_vocab_.find(v.get<std::string>());
+        if (id == model_vocab_.end())
           fail("{}: model.unk_token = {}: not in model.vocab", path, io::json_brief(v));
         unk_id_ = id->second;
         unk_piece_ = v.get<std::string>();
