@@ -121,6 +121,14 @@ put("fuzz_tokenizer_json", "split_lookahead", pre(split("(?i:AB)(?!c)|\\x{61}{2,
 put("fuzz_tokenizer_json", "split_bad_regex", pre(split("(?<=a)[b")) + b"\0ab")
 put("fuzz_tokenizer_json", "split_catastrophic", pre(split("(?:a+)+b")) + b"\0" + b"a" * 200)
 put("fuzz_tokenizer_json", "byte_level_regex", json.dumps(dict(tj, pre_tokenizer={"type": "ByteLevel", "add_prefix_space": False})).encode() + b"\0ab  abc's")
+# SentencePiece conversions: Metaspace, Prepend/Replace/NFKC normalizers, byte_fallback, fuse_unk
+spm = dict(tj, model=dict(tj["model"], vocab=dict(vocab, **{"\u2581": 34, "\u2581a": 35, "<unk>": 36, "<0xC3>": 37, "<0xA9>": 38}),
+                          merges=["\u2581 a", "a b"], unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+put("fuzz_tokenizer_json", "metaspace", json.dumps(dict(spm, normalizer=None, pre_tokenizer={
+    "type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True})).encode() + "\0a ab  \u00e9\u00eb\u00eb<|x|>ab".encode())
+put("fuzz_tokenizer_json", "prepend_replace", json.dumps(dict(spm, normalizer={"type": "Sequence", "normalizers": [
+    {"type": "NFKC"}, {"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"Regex": " +"}, "content": "\u2581"}]})).encode()
+    + "\0a  ab \ufb01\u00e9<|x|>".encode())
 
 # arbitrary text for the Qwen2 tokenizer
 put("fuzz_bpe_encode", "english", "Hello world, it's 2024! \n\n  spaces\ttabs")

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Generates attnum/model/nfc_tables.inc for Unicode NFC (the normalizer of Qwen2's
-tokenizer.json): canonical decompositions, non-zero canonical combining classes and the primary
-composites (pairs that NFC recomposes). Hangul syllables are algorithmic and not listed.
+"""Generates attnum/model/nfc_tables.inc for Unicode NFC and NFKC (normalizers of tokenizer.json):
+canonical decompositions, non-zero canonical combining classes, the primary composites (pairs
+that NFC recomposes) and the compatibility decompositions (NFKC only). Hangul syllables are
+algorithmic and not listed.
 Run: python3 attnum/model/gen_nfc_tables.py > attnum/model/nfc_tables.inc"""
 import sys, unicodedata as ud
 
-decomp, ccc, comp = [], [], []
+decomp, ccc, comp, compat = [], [], [], []
 for cp in range(0x110000):
     if 0xAC00 <= cp <= 0xD7A3 or 0xD800 <= cp <= 0xDFFF:
         continue
@@ -13,6 +14,8 @@ for cp in range(0x110000):
     if ud.combining(c):
         ccc.append((cp, ud.combining(c)))
     d = ud.decomposition(c)
+    if d.startswith('<'):
+        compat.append((cp, [int(x, 16) for x in d.split()[1:]]))
     if d and not d.startswith('<'):
         parts = [int(x, 16) for x in d.split()]
         decomp.append((cp, parts + [0] * (2 - len(parts))))
@@ -34,4 +37,18 @@ print("// {first, second, composite}, sorted by (first, second).")
 print(f"constexpr char32_t kCompose[{len(comp)}][3] = {{")
 for i in range(0, len(comp), 6):
     print("    " + " ".join(f"{{0x{a:X}, 0x{b:X}, 0x{c:X}}}," for a, b, c in comp[i:i + 6]))
+print("};")
+print("// {code point, offset into kCompatChars, length}: one compatibility decomposition step.")
+print(f"constexpr uint32_t kCompatDecomp[{len(compat)}][3] = {{")
+flat = []
+rows = []
+for cp, parts in compat:
+    rows.append((cp, len(flat), len(parts)))
+    flat += parts
+for i in range(0, len(rows), 6):
+    print("    " + " ".join(f"{{0x{a:X}, {o}, {n}}}," for a, o, n in rows[i:i + 6]))
+print("};")
+print(f"constexpr char32_t kCompatChars[{len(flat)}] = {{")
+for i in range(0, len(flat), 12):
+    print("    " + " ".join(f"0x{c:X}," for c in flat[i:i + 12]))
 print("};")

@@ -1,4 +1,5 @@
-// NFC = canonical decomposition, canonical ordering, canonical composition (UAX #15 section 1.3),
+// NFC = canonical decomposition, canonical ordering, canonical composition (UAX #15 section 1.3);
+// NFKC the same with the compatibility decompositions applied as well,
 // with tables generated from Unicode data (gen_nfc_tables.py) and Hangul done algorithmically
 // (Unicode 3.12: SBase AC00, LBase 1100, VBase 1161, TBase 11A7, LCount 19, VCount 21,
 // TCount 28, NCount = VCount*TCount = 588, SCount = LCount*NCount = 11172).
@@ -25,7 +26,7 @@ int ccc(char32_t c) {
   return it != std::end(kCombiningClass) && it->first == c ? it->second : 0;
 }
 
-void decompose(char32_t c, std::vector<char32_t>& out) {
+void decompose(char32_t c, bool compat, std::vector<char32_t>& out) {
   if (c >= kSBase && c < kSBase + kSCount) {
     const int s = int(c - kSBase);
     out.push_back(kLBase + s / kNCount);
@@ -33,11 +34,19 @@ void decompose(char32_t c, std::vector<char32_t>& out) {
     if (s % kTCount) out.push_back(kTBase + s % kTCount);
     return;
   }
+  if (compat) {
+    auto ct = std::lower_bound(std::begin(kCompatDecomp), std::end(kCompatDecomp), c,
+                               [](const auto& e, char32_t v) { return e[0] < v; });
+    if (ct != std::end(kCompatDecomp) && (*ct)[0] == c) {
+      for (uint32_t k = 0; k < (*ct)[2]; ++k) decompose(kCompatChars[(*ct)[1] + k], compat, out);
+      return;
+    }
+  }
   auto it = std::lower_bound(std::begin(kDecomp), std::end(kDecomp), c,
                              [](const auto& e, char32_t v) { return e[0] < v; });
   if (it == std::end(kDecomp) || (*it)[0] != c) return out.push_back(c);
-  decompose((*it)[1], out);
-  if ((*it)[2]) decompose((*it)[2], out);
+  decompose((*it)[1], compat, out);
+  if ((*it)[2]) decompose((*it)[2], compat, out);
 }
 
 // Returns the primary composite of (a, b), or 0.
@@ -75,17 +84,18 @@ void encode(char32_t c, std::string& out) {
         out += char(0x80 | ((c >> 6) & 0x3f)), out += char(0x80 | (c & 0x3f));
 }
 
-}  // namespace
 
-std::string nfc(std::string_view utf8) {
-  // Fast path: below U+00C0 nothing decomposes or combines.
-  if (std::all_of(utf8.begin(), utf8.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0xC3; }))
+std::string normalize(std::string_view utf8, bool compat) {
+  // Fast path: below U+00C0 nothing decomposes canonically or combines; below U+00A0 nothing
+  // has a compatibility decomposition.
+  const unsigned char fast = compat ? 0xC2 : 0xC3;
+  if (std::all_of(utf8.begin(), utf8.end(), [&](char ch) { return static_cast<unsigned char>(ch) < fast; }))
     return std::string(utf8);
-  // 1. full canonical decomposition
+  // 1. full canonical (and with compat, compatibility) decomposition
   std::vector<char32_t> d;
   for (char32_t c : decode(utf8)) {
     if (c >= kRawByte) d.push_back(c);
-    else decompose(c, d);
+    else decompose(c, compat, d);
   }
   // 2. canonical ordering: stable sort of each run of non-starters by combining class
   for (size_t i = 0; i < d.size();) {
@@ -114,5 +124,10 @@ std::string nfc(std::string_view utf8) {
   for (char32_t c : out) encode(c, s);
   return s;
 }
+}  // namespace
+
+std::string nfc(std::string_view utf8) { return normalize(utf8, false); }
+
+std::string nfkc(std::string_view utf8) { return normalize(utf8, true); }
 
 }  // namespace attnum::model

@@ -1,6 +1,7 @@
 #pragma once
 // Tokenizers: llama2.c's tokenizer.bin (sentencepiece-style BPE by merge scores, byte fallback)
-// and Hugging Face tokenizer.json byte-level BPE (its pre-tokenizer splits run on model/regex.h).
+// and Hugging Face tokenizer.json BPE, byte-level or SentencePiece-converted (its pre-tokenizer
+// splits run on model/regex.h).
 #include <memory>
 #include <string>
 #include <string_view>
@@ -30,7 +31,9 @@ class tokenizer {
 /// int32 length, bytes) with `vocab_size` tokens; throws attnum::error naming the file.
 std::unique_ptr<tokenizer> load_llama2c_tokenizer(const std::string& path, int vocab_size);
 
-/// Loads a Hugging Face tokenizer.json holding a byte-level BPE model (Qwen2, GPT-2 style).
+/// Loads a Hugging Face tokenizer.json holding a BPE model: byte-level (Qwen2, Llama 3, GPT-2
+/// style) or converted from SentencePiece (Llama 2, Mistral, TinyLlama: Metaspace or a
+/// Prepend/Replace normalizer, byte_fallback). Throws attnum::error naming the file and field.
 std::unique_ptr<tokenizer> load_hf_tokenizer(const std::string& path);
 
 /// The pre-tokenizer split regexes of Qwen2 and of Llama 3 (the same but for \p{N}{1,3}: digits

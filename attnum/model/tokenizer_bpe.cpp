@@ -1,11 +1,16 @@
-// Hugging Face tokenizer.json, byte-level BPE (GPT-2 / Qwen2 / Llama 3): added tokens split out
-// first, then the normalizer (NFC), then the pre-tokenizer's splits (Split with its own regex,
-// behaviour and invert; Digits; ByteLevel, with GPT-2's regex when use_regex), each applied to
-// every piece of the one before as the tokenizers library applies them; then each piece's UTF-8
-// bytes mapped to GPT-2's printable byte alphabet and merged by rank (or, with ignore_merges, taken
-// whole when the vocabulary has it). The regexes run on attnum/model/regex.h (Oniguruma's match
-// semantics, as the tokenizers library uses).
+// Hugging Face tokenizer.json BPE: byte-level (GPT-2 / Qwen2 / Llama 3) and SentencePiece
+// conversions (Llama 2, Mistral, TinyLlama). Added tokens split out first; then the normalizer
+// (NFC, NFKC, Prepend, Replace, or a Sequence of them) on each piece between added tokens; then the
+// pre-tokenizer's splits (Split with its own regex, behaviour and invert; Digits), each applied to
+// every piece of the one before as the tokenizers library applies them, and last either ByteLevel
+// (GPT-2's regex when use_regex; each piece's UTF-8 bytes mapped to GPT-2's printable byte
+// alphabet) or Metaspace (spaces replaced by its replacement character, which it prepends by its
+// prepend_scheme and splits before when split); then each piece's code points merged by rank (or,
+// with ignore_merges, taken whole when the vocabulary has it), a code point outside the vocabulary
+// becoming its <0xXX> byte tokens (byte_fallback) or the unknown token (fused when fuse_unk). The
+// regexes run on attnum/model/regex.h (Oniguruma's match semantics, as the tokenizers library uses).
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -32,6 +37,15 @@ struct pre_step {
   split_behavior behavior = split_behavior::isolated;
   bool invert = false;
 };
+// A normalizer step: NFC, NFKC, Prepend (text before a non-empty piece) or Replace (every match
+// of re, a scan left to right, by text).
+struct norm_step {
+  enum kind_t { nfc, nfkc, prepend, replace } kind = nfc;
+  std::string text;
+  std::shared_ptr<const regex> re;
+};
+// Metaspace's prepend_scheme.
+enum class prepend_scheme { always, first, never };
 
 // GPT-2's split, which ByteLevel applies when use_regex is true.
 constexpr const char* kGpt2Split =
@@ -95,12 +109,12 @@ class bpe_tokenizer final : public tokenizer {
         ++i;
         continue;
       }
-      encode_plain(text.substr(start, i - start), ids);
+      encode_plain(text.substr(start, i - start), start == 0, ids);
       ids.push_back(hit->second);
       i += hit->first.size();
       start = i;
     }
-    encode_plain(text.substr(start), ids);
+    encode_plain(text.substr(start), start == 0, ids);
     return ids;
   }
 
@@ -109,6 +123,21 @@ class bpe_tokenizer final : public tokenizer {
     if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return added_[it->second].first;
     std::string out;
     const std::string& p = pieces_[id];
+    if (!byte_level_) {  // the piece's text, a byte token as its byte, the metaspace character as a space
+      if (byte_fallback_ && p.size() == 6 && p.starts_with("<0x") && p[5] == '>' &&
+          std::isxdigit(static_cast<unsigned char>(p[3])) && std::isxdigit(static_cast<unsigned char>(p[4])))
+        return std::string(1, char(std::stoi(p.substr(3, 2), nullptr, 16)));
+      const std::string& space = metaspace_ ? meta_rep_ : space_piece_;
+      for (size_t i = 0; i < p.size();) {
+        if (!space.empty() && p.compare(i, space.size(), space) == 0) {
+          out += ' ';
+          i += space.size();
+        } else {
+          out += p[i++];
+        }
+      }
+      return out;
+    }
     for (size_t i = 0; i < p.size();) {
       const int len = decode_utf8_at(p, i).len;
       auto it = char_byte_.find(p.substr(i, size_t(len)));
@@ -156,20 +185,8 @@ class bpe_tokenizer final : public tokenizer {
     }
     model_vocab_ = vocab_;
     read_model_flags(m, path);
+    read_normalizer(j, path);
     read_pre_tokenizer(j, path);
-    // Normalizer: NFC (Qwen2), alone or in a Sequence; anything else is refused, not ignored.
-    if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-      const auto& nz = j["normalizer"];
-      const std::string type = nz.value("type", "");
-      if (type == "NFC") {
-        nfc_ = true;
-      } else if (type == "Sequence" && nz.contains("normalizers") && nz["normalizers"].size() == 1 &&
-                 nz["normalizers"][0].value("type", "") == "NFC") {
-        nfc_ = true;
-      } else {
-        fail("{}: normalizer {} not supported (only NFC)", path, nz.is_object() ? io::json_brief(nz.value("type", nlohmann::json())) : io::json_brief(nz));
-      }
-    }
     if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
       if (!j["added_tokens"].is_array()) fail("{}: added_tokens must be an array", path);
       int k = 0;
@@ -184,30 +201,118 @@ class bpe_tokenizer final : public tokenizer {
     }
   }
 
-  // The BPE model's flags: ignore_merges is implemented; the others must be off.
+  // The BPE model's flags (tokenizers' models/bpe/model.rs): ignore_merges, byte_fallback,
+  // fuse_unk and unk_token are implemented; dropout, continuing_subword_prefix and
+  // end_of_word_suffix must be off.
   void read_model_flags(const nlohmann::json& m, const std::string& path) {
     for (auto it = m.begin(); it != m.end(); ++it) {
       const std::string& k = it.key();
       const nlohmann::json& v = it.value();
       if (k == "type" || k == "vocab" || k == "merges") continue;
-      if (k == "ignore_merges") {
-        if (!v.is_boolean()) fail("{}: model.ignore_merges = {}: expected true or false", path, io::json_brief(v));
-        ignore_merges_ = v.get<bool>();
+      if (k == "ignore_merges" || k == "byte_fallback" || k == "fuse_unk") {
+        if (!v.is_boolean()) fail("{}: model.{} = {}: expected true or false", path, k, io::json_brief(v));
+        (k == "ignore_merges" ? ignore_merges_ : k == "byte_fallback" ? byte_fallback_ : fuse_unk_) = v.get<bool>();
         continue;
       }
-      const bool off = v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
-                       ((k == "continuing_subword_prefix" || k == "end_of_word_suffix") && v == "");
-      const bool known = k == "dropout" || k == "unk_token" || k == "fuse_unk" || k == "byte_fallback" ||
-                         k == "continuing_subword_prefix" || k == "end_of_word_suffix";
+      if (k == "unk_token") {
+        if (v.is_null()) continue;
+        if (!v.is_string()) fail("{}: model.unk_token = {}: expected a string or null", path, io::json_brief(v));
+        auto id = model_vocab_.find(v.get<std::string>());
+        if (id == model_vocab_.end())
+          fail("{}: model.unk_token = {}: not in model.vocab", path, io::json_brief(v));
+        unk_id_ = id->second;
+        unk_piece_ = v.get<std::string>();
+        continue;
+      }
+      const bool off = v.is_null() || ((k == "continuing_subword_prefix" || k == "end_of_word_suffix") && v == "");
+      const bool known = k == "dropout" || k == "continuing_subword_prefix" || k == "end_of_word_suffix";
       if (!known || !off) fail("{}: model.{} = {} not supported", path, k, io::json_brief(v));
     }
   }
 
-  // The pre_tokenizer: ByteLevel, or a Sequence of Split and Digits steps ending in ByteLevel;
-  // anything else is refused by name. (Absent: the Qwen2 split.)
+  // The normalizer: NFC, NFKC, Prepend, Replace, or a Sequence of them, applied in order; anything
+  // else is refused by name, not ignored.
+  void read_normalizer(const nlohmann::json& j, const std::string& path) {
+    if (!j.contains("normalizer") || j["normalizer"].is_null()) return;
+    const nlohmann::json& nz = j["normalizer"];
+    auto refuse = [&](const std::string& field, const nlohmann::json& v, const std::string& why) {
+      fail("{}: normalizer{} = {} not supported ({})", path, field, io::json_brief(v), why);
+    };
+    auto type_of = [](const nlohmann::json& v) { return v.is_object() ? v.value("type", nlohmann::json()) : v; };
+    std::vector<std::pair<const nlohmann::json*, std::string>> items;
+    if (type_of(nz) == "Sequence") {
+      if (!nz.contains("normalizers") || !nz["normalizers"].is_array())
+        refuse(".normalizers", nz.value("normalizers", nlohmann::json()), "expected an array");
+      for (size_t k = 0; k < nz["normalizers"].size(); ++k)
+        items.emplace_back(&nz["normalizers"][k], fmt::format(".normalizers[{}]", k));
+    } else {
+      items.emplace_back(&nz, "");
+    }
+    for (const auto& [st, field] : items) {
+      const nlohmann::json type = type_of(*st);
+      norm_step step;
+      auto fields = [&](std::initializer_list<const char*> allowed) {
+        for (auto it = st->begin(); it != st->end(); ++it)
+          if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return it.key() == a; }) == allowed.end())
+            refuse(field + "." + it.key(), it.value(), "unknown field");
+      };
+      if (type == "NFC" || type == "NFKC") {
+        fields({"type"});
+        step.kind = type == "NFC" ? norm_step::nfc : norm_step::nfkc;
+      } else if (type == "Prepend") {
+        fields({"type", "prepend"});
+        if (!st->contains("prepend") || !(*st)["prepend"].is_string())
+          refuse(field + ".prepend", st->value("prepend", nlohmann::json()), "expected a string");
+        step.kind = norm_step::prepend;
+        step.text = (*st)["prepend"].get<std::string>();
+      } else if (type == "Replace") {
+        fields({"type", "pattern", "content"});
+        if (!st->contains("content") || !(*st)["content"].is_string())
+          refuse(field + ".content", st->value("content", nlohmann::json()), "expected a string");
+        step.kind = norm_step::replace;
+        step.text = (*st)["content"].get<std::string>();
+        step.re = read_pattern(st->value("pattern", nlohmann::json()), path, "normalizer" + field + ".pattern");
+        if (st->value("pattern", nlohmann::json()) == nlohmann::json{{"String", " "}}) space_piece_ = step.text;
+      } else {
+        refuse(field + ".type", type, "expected NFC, NFKC, Prepend, Replace, or a Sequence of them");
+      }
+      normalizers_.push_back(std::move(step));
+    }
+  }
+
+  // A pattern field, {"Regex": pattern} or {"String": text}, compiled; `field` is its full name.
+  static std::shared_ptr<const regex> read_pattern(const nlohmann::json& v, const std::string& path,
+                                                   const std::string& field) {
+    if (!v.is_object() || v.size() != 1 || !(v.contains("Regex") || v.contains("String")))
+      fail("{}: {} = {} not supported (expected {{\"Regex\": pattern}} or {{\"String\": text}})", path, field,
+           io::json_brief(v));
+    const std::string kind = v.begin().key();
+    const nlohmann::json& pat = v.begin().value();
+    if (!pat.is_string()) fail("{}: {}.{} = {} not supported (expected a string)", path, field, kind, io::json_brief(pat));
+    std::string re = pat.get<std::string>();
+    if (kind == "String") re = regex_quote(re);
+    std::shared_ptr<const regex> out;
+    try {
+      out = std::make_shared<regex>(re);
+    } catch (const error& e) {
+      fail("{}: {}.{}: {}", path, field, kind, e.what());
+    }
+    if (out->can_match_empty())
+      fail("{}: {}.{} = {} not supported (a pattern that can match the empty string)", path, field, kind,
+           io::json_brief(pat));
+    return out;
+  }
+
+  // The pre_tokenizer: ByteLevel or Metaspace, alone or ending a Sequence of Split and Digits
+  // steps; anything else is refused by name. Absent: with a Prepend or Replace normalizer (a
+  // SentencePiece conversion) no pre-tokenization, as the tokenizers library does; otherwise the
+  // Qwen2 split and the byte-level alphabet.
   void read_pre_tokenizer(const nlohmann::json& j, const std::string& path) {
     if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null()) {
-      steps_.push_back({std::make_shared<regex>(kQwen2Split)});
+      const bool spm = std::any_of(normalizers_.begin(), normalizers_.end(),
+                                   [](const norm_step& n) { return n.kind == norm_step::prepend || n.kind == norm_step::replace; });
+      if (!spm) steps_.push_back({std::make_shared<regex>(kQwen2Split)});
+      byte_level_ = !spm;
       return;
     }
     const nlohmann::json& pt = j["pre_tokenizer"];
@@ -226,13 +331,14 @@ class bpe_tokenizer final : public tokenizer {
     } else {
       items.emplace_back(&pt, "");
     }
-    const std::string expected = "expected ByteLevel, or a Sequence of Split and Digits ending in ByteLevel";
+    const std::string expected = "expected ByteLevel or Metaspace, alone or ending a Sequence of Split and Digits";
     for (size_t k = 0; k < items.size(); ++k) {
       const nlohmann::json& st = *items[k].first;
       const std::string& field = items[k].second;
       const nlohmann::json type = type_of(st);
       const bool last = k + 1 == items.size();
       if (type == "ByteLevel" && last) read_byte_level(st, path, field);
+      else if (type == "Metaspace" && last) read_metaspace(st, path, field);
       else if (type == "Split" && !last) read_split(st, path, field);
       else if (type == "Digits" && !last) read_digits(st, path, field);
       else refuse(field + ".type", type, expected);
@@ -265,20 +371,7 @@ class bpe_tokenizer final : public tokenizer {
         if (!v.is_boolean()) refuse_field(path, f, v, "expected true or false");
         step.invert = v.get<bool>();
       } else if (k == "pattern") {
-        if (!v.is_object() || v.size() != 1 || !(v.contains("Regex") || v.contains("String")))
-          refuse_field(path, f, v, "expected {\"Regex\": pattern} or {\"String\": text}");
-        const std::string kind = v.begin().key();
-        const nlohmann::json& pat = v.begin().value();
-        if (!pat.is_string()) refuse_field(path, f + "." + kind, pat, "expected a string");
-        std::string re = pat.get<std::string>();
-        if (kind == "String") re = regex_quote(re);
-        try {
-          step.re = std::make_shared<regex>(re);
-        } catch (const error& e) {
-          fail("{}: pre_tokenizer{}.{}: {}", path, f, kind, e.what());
-        }
-        if (step.re->can_match_empty())
-          refuse_field(path, f + "." + kind, pat, "a pattern that can match the empty string");
+        step.re = read_pattern(v, path, "pre_tokenizer" + f);
         have_pattern = true;
       } else {
         refuse_field(path, f, v, "unknown field");
@@ -316,6 +409,46 @@ class bpe_tokenizer final : public tokenizer {
     }
     if (!bl.contains("add_prefix_space")) refuse_field(path, field + ".add_prefix_space", nlohmann::json(), "expected false (its default is true)");
     if (use_regex) steps_.push_back({std::make_shared<regex>(kGpt2Split)});
+    byte_level_ = true;
+  }
+
+  // Metaspace (tokenizers' pre_tokenizers/metaspace.rs): replacement (one character),
+  // prepend_scheme (always, its default; first; never), split (default true); the legacy
+  // add_prefix_space false is accepted only with prepend_scheme never, as the library's
+  // deserializer requires; str_rep is ignored as there.
+  void read_metaspace(const nlohmann::json& ms, const std::string& path, const std::string& field) {
+    metaspace_ = true;
+    bool have_replacement = false;
+    for (auto it = ms.begin(); it != ms.end(); ++it) {
+      const std::string& k = it.key();
+      const nlohmann::json& v = it.value();
+      const std::string f = field + "." + k;
+      if (k == "type") continue;
+      if (k == "replacement") {
+        if (!v.is_string() || v.get<std::string>().empty() ||
+            decode_utf8_at(v.get_ref<const std::string&>(), 0).len != int(v.get_ref<const std::string&>().size()) ||
+            !decode_utf8_at(v.get_ref<const std::string&>(), 0).ok)
+          refuse_field(path, f, v, "expected one character");
+        meta_rep_ = v.get<std::string>();
+        have_replacement = true;
+      } else if (k == "prepend_scheme") {
+        if (v == "always") meta_scheme_ = prepend_scheme::always;
+        else if (v == "first") meta_scheme_ = prepend_scheme::first;
+        else if (v == "never") meta_scheme_ = prepend_scheme::never;
+        else refuse_field(path, f, v, "expected always, first or never");
+      } else if (k == "split" || k == "add_prefix_space") {
+        if (!v.is_boolean()) refuse_field(path, f, v, "expected true or false");
+        if (k == "split") meta_split_ = v.get<bool>();
+      } else if (k == "str_rep") {
+        if (!v.is_string()) refuse_field(path, f, v, "expected a string");
+      } else {
+        refuse_field(path, f, v, "unknown field");
+      }
+    }
+    if (!have_replacement) refuse_field(path, field + ".replacement", nlohmann::json(), "expected one character");
+    if (ms.contains("add_prefix_space") && ms["add_prefix_space"] == false && meta_scheme_ != prepend_scheme::never)
+      refuse_field(path, field + ".add_prefix_space", false, "false needs prepend_scheme never");
+    meta_re_ = std::make_shared<regex>(regex_quote(meta_rep_));
   }
 
   // A literal string as a pattern (Split's {"String": ...}).
@@ -332,7 +465,8 @@ class bpe_tokenizer final : public tokenizer {
     std::string s;
     if (c < 0x80) s += char(c);
     else if (c < 0x800) s += char(0xC0 | (c >> 6)), s += char(0x80 | (c & 0x3f));
-    else s += char(0xE0 | (c >> 12)), s += char(0x80 | ((c >> 6) & 0x3f)), s += char(0x80 | (c & 0x3f));
+    else if (c < 0x10000) s += char(0xE0 | (c >> 12)), s += char(0x80 | ((c >> 6) & 0x3f)), s += char(0x80 | (c & 0x3f));
+    else s += char(0xF0 | (c >> 18)), s += char(0x80 | ((c >> 12) & 0x3f)), s += char(0x80 | ((c >> 6) & 0x3f)), s += char(0x80 | (c & 0x3f));
     return s;
   }
 
@@ -373,18 +507,6 @@ class bpe_tokenizer final : public tokenizer {
     return best < 0 ? nullptr : &added_[static_cast<size_t>(best)];
   }
 
-  void encode_plain(std::string_view raw, std::vector<int>& ids) const {
-    const std::string normalized = nfc_ ? nfc(raw) : std::string(raw);
-    std::vector<std::pair<size_t, size_t>> pieces = {{0, normalized.size()}}, next;  // byte ranges
-    scratch s;
-    for (const pre_step& step : steps_) {
-      next.clear();
-      for (const auto& [b, e] : pieces) split_piece(step, normalized, b, e, s, next);
-      std::swap(pieces, next);
-    }
-    for (const auto& [b, e] : pieces) bpe(std::string_view(normalized).substr(b, e - b), ids);
-  }
-
   struct scratch {
     std::vector<char32_t> cps;
     std::vector<size_t> at;  // byte offset of each code point, and the end
@@ -393,19 +515,97 @@ class bpe_tokenizer final : public tokenizer {
     std::vector<std::pair<std::pair<size_t, size_t>, bool>> kept;   // byte range, removed
   };
 
+  // The normalizer's steps on one piece of text between added tokens (tokenizers'
+  // normalizers/prepend.rs: Prepend adds its text to a non-empty piece only; replace.rs: every
+  // match of a left-to-right scan replaced).
+  std::string normalize(std::string_view raw, scratch& s) const {
+    std::string t(raw);
+    for (const norm_step& n : normalizers_) {
+      if (n.kind == norm_step::nfc) {
+        t = nfc(t);
+      } else if (n.kind == norm_step::nfkc) {
+        t = nfkc(t);
+      } else if (n.kind == norm_step::prepend) {
+        if (!t.empty()) t.insert(0, n.text);
+      } else {
+        code_points(t, 0, t.size(), s);
+        s.matches.clear();
+        n.re->find_all(s.cps, s.matches);
+        if (s.matches.empty()) continue;
+        std::string out;
+        size_t prev = 0;
+        for (const regex::match& m : s.matches) {
+          out.append(t, s.at[prev], s.at[m.begin] - s.at[prev]);
+          out += n.text;
+          prev = m.end;
+        }
+        out.append(t, s.at[prev], std::string::npos);
+        t = std::move(out);
+      }
+    }
+    return t;
+  }
+
+  // `raw`: the text between two added tokens; `at_origin`: whether it starts the text (offset 0
+  // of the original, what Metaspace's prepend_scheme first asks).
+  void encode_plain(std::string_view raw, bool at_origin, std::vector<int>& ids) const {
+    scratch s;
+    const std::string normalized = normalize(raw, s);
+    std::vector<std::pair<size_t, size_t>> pieces = {{0, normalized.size()}}, next;  // byte ranges
+    for (const pre_step& step : steps_) {
+      next.clear();
+      for (const auto& [b, e] : pieces) split_piece(step, normalized, b, e, s, next);
+      std::swap(pieces, next);
+    }
+    if (!metaspace_) {
+      for (const auto& [b, e] : pieces) bpe(std::string_view(normalized).substr(b, e - b), ids);
+      return;
+    }
+    // Metaspace (tokenizers' pre_tokenizers/metaspace.rs, pre_tokenize): each piece's spaces
+    // become the replacement; it is prepended unless the piece starts with it (always; first: only
+    // to the piece at offset 0 of the original); with split, a piece starts before every
+    // replacement (SplitDelimiterBehavior::MergedWithNext on the single character).
+    const pre_step split{meta_re_, split_behavior::merged_with_next, false};
+    for (const auto& [b, e] : pieces) {
+      if (e == b) continue;
+      std::string t;
+      for (size_t i = b; i < e; ++i) {
+        if (normalized[i] == ' ') t += meta_rep_;
+        else t += normalized[i];
+      }
+      const bool prepend = !t.starts_with(meta_rep_) &&
+                           (meta_scheme_ == prepend_scheme::always ||
+                            (meta_scheme_ == prepend_scheme::first && at_origin && b == 0));
+      if (prepend) t.insert(0, meta_rep_);
+      if (!meta_split_) {
+        bpe(t, ids);
+        continue;
+      }
+      next.clear();
+      split_piece(split, t, 0, t.size(), s, next);
+      for (const auto& [pb, pe] : next) bpe(std::string_view(t).substr(pb, pe - pb), ids);
+    }
+  }
+
   // One piece [b, e) of text through a Split or Digits step, as the tokenizers library's
   // NormalizedString::split: matches and the text between them, `invert` flips which is which,
   // the behaviour merges or removes the matches; empty pieces are dropped.
-  static void split_piece(const pre_step& step, const std::string& text, size_t b, size_t e, scratch& s,
-                          std::vector<std::pair<size_t, size_t>>& out) {
-    s.cps.clear(), s.at.clear(), s.matches.clear(), s.parts.clear();
+  // The code points of text[b, e) into s.cps, their byte offsets (and e) into s.at.
+  static void code_points(std::string_view text, size_t b, size_t e, scratch& s) {
+    s.cps.clear(), s.at.clear();
     for (size_t i = b; i < e;) {
-      const utf8_step u = decode_utf8_at(std::string_view(text).substr(0, e), i);
+      const utf8_step u = decode_utf8_at(text.substr(0, e), i);
       s.cps.push_back(u.ok ? u.cp : char32_t(0xDC00 + u.cp));  // an invalid byte: a lone surrogate, never L/N/space
       s.at.push_back(i);
       i += size_t(u.len);
     }
     s.at.push_back(e);
+  }
+
+  static void split_piece(const pre_step& step, const std::string& text, size_t b, size_t e, scratch& s,
+                          std::vector<std::pair<size_t, size_t>>& out) {
+    code_points(text, b, e, s);
+    s.matches.clear(), s.parts.clear();
     if (step.re) {
       step.re->find_all(s.cps, s.matches);
     } else {  // Digits: each \p{N} code point is a match of its own
@@ -473,21 +673,54 @@ class bpe_tokenizer final : public tokenizer {
         return;
       }
     }
+    std::string mapped;  // ByteLevel: the piece's bytes in GPT-2's alphabet
+    if (byte_level_)
+      for (unsigned char b : piece) mapped += byte_char_[b];
+    const std::string_view word = byte_level_ ? std::string_view(mapped) : piece;
     if (ignore_merges_) {  // tokenizers' BPE: a whole word found in the vocabulary is not merged
-      std::string word;
-      for (unsigned char b : piece) word += byte_char_[b];
-      auto it = model_vocab_.find(word);
+      auto it = model_vocab_.find(std::string(word));
       if (it != model_vocab_.end()) {
         ids.push_back(it->second);
         return;
       }
     }
+    // The initial symbols (tokenizers' models/bpe/model.rs, merge_word): each code point in the
+    // vocabulary; else, with byte_fallback, its UTF-8 bytes as <0xXX> tokens when all of them are
+    // in the vocabulary; else the unknown token (consecutive ones fused into one with fuse_unk; a
+    // pending unknown is written only before the next code point found in the vocabulary, or at
+    // the end, as there); else nothing.
+    std::vector<std::string> sym;
+    bool unk_pending = false;
+    for (size_t i = 0; i < word.size();) {
+      const int len = decode_utf8_at(word, i).len;
+      const std::string c(word.substr(i, size_t(len)));
+      i += size_t(len);
+      if (model_vocab_.count(c)) {
+        if (unk_pending) sym.push_back(unk_piece_), unk_pending = false;
+        sym.push_back(c);
+        continue;
+      }
+      if (byte_fallback_) {
+        std::vector<std::string> bytes;
+        for (unsigned char b : c) {
+          std::string t = fmt::format("<0x{:02X}>", b);
+          if (!model_vocab_.count(t)) break;
+          bytes.push_back(std::move(t));
+        }
+        if (bytes.size() == c.size()) {
+          sym.insert(sym.end(), bytes.begin(), bytes.end());
+          continue;
+        }
+      }
+      if (unk_id_ < 0) continue;
+      if (unk_pending && !fuse_unk_) sym.push_back(unk_piece_);
+      unk_pending = true;
+    }
+    if (unk_pending) sym.push_back(unk_piece_);
     // Symbols in a linked list; candidate pairs in a heap ordered by (rank, left position), so
-    // each merge costs O(log n) and a pre-token of n bytes O(n log n) (the same merges as
+    // each merge costs O(log n) and a pre-token of n symbols O(n log n) (the same merges as
     // rescanning for the lowest-ranked leftmost pair every time, which is O(n^2)).
-    const int n = static_cast<int>(piece.size());
-    std::vector<std::string> sym(n);
-    for (int k = 0; k < n; ++k) sym[k] = byte_char_[static_cast<unsigned char>(piece[k])];
+    const int n = static_cast<int>(sym.size());
     std::vector<int> next(n), prev(n);
     std::vector<uint32_t> version(n, 0);
     for (int k = 0; k < n; ++k) next[k] = k + 1 < n ? k + 1 : -1, prev[k] = k - 1;
@@ -524,8 +757,8 @@ class bpe_tokenizer final : public tokenizer {
     sym = std::move(merged);
     std::vector<int> out;
     for (const auto& s : sym) {
-      auto it = vocab_.find(s);
-      if (it == vocab_.end()) fail("tokenizer {}: merged symbol '{}' is not in model.vocab", source_, clip(s));
+      auto it = model_vocab_.find(s);
+      if (it == model_vocab_.end()) fail("tokenizer {}: merged symbol '{}' is not in model.vocab", source_, clip(s));
       out.push_back(it->second);
     }
     ids.insert(ids.end(), out.begin(), out.end());
@@ -534,8 +767,18 @@ class bpe_tokenizer final : public tokenizer {
     if (cache_.size() < (1u << 20) && piece.size() <= 64) cache_.emplace(std::string(piece), std::move(out));
   }
 
-  bool nfc_ = false;
+  std::vector<norm_step> normalizers_;  // the normalizer's steps, in order
   std::vector<pre_step> steps_;  // the pre-tokenizer's splits, in order
+  bool byte_level_ = false;  // ByteLevel (or the default split): pieces mapped to GPT-2's byte alphabet
+  bool metaspace_ = false;   // Metaspace ends the pre-tokenizer
+  std::string meta_rep_;     // its replacement character (UTF-8)
+  prepend_scheme meta_scheme_ = prepend_scheme::always;
+  bool meta_split_ = true;
+  std::shared_ptr<const regex> meta_re_;  // the replacement as a pattern
+  std::string space_piece_;  // decode: what a Replace normalizer writes for a space
+  bool byte_fallback_ = false, fuse_unk_ = false;
+  int unk_id_ = -1;        // model.unk_token's id, or -1
+  std::string unk_piece_;  // model.unk_token
   bool ignore_merges_ = false;  // model.ignore_merges: a piece in the vocabulary is one token
   std::unordered_map<std::string, int> vocab_;
   std::unordered_map<std::string, int> model_vocab_;  // model.vocab only (not added tokens)

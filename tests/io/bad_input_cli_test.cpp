@@ -127,6 +127,31 @@ TEST_F(bad_input, tokenizer_json_type_errors_name_the_file) {
   }
 }
 
+TEST_F(bad_input, tokenizer_json_sentencepiece_fields_malformed) {
+  ASSERT_TRUE(fs::exists(stories())) << stories();
+  const fs::path text = file("t.txt", "Once upon a time");
+  const fs::path out = dir_ / "out";
+  const std::string model = "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []";
+  for (const auto& [body, field] : std::initializer_list<std::pair<std::string, std::string>>{
+           {"{" + model + "}, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"_\", "
+                          "\"prepend_scheme\": \"sometimes\"}}",
+            "pre_tokenizer.prepend_scheme"},
+           {"{" + model + "}, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": 5}}",
+            "pre_tokenizer.replacement"},
+           {"{" + model + "}, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"_\", \"split\": 1}}",
+            "pre_tokenizer.split"},
+           {"{" + model + ", \"byte_fallback\": \"yes\"}}", "model.byte_fallback"},
+           {"{" + model + ", \"unk_token\": \"<unk>\"}}", "model.unk_token"},
+           {"{" + model + "}, \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": 3}}",
+            "normalizer.content"},
+           {"{" + model + "}, \"normalizer\": {\"type\": \"NFKD\"}}", "normalizer.type"}}) {
+    const fs::path tok = file("tok.json", body);
+    refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " + text.string() +
+                " --out " + out.string(),
+            {tok.string(), field}, out);
+  }
+}
+
 TEST_F(bad_input, tokenizer_json_split_regex_malformed_or_unsupported) {
   ASSERT_TRUE(fs::exists(stories())) << stories();
   const fs::path text = file("t.txt", "Once upon a time");

@@ -1,11 +1,13 @@
 // NFC against the examples of UAX #15 and the Unicode standard (composition, Hangul, singletons,
-// canonical reordering, composition exclusions, blocking).
+// canonical reordering, composition exclusions, blocking); NFKC against UAX #15's compatibility
+// examples (every code point: nfkc_golden_test).
 #include <gtest/gtest.h>
 
 #include "attnum/model/nfc.h"
 
 namespace {
 using attnum::model::nfc;
+using attnum::model::nfkc;
 
 TEST(nfc_test, uax15_examples) {
   EXPECT_EQ(nfc("plain ascii, unchanged"), "plain ascii, unchanged");
@@ -23,5 +25,21 @@ TEST(nfc_test, uax15_examples) {
   EXPECT_EQ(nfc("a\u0301\u0301"), "\u00e1\u0301");      // second acute is blocked (same class)
   EXPECT_EQ(nfc("\u0301e"), "\u0301e");                 // leading non-starter composes with nothing
   EXPECT_EQ(nfc(std::string("\xff" "e\xcc\x81", 4)), std::string("\xff\xc3\xa9", 3));  // invalid byte kept
+}
+
+TEST(nfc_test, nfkc_applies_compatibility_decompositions) {
+  EXPECT_EQ(nfkc("plain ascii, unchanged"), "plain ascii, unchanged");
+  EXPECT_EQ(nfkc("\ufb01"), "fi");                       // LATIN SMALL LIGATURE FI
+  EXPECT_EQ(nfc("\ufb01"), "\ufb01");                    // NFC keeps it
+  EXPECT_EQ(nfkc("\u00b2"), "2");                        // SUPERSCRIPT TWO
+  EXPECT_EQ(nfkc("\u2168"), "IX");                       // ROMAN NUMERAL NINE
+  EXPECT_EQ(nfkc("\uff76"), "\u30ab");                   // HALFWIDTH KATAKANA KA -> KA
+  EXPECT_EQ(nfkc("\u00a0"), " ");                        // NO-BREAK SPACE
+  EXPECT_EQ(nfkc("\u2026"), "...");                      // HORIZONTAL ELLIPSIS
+  EXPECT_EQ(nfkc("\u1e9b\u0323"), "\u1e69");             // UAX #15 figure 6: long s dot above + dot below
+  EXPECT_EQ(nfc("\u1e9b\u0323"), "\u1e9b\u0323");        // NFC: unchanged
+  EXPECT_EQ(nfkc("\u3131"), "\u1100");                   // HANGUL LETTER KIYEOK -> CHOSEONG KIYEOK
+  EXPECT_EQ(nfkc("A\u030a"), "\u00c5");                  // canonical composition still applies
+  EXPECT_EQ(nfkc(std::string("\xff" "\xef\xac\x81", 4)), std::string("\xff" "fi", 3));  // invalid byte kept
 }
 }  // namespace
