@@ -74,14 +74,10 @@ std::vector<char32_t> decode(std::string_view s) {
 }
 
 void encode(char32_t c, std::string& out) {
-  if (c >= kRawByte) out += char(c - kRawByte);
-  else if (c < 0x80) out += char(c);
-  else if (c < 0x800) out += char(0xC0 | (c >> 6)), out += char(0x80 | (c & 0x3f));
-  else if (c < 0x10000)
-    out += char(0xE0 | (c >> 12)), out += char(0x80 | ((c >> 6) & 0x3f)), out += char(0x80 | (c & 0x3f));
+  if (c >= kRawByte)
+    out += char(c - kRawByte);
   else
-    out += char(0xF0 | (c >> 18)), out += char(0x80 | ((c >> 12) & 0x3f)),
-        out += char(0x80 | ((c >> 6) & 0x3f)), out += char(0x80 | (c & 0x3f));
+    append_utf8(out, c);
 }
 
 

@@ -1,9 +1,10 @@
 #pragma once
-// One UTF-8 decoding step shared by the tokenizers and the NFC normalizer, so they agree on
+// UTF-8: one decoding step and the encoding of a code point, shared by the tokenizers and the NFC normalizer, so they agree on
 // what is a valid sequence. Lenient like the Python/Rust tokenizers' byte-level handling: the
 // lead byte fixes the length (2, 3 or 4), every continuation byte must be 10xxxxxx; overlong
 // forms and surrogates are not rejected (the callers only need a consistent split).
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace attnum::model {
@@ -27,6 +28,25 @@ inline utf8_step decode_utf8_at(std::string_view s, size_t i) {
     cp = (cp << 6) | (c & 0x3f);
   }
   return ok ? utf8_step{cp, len, true} : utf8_step{char32_t(b), 1, false};
+}
+
+/// Appends code point c (< 0x110000) to out as UTF-8, in 1 to 4 bytes.
+inline void append_utf8(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out += char(c);
+  } else if (c < 0x800) {
+    out += char(0xC0 | (c >> 6));
+    out += char(0x80 | (c & 0x3f));
+  } else if (c < 0x10000) {
+    out += char(0xE0 | (c >> 12));
+    out += char(0x80 | ((c >> 6) & 0x3f));
+    out += char(0x80 | (c & 0x3f));
+  } else {
+    out += char(0xF0 | (c >> 18));
+    out += char(0x80 | ((c >> 12) & 0x3f));
+    out += char(0x80 | ((c >> 6) & 0x3f));
+    out += char(0x80 | (c & 0x3f));
+  }
 }
 
 }  // namespace attnum::model

@@ -8,14 +8,12 @@
 #include <unordered_map>
 
 #include "attnum/model/nfc.h"
+#include "attnum/model/utf8.h"
 
 namespace {
 std::string utf8(char32_t c) {
   std::string s;
-  if (c < 0x80) s += char(c);
-  else if (c < 0x800) s += char(0xC0 | (c >> 6)), s += char(0x80 | (c & 0x3f));
-  else if (c < 0x10000) s += char(0xE0 | (c >> 12)), s += char(0x80 | ((c >> 6) & 0x3f)), s += char(0x80 | (c & 0x3f));
-  else s += char(0xF0 | (c >> 18)), s += char(0x80 | ((c >> 12) & 0x3f)), s += char(0x80 | ((c >> 6) & 0x3f)), s += char(0x80 | (c & 0x3f));
+  attnum::model::append_utf8(s, c);
   return s;
 }
 

@@ -30,13 +30,7 @@ std::vector<char32_t> cps(std::string_view s) {
 
 std::string utf8(const std::vector<char32_t>& t, size_t b, size_t e) {
   std::string s;
-  for (size_t k = b; k < e; ++k) {
-    const char32_t c = t[k];
-    if (c < 0x80) s += char(c);
-    else if (c < 0x800) s += char(0xC0 | (c >> 6)), s += char(0x80 | (c & 0x3F));
-    else if (c < 0x10000) s += char(0xE0 | (c >> 12)), s += char(0x80 | ((c >> 6) & 0x3F)), s += char(0x80 | (c & 0x3F));
-    else s += char(0xF0 | (c >> 18)), s += char(0x80 | ((c >> 12) & 0x3F)), s += char(0x80 | ((c >> 6) & 0x3F)), s += char(0x80 | (c & 0x3F));
-  }
+  for (size_t k = b; k < e; ++k) attnum::model::append_utf8(s, t[k]);
   return s;
 }
 
