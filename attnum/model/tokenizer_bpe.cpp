@@ -248,7 +248,9 @@ class bpe_tokenizer final : public tokenizer {
     } else {
       items.emplace_back(&nz, "");
     }
-    for (const auto& [st, field] : items) {
+    for (const auto& item : items) {
+      const nlohmann::json* st = item.first;
+      const std::string& field = item.second;
       const nlohmann::json type = type_of(*st);
       norm_step step;
       auto fields = [&](std::initializer_list<const char*> allowed) {
