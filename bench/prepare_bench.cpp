@@ -1,7 +1,7 @@
 // Google Benchmark of prepare_layer (the condition's transform, Sage's smooth_k and the scaled
 // casts of Q, K and V) at n 1024, d 128, plain condition, for a few presets, 2 and 32 heads
-// (one kv head per query head), on 1 and 2 threads, with the CLI's allocator settings. Counter "Melem/s" = Q, K and V elements
-// prepared per second.
+// (one kv head per query head), on 1 and 2 threads, with the CLI's allocator settings. Counter "Melem/s" = Q, K and V
+// elements prepared per second.
 //   prepare_bench --benchmark_filter=fa3 --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 
@@ -38,8 +38,14 @@ BENCHMARK_CAPTURE(bm_prepare, sage2pp_sm89, "sage2pp-sm89")
     ->ArgsProduct({{2, 32}, {1, 2}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
-BENCHMARK_CAPTURE(bm_prepare, xqa_sm90, "xqa-sm90")->ArgsProduct({{2, 32}, {1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(bm_prepare, bf16, "bf16")->ArgsProduct({{2, 32}, {1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(bm_prepare, xqa_sm90, "xqa-sm90")
+    ->ArgsProduct({{2, 32}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(bm_prepare, bf16, "bf16")
+    ->ArgsProduct({{2, 32}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // The allocator settings of the CLI and the Python module (core/allocator.h): without them each
 // iteration faults the prepared layer's fresh pages in again, which costs more than the casts here.

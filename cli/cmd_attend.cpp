@@ -43,14 +43,16 @@ loaded load(const std::string& arg, const std::string& name) {
     attnum::io::safetensors_file f(path);
     const attnum::io::tensor_view* t = tensor.empty() ? f.find(name) : &f.at(tensor);
     if (!t && f.tensors().size() == 1) t = &f.tensors().begin()->second;
-    if (!t) fail("{}: expected a single tensor or one named '{}' (or name one: {}:TENSOR)", path, attnum::clip(name), path);
+    if (!t)
+      fail("{}: expected a single tensor or one named '{}' (or name one: {}:TENSOR)", path, attnum::clip(name), path);
     l.shape = t->shape, l.data = t->to_float();
   } else {
     fail("{}: expected a .npy or .safetensors file (or FILE.safetensors:TENSOR)", arg);
   }
   l.rank = l.shape.size();
   if (l.shape.size() == 2) l.shape.insert(l.shape.begin(), 1);
-  if (l.shape.size() != 3) fail("{}: expected shape [n_tok, d_head] or [n_head, n_tok, d_head], got {} dims", path, l.shape.size());
+  if (l.shape.size() != 3)
+    fail("{}: expected shape [n_tok, d_head] or [n_head, n_tok, d_head], got {} dims", path, l.shape.size());
   static const char* const kDims[] = {"n_head", "n_tok", "d_head"};
   for (int i = 0; i < 3; ++i)  // every count is an int: 1 <= n < 2^31
     if (l.shape[i] < 1 || l.shape[i] > INT32_MAX)
@@ -91,8 +93,8 @@ void run(const opts& o) {
   if (q.shape[2] != k.shape[2]) fail("attend: d_head of --q ({}) and --k ({}) differ", q.shape[2], k.shape[2]);
   if (q.shape[0] % k.shape[0] != 0)
     fail("attend: --q has {} heads, not a multiple of --k's {} (GQA)", q.shape[0], k.shape[0]);
-  const layer_view lv{q.data.data(), k.data.data(), v.data.data(), int(q.shape[0]), int(k.shape[0]),
-                      int(q.shape[1]), int(k.shape[1]), int(q.shape[2])};
+  const layer_view lv{q.data.data(),   k.data.data(),   v.data.data(),   int(q.shape[0]),
+                      int(k.shape[0]), int(q.shape[1]), int(k.shape[1]), int(q.shape[2])};
   // Transformed operands are rounded to transform_dtype; untransformed ones are used as given.
   if (transform_rounds_inputs(spec, lv, cond)) {
     fmt::print(stderr,
@@ -111,7 +113,8 @@ void run(const opts& o) {
       attnum::io::write_npy(o.out, r.o.data(), shape);
     else if (ends_with(o.out, ".safetensors"))
       attnum::io::write_safetensors(o.out, {{"o", shape, r.o.data(), attnum::io::st_dtype::F32}},
-                                    {{"kernel", spec.name}, {"condition", std::string(condition_name(cond))},
+                                    {{"kernel", spec.name},
+                                     {"condition", std::string(condition_name(cond))},
                                      {"transform_dtype", std::string(attnum::formats::info(spec.transform_dtype).name)},
                                      {"rotation", topt.rotation.name()}});
     else
@@ -122,7 +125,9 @@ void run(const opts& o) {
   if (const std::string big = large_score_warning(spec, r); !big.empty())
     fmt::print(stderr, "warning: {}\n", big);
   else if (nan)
-    fmt::print(stderr, "warning: NaN in the output where the real kernel produces it (nan_flagged; e.g. an all-zero V channel without eps)\n");
+    fmt::print(stderr,
+               "warning: NaN in the output where the real kernel produces it (nan_flagged; e.g. an all-zero V channel "
+               "without eps)\n");
   std::vector<std::vector<stage_error>> stages;
   if (o.stages)
     for (int h = 0; h < lv.n_head; ++h) stages.push_back(stage_attribution(spec, lv, h, cond, !o.no_causal, topt));
@@ -130,14 +135,23 @@ void run(const opts& o) {
     nlohmann::json rows = nlohmann::json::array();
     auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
     for (const auto& h : r.heads)
-      rows.push_back({{"head", h.head}, {"kv_head", h.kv_head}, {"kernel", spec.name},
-                      {"condition", std::string(condition_name(cond))}, {"knobs", o.kernel.knobs},
+      rows.push_back({{"head", h.head},
+                      {"kv_head", h.kv_head},
+                      {"kernel", spec.name},
+                      {"condition", std::string(condition_name(cond))},
+                      {"knobs", o.kernel.knobs},
                       {"transform_dtype", attnum::formats::info(spec.transform_dtype).name},
-                      {"rotation", topt.rotation.name()}, {"rel_err", num(h.rel_err)},
-                      {"log_err", num(h.log_err)}, {"cosine", num(h.cosine)}, {"max_row_err", num(h.max_row_err)},
-                      {"max_abs_err", num(h.max_abs_err)}, {"exp2_arg_max", num(h.exp2_arg_max)},
-                      {"p_count", h.stats.p_count}, {"p_underflow", h.stats.p_underflow},
-                      {"p_saturated", h.stats.p_saturated}, {"nan_flagged", h.stats.nan_flagged}});
+                      {"rotation", topt.rotation.name()},
+                      {"rel_err", num(h.rel_err)},
+                      {"log_err", num(h.log_err)},
+                      {"cosine", num(h.cosine)},
+                      {"max_row_err", num(h.max_row_err)},
+                      {"max_abs_err", num(h.max_abs_err)},
+                      {"exp2_arg_max", num(h.exp2_arg_max)},
+                      {"p_count", h.stats.p_count},
+                      {"p_underflow", h.stats.p_underflow},
+                      {"p_saturated", h.stats.p_saturated},
+                      {"nan_flagged", h.stats.nan_flagged}});
     for (size_t h = 0; h < stages.size(); ++h)
       for (const auto& st : stages[h]) rows[h]["stage_rel_err"][st.stage] = num(st.rel_err);
     attnum::cli::print_output(o.output, rows);
@@ -146,10 +160,11 @@ void run(const opts& o) {
   fmt::print("kernel {} condition {} {} transform_dtype {} rotation {}\n", spec.name, condition_name(cond),
              o.no_causal ? "non-causal" : "causal", attnum::formats::info(spec.transform_dtype).name,
              topt.rotation.name());
-  fmt::print("{:>5} {:>7} {:>12} {:>12} {:>10} {:>12}\n", "head", "kv_head", "rel_err", "log_err", "cosine", "p_underflow");
+  fmt::print("{:>5} {:>7} {:>12} {:>12} {:>10} {:>12}\n", "head", "kv_head", "rel_err", "log_err", "cosine",
+             "p_underflow");
   for (const auto& h : r.heads)
-    fmt::print("{:>5} {:>7} {:>12.4e} {:>12.4e} {:>10.6f} {:>12}{}\n", h.head, h.kv_head, h.rel_err, h.log_err, h.cosine,
-               h.stats.p_underflow, h.stats.nan_flagged ? "  NaN flagged" : "");
+    fmt::print("{:>5} {:>7} {:>12.4e} {:>12.4e} {:>10.6f} {:>12}{}\n", h.head, h.kv_head, h.rel_err, h.log_err,
+               h.cosine, h.stats.p_underflow, h.stats.nan_flagged ? "  NaN flagged" : "");
   for (size_t h = 0; h < stages.size(); ++h) {
     fmt::print("head {} stage rel_err:", h);
     for (const auto& st : stages[h]) fmt::print("  {} {:.3e}", st.stage, st.rel_err);

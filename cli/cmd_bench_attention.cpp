@@ -31,21 +31,33 @@ void setup(CLI::App& app) {
   app.callback([o] {
     const auto r = attnum::attention::bench_attention(o->kernel, o->tokens, o->d_head, o->repeats, o->qk_std);
     if (o->output.format() != attnum::io::output_format::table) {
-      nlohmann::json row = {{"kernel", r.kernel},         {"tokens", r.tokens},   {"d_head", r.d_head},
-                            {"heads", r.heads},           {"threads", r.threads}, {"qk_std", r.qk_std},
+      nlohmann::json row = {{"kernel", r.kernel},
+                            {"tokens", r.tokens},
+                            {"d_head", r.d_head},
+                            {"heads", r.heads},
+                            {"threads", r.threads},
+                            {"qk_std", r.qk_std},
                             {"gflops", r.gflops},
-                            {"gemm_gflops", r.gemm_gflops}, {"ratio", r.ratio},   {"ref_gflops", r.ref_gflops},
-                            {"dgemm_gflops", r.dgemm_gflops}, {"ref_ratio", r.ref_ratio},
-                            {"block_gemm_gflops", r.block_gemm_gflops}, {"ratio_block", r.ratio_block},
-                            {"square_gemm_gflops", r.square_gemm_gflops}, {"ratio_square", r.ratio_square},
-                            {"isa", r.isa}, {"fp8_sums", r.fp8_sums}, {"gemm_source", r.gemm_source}};
+                            {"gemm_gflops", r.gemm_gflops},
+                            {"ratio", r.ratio},
+                            {"ref_gflops", r.ref_gflops},
+                            {"dgemm_gflops", r.dgemm_gflops},
+                            {"ref_ratio", r.ref_ratio},
+                            {"block_gemm_gflops", r.block_gemm_gflops},
+                            {"ratio_block", r.ratio_block},
+                            {"square_gemm_gflops", r.square_gemm_gflops},
+                            {"ratio_square", r.ratio_square},
+                            {"isa", r.isa},
+                            {"fp8_sums", r.fp8_sums},
+                            {"gemm_source", r.gemm_source}};
       attnum::cli::print_output(o->output, nlohmann::json::array({row}));
       return;
     }
-    fmt::print("kernel {} tokens {} d_head {} heads {} threads {} qk_std {} isa {} (FP8 sums: {})\n", r.kernel, r.tokens,
-               r.d_head, r.heads, r.threads, r.qk_std, r.isa, r.fp8_sums);
+    fmt::print("kernel {} tokens {} d_head {} heads {} threads {} qk_std {} isa {} (FP8 sums: {})\n", r.kernel,
+               r.tokens, r.d_head, r.heads, r.threads, r.qk_std, r.isa, r.fp8_sums);
     fmt::print("baseline GEMMs: {}\n", r.gemm_source);
-    fmt::print("emulation  {:8.2f} GFLOP/s  fp32 GEMM {:8.2f} GFLOP/s  ratio {:.3f}\n", r.gflops, r.gemm_gflops, r.ratio);
+    fmt::print("emulation  {:8.2f} GFLOP/s  fp32 GEMM {:8.2f} GFLOP/s  ratio {:.3f}\n", r.gflops, r.gemm_gflops,
+               r.ratio);
     fmt::print("reference  {:8.2f} GFLOP/s  fp64 GEMM {:8.2f} GFLOP/s  ratio {:.3f}\n", r.ref_gflops, r.dgemm_gflops,
                r.ref_ratio);
     fmt::print("emulation vs fp32 GEMM in the engine's blocks {:8.2f} GFLOP/s  ratio {:.3f}\n", r.block_gemm_gflops,

@@ -25,8 +25,7 @@ void setup(CLI::App& app) {
   attnum::cli::add_output_options(app, a->output, "Print {heads, seconds, heads_per_s, ...} as JSON");
   app.add_option("--kernel", a->kernel, "Kernel")->capture_default_str();
   app.add_option("--n-tok", a->n_tok, "Tokens per head")->capture_default_str();
-  app.add_option("--layers", a->layers, "Keep the first N layers of each zoo model (0 = all)")
-      ->capture_default_str();
+  app.add_option("--layers", a->layers, "Keep the first N layers of each zoo model (0 = all)")->capture_default_str();
   app.add_option("--texts", a->texts, "Texts per head")->capture_default_str();
   app.callback([a] {
     using namespace attnum;
@@ -39,8 +38,8 @@ void setup(CLI::App& app) {
     const study::plan p = study::make_plan(o);
     int heads = 0;
     for (const auto& m : study::zoo_models(o.zoo_opt)) heads += m.n_layer * m.n_head;
-    const auto dir = std::filesystem::temp_directory_path() /
-                     fmt::format("attnum-bench-study-{}", static_cast<long>(::getpid()));
+    const auto dir =
+        std::filesystem::temp_directory_path() / fmt::format("attnum-bench-study-{}", static_cast<long>(::getpid()));
     std::filesystem::remove_all(dir);
     study::run_controls ctl;
     const auto format = a->output.format();
@@ -51,19 +50,20 @@ void setup(CLI::App& app) {
     std::filesystem::remove_all(dir);
     const double units = static_cast<double>(p.units.size());
     if (format != attnum::io::output_format::table) {
-      const std::string doc = fmt::format("[{{\"heads\":{},\"texts\":{},\"conditions\":4,\"kernel\":\"{}\",\"n_tok\":{},"
-                 "\"threads\":{},\"seconds\":{:.3f},\"heads_per_s\":{:.3f},\"units\":{},"
-                 "\"units_per_s\":{:.4f}}}]",
-                 heads, a->texts, a->kernel, a->n_tok, attnum::threads(), s, heads / s,
-                 p.units.size(), units / s);
+      const std::string doc = fmt::format(
+          "[{{\"heads\":{},\"texts\":{},\"conditions\":4,\"kernel\":\"{}\",\"n_tok\":{},"
+          "\"threads\":{},\"seconds\":{:.3f},\"heads_per_s\":{:.3f},\"units\":{},"
+          "\"units_per_s\":{:.4f}}}]",
+          heads, a->texts, a->kernel, a->n_tok, attnum::threads(), s, heads / s, p.units.size(), units / s);
       if (format == attnum::io::output_format::json)
         fmt::print("{}\n", doc);  // the fixed decimals scripts have read
       else
         attnum::cli::print_output(a->output, nlohmann::json::parse(doc));
     } else {
-      fmt::print("{} heads x {} texts x 4 conditions ({}, {} tokens) on {} threads: {:.1f} s, "
-                 "{:.2f} heads/s, {:.3f} units/s\n",
-                 heads, a->texts, a->kernel, a->n_tok, attnum::threads(), s, heads / s, units / s);
+      fmt::print(
+          "{} heads x {} texts x 4 conditions ({}, {} tokens) on {} threads: {:.1f} s, "
+          "{:.2f} heads/s, {:.3f} units/s\n",
+          heads, a->texts, a->kernel, a->n_tok, attnum::threads(), s, heads / s, units / s);
     }
   });
 }

@@ -19,7 +19,9 @@ void setup(CLI::App& app) {
   app.add_option("--token-ids", o->token_ids, "Files of whitespace-separated token ids");
   app.add_option("--tokenizer", o->tokenizer, "Tokenizer file (default: beside the model)");
   app.add_option("--tokens", o->tokens, "Tokens per capture (the first N)")->capture_default_str();
-  app.add_option("--linear-precision", o->linear, "Outside attention: auto (the checkpoint's own dtype), fp32, bf16 or fp16")->capture_default_str();
+  app.add_option("--linear-precision", o->linear,
+                 "Outside attention: auto (the checkpoint's own dtype), fp32, bf16 or fp16")
+      ->capture_default_str();
   app.add_option("--out", o->out, "Output folder")->required();
   app.callback([o] { run(*o); });
 }

@@ -30,7 +30,8 @@ double parse_value(const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size())
-    attnum::fail("cast: '{}' is not a number (expected a decimal or hex float such as 0.3, -1e-3, 0x1p-9, inf)", attnum::clip(text));
+    attnum::fail("cast: '{}' is not a number (expected a decimal or hex float such as 0.3, -1e-3, 0x1p-9, inf)",
+                 attnum::clip(text));
   // ERANGE on underflow still gives the nearest double (a subnormal such as 4.9e-324, or 0):
   // a valid input. Overflow is refused rather than read as inf.
   if (errno == ERANGE && std::isinf(v))
@@ -53,7 +54,8 @@ nlohmann::ordered_json number_or_text(double v) {
 void run(const cast_args& a, const std::vector<std::string>& values) {
   const format f = parse_format(a.to);
   if (f == format::fp32) attnum::fail("cast: --to fp32 is the identity; expected e4m3fn, e5m2, bf16, fp16 or int8");
-  if (!(a.scale > 0) || !std::isfinite(a.scale)) attnum::fail("cast: --scale {}: expected a positive finite number", a.scale);
+  if (!(a.scale > 0) || !std::isfinite(a.scale))
+    attnum::fail("cast: --scale {}: expected a positive finite number", a.scale);
   if (values.empty()) attnum::fail("cast: no VALUE given");
   const rounding r = parse_rounding(a.round);
   const int hex_digits = info(f).bits / 4;
@@ -81,8 +83,7 @@ void setup(CLI::App& app) {
   app.add_option("--to", a->to, "Target format: e4m3fn, e5m2, bf16, fp16, int8")->required();
   app.add_flag("--no-saturate", a->no_saturate,
                "Overflow to Inf (e5m2, bf16, fp16) or NaN (e4m3fn) instead of clamping to the max");
-  app.add_option("--scale", a->scale, "Scaled cast: encode VALUE/S; decoded is code value * S")
-      ->capture_default_str();
+  app.add_option("--scale", a->scale, "Scaled cast: encode VALUE/S; decoded is code value * S")->capture_default_str();
   app.add_option("--round", a->round, "Rounding: rne (default), away (half away from zero), rz");
   attnum::cli::add_output_options(app, a->output, "Print a JSON array of {input, code, decoded}");
   // VALUEs are taken from the extras so that negative numbers (-1e-3, -.5, -inf) are values,

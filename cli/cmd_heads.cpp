@@ -42,18 +42,17 @@ struct heads_args {
 };
 
 void print_summary(const nlohmann::json& summary) {
-  fmt::print("{:<14} {:<14} {:>6} {:>7} {:>14} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n", "kernel",
-             "transform", "heads", "harmed", "harmed (sign)", "null", "AUC [95% CI]", "precision",
-             "recall", "Spearman", "AUC non-null");
+  fmt::print("{:<14} {:<14} {:>6} {:>7} {:>14} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n", "kernel", "transform",
+             "heads", "harmed", "harmed (sign)", "null", "AUC [95% CI]", "precision", "recall", "Spearman",
+             "AUC non-null");
   for (const auto& s : summary) {
     auto cell = [&](const std::string& k) {
       return fmt::format("{} {}", fmt_opt(s[k]), attnum::study::interval_text(s, k));
     };
     fmt::print("{:<14} {:<14} {:>6} {:>7} {:>14} {:>5}  {:<21} {:<21} {:<21} {:<21} {:<21}\n",
-               s["kernel"].get<std::string>(), s["transform"].get<std::string>(),
-               s["n_heads"].get<int>(), s.value("n_label_harmed", 0), s["n_harmed"].get<int>(),
-               s.value("n_null", 0), cell("auc"), cell("precision"), cell("recall"),
-               cell("spearman"), cell("auc_nonnull"));
+               s["kernel"].get<std::string>(), s["transform"].get<std::string>(), s["n_heads"].get<int>(),
+               s.value("n_label_harmed", 0), s["n_harmed"].get<int>(), s.value("n_null", 0), cell("auc"),
+               cell("precision"), cell("recall"), cell("spearman"), cell("auc_nonnull"));
   }
   fmt::print("{}", attnum::study::summary_notes(summary));
 }
@@ -72,10 +71,8 @@ void setup(CLI::App& app) {
   app.add_option("--out", a->out, "Result folder (resumes from its checkpoints)");
   app.add_option("--shard", a->shard, "I/N: compute only units with index % N == I (job arrays)");
   app.add_option("--n-tok", a->n_tok, "Zoo: tokens per head")->capture_default_str();
-  app.add_option("--layers", a->layers, "Zoo: keep the first N layers of each model (0 = all)")
-      ->capture_default_str();
-  app.add_option("--texts", a->texts, "Zoo: texts (independent token draws) per head")
-      ->capture_default_str();
+  app.add_option("--layers", a->layers, "Zoo: keep the first N layers of each model (0 = all)")->capture_default_str();
+  app.add_option("--texts", a->texts, "Zoo: texts (independent token draws) per head")->capture_default_str();
   app.add_option("--predictor-model", a->predictor_model,
                  "kernel: model each kernel's own numerics; PRESET (e.g. fa3): that preset's "
                  "numerics, fixed across kernels (the design of seed 000)")
@@ -126,14 +123,13 @@ void setup(CLI::App& app) {
     output_guard guard(scaleout::here().root() ? dir : std::filesystem::path());
     if (scaleout::here().root()) begin_output_dir(dir);
     // Under mpirun every rank computes its share; rank 0 writes the files (pipeline/distributed.h).
-    const bool complete =
-        pipeline::run_heads(p, dir, ctl.shard_index, ctl.shard_count, ctl.progress);
+    const bool complete = pipeline::run_heads(p, dir, ctl.shard_index, ctl.shard_count, ctl.progress);
     if (!scaleout::here().root()) return;
     if (!complete) {
       write_complete_marker(dir, fmt::format("{} --shard {}", o.command, a->shard));
       guard.commit();
-      fmt::print(stderr, "heads: shard {}/{} done; merge the shard folders with attnum merge\n",
-                 ctl.shard_index, ctl.shard_count);
+      fmt::print(stderr, "heads: shard {}/{} done; merge the shard folders with attnum merge\n", ctl.shard_index,
+                 ctl.shard_count);
       return;
     }
     const nlohmann::json summary = attnum::io::read_json_file(dir / "summary.json");

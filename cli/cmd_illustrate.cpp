@@ -21,19 +21,17 @@ void setup(CLI::App& app) {
     attnum::cli::output_flags output;
   };
   auto o = std::make_shared<opts>();
-  app.add_option("--common", o->common, "Shared first coordinate of the four keys")
-      ->capture_default_str();
+  app.add_option("--common", o->common, "Shared first coordinate of the four keys")->capture_default_str();
   app.add_flag("--center", o->center, "Subtract the mean key before rotation and the casts");
   attnum::cli::add_output_options(app, o->output, "Print a JSON array of rows (query, then keys)");
   app.callback([o] {
     const auto ill = attnum::report::illustrate(o->common, o->center);
     if (attnum::cli::print_output(o->output, attnum::report::illustration_rows(ill))) return;
-    fmt::print("common {}  center {}  (one query, four keys, eight channels; E4M3 max-based scales)\n",
-               ill.common, ill.center);
+    fmt::print("common {}  center {}  (one query, four keys, eight channels; E4M3 max-based scales)\n", ill.common,
+               ill.center);
     fmt::print("{:<4} {:>10} {:>12} {:>16}\n", "key", "exact", "fp8", "fp8 rotated");
     for (int j = 0; j < attnum::report::kIllustrationKeys; ++j)
-      fmt::print("k{:<3} {:10.6f} {:12.6f} {:16.6f}\n", j + 1, ill.w_exact[j], ill.w_fp8[j],
-                 ill.w_fp8_rot[j]);
+      fmt::print("k{:<3} {:10.6f} {:12.6f} {:16.6f}\n", j + 1, ill.w_exact[j], ill.w_fp8[j], ill.w_fp8_rot[j]);
     fmt::print("total variation      {:12.6f} {:16.6f}\n", ill.tv_fp8, ill.tv_fp8_rot);
     fmt::print("vectors:\n");
     print_vec("q", ill.q);

@@ -18,14 +18,16 @@ void setup(CLI::App& app) {
     if (attnum::cli::print_output(*output, rows, 1)) return;
     for (const auto& r : rows) {
       fmt::print("{:<18} {}\n", r["name"].get<std::string>(), r["description"].get<std::string>());
-      fmt::print("  q {} {}  k {} {}  v {} {}  P {} {} S={}  order {}  block_n {}  acc qk {} pv {} ({})  out {}  transforms {}\n",
-                 r["q"]["fmt"].get<std::string>(), r["q"]["gran"].get<std::string>(), r["k"]["fmt"].get<std::string>(),
-                 r["k"]["gran"].get<std::string>(), r["v"]["fmt"].get<std::string>(), r["v"]["gran"].get<std::string>(),
-                 r["p_fmt"].get<std::string>(), r["p_mode"].get<std::string>(), r["p_scale"].get<float>(),
-                 r["reverse"].get<bool>() ? "reverse" : "forward",
-                 r["tiles"].empty() ? std::to_string(r["block_n"].get<int>()) : std::string("by head dim"),
-                 r["qk_acc"]["kind"].get<std::string>(), r["pv_acc"]["kind"].get<std::string>(),
-                 r["pv"].get<std::string>(), r["out_fmt"].get<std::string>(), r["transform_dtype"].get<std::string>());
+      fmt::print(
+          "  q {} {}  k {} {}  v {} {}  P {} {} S={}  order {}  block_n {}  acc qk {} pv {} ({})  out {}  transforms "
+          "{}\n",
+          r["q"]["fmt"].get<std::string>(), r["q"]["gran"].get<std::string>(), r["k"]["fmt"].get<std::string>(),
+          r["k"]["gran"].get<std::string>(), r["v"]["fmt"].get<std::string>(), r["v"]["gran"].get<std::string>(),
+          r["p_fmt"].get<std::string>(), r["p_mode"].get<std::string>(), r["p_scale"].get<float>(),
+          r["reverse"].get<bool>() ? "reverse" : "forward",
+          r["tiles"].empty() ? std::to_string(r["block_n"].get<int>()) : std::string("by head dim"),
+          r["qk_acc"]["kind"].get<std::string>(), r["pv_acc"]["kind"].get<std::string>(), r["pv"].get<std::string>(),
+          r["out_fmt"].get<std::string>(), r["transform_dtype"].get<std::string>());
     }
   });
 }

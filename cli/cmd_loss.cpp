@@ -75,44 +75,50 @@ void run(const loss_options& o) {
                : std::string("n/a");
   };
   for (const auto& spec : specs) {
-    fmt::print("model {}  kernel {}  reference {}{}  linear {}  labels per condition {}\n", res.model_id,
-               spec.name, o.reference, reference_note, rows.empty() ? o.linear : rows[0].linear, rows.empty() ? 0 : rows[0].n_labels);
-    fmt::print("{:<14} {:>9} {:>9} {:>9} {:>19} {:>10} {:>7} {:>10} {:>10}\n", "condition", "ce_ref",
-               "ce_var", "ppl_ratio", "95% interval", "kl_mean", "top1", "dp_p01", "dp_p99");
+    fmt::print("model {}  kernel {}  reference {}{}  linear {}  labels per condition {}\n", res.model_id, spec.name,
+               o.reference, reference_note, rows.empty() ? o.linear : rows[0].linear,
+               rows.empty() ? 0 : rows[0].n_labels);
+    fmt::print("{:<14} {:>9} {:>9} {:>9} {:>19} {:>10} {:>7} {:>10} {:>10}\n", "condition", "ce_ref", "ce_var",
+               "ppl_ratio", "95% interval", "kl_mean", "top1", "dp_p01", "dp_p99");
     for (const auto& r : rows)
       if (r.kernel == spec.name)
-        fmt::print("{:<14} {:>9.5f} {:>9.5f} {:>9.5f} {:>19} {:>10.3e} {:>7.4f} {:>10.3e} {:>10.3e}\n",
-                   r.condition, r.ce_ref, r.ce_variant, r.ppl_ratio, ci(r.ppl_ratio_lo, r.ppl_ratio_hi, "{:>8.5f}"),
-                   r.kl_mean, r.top1_agreement, r.dp_p01, r.dp_p99);
+        fmt::print("{:<14} {:>9.5f} {:>9.5f} {:>9.5f} {:>19} {:>10.3e} {:>7.4f} {:>10.3e} {:>10.3e}\n", r.condition,
+                   r.ce_ref, r.ce_variant, r.ppl_ratio, ci(r.ppl_ratio_lo, r.ppl_ratio_hi, "{:>8.5f}"), r.kl_mean,
+                   r.top1_agreement, r.dp_p01, r.dp_p99);
   }
   if (!rows.empty())
-    fmt::print("ppl_ratio intervals: {}{} (the text windows are the clusters, so the intervals include "
-               "the variation between texts; n/a: none, loss.json's *_ci_reason says why)\n",
-               rows[0].ci_method.rfind("none", 0) == 0 ? "" : "95% ", rows[0].ci_method);
+    fmt::print(
+        "ppl_ratio intervals: {}{} (the text windows are the clusters, so the intervals include "
+        "the variation between texts; n/a: none, loss.json's *_ci_reason says why)\n",
+        rows[0].ci_method.rfind("none", 0) == 0 ? "" : "95% ", rows[0].ci_method);
   // llama.cpp's --kl-divergence statistics, with the same jackknife's intervals (none for kl_p99).
   if (!rows.empty()) {
-    fmt::print("\nKL(ref || variant) over labels, same top-1, RMS dp (llama.cpp's --kl-divergence statistics; 95% intervals as above)\n");
+    fmt::print(
+        "\nKL(ref || variant) over labels, same top-1, RMS dp (llama.cpp's --kl-divergence statistics; 95% intervals "
+        "as above)\n");
     fmt::print("{:<14} {:>14} {:>10} {:>21} {:>10} {:>10} {:>10} {:>10} {:>7} {:>17} {:>9} {:>21}\n", "condition",
-               "kernel", "kl_mean", "95% interval", "kl_median", "kl_p90", "kl_p99", "kl_max", "top1",
-               "95% interval", "dp_rms", "95% interval");
+               "kernel", "kl_mean", "95% interval", "kl_median", "kl_p90", "kl_p99", "kl_max", "top1", "95% interval",
+               "dp_rms", "95% interval");
     for (const auto& r : rows)
-      fmt::print("{:<14} {:>14} {:>10.3e} {:>21} {:>10.3e} {:>10.3e} {:>10.3e} {:>10.3e} {:>7.4f} "
-                 "{:>17} {:>9.3e} {:>21}\n",
-                 r.condition, r.kernel, r.kl_mean, ci(r.kl_mean_lo, r.kl_mean_hi, "{:>9.3e}"), r.kl_p50, r.kl_p90,
-                 r.kl_p99, r.kl_max, r.top1_agreement, ci(r.top1_agreement_lo, r.top1_agreement_hi, "{:>7.4f}"),
-                 r.dp_rms, ci(r.dp_rms_lo, r.dp_rms_hi, "{:>9.3e}"));
+      fmt::print(
+          "{:<14} {:>14} {:>10.3e} {:>21} {:>10.3e} {:>10.3e} {:>10.3e} {:>10.3e} {:>7.4f} "
+          "{:>17} {:>9.3e} {:>21}\n",
+          r.condition, r.kernel, r.kl_mean, ci(r.kl_mean_lo, r.kl_mean_hi, "{:>9.3e}"), r.kl_p50, r.kl_p90, r.kl_p99,
+          r.kl_max, r.top1_agreement, ci(r.top1_agreement_lo, r.top1_agreement_hi, "{:>7.4f}"), r.dp_rms,
+          ci(r.dp_rms_lo, r.dp_rms_hi, "{:>9.3e}"));
   }
   if (paired.empty()) return;
-  fmt::print("\npaired (a - b, same labels)   {:>14} {:>9} {:>21} {:>10} {:>21} {:>8} {:>6} {:>6}\n",
-             "kernel", "dCE", "95% interval", "dKL", "95% interval", "dtop1", "block", "acf1");
+  fmt::print("\npaired (a - b, same labels)   {:>14} {:>9} {:>21} {:>10} {:>21} {:>8} {:>6} {:>6}\n", "kernel", "dCE",
+             "95% interval", "dKL", "95% interval", "dtop1", "block", "acf1");
   for (const auto& r : paired)
-    fmt::print("{:<14} - {:<14} {:>14} {:>9.5f} {:>21} {:>10.3e} {:>21} {:>8.4f} {:>6} {:>6.3f}\n",
-               r.condition_a, r.condition_b, r.kernel, r.delta_ce, ci(r.delta_ce_lo, r.delta_ce_hi, "{:>9.5f}"),
-               r.delta_kl, ci(r.delta_kl_lo, r.delta_kl_hi, "{:>9.2e}"), r.delta_top1, r.block_length,
+    fmt::print("{:<14} - {:<14} {:>14} {:>9.5f} {:>21} {:>10.3e} {:>21} {:>8.4f} {:>6} {:>6.3f}\n", r.condition_a,
+               r.condition_b, r.kernel, r.delta_ce, ci(r.delta_ce_lo, r.delta_ce_hi, "{:>9.5f}"), r.delta_kl,
+               ci(r.delta_kl_lo, r.delta_kl_hi, "{:>9.2e}"), r.delta_top1, r.block_length,
                r.ce_diff_lag1_autocorrelation);
-  fmt::print("paired intervals: {}{} (n/a: none, loss_paired.json's *_ci_reason says why; block: the "
-             "moving-block length the per-token CE differences' autocorrelation needs, recorded, not used)\n",
-             paired[0].ci_method.rfind("none", 0) == 0 ? "" : "95% ", paired[0].ci_method);
+  fmt::print(
+      "paired intervals: {}{} (n/a: none, loss_paired.json's *_ci_reason says why; block: the "
+      "moving-block length the per-token CE differences' autocorrelation needs, recorded, not used)\n",
+      paired[0].ci_method.rfind("none", 0) == 0 ? "" : "95% ", paired[0].ci_method);
 }
 
 void setup(CLI::App& app) {
@@ -127,10 +133,14 @@ void setup(CLI::App& app) {
   attnum::cli::add_rotation_option(app, o->rotation);
   app.add_option("--conditions", o->conditions, "Comma-separated conditions")->capture_default_str();
   app.add_option("--reference", o->reference, "Reference attention: bf16 or fp64")->capture_default_str();
-  app.add_option("--linear-precision", o->linear, "Outside attention: auto (the checkpoint's own dtype), fp32, bf16 or fp16")->capture_default_str();
-  app.add_option("--out", o->out, "Write DIR/loss.json, DIR/loss.csv and the paired comparisons DIR/loss_paired.{json,csv}");
-  app.add_option("--save-reference", o->save_reference,
-                 "Compute the reference logits once, write them to FILE (N x vocab x 4 bytes per window), and use them");
+  app.add_option("--linear-precision", o->linear,
+                 "Outside attention: auto (the checkpoint's own dtype), fp32, bf16 or fp16")
+      ->capture_default_str();
+  app.add_option("--out", o->out,
+                 "Write DIR/loss.json, DIR/loss.csv and the paired comparisons DIR/loss_paired.{json,csv}");
+  app.add_option(
+      "--save-reference", o->save_reference,
+      "Compute the reference logits once, write them to FILE (N x vocab x 4 bytes per window), and use them");
   app.add_option("--reference-file", o->reference_file,
                  "Read the reference logits from FILE (written by --save-reference) instead of computing them");
   app.add_option("--shard", o->shard, "Compute shard I of N (I/N) and write DIR/loss-shard-I-of-N.json");

@@ -28,12 +28,13 @@ void setup(CLI::App& app) {
     for (const auto& x : d) {
       if (!fs::is_directory(x)) attnum::fail("merge: {} is not a folder", x.string());
       heads |= fs::exists(x / "checkpoints" / "study.json");
-      for (const auto& e : fs::directory_iterator(x))
-        loss |= e.path().filename().string().rfind("loss-shard-", 0) == 0;
+      for (const auto& e : fs::directory_iterator(x)) loss |= e.path().filename().string().rfind("loss-shard-", 0) == 0;
     }
     if (!heads && !loss)
-      attnum::fail("merge: no head-study checkpoints (checkpoints/study.json) or loss shards "
-                   "(loss-shard-I-of-N.json) in {}", fmt::join(*dirs, ", "));
+      attnum::fail(
+          "merge: no head-study checkpoints (checkpoints/study.json) or loss shards "
+          "(loss-shard-I-of-N.json) in {}",
+          fmt::join(*dirs, ", "));
     // Only finished shards merge (a killed shard has no completion marker); a failed merge
     // leaves --out as it found it (docs/reliability.md).
     for (const auto& x : d) attnum::require_complete(x, "merge");

@@ -29,8 +29,7 @@ void print_rows(const json& rows, const attnum::cli::output_flags& output, const
   for (const auto& c : columns) width.push_back(std::max<size_t>(12, c.size() + 2));
   for (const auto& r : rows)  // strings ("forward S=256") can be wider than their header
     for (size_t i = 0; i < columns.size(); ++i)
-      if (r.at(columns[i]).is_string())
-        width[i] = std::max(width[i], r.at(columns[i]).get<std::string>().size() + 2);
+      if (r.at(columns[i]).is_string()) width[i] = std::max(width[i], r.at(columns[i]).get<std::string>().size() + 2);
   for (size_t i = 0; i < columns.size(); ++i) fmt::print("{:>{}}", columns[i], width[i]);
   fmt::print("\n");
   for (const auto& r : rows) {
@@ -61,7 +60,7 @@ attnum::pcast::progress_fn progress_bar(const char* what) {
     if (!st->bar || total != st->total || done < st->done) {
       st->bar.reset();  // finishes the previous line
       st->bar = std::make_unique<attnum::progress>(what, total, "steps", true,
-                                                    "one (token count, seed, delta) of the simulation");
+                                                   "one (token count, seed, delta) of the simulation");
       st->total = total;
     }
     st->done = done;
@@ -83,7 +82,8 @@ std::vector<attnum::pcast::block_order> parse_orders(const std::string& text) {
 std::vector<int> to_ints(const std::vector<double>& x, const char* what) {
   std::vector<int> v;
   for (double d : x) {
-    if (d != std::floor(d) || d < 1 || d > 1e9) attnum::fail("pcast: {} {}: expected an integer in [1, 1000000000]", what, d);
+    if (d != std::floor(d) || d < 1 || d > 1e9)
+      attnum::fail("pcast: {} {}: expected an integer in [1, 1000000000]", what, d);
     v.push_back(static_cast<int>(d));
   }
   return v;
@@ -107,8 +107,7 @@ void setup_theory(CLI::App& app) {
     const attnum::pcast::row_shape shape{o->n_tok, o->block, o->k_sink};
     if (o->k_sink < 1) attnum::fail("pcast theory: --k-sink {}: expected >= 1", o->k_sink);
     const auto rows = attnum::pcast::to_json(
-        attnum::pcast::theory_table(parse_list(o->delta, "--delta"), parse_list(o->scale, "--scale"), shape),
-        shape);
+        attnum::pcast::theory_table(parse_list(o->delta, "--delta"), parse_list(o->scale, "--scale"), shape), shape);
     attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, rows, {}, {}, {}); });
     print_rows(rows, o->output,
                {"delta", "scale", "k_sink", "delta_k", "underflow_fraction", "underflow_exact", "delta_c"});
@@ -134,7 +133,7 @@ void setup_dp(CLI::App& app) {
 // Options shared by simulate and overflow; defaults come from the library's configs.
 struct sim_opts {
   std::string delta, scale, order, threshold, n_tok, source = "inject", out;
-  attnum::cli::kernel_flags kernel;  // empty: the idealized kernel
+  attnum::cli::kernel_flags kernel;                                // empty: the idealized kernel
   int d_head = 128, k_sink = 4, block = 128, rows = 0, seeds = 0;  // rows, seeds 0: not given
   uint64_t seed = 1;
   double sigma = 1.0;
@@ -232,8 +231,8 @@ void setup_simulate(CLI::App& app) {
     }));
     attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, {}, {}, rows, {}); });
     print_rows(rows, o->output,
-               {"delta", "scale", "order", "underflow_measured", "underflow_predicted",
-                "underflow_exact", "mse", "mse_sd", "seeds"});
+               {"delta", "scale", "order", "underflow_measured", "underflow_predicted", "underflow_exact", "mse",
+                "mse_sd", "seeds"});
   });
 }
 
@@ -247,8 +246,8 @@ void setup_overflow(CLI::App& app) {
     }));
     attnum::write_result_dir(o->out, "attnum pcast", [&] { attnum::pcast::write_results(o->out, {}, {}, {}, rows); });
     print_rows(rows, o->output,
-               {"delta", "scale", "offset", "threshold", "order", "saturated_fraction",
-                "sink_saturated_fraction", "can_saturate", "mse", "mse_sd"});
+               {"delta", "scale", "offset", "threshold", "order", "saturated_fraction", "sink_saturated_fraction",
+                "can_saturate", "mse", "mse_sd"});
   });
 }
 
@@ -260,16 +259,16 @@ void setup_claims(CLI::App& app) {
     // The claims compare static scales S and block orders of the idealized kernel; a preset
     // fixes both, so --kernel would be ignored: refused instead.
     if (!o->kernel.kernels.empty() || !o->kernel.knobs.empty())
-      attnum::fail("pcast claims: --kernel/--knob {}: the claims compare the idealized kernel's static scales and "
-                   "block orders, which a preset fixes (use pcast simulate --kernel)",
-                   o->kernel.kernels.empty() ? "(knob)" : attnum::clip(o->kernel.kernels));
+      attnum::fail(
+          "pcast claims: --kernel/--knob {}: the claims compare the idealized kernel's static scales and "
+          "block orders, which a preset fixes (use pcast simulate --kernel)",
+          o->kernel.kernels.empty() ? "(knob)" : attnum::clip(o->kernel.kernels));
     const auto rows = attnum::pcast::to_json(attnum::pcast::paper_claims(c, progress_bar("pcast claims")));
     attnum::write_result_dir(o->out, "attnum pcast claims", [&] {
       attnum::write_file_atomic(o->out + "/pcast_claims.csv", attnum::pcast::to_csv(rows));
     });
     print_rows(rows, o->output,
-               {"claim", "n_tok", "delta", "numerator", "denominator", "ratio", "ratio_lo", "ratio_hi",
-                "seeds"});
+               {"claim", "n_tok", "delta", "numerator", "denominator", "ratio", "ratio_lo", "ratio_hi", "seeds"});
   });
 }
 
@@ -303,23 +302,18 @@ void setup_bound(CLI::App& app) {
       for (int n : to_ints(parse_list(o->n_tok, "--n-tok"), "--n-tok"))
         rows.push_back(attnum::pcast::reverse_bound(n, s));
     print_rows(attnum::pcast::to_json(rows), o->output,
-               {"n_tok", "scale", "flush", "max_mean", "sqrt_2_ln_n", "max_q999999", "p_underflow",
-                "expected_count", "paper_m"});
+               {"n_tok", "scale", "flush", "max_mean", "sqrt_2_ln_n", "max_q999999", "p_underflow", "expected_count",
+                "paper_m"});
   });
 }
 }  // namespace
 
 ATTNUM_COMMAND("pcast", "P-cast analysis (arXiv 2606.06521): theory, dp, simulate, overflow, bound",
                [](CLI::App& app) { app.require_subcommand(1); });
-ATTNUM_COMMAND("pcast theory", "Closed forms: delta_k, F(Delta, S), Delta_c, the exact expectation",
-               setup_theory);
+ATTNUM_COMMAND("pcast theory", "Closed forms: delta_k, F(Delta, S), Delta_c, the exact expectation", setup_theory);
 ATTNUM_COMMAND("pcast dp", "dp(S): normalized worst-case E4M3 step over P in [0, 1]", setup_dp);
-ATTNUM_COMMAND("pcast simulate", "The attention-sink simulation (idealized kernel vs fp64)",
-               setup_simulate);
-ATTNUM_COMMAND("pcast overflow", "Stale running max (lazy rescale): S*P saturation at 448",
-               setup_overflow);
-ATTNUM_COMMAND("pcast claims", "The paper's MSE claims as paired ratios over seeds (N 1024/4096/16384)",
-               setup_claims);
-ATTNUM_COMMAND("pcast all", "Write all four pcast result files (theory, dp, simulate, overflow)",
-               setup_all);
+ATTNUM_COMMAND("pcast simulate", "The attention-sink simulation (idealized kernel vs fp64)", setup_simulate);
+ATTNUM_COMMAND("pcast overflow", "Stale running max (lazy rescale): S*P saturation at 448", setup_overflow);
+ATTNUM_COMMAND("pcast claims", "The paper's MSE claims as paired ratios over seeds (N 1024/4096/16384)", setup_claims);
+ATTNUM_COMMAND("pcast all", "Write all four pcast result files (theory, dp, simulate, overflow)", setup_all);
 ATTNUM_COMMAND("pcast bound", "Reverse-order underflow bound for N up to 1e6", setup_bound);

@@ -17,8 +17,7 @@ void setup(CLI::App& app) {
     std::string out = "report.html", assets;
   };
   auto o = std::make_shared<opts>();
-  app.add_option("--results", o->results,
-                 "Result folders (attnum heads/transfer/pcast/loss/study --out DIR)")
+  app.add_option("--results", o->results, "Result folders (attnum heads/transfer/pcast/loss/study --out DIR)")
       ->required()
       ->expected(1, -1);
   app.add_option("--out", o->out, "Output HTML file (not inside a --results folder)")->capture_default_str();
@@ -35,8 +34,10 @@ void setup(CLI::App& app) {
       const fs::path in = fs::weakly_canonical(fs::absolute(d));
       const auto rel = out.lexically_relative(in);
       if (!rel.empty() && *rel.begin() != "..")
-        attnum::fail("report: --out {} is inside the result folder {} it reads; write the page "
-                     "elsewhere", o->out, d.string());
+        attnum::fail(
+            "report: --out {} is inside the result folder {} it reads; write the page "
+            "elsewhere",
+            o->out, d.string());
     }
     // A folder a killed run left (no completion marker) is refused (docs/reliability.md), in a
     // study folder each result subfolder too.

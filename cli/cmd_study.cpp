@@ -1,7 +1,6 @@
 // attnum study: the whole study of the seeds end to end (attnum/pipeline/study.h).
 #include <fmt/core.h>
 
-
 #include "attnum/attention/condition.h"
 #include "attnum/pipeline/study.h"
 #include "attnum/scaleout/world.h"
@@ -30,8 +29,7 @@ void setup(CLI::App& app) {
   app.add_option("--text", f->c.texts,
                  "Text files (default: Sherlock Holmes, Tom Sawyer, Opticks from Debian packages)");
   app.add_option("--tokenizer", f->c.tokenizer, "Tokenizer file (default: beside the model)");
-  app.add_option("--tokens", f->c.tokens, "Tokens per text (capped by the model's context)")
-      ->capture_default_str();
+  app.add_option("--tokens", f->c.tokens, "Tokens per text (capped by the model's context)")->capture_default_str();
   attnum::cli::add_kernel_options(app, f->kernel, "--kernel,--kernels");
   attnum::cli::add_rotation_option(app, f->rotation);
   app.add_option("--conditions", f->conditions, "Conditions")->capture_default_str();
@@ -40,7 +38,8 @@ void setup(CLI::App& app) {
                  "preset's numerics, fixed across kernels, the design of seed 000)")
       ->capture_default_str();
   attnum::cli::add_predictor_version_option(app, f->predictor_version);
-  app.add_option("--linear-precision", f->c.linear, "Model runner outside attention: auto (the checkpoint's own dtype), fp32, bf16 or fp16")
+  app.add_option("--linear-precision", f->c.linear,
+                 "Model runner outside attention: auto (the checkpoint's own dtype), fp32, bf16 or fp16")
       ->capture_default_str();
   app.add_option("--out", f->out, "Output folder (resumes what is there)")->capture_default_str();
   app.add_option("--assets", f->assets, "node_modules folder with Vega (report)");
@@ -84,5 +83,4 @@ void setup(CLI::App& app) {
   });
 }
 }  // namespace
-ATTNUM_COMMAND("study", "The whole study end to end: heads, predictor, loss, P-cast, report",
-               setup);
+ATTNUM_COMMAND("study", "The whole study end to end: heads, predictor, loss, P-cast, report", setup);

@@ -45,8 +45,7 @@ std::string cell(const nlohmann::json& s, const std::string& k) {
 
 void setup(CLI::App& app) {
   auto a = std::make_shared<transfer_args>();
-  app.add_option("--captures", a->captures, "Capture files (safetensors), one per (model, text)")
-      ->required();
+  app.add_option("--captures", a->captures, "Capture files (safetensors), one per (model, text)")->required();
   app.add_option("--kernel-outputs", a->outputs,
                  "The real kernel's outputs, one file per capture (same order): "
                  "layers.{l}.o.{condition} [n_head, n_tok, d_head]")
@@ -73,15 +72,15 @@ void setup(CLI::App& app) {
         if (st.find(fmt::format("layers.0.o.{}", c))) conds.push_back(c);
     }
     if (conds.empty() || conds.front() != "plain")
-      fail("{}: needs layers.0.o.plain and at least one of rotate, center, center+rotate",
-           a->outputs.front());
+      fail("{}: needs layers.0.o.plain and at least one of rotate, center, center+rotate", a->outputs.front());
     if (conds.size() < 2) fail("{}: only the plain condition: nothing to compare", a->outputs.front());
     study::study_options o;
     o.zoo = false;
     o.captures = a->captures;
     o.kernel_outputs = a->outputs;
     o.kernels = attnum::cli::resolve_kernels(a->kernel);
-    if (o.kernels.size() != 1) fail("transfer: --kernel takes the one preset that emulates the kernel, got {}", attnum::clip(a->kernel.kernels));
+    if (o.kernels.size() != 1)
+      fail("transfer: --kernel takes the one preset that emulates the kernel, got {}", attnum::clip(a->kernel.kernels));
     o.knobs = a->kernel.knobs;
     o.rotation = attnum::study::parse_rotation(a->rotation);
     o.conditions = conds;
@@ -125,8 +124,7 @@ void setup(CLI::App& app) {
         for (const auto& t : fixed)
           if (t["transform"] == s["transform"]) {
             s["fixed_predictor_model"] = t["predictor_model"];
-            for (const char* k : {"auc", "precision", "recall", "auc_nonnull", "precision_nonnull",
-                                  "recall_nonnull"})
+            for (const char* k : {"auc", "precision", "recall", "auc_nonnull", "precision_nonnull", "recall_nonnull"})
               for (const std::string suf : {"", "_lo", "_hi", "_ci_reason"})
                 s[std::string("fixed_") + k + suf] = t.value(k + suf, nlohmann::json());
             for (const char* k : {"n_predicted_harmed", "tp", "fp", "fn", "tn", "spearman_predicted"})
@@ -138,28 +136,26 @@ void setup(CLI::App& app) {
     guard.commit();
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
     if (attnum::cli::print_output(a->output, summary)) return;
-    fmt::print("{:<14} {:>6} {:>9} {:>14} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "transform",
-               "heads", "harmed", "harmed (sign)", "null", "predictor", "pred harm", "AUC",
-               "precision", "recall");
+    fmt::print("{:<14} {:>6} {:>9} {:>14} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "transform", "heads", "harmed",
+               "harmed (sign)", "null", "predictor", "pred harm", "AUC", "precision", "recall");
     for (const auto& s : summary) {
       const std::string harmed = fmt::format("{}/{}", s["n_label_harmed"].get<int>(), s["n_heads"].get<int>());
       const std::string sign = fmt::format("{}/{}", s["n_harmed"].get<int>(), s["n_heads"].get<int>());
       fmt::print("{:<14} {:>6} {:>9} {:>14} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n",
-                 s["transform"].get<std::string>(), s["n_heads"].get<int>(), harmed, sign,
-                 s["n_null"].get<int>(), "kernel", s["n_predicted_harmed"].get<int>(),
-                 cell(s, "auc"), cell(s, "precision"), cell(s, "recall"));
+                 s["transform"].get<std::string>(), s["n_heads"].get<int>(), harmed, sign, s["n_null"].get<int>(),
+                 "kernel", s["n_predicted_harmed"].get<int>(), cell(s, "auc"), cell(s, "precision"), cell(s, "recall"));
       if (with_fixed)
-        fmt::print("{:<14} {:>6} {:>9} {:>14} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "", "", "",
-                   "", "", a->predictor_model, s["fixed_n_predicted_harmed"].get<int>(),
-                   cell(s, "fixed_auc"), cell(s, "fixed_precision"), cell(s, "fixed_recall"));
+        fmt::print("{:<14} {:>6} {:>9} {:>14} {:>5}  {:<10} {:>9} {:<21} {:<21} {:<21}\n", "", "", "", "", "",
+                   a->predictor_model, s["fixed_n_predicted_harmed"].get<int>(), cell(s, "fixed_auc"),
+                   cell(s, "fixed_precision"), cell(s, "fixed_recall"));
     }
     fmt::print("emulator {}; labels from the kernel outputs; Spearman emulator/kernel:", a->kernel.kernels);
     for (const auto& s : summary)
       fmt::print(" {} {}", s["transform"].get<std::string>(), cell(s, "spearman_emulator_kernel"));
     fmt::print("\n{}", study::summary_notes(summary));
     if (with_fixed)
-      fmt::print("predictor rows: kernel = models the emulator ({}); {} = one fixed model\n",
-                 a->kernel.kernels, a->predictor_model);
+      fmt::print("predictor rows: kernel = models the emulator ({}); {} = one fixed model\n", a->kernel.kernels,
+                 a->predictor_model);
   });
 }
 

@@ -40,15 +40,15 @@ void setup(CLI::App& app) {
       fmt::print("attnum {}\n", attnum::tool_version());
       fmt::print("isa: {} (supported here: {}; ATTNUM_ISA forces one)\n", path, sup);
       fmt::print("exact FP8 chunk sums: {}\n",
-                 amx                    ? "AMX-BF16 tiles"
+                 amx                     ? "AMX-BF16 tiles"
                  : sums == "double-gemm" ? "double GEMMs (scalar path)"
                  : sums.rfind("int16-planes", 0) == 0
-                     ? fmt::format("int16 exponent-plane kernels ({}; {} where they refuse)", path == "amx" ? "avx512" : path,
-                                   path == "neon" ? "double GEMMs" : "double-FMA")
+                     ? fmt::format("int16 exponent-plane kernels ({}; {} where they refuse)",
+                                   path == "amx" ? "avx512" : path, path == "neon" ? "double GEMMs" : "double-FMA")
                      : fmt::format("double-FMA chunk kernels ({})", path == "amx" ? "avx512" : path));
-      fmt::print("INT8 QK sums: {}\n", amx ? std::string("AMX-INT8 tiles")
-                                      : int8 == "fp32-gemm" ? std::string("fp32 GEMM (exact integer sums)")
-                                                            : int8 + " (exact int32 sums)");
+      fmt::print("INT8 QK sums: {}\n", amx                   ? std::string("AMX-INT8 tiles")
+                                       : int8 == "fp32-gemm" ? std::string("fp32 GEMM (exact integer sums)")
+                                                             : int8 + " (exact int32 sums)");
       fmt::print("exp2f: {}\n", exp2 == "scalar" ? std::string("scalar libm") : exp2 + " (bit-identical to libm)");
       fmt::print("forward GEMMs: Eigen's {} kernels (the model forward's last bits depend on them)\n",
                  attnum::model::forward_simd());

@@ -29,6 +29,6 @@ bool register_command(command c);
 #define ATTNUM_CLI_CONCAT2(a, b) a##b
 #define ATTNUM_CLI_CONCAT(a, b) ATTNUM_CLI_CONCAT2(a, b)
 /// Registers a subcommand at static-initialisation time.
-#define ATTNUM_COMMAND(path, help, setup)                                        \
-  static const bool ATTNUM_CLI_CONCAT(attnum_cmd_registered_, __LINE__) =       \
+#define ATTNUM_COMMAND(path, help, setup)                                 \
+  static const bool ATTNUM_CLI_CONCAT(attnum_cmd_registered_, __LINE__) = \
       ::attnum::cli::register_command({path, help, setup})

@@ -48,8 +48,7 @@ CLI::App* subcommand_for(CLI::App& root, const std::string& path, const std::str
     if (it == made.end()) {
       // A parent with no command of its own ("bench") gets a description naming its children.
       const std::string parent_help =
-          parts[i] == "bench" ? "Benchmarks, each a ratio against a baseline run in the same process"
-                              : "";
+          parts[i] == "bench" ? "Benchmarks, each a ratio against a baseline run in the same process" : "";
       CLI::App* sub = parent->add_subcommand(parts[i], i + 1 == parts.size() ? help : parent_help);
       if (i + 1 < parts.size()) sub->require_subcommand(1);
       it = made.emplace(prefix, sub).first;
@@ -116,7 +115,8 @@ std::string unexpected_flags(CLI::App& root) {
     if (extra.size() < 3 || extra.compare(0, 2, "--") != 0) continue;
     const std::string word = extra.substr(0, extra.find('='));
     const std::string hint = did_you_mean(word, flags);
-    out += fmt::format("{}{}: unknown flag {}{}", out.empty() ? "" : "\n", path, clip(word), hint.empty() ? "" : ": " + hint);
+    out += fmt::format("{}{}: unknown flag {}{}", out.empty() ? "" : "\n", path, clip(word),
+                       hint.empty() ? "" : ": " + hint);
   }
   if (!out.empty()) out += fmt::format(" ({} --help lists its flags)", path);
   return out;
@@ -134,8 +134,7 @@ int fatal(const char* what) {
   std::fflush(stdout);
   fmt::print(stderr, "error: {}\n", what);
   // One rank's failure must not leave the others waiting for it.
-  if (attnum::scaleout::here().mpi && attnum::scaleout::here().size > 1)
-    attnum::scaleout::abort_all(2);
+  if (attnum::scaleout::here().mpi && attnum::scaleout::here().size > 1) attnum::scaleout::abort_all(2);
   return finish(2);
 }
 
@@ -164,8 +163,7 @@ int main(int argc, char** argv) {
   set_command_line(argc, argv);
   scaleout::init(&argc, &argv);
   if (!scaleout::here().root()) (void)std::freopen("/dev/null", "w", stdout);
-  CLI::App app{
-      "attnum: how far low-precision attention kernels are from FP64 attention, head by head"};
+  CLI::App app{"attnum: how far low-precision attention kernels are from FP64 attention, head by head"};
   app.set_version_flag("--version", std::string("attnum ") + std::string(tool_version()));
   // CLI11's own messages ("Could not convert: --threads = VALUE", "The following argument was
   // not expected: VALUE") quote the value whole: the message is cut to ~300 bytes (attnum's
@@ -177,8 +175,7 @@ int main(int argc, char** argv) {
   });
   app.require_subcommand(1);
   int n_threads = 0;
-  app.add_option("--threads", n_threads, "Threads for parallel loops (0 = all cores)")
-      ->capture_default_str();
+  app.add_option("--threads", n_threads, "Threads for parallel loops (0 = all cores)")->capture_default_str();
   // --quiet / --progress anywhere on the line (fallthrough: after the subcommand too).
   bool quiet = false, progress = false;
   app.add_flag("--quiet", quiet, "No progress lines or status messages on stderr");
@@ -211,15 +208,18 @@ int main(int argc, char** argv) {
     return finish(app.exit(e));
   } catch (const CLI::ExtrasError& e) {
     const std::string flags = cli::unexpected_flags(app);
-    if (flags.empty()) app.exit(e);
-    else return fatal(flags.c_str());
+    if (flags.empty())
+      app.exit(e);
+    else
+      return fatal(flags.c_str());
     return finish(2);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return finish(2);
   } catch (const std::bad_alloc&) {
-    return fatal("out of memory: an allocation failed (a ulimit or other processes leave less memory than the "
-                 "machine has; ATTNUM_MAX_ALLOC_GIB sets the limit attnum checks its sizes against up front)");
+    return fatal(
+        "out of memory: an allocation failed (a ulimit or other processes leave less memory than the "
+        "machine has; ATTNUM_MAX_ALLOC_GIB sets the limit attnum checks its sizes against up front)");
   } catch (const attnum::error& e) {
     return fatal(e.what());
   } catch (const std::exception& e) {

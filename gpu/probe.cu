@@ -30,13 +30,13 @@
 
 using namespace attnum;
 
-#define CK(call)                                                                               \
-  do {                                                                                         \
-    cudaError_t e_ = (call);                                                                   \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "attnum-gpu-probe: %s: %s\n", #call, cudaGetErrorString(e_));       \
-      std::exit(1);                                                                            \
-    }                                                                                          \
+#define CK(call)                                                                         \
+  do {                                                                                   \
+    cudaError_t e_ = (call);                                                             \
+    if (e_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "attnum-gpu-probe: %s: %s\n", #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                      \
+    }                                                                                    \
   } while (0)
 
 // ---- SFU kernels (inline PTX: the instructions the kernels' fast-math code emits) ----
@@ -142,9 +142,11 @@ __global__ void k_mma(const float* va, const float* vb, const double* vc, double
     const bool c00 = lane == 0;  // C[0][0] lives in lane 0's c0
     if constexpr (O == op::s8_s32) {
       int ci[4] = {c00 ? static_cast<int>(c) : 0, 0, 0, 0}, di[4];
-      asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-                   : "=r"(di[0]), "=r"(di[1]), "=r"(di[2]), "=r"(di[3])
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(ci[0]), "r"(ci[1]), "r"(ci[2]), "r"(ci[3]));
+      asm volatile(
+          "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+          : "=r"(di[0]), "=r"(di[1]), "=r"(di[2]), "=r"(di[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(ci[0]), "r"(ci[1]), "r"(ci[2]),
+            "r"(ci[3]));
       d = di[0];
     } else if constexpr (O == op::e4m3_f16) {
       const uint32_t c0 = pack2<op::f16_f16>(c00 ? static_cast<float>(c) : 0.0f, 0.0f), c1 = 0;
@@ -156,13 +158,19 @@ __global__ void k_mma(const float* va, const float* vb, const double* vc, double
     } else {
       float cf[4] = {c00 ? static_cast<float>(c) : 0.0f, 0, 0, 0}, df[4];
       if constexpr (O == op::e4m3_f32)
-        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-                     : "=f"(df[0]), "=f"(df[1]), "=f"(df[2]), "=f"(df[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(cf[0]), "f"(cf[1]), "f"(cf[2]), "f"(cf[3]));
+        asm volatile(
+            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%10,%11,%12,%13};"
+            : "=f"(df[0]), "=f"(df[1]), "=f"(df[2]), "=f"(df[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(cf[0]), "f"(cf[1]), "f"(cf[2]),
+              "f"(cf[3]));
       else
-        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-                     : "=f"(df[0]), "=f"(df[1]), "=f"(df[2]), "=f"(df[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(cf[0]), "f"(cf[1]), "f"(cf[2]), "f"(cf[3]));
+        asm volatile(
+            "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%10,%11,%12,%13};"
+            : "=f"(df[0]), "=f"(df[1]), "=f"(df[2]), "=f"(df[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(cf[0]), "f"(cf[1]), "f"(cf[2]),
+              "f"(cf[3]));
       d = df[0];
     }
   } else {
@@ -186,13 +194,19 @@ __global__ void k_mma(const float* va, const float* vb, const double* vc, double
     } else {
       float cf[4] = {c00 ? static_cast<float>(c) : 0.0f, 0, 0, 0}, df[4];
       if constexpr (O == op::bf16_f32)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-                     : "=f"(df[0]), "=f"(df[1]), "=f"(df[2]), "=f"(df[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(cf[0]), "f"(cf[1]), "f"(cf[2]), "f"(cf[3]));
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%10,%11,%12,%13};"
+            : "=f"(df[0]), "=f"(df[1]), "=f"(df[2]), "=f"(df[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(cf[0]), "f"(cf[1]), "f"(cf[2]),
+              "f"(cf[3]));
       else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-                     : "=f"(df[0]), "=f"(df[1]), "=f"(df[2]), "=f"(df[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(cf[0]), "f"(cf[1]), "f"(cf[2]), "f"(cf[3]));
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%10,%11,%12,%13};"
+            : "=f"(df[0]), "=f"(df[1]), "=f"(df[2]), "=f"(df[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(cf[0]), "f"(cf[1]), "f"(cf[2]),
+              "f"(cf[3]));
       d = df[0];
     }
   }
@@ -255,10 +269,14 @@ int main(int argc, char** argv) {
   uint64_t stride = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--out") out = v;
-    else if (k == "--only") only = v;
-    else if (k == "--stride") stride = std::stoull(v);
-    else if (k == "--commit") commit = v;
+    if (k == "--out")
+      out = v;
+    else if (k == "--only")
+      only = v;
+    else if (k == "--stride")
+      stride = std::stoull(v);
+    else if (k == "--commit")
+      commit = v;
     else {
       std::fprintf(stderr, "attnum-gpu-probe: unknown option %s\n", k.c_str());
       return 2;
@@ -270,31 +288,39 @@ int main(int argc, char** argv) {
   int drv = 0, rt = 0;
   CK(cudaDriverGetVersion(&drv));
   CK(cudaRuntimeGetVersion(&rt));
-  env_info env{prop.name, "", std::to_string(prop.major) + "." + std::to_string(prop.minor), version_text(drv),
-               version_text(rt), commit};
+  env_info env{
+      prop.name,        "",    std::to_string(prop.major) + "." + std::to_string(prop.minor), version_text(drv),
+      version_text(rt), commit};
   for (char ch : env.gpu) env.dir_name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
   const std::filesystem::path dir = std::filesystem::path(out) / env.dir_name;
   std::filesystem::create_directories(dir);
-  std::string md = "# GPU probe results: " + env.gpu + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
-                   "), driver " + env.driver + ", CUDA runtime " + env.runtime + ", commit " + commit + "\n\n";
+  std::string md = "# GPU probe results: " + env.gpu + " (sm_" + std::to_string(prop.major) +
+                   std::to_string(prop.minor) + "), driver " + env.driver + ", CUDA runtime " + env.runtime +
+                   ", commit " + commit + "\n\n";
   const gpu::unary_domain dom{stride, 0};
   formats::sfu_table rcp_table;
   bool have_rcp = false;
   auto sfu_report = [&](const gpu::sfu_analysis& a, const char* file) {
-    write_text(dir / (std::string(file) + ".json"), "{\"env\": " + env.json() + ", \"analysis\": " + gpu::to_json(a) + "}\n");
+    write_text(dir / (std::string(file) + ".json"),
+               "{\"env\": " + env.json() + ", \"analysis\": " + gpu::to_json(a) + "}\n");
     md += "## " + a.unit + "\n\n| model | evaluated | mismatches |\n|---|---|---|\n";
     for (const auto& h : a.tried)
       md += "| " + h.name + " | " + std::to_string(h.evaluated) + " | " + std::to_string(h.mismatches) + " |\n";
-    md += "| ieee (the emulator's default) | " + std::to_string(a.ieee.evaluated) + " | " + std::to_string(a.ieee.mismatches) + " |\n\n";
+    md += "| ieee (the emulator's default) | " + std::to_string(a.ieee.evaluated) + " | " +
+          std::to_string(a.ieee.mismatches) + " |\n\n";
     if (a.found) {
       formats::sfu_table t = a.table;
-      t.notes.push_back("measured " + a.unit + " on " + env.gpu + " (cc " + env.cc + ", driver " + env.driver + "), commit " + commit);
+      t.notes.push_back("measured " + a.unit + " on " + env.gpu + " (cc " + env.cc + ", driver " + env.driver +
+                        "), commit " + commit);
       formats::write_sfu_table((dir / (std::string(file) + ".tbl")).string(), t);
       md += "Table written: `" + (dir / (std::string(file) + ".tbl")).string() + "` (use `--knob " +
-            (a.table.kind == formats::sfu_kind::ex2 ? "exp2_unit" : a.table.kind == formats::sfu_kind::rcp ? "rcp_unit" : "div_unit") +
+            (a.table.kind == formats::sfu_kind::ex2   ? "exp2_unit"
+             : a.table.kind == formats::sfu_kind::rcp ? "rcp_unit"
+                                                      : "div_unit") +
             "=table:PATH`).\n\n";
     } else {
-      md += "No hypothesis reproduced every output: no table written; the first mismatches are in " + std::string(file) + ".json.\n\n";
+      md += "No hypothesis reproduced every output: no table written; the first mismatches are in " +
+            std::string(file) + ".json.\n\n";
     }
   };
   if (want("ex2")) sfu_report(gpu::analyze_ex2(device_unary(k_ex2), dom), "ex2");
@@ -332,14 +358,16 @@ int main(int argc, char** argv) {
         {"mma.m16n8k16.f16.f16.f16.f16", 16, gpu::mma_input::fp16, gpu::mma_acc::fp16, device_mma<op::f16_f16>(16)},
         {"mma.m16n8k32.s32.s8.s8.s32", 32, gpu::mma_input::int8, gpu::mma_acc::int32, device_mma<op::s8_s32>(32)},
     };
-    md += "## Tensor cores (mma.sync; model in the accumulator knobs' vocabulary)\n\n"
-          "| instruction | kept bits | rounding | exact chunk | align span | C span | model | mismatches / vectors |\n"
-          "|---|---|---|---|---|---|---|---|\n";
+    md +=
+        "## Tensor cores (mma.sync; model in the accumulator knobs' vocabulary)\n\n"
+        "| instruction | kept bits | rounding | exact chunk | align span | C span | model | mismatches / vectors |\n"
+        "|---|---|---|---|---|---|---|---|\n";
     for (const auto& p : probes) {
       // fragment-layout check: small integers sum exactly in every accumulator
       gpu::mma_vec t{std::vector<float>(p.K), std::vector<float>(p.K), 3.0};
       double expect = 3.0;
-      for (int k = 0; k < p.K; ++k) t.a[k] = static_cast<float>(1 + k % 3), t.b[k] = static_cast<float>(k % 2 ? 1 : 2), expect += t.a[k] * t.b[k];
+      for (int k = 0; k < p.K; ++k)
+        t.a[k] = static_cast<float>(1 + k % 3), t.b[k] = static_cast<float>(k % 2 ? 1 : 2), expect += t.a[k] * t.b[k];
       std::vector<double> got;
       p.eval({t}, got);
       if (got.size() != 1 || got[0] != expect) {
@@ -352,12 +380,14 @@ int main(int argc, char** argv) {
       for (char& ch : file) ch = ch == '.' ? '_' : ch;
       write_text(dir / (file + ".json"), "{\"env\": " + env.json() + ", \"analysis\": " + gpu::to_json(a) + "}\n");
       md += "| " + std::string(p.name) + " | " + std::to_string(a.kept_bits) + " | " + a.rounding + " | " +
-            std::to_string(a.exact_chunk) + " | " + std::to_string(a.align_span) + "/" + std::to_string(a.max_span_tested) +
-            " | " + std::to_string(a.c_span) + " | `" + a.best.knobs() + "`" + (a.best_mismatches ? " (nearest)" : " (exact)") +
-            " | " + std::to_string(a.best_mismatches) + " / " + std::to_string(a.vectors) + " |\n";
+            std::to_string(a.exact_chunk) + " | " + std::to_string(a.align_span) + "/" +
+            std::to_string(a.max_span_tested) + " | " + std::to_string(a.c_span) + " | `" + a.best.knobs() + "`" +
+            (a.best_mismatches ? " (nearest)" : " (exact)") + " | " + std::to_string(a.best_mismatches) + " / " +
+            std::to_string(a.vectors) + " |\n";
     }
-    md += "\nThe emulator's models on the same vectors are in each JSON file's `candidates` (fp32 with k_step 32: "
-          "`fa3`; truncated 13: `-acc13`; fp16: Sage2++'s PV).\n";
+    md +=
+        "\nThe emulator's models on the same vectors are in each JSON file's `candidates` (fp32 with k_step 32: "
+        "`fa3`; truncated 13: `-acc13`; fp16: Sage2++'s PV).\n";
   }
   write_text(dir / "summary.md", md);
   std::printf("attnum-gpu-probe: results in %s\n", dir.c_str());

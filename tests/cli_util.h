@@ -33,8 +33,7 @@ inline run_result run_command(const std::string& cmd) {
 /// Runs the built tool (ATTNUM_BINARY) with `args`; standard error joins the output unless
 /// `stderr_too` is false (then it is discarded, so JSON on stdout parses alone).
 inline run_result run_attnum(const std::string& args, bool stderr_too = true) {
-  return run_command(std::string(ATTNUM_BINARY) + " " + args +
-                     (stderr_too ? " 2>&1" : " 2>/dev/null"));
+  return run_command(std::string(ATTNUM_BINARY) + " " + args + (stderr_too ? " 2>&1" : " 2>/dev/null"));
 }
 
 /// A result file's text for comparing two runs: the file as written, except meta.json without its

@@ -17,11 +17,9 @@
 // GCC >= 11 and Clang >= 12 on x86-64 have the AMX intrinsics; the functions that use AVX-512 or
 // AMX carry a target attribute (no file-wide flags, so nothing compiled here leaks AVX-512 into
 // code shared with other files) and run only after available() said yes.
-#if defined(__x86_64__) && \
-    ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
+#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
 #define ATTNUM_HAVE_AMX 1
-#define ATTNUM_AMX_FN \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,amx-tile,amx-bf16,amx-int8")))
+#define ATTNUM_AMX_FN __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,amx-tile,amx-bf16,amx-int8")))
 #else
 #define ATTNUM_HAVE_AMX 0
 #endif
@@ -42,10 +40,8 @@ std::atomic<bool> g_enabled{true};
 bool detect() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  const bool amx =
-      (d & (1u << 22)) && (d & (1u << 24)) && (d & (1u << 25));  // AMX-BF16, -TILE, -INT8
-  const bool avx512 =
-      (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31));  // F DQ BW VL
+  const bool amx = (d & (1u << 22)) && (d & (1u << 24)) && (d & (1u << 25));  // AMX-BF16, -TILE, -INT8
+  const bool avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31));  // F DQ BW VL
   if (!amx || !avx512) return false;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
   unsigned lo = 0, hi = 0;
@@ -67,9 +63,7 @@ bool hardware() {
 #endif
 }
 
-bool available() {
-  return isa::active() == isa::path::amx && g_enabled.load(std::memory_order_relaxed);
-}
+bool available() { return isa::active() == isa::path::amx && g_enabled.load(std::memory_order_relaxed); }
 
 void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 
@@ -122,15 +116,13 @@ ATTNUM_AMX_FN inline void split16(__m512 x, __m256i out[3], unsigned& occ, __mma
   // grid value: at most 3 fraction bits, a multiple of 2^-9, |x| <= 448
   const __m512 s = _mm512_mul_ps(ax, _mm512_set1_ps(512.0f));
   bad |= _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0xFFFFF)) |
-         _mm512_cmp_ps_mask(_mm512_roundscale_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-                            s, _CMP_NEQ_UQ) |
+         _mm512_cmp_ps_mask(_mm512_roundscale_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), s, _CMP_NEQ_UQ) |
          _mm512_cmp_ps_mask(ax, _mm512_set1_ps(448.0f), _CMP_NLE_UQ);
 }
 
 // Loads up to 16 floats (zeros past n).
 ATTNUM_AMX_FN inline __m512 load16(const float* p, int n) {
-  return n >= 16 ? _mm512_loadu_ps(p)
-                 : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+  return n >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
 }
 
 ATTNUM_AMX_FN inline void tile_zero(int s) {
@@ -198,9 +190,8 @@ constexpr int kAcc[3][3] = {{0, 1, 3}, {1, 2, 4}, {3, 4, 4}};
 // A_g B_h, stored to d[s] for the used s; returns the mask of used s. (Rounding the previous
 // tile's sums between issuing and storing, to overlap the tile unit with the vector unit, was
 // measured: no gain on this CPU, the two do not overlap.)
-ATTNUM_AMX_FN inline unsigned tile_sums(unsigned ma, unsigned mb, const uint16_t* const a[3],
-                                        int lda_bytes, const uint16_t* const b[3], int ldb_bytes,
-                                        float (*d)[256]) {
+ATTNUM_AMX_FN inline unsigned tile_sums(unsigned ma, unsigned mb, const uint16_t* const a[3], int lda_bytes,
+                                        const uint16_t* const b[3], int ldb_bytes, float (*d)[256]) {
   unsigned used = 0;
   for (int g = 0; g < 3; ++g)
     if (ma >> g & 1)
@@ -247,12 +238,10 @@ ATTNUM_AMX_FN inline __m512d round_vec(const accumulator_spec& m, __m512d x, __m
     const __m512d sign = _mm512_set1_pd(-0.0);
     const __m512d ax = _mm512_andnot_pd(sign, x);
     const __m512d e = _mm512_max_pd(_mm512_getexp_pd(ax), _mm512_set1_pd(-14.0));
-    const __m512i ci = _mm512_slli_epi64(
-        _mm512_add_epi64(_mm512_cvtpd_epi64(e), _mm512_set1_epi64(1023 + 42)), 52);
+    const __m512i ci = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtpd_epi64(e), _mm512_set1_epi64(1023 + 42)), 52);
     const __m512d c = _mm512_castsi512_pd(ci);
     __m512d r = _mm512_sub_pd(_mm512_add_pd(ax, c), c);
-    r = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(r, _mm512_set1_pd(65520.0), _CMP_GE_OQ), r,
-                             _mm512_set1_pd(INFINITY));
+    r = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(r, _mm512_set1_pd(65520.0), _CMP_GE_OQ), r, _mm512_set1_pd(INFINITY));
     r = _mm512_or_pd(r, _mm512_and_pd(sign, x));
     const __mmask8 finite = _mm512_cmp_pd_mask(ax, _mm512_set1_pd(INFINITY), _CMP_LT_OQ);
     return _mm512_mask_blend_pd(finite, x, r);
@@ -269,8 +258,7 @@ ATTNUM_AMX_FN inline __m512d round_vec(const accumulator_spec& m, __m512d x, __m
 }
 
 // Adds the used D_s rows (row r of each 16 x 16 tile) to a0 (columns 0-7) and a1 (8-15).
-ATTNUM_AMX_FN inline void add_sums(unsigned used, const float (*d)[256], int r, __m512d& a0,
-                                   __m512d& a1) {
+ATTNUM_AMX_FN inline void add_sums(unsigned used, const float (*d)[256], int r, __m512d& a0, __m512d& a1) {
   for (int s = 0; s < 5; ++s)
     if (used >> s & 1) {
       a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_load_ps(d[s] + 16 * r)));
@@ -290,15 +278,11 @@ ATTNUM_AMX_FN inline void add_corr(double* corr, int r, __m512d& a0, __m512d& a1
 }
 
 // 8 accumulators as doubles (lanes outside k read as 0), and back.
-ATTNUM_AMX_FN inline __m512d load_acc(__mmask8 k, const double* p) {
-  return _mm512_maskz_loadu_pd(k, p);
-}
+ATTNUM_AMX_FN inline __m512d load_acc(__mmask8 k, const double* p) { return _mm512_maskz_loadu_pd(k, p); }
 ATTNUM_AMX_FN inline __m512d load_acc(__mmask8 k, const float* p) {
   return _mm512_cvtps_pd(_mm256_maskz_loadu_ps(k, p));
 }
-ATTNUM_AMX_FN inline void store_acc(__mmask8 k, double* p, __m512d v) {
-  _mm512_mask_storeu_pd(p, k, v);
-}
+ATTNUM_AMX_FN inline void store_acc(__mmask8 k, double* p, __m512d v) { _mm512_mask_storeu_pd(p, k, v); }
 ATTNUM_AMX_FN inline void store_acc(__mmask8 k, float* p, __m512d v) {
   _mm256_mask_storeu_ps(p, k, _mm512_cvtpd_ps(v));
 }
@@ -308,13 +292,11 @@ ATTNUM_AMX_FN inline void store_acc(__mmask8 k, float* p, __m512d v) {
 // accumulators (QK written straight to fp32 scores, PV's O) are exact for the fp32, truncated and
 // fp16 models, whose values are floats.
 template <rk K, typename Acc>
-ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, Acc* acc, int ld, int rr, int nn,
-                               const char* live, bool first, unsigned used, const float (*d)[256],
-                               double* corr) {
+ATTNUM_AMX_FN void finish_rows(const accumulator_spec& m, Acc* acc, int ld, int rr, int nn, const char* live,
+                               bool first, unsigned used, const float (*d)[256], double* corr) {
   __mmask8 k0, k1;
   column_masks(nn, k0, k1);
-  const __m512i tmask =
-      _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
+  const __m512i tmask = _mm512_set1_epi64(m.mant_bits >= 52 ? ~0LL : ~((1LL << (52 - m.mant_bits)) - 1));
   for (int r = 0; r < rr; ++r) {
     if (live && !live[r]) continue;
     Acc* a = acc + static_cast<size_t>(r) * ld;
@@ -354,9 +336,7 @@ struct sparse_collector {
   std::vector<raw> items;
   size_t limit;
   bool dense = false;
-  explicit sparse_collector(size_t lim) : limit(lim) {
-    items.reserve(std::min<size_t>(lim, 1 << 16));
-  }
+  explicit sparse_collector(size_t lim) : limit(lim) { items.reserve(std::min<size_t>(lim, 1 << 16)); }
   // lanes of m2 (plane-2 elements of x[0..15]): element l has bucket bucket(l) and a, b of ab(l)
   template <typename F>
   void add(__mmask16 m2, const float* x, F&& where) {
@@ -410,8 +390,7 @@ ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int 
   for (auto& p : k_) {
     p.resize(static_cast<size_t>(kt) * 16 * dp_);
     if (n_kv % 16)  // the padding keys of the last tile: columns n_kv % 16 .. 15 of every pair row
-      for (size_t pr = static_cast<size_t>(n_kv / 16) * (dp_ / 2);
-           pr < static_cast<size_t>(kt) * (dp_ / 2); ++pr)
+      for (size_t pr = static_cast<size_t>(n_kv / 16) * (dp_ / 2); pr < static_cast<size_t>(kt) * (dp_ / 2); ++pr)
         std::fill(p.begin() + static_cast<std::ptrdiff_t>((pr * 16 + n_kv % 16) * 2),
                   p.begin() + static_cast<std::ptrdiff_t>((pr + 1) * 32), uint16_t{0});
   }
@@ -426,13 +405,11 @@ ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int 
       const float* x = q + static_cast<size_t>(r) * d + c;
       split16(load16(x, std::max(0, std::min(16, d - c))), pl, occ, bad);
       for (int g = 0; g < 3; ++g)
-        _mm256_storeu_si256(
-            reinterpret_cast<__m256i*>(q_[g].data() + static_cast<size_t>(r) * dp_ + c), pl[g]);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q_[g].data() + static_cast<size_t>(r) * dp_ + c), pl[g]);
       qmask_[static_cast<size_t>(r / 16) * nch + c / 32] |= static_cast<uint8_t>(occ);
       qc.add(plane2_lanes(pl[2]), x, [&](int l) {
-        return sparse_collector::raw{
-            static_cast<uint32_t>((r / 16) * nch + (c + l) / 32),
-            {static_cast<uint8_t>(r % 16), static_cast<uint8_t>((c + l) % 32), 0.0f}};
+        return sparse_collector::raw{static_cast<uint32_t>((r / 16) * nch + (c + l) / 32),
+                                     {static_cast<uint8_t>(r % 16), static_cast<uint8_t>((c + l) % 32), 0.0f}};
       });
     }
   // K as B: element (k index 2p + i, column n) of the tile of keys [16 t, 16 t + 16) sits at
@@ -463,18 +440,18 @@ ATTNUM_AMX_FN bool exact_qk::build(const float* q, int n_q, const float* k, int 
   return true;
 }
 
-void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc,
-                   int ld, long causal_off) const {
+void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld,
+                   long causal_off) const {
   run_t(r0, rows, j0, n, model, acc, ld, causal_off);
 }
-void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& model, float* acc,
-                   int ld, long causal_off) const {
+void exact_qk::run(int r0, int rows, int j0, int n, const accumulator_spec& model, float* acc, int ld,
+                   long causal_off) const {
   run_t(r0, rows, j0, n, model, acc, ld, causal_off);
 }
 
 template <typename Acc>
-ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumulator_spec& model,
-                                   Acc* acc, int ld, long causal_off) const {
+ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumulator_spec& model, Acc* acc, int ld,
+                                   long causal_off) const {
   g_runs.fetch_add(1, std::memory_order_relaxed);
   isa::note("amx", isa::path::amx);
   configure();
@@ -491,23 +468,19 @@ ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumu
     for (uint32_t i = qs_.off[bkt]; i < qs_.off[bkt + 1]; ++i) {
       const auto& e = qs_.e[i];
       if (e.a >= rr) continue;
-      const size_t at =
-          (static_cast<size_t>(jt) * (dp_ / 2) + (32 * c + e.b) / 2) * 32;  // pair row: [key][2]
-      const __m512i w = _mm512_or_si512(_mm512_or_si512(_mm512_load_si512(k_[0].data() + at),
-                                                        _mm512_load_si512(k_[1].data() + at)),
-                                        _mm512_load_si512(k_[2].data() + at));
+      const size_t at = (static_cast<size_t>(jt) * (dp_ / 2) + (32 * c + e.b) / 2) * 32;  // pair row: [key][2]
+      const __m512i w =
+          _mm512_or_si512(_mm512_or_si512(_mm512_load_si512(k_[0].data() + at), _mm512_load_si512(k_[1].data() + at)),
+                          _mm512_load_si512(k_[2].data() + at));
       const __m512 kv = _mm512_castsi512_ps(
-          e.b % 2 ? _mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)))
-                  : _mm512_slli_epi32(w, 16));
+          e.b % 2 ? _mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))) : _mm512_slli_epi32(w, 16));
       const __m512d q = _mm512_set1_pd(e.v);
       double* row = cr + 16 * e.a;
-      _mm512_store_pd(row, _mm512_fmadd_pd(q, _mm512_cvtps_pd(_mm512_castps512_ps256(kv)),
-                                           _mm512_load_pd(row)));
+      _mm512_store_pd(row, _mm512_fmadd_pd(q, _mm512_cvtps_pd(_mm512_castps512_ps256(kv)), _mm512_load_pd(row)));
       _mm512_store_pd(
           row + 8,
-          _mm512_fmadd_pd(
-              q, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(kv), 1))),
-              _mm512_load_pd(row + 8)));
+          _mm512_fmadd_pd(q, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(kv), 1))),
+                          _mm512_load_pd(row + 8)));
       any = true;
     }
     return any;
@@ -528,9 +501,8 @@ ATTNUM_AMX_FN void exact_qk::run_t(int r0, int rows, int j0, int n, const accumu
           a[g] = q_[g].data() + static_cast<size_t>(qt) * 16 * dp_ + 32 * c;
           b[g] = k_[g].data() + (static_cast<size_t>(jt) * (dp_ / 2) + 16 * c) * 32;
         }
-        const unsigned used =
-            tile_sums(qmask_[static_cast<size_t>(qt) * nch + c],
-                      kmask_[static_cast<size_t>(jt) * nch + c], a, dp_ * 2, b, 64, dbuf);
+        const unsigned used = tile_sums(qmask_[static_cast<size_t>(qt) * nch + c],
+                                        kmask_[static_cast<size_t>(jt) * nch + c], a, dp_ * 2, b, 64, dbuf);
         const bool any = corrections(qt, jt, c, rr, corr);
         if (used || any || c == 0)  // nothing to add: acc + 0 rounds to acc
           finish_any(model, out, ld, rr, nn, nullptr, c == 0, used, dbuf, any ? corr : nullptr);
@@ -546,8 +518,8 @@ ATTNUM_AMX_FN bool exact_pv::build(const float* v, int n_kv, int d) {
   const int nt = d / 16;
   for (auto& p : v_) {  // pairs below ceil(n_kv / 2) are all written below
     p.resize(static_cast<size_t>(n_pad) * d);
-    std::fill(p.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>((n_kv + 1) / 2) * d * 2),
-              p.end(), uint16_t{0});
+    std::fill(p.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>((n_kv + 1) / 2) * d * 2), p.end(),
+              uint16_t{0});
   }
   vmask_.assign(static_cast<size_t>(n_pad / 32) * nt, 0);
   __mmask16 bad = 0;
@@ -564,8 +536,8 @@ ATTNUM_AMX_FN bool exact_pv::build(const float* v, int n_kv, int d) {
       if (j + 1 >= n_kv) p1[0] = p1[1] = p1[2] = _mm256_setzero_si256();
       vmask_[static_cast<size_t>(j / 32) * nt + c / 16] |= static_cast<uint8_t>(occ);
       for (int g = 0; g < 3; ++g) {
-        const __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32(p0[g]),
-                                          _mm512_slli_epi32(_mm512_cvtepu16_epi32(p1[g]), 16));
+        const __m512i w =
+            _mm512_or_si512(_mm512_cvtepu16_epi32(p0[g]), _mm512_slli_epi32(_mm512_cvtepu16_epi32(p1[g]), 16));
         _mm512_storeu_si512(v_[g].data() + (static_cast<size_t>(j / 2) * d + c) * 2, w);
       }
     }
@@ -576,8 +548,8 @@ ATTNUM_AMX_FN bool exact_pv::build(const float* v, int n_kv, int d) {
   return true;
 }
 
-ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char* live, int j0,
-                                 int n, const accumulator_spec& model, float* acc, int ld) const {
+ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char* live, int j0, int n,
+                                 const accumulator_spec& model, float* acc, int ld) const {
   for (int r = 0; r < rows; ++r) {  // NaN anywhere in a live row: the caller's ordered path
     if (!live[r]) continue;
     const float* p = p8 + static_cast<size_t>(r) * ldp;
@@ -605,14 +577,12 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
         for (int h = 0; h < 2; ++h) {
           const int m = r < rr ? std::max(0, std::min(16, cn - 16 * h)) : 0;
           unsigned occ = 0;
-          split16(load16(p8 + static_cast<size_t>(rt + std::min(r, rr - 1)) * ldp + c0 + 16 * h, m),
-                  pl, occ, bad);
+          split16(load16(p8 + static_cast<size_t>(rt + std::min(r, rr - 1)) * ldp + c0 + 16 * h, m), pl, occ, bad);
           if (r < rr && live[rt + r]) {
             ma |= occ;
             n2 += static_cast<unsigned>(__builtin_popcount(plane2_lanes(pl[2])));
           }
-          for (int g = 0; g < 3; ++g)
-            _mm256_store_si256(reinterpret_cast<__m256i*>(pa[g] + r * 32 + 16 * h), pl[g]);
+          for (int g = 0; g < 3; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(pa[g] + r * 32 + 16 * h), pl[g]);
         }
       const int ci = (j0 + c0) / 32;
       const uint16_t* a[3] = {pa[0], pa[1], pa[2]};
@@ -622,8 +592,7 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
         for (int r = 0; r < rr; ++r) {
           if (!live[rt + r]) continue;
           for (int h = 0; h < 2; ++h) {
-            const __m256i p2 =
-                _mm256_load_si256(reinterpret_cast<const __m256i*>(pa[2] + r * 32 + 16 * h));
+            const __m256i p2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(pa[2] + r * 32 + 16 * h));
             for (unsigned m = plane2_lanes(p2); m; m &= m - 1) {
               const int l = __builtin_ctz(m), j = 16 * h + l;
               sp[n_sp++] = {static_cast<uint8_t>(r), static_cast<uint8_t>(j),
@@ -635,23 +604,20 @@ ATTNUM_AMX_FN bool exact_pv::run(const float* p8, int ldp, int rows, const char*
       }
       for (int t = 0; t < nt; ++t) {
         const uint16_t* b[3];
-        for (int g = 0; g < 3; ++g)
-          b[g] = v_[g].data() + (static_cast<size_t>(j0 + c0) / 2 * d_ + 16 * t) * 2;
-        const unsigned used =
-            tile_sums(ma, vmask_[static_cast<size_t>(ci) * nt + t], a, 64, b, d_ * 4, dbuf);
+        for (int g = 0; g < 3; ++g) b[g] = v_[g].data() + (static_cast<size_t>(j0 + c0) / 2 * d_ + 16 * t) * 2;
+        const unsigned used = tile_sums(ma, vmask_[static_cast<size_t>(ci) * nt + t], a, 64, b, d_ * 4, dbuf);
         for (int i = 0; i < n_sp; ++i) {  // P2 x V rows, exact in double (live rows only)
           const auto& e = sp[i];
           const float* vr = v_src_ + static_cast<size_t>(j0 + c0 + e.b) * d_ + 16 * t;
           const __m512d p = _mm512_set1_pd(e.v);
           double* row = corr + 16 * e.a;
-          _mm512_store_pd(
-              row, _mm512_fmadd_pd(p, _mm512_cvtps_pd(_mm256_loadu_ps(vr)), _mm512_load_pd(row)));
-          _mm512_store_pd(row + 8, _mm512_fmadd_pd(p, _mm512_cvtps_pd(_mm256_loadu_ps(vr + 8)),
-                                                   _mm512_load_pd(row + 8)));
+          _mm512_store_pd(row, _mm512_fmadd_pd(p, _mm512_cvtps_pd(_mm256_loadu_ps(vr)), _mm512_load_pd(row)));
+          _mm512_store_pd(row + 8,
+                          _mm512_fmadd_pd(p, _mm512_cvtps_pd(_mm256_loadu_ps(vr + 8)), _mm512_load_pd(row + 8)));
         }
         if (used || n_sp)  // nothing to add: acc + 0 rounds to acc
-          finish_any(model, acc + static_cast<size_t>(rt) * ld + 16 * t, ld, rr, 16, live + rt,
-                     false, used, dbuf, n_sp ? corr : nullptr);
+          finish_any(model, acc + static_cast<size_t>(rt) * ld + 16 * t, ld, rr, 16, live + rt, false, used, dbuf,
+                     n_sp ? corr : nullptr);
       }
     }
   }
@@ -695,8 +661,7 @@ ATTNUM_AMX_FN bool int8_qk::build(const float* q, int n_q, const float* k, int n
   return true;
 }
 
-ATTNUM_AMX_FN void int8_qk::run(int r0, int rows, int j0, int n, double* acc, int ld,
-                                long causal_off) const {
+ATTNUM_AMX_FN void int8_qk::run(int r0, int rows, int j0, int n, double* acc, int ld, long causal_off) const {
   g_runs.fetch_add(1, std::memory_order_relaxed);
   isa::note("amx", isa::path::amx);
   configure();
@@ -721,8 +686,7 @@ ATTNUM_AMX_FN void int8_qk::run(int r0, int rows, int j0, int n, double* acc, in
       _tile_stored(0, out, 64);
       for (int r = 0; r < rr; ++r) {  // int32 -> double is exact
         const __m512i v = _mm512_load_si512(out + 16 * r);
-        _mm512_mask_storeu_pd(a + static_cast<size_t>(r) * ld, k0,
-                              _mm512_cvtepi32_pd(_mm512_castsi512_si256(v)));
+        _mm512_mask_storeu_pd(a + static_cast<size_t>(r) * ld, k0, _mm512_cvtepi32_pd(_mm512_castsi512_si256(v)));
         _mm512_mask_storeu_pd(a + static_cast<size_t>(r) * ld + 8, k1,
                               _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)));
       }
@@ -738,8 +702,7 @@ void exact_qk::run(int, int, int, int, const accumulator_spec&, float*, int, lon
 bool exact_pv::build(const float*, int, int) { return false; }
 bool int8_qk::build(const float*, int, const float*, int, int) { return false; }
 void int8_qk::run(int, int, int, int, double*, int, long) const {}
-bool exact_pv::run(const float*, int, int, const char*, int, int, const accumulator_spec&, float*,
-                   int) const {
+bool exact_pv::run(const float*, int, int, const char*, int, int, const accumulator_spec&, float*, int) const {
   return false;
 }
 

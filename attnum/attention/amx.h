@@ -46,9 +46,7 @@ struct line_allocator {
   line_allocator() = default;
   template <typename U>
   line_allocator(const line_allocator<U>&) {}
-  T* allocate(size_t n) {
-    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
-  }
+  T* allocate(size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
   void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
   bool operator==(const line_allocator&) const { return true; }
 };
@@ -85,16 +83,13 @@ class exact_qk {
   /// read) and takes, for each chunk of 32 along d in order, model(acc + exact chunk sum). r0 and
   /// j0 must be multiples of 16. Causal: a key j > row + causal_off is masked, so a 16 x 16 tile
   /// whose keys are all masked for all its rows is set to 0 instead (kNoMask: no mask, causal.h).
-  void run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld,
-           long causal_off) const;
+  void run(int r0, int rows, int j0, int n, const accumulator_spec& model, double* acc, int ld, long causal_off) const;
   /// Same into fp32 accumulators: only for the fp32 and truncated models (their values are floats).
-  void run(int r0, int rows, int j0, int n, const accumulator_spec& model, float* acc, int ld,
-           long causal_off) const;
+  void run(int r0, int rows, int j0, int n, const accumulator_spec& model, float* acc, int ld, long causal_off) const;
 
  private:
   template <typename Acc>
-  void run_t(int r0, int rows, int j0, int n, const accumulator_spec& model, Acc* acc, int ld,
-             long causal_off) const;
+  void run_t(int r0, int rows, int j0, int n, const accumulator_spec& model, Acc* acc, int ld, long causal_off) const;
   int dp_ = 0;
   plane q_[3];                          // [n_q padded to 16][dp_] row-major
   plane k_[3];                          // [n_kv/16][dp_/2][16][2] VNNI pairs
@@ -127,8 +122,8 @@ class exact_pv {
   /// acc[r * ld + k] = model(acc + exact sum over the chunk of p8[r * ldp + j] * V[j0 + j][k]),
   /// j in [0, n). p8 holds E4M3 grid values; j0 must be a multiple of 32. Returns false, and
   /// changes nothing, when p8 holds a NaN (the caller then takes its ordered path).
-  bool run(const float* p8, int ldp, int rows, const char* live, int j0, int n,
-           const accumulator_spec& model, float* acc, int ld) const;
+  bool run(const float* p8, int ldp, int rows, const char* live, int j0, int n, const accumulator_spec& model,
+           float* acc, int ld) const;
 
  private:
   int d_ = 0;

@@ -23,32 +23,33 @@ attend_result attend(const kernel_spec& spec, const layer_view& layer, condition
   r.heads.resize(layer.n_head);
   std::vector<run_stats> stats(layer.n_head);
   run_heads(*p, 0, layer.n_head, causal, out, stats.data());  // every thread on the heads' tiles
-  worker_errors errors;  // an error in a worker thread reaches the caller
+  worker_errors errors;                                       // an error in a worker thread reaches the caller
 #pragma omp parallel for schedule(dynamic, 1) if (with_metrics)
-  for (int h = 0; h < layer.n_head; ++h) errors.run([&] {
-    head_report& hr = r.heads[h];
-    hr.head = h;
-    hr.kv_head = p->kv_head(h);
-    hr.stats = stats[h];
-    if (!with_metrics) {
-      hr.rel_err = hr.log_err = hr.cosine = hr.max_row_err = hr.max_abs_err = hr.exp2_arg_max = std::nan("");
-      return;
-    }
-    const auto ref = reference_head(layer, h, causal);
-    for (const double m : ref.row_max)  // rows that see no key have max -inf
-      if (std::isfinite(m)) hr.exp2_arg_max = std::max(hr.exp2_arg_max, std::fabs(m) * std::numbers::log2e);
-    const error_metrics m = measure(out + per * h, ref.o.data(), layer.n_q, layer.d_head);
-    hr.rel_err = m.rel_err, hr.log_err = m.log_err, hr.cosine = m.cosine;
-    hr.max_row_err = m.max_row_err, hr.max_abs_err = m.max_abs_err;
-    // A non-finite output element or metric is flagged and has no error or cosine.
-    bool finite = std::isfinite(m.rel_err) && std::isfinite(m.log_err) && std::isfinite(m.cosine) &&
-                  std::isfinite(m.max_row_err) && std::isfinite(m.max_abs_err);
-    for (size_t e = 0; finite && e < per; ++e) finite = std::isfinite(out[per * h + e]);
-    if (!finite) {
-      hr.stats.nan_flagged = true;
-      hr.rel_err = hr.log_err = hr.cosine = hr.max_row_err = hr.max_abs_err = std::nan("");
-    }
-  });
+  for (int h = 0; h < layer.n_head; ++h)
+    errors.run([&] {
+      head_report& hr = r.heads[h];
+      hr.head = h;
+      hr.kv_head = p->kv_head(h);
+      hr.stats = stats[h];
+      if (!with_metrics) {
+        hr.rel_err = hr.log_err = hr.cosine = hr.max_row_err = hr.max_abs_err = hr.exp2_arg_max = std::nan("");
+        return;
+      }
+      const auto ref = reference_head(layer, h, causal);
+      for (const double m : ref.row_max)  // rows that see no key have max -inf
+        if (std::isfinite(m)) hr.exp2_arg_max = std::max(hr.exp2_arg_max, std::fabs(m) * std::numbers::log2e);
+      const error_metrics m = measure(out + per * h, ref.o.data(), layer.n_q, layer.d_head);
+      hr.rel_err = m.rel_err, hr.log_err = m.log_err, hr.cosine = m.cosine;
+      hr.max_row_err = m.max_row_err, hr.max_abs_err = m.max_abs_err;
+      // A non-finite output element or metric is flagged and has no error or cosine.
+      bool finite = std::isfinite(m.rel_err) && std::isfinite(m.log_err) && std::isfinite(m.cosine) &&
+                    std::isfinite(m.max_row_err) && std::isfinite(m.max_abs_err);
+      for (size_t e = 0; finite && e < per; ++e) finite = std::isfinite(out[per * h + e]);
+      if (!finite) {
+        hr.stats.nan_flagged = true;
+        hr.rel_err = hr.log_err = hr.cosine = hr.max_row_err = hr.max_abs_err = std::nan("");
+      }
+    });
   errors.rethrow();
   return r;
 }

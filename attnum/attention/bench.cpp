@@ -140,7 +140,8 @@ struct square_case {
 
 bench_result bench_attention(const std::string& kernel, int tokens, int d, int repeats, double qk_std) {
   if (tokens <= 0 || d <= 0) fail("bench attention: --tokens {} and --d-head {} must be positive", tokens, d);
-  if (!(qk_std >= 0.01 && qk_std <= 100.0)) fail("bench attention: --qk-std {}: expected a number in [0.01, 100]", qk_std);
+  if (!(qk_std >= 0.01 && qk_std <= 100.0))
+    fail("bench attention: --qk-std {}: expected a number in [0.01, 100]", qk_std);
   {
     // What the cases below hold at once, per head: Q, K, V in fp32 and fp64, the operands of the
     // emulation and its output; the n x n scores of the fp32, fp64 and square GEMMs; refused up
@@ -181,14 +182,14 @@ bench_result bench_attention(const std::string& kernel, int tokens, int d, int r
   double t_emu = 1e300, t_ref = 1e300, t_sgemm = 1e300, t_dgemm = 1e300, t_block = 1e300, t_square = 1e300;
   for (int rep = 0; rep < repeats; ++rep) {
     t_emu = std::min(t_emu, seconds([&] {
-      run_heads(*p, 0, r.heads, true, o.data());  // as attend() and the loss hooks run a layer
-    }));
+                       run_heads(*p, 0, r.heads, true, o.data());  // as attend() and the loss hooks run a layer
+                     }));
     // each baseline: the better of heads in parallel and shared slabs (the engine's scheduling)
     t_sgemm = std::min({t_sgemm, seconds([&] { sg.run(); }), seconds([&] { sg.run_shared(); })});
     t_ref = std::min(t_ref, seconds([&] {
 #pragma omp parallel for schedule(dynamic, 1)
-      for (int h = 0; h < r.heads; ++h) (void)reference_head(lv, h, true);
-    }));
+                       for (int h = 0; h < r.heads; ++h) (void)reference_head(lv, h, true);
+                     }));
     t_dgemm = std::min({t_dgemm, seconds([&] { dg.run(); }), seconds([&] { dg.run_shared(); })});
     t_block = std::min({t_block, seconds([&] { bg.run(); }), seconds([&] { bg.run_shared(); })});
     t_square = std::min({t_square, seconds([&] { qg.run(); }), seconds([&] { qg.run_shared(); })});

@@ -66,15 +66,15 @@ struct head_ctx {
   const prepared_layer* L;
   int h, g, d, n_q, n_kv, bm, bn;
   bool causal;
-  long causal_off = 0;    // causal: key j is masked for row i when j > i + causal_off (causal.h)
-  kernel_spec s;          // effective spec (disabled points resolved)
+  long causal_off = 0;  // causal: key j is masked for row i when j > i + causal_off (causal.h)
+  kernel_spec s;        // effective spec (disabled points resolved)
   T sm, sl2, offset, p_scale;
-  const float *q8, *qs;   // q8: [n_q, d]; qs: row scales
-  std::vector<float> kT;  // [d, n_kv] cast K transposed (vectorised QK over keys)
-  const float* ks;        // [n_kv]
-  std::vector<float> v;   // [n_kv, d] V dequantised, when its scale varies over tokens
+  const float *q8, *qs;       // q8: [n_q, d]; qs: row scales
+  std::vector<float> kT;      // [d, n_kv] cast K transposed (vectorised QK over keys)
+  const float* ks;            // [n_kv]
+  std::vector<float> v;       // [n_kv, d] V dequantised, when its scale varies over tokens
   const float* vp = nullptr;  // [n_kv, d] V fed to PV: the cast values, or v
-  std::vector<T> vs;      // [d] V scale applied in the epilogue (with 1/S in multiply mode)
+  std::vector<T> vs;          // [d] V scale applied in the epilogue (with 1/S in multiply mode)
   bool v_nan = false;
   bool v_finite = true;  // every value of vp finite: pv_tile may skip products of P8 = +-0
   // Exact-GEMM fast paths: where every product and every chunk sum is exact in double (E4M3 x
@@ -226,23 +226,24 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
   // hpc-ops vscale * (1/256) (5.1) multiply by the reciprocal.
   if (c.s.p_mode == p_scale_mode::multiply && !c.s.rowsum_from_cast)
     for (auto& x : c.vs)
-      x = c.s.epilogue == epilogue_mode::div_first ? static_cast<T>(sfu_div(c, x, c.p_scale)) : static_cast<T>((T(1) / c.p_scale) * x);
+      x = c.s.epilogue == epilogue_mode::div_first ? static_cast<T>(sfu_div(c, x, c.p_scale))
+                                                   : static_cast<T>((T(1) / c.p_scale) * x);
   c.v_nan = v8.nan_flagged;
   c.v_finite = formats::span_all_finite(c.vp, static_cast<size_t>(c.n_kv) * c.d);
   using formats::format;
   const auto& e = L.spec.enabled;
   const bool q_e4 = e.q_cast && L.spec.q.fmt == format::e4m3fn, k_e4 = e.k_cast && L.spec.k.fmt == format::e4m3fn;
   const bool q_i8 = e.q_cast && L.spec.q.fmt == format::int8, k_i8 = e.k_cast && L.spec.k.fmt == format::int8;
-  c.gemm_qk = ((q_e4 && k_e4 && c.s.qk_acc.k_step <= 32) || (q_i8 && k_i8)) && L.spec.scaling != score_scaling::dequant_unit;
-  c.gemm_pv = e.v_cast && L.spec.v.fmt == format::e4m3fn && uniform && c.s.p_fmt == format::e4m3fn &&
-              c.s.pv_acc.k_step <= 32;
+  c.gemm_qk =
+      ((q_e4 && k_e4 && c.s.qk_acc.k_step <= 32) || (q_i8 && k_i8)) && L.spec.scaling != score_scaling::dequant_unit;
+  c.gemm_pv =
+      e.v_cast && L.spec.v.fmt == format::e4m3fn && uniform && c.s.p_fmt == format::e4m3fn && c.s.pv_acc.k_step <= 32;
   c.k8 = L.k8.values.data() + koff * c.d;
   c.qk_f32 = c.gemm_qk && q_i8 && k_i8 && c.d < 1024;
   if (amx::available()) {
     const bool rows16 = std::gcd(c.bm, kTileRows) % 16 == 0;  // tiles of rows start at multiples of 16
     if (c.gemm_qk && q_e4 && k_e4 && c.s.qk_acc.k_step == 32 && c.s.qk_acc.kind != acc_kind::int32 && c.bn % 16 == 0 &&
-        rows16)
-    {
+        rows16) {
       static thread_local amx::exact_qk planes;
       c.aqk = &planes;
       c.amx_qk = planes.build(c.q8, c.n_q, c.k8, c.n_kv, c.d);
@@ -252,8 +253,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       c.ai8 = &planes;
       c.amx_i8 = planes.build(c.q8, c.n_q, c.k8, c.n_kv, c.d);
     }
-    if (std::is_same_v<T, float> && c.gemm_pv && c.s.pv_acc.k_step == 32 && c.bn % 32 == 0 && c.d % 16 == 0)
-    {
+    if (std::is_same_v<T, float> && c.gemm_pv && c.s.pv_acc.k_step == 32 && c.bn % 32 == 0 && c.d % 16 == 0) {
       static thread_local amx::exact_pv planes;
       c.apv = &planes;
       c.amx_pv = planes.build(c.vp, c.n_kv, c.d);
@@ -293,7 +293,8 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       // V gets 13 bits, leaving P 2^31 / (32 * 2^13) = 2^13: per-tensor scaled P8 up to 256 (FA3's
       // exponent offset 8) keeps values down to 2^-10 of its maximum in the hi plane, so the
       // second P plane runs only for rows with smaller probabilities.
-      const double vmax = uniform ? L.v8.amax(c.g, 0, c.n_kv) : formats::span_amax(c.vp, static_cast<size_t>(c.n_kv) * c.d);
+      const double vmax =
+          uniform ? L.v8.amax(c.g, 0, c.n_kv) : formats::span_amax(c.vp, static_cast<size_t>(c.n_kv) * c.d);
       const int sv = planes::shift_for(vmax, 13);
       if (sv >= 0) vb.build(c.vp, c.d, false, c.n_kv, c.d, sv, vmax);
       c.ipv = sv >= 0 && vb.ok, c.vb = &vb;
@@ -369,14 +370,19 @@ void add_rowsum(const head_ctx<T>& c, T* l, const T* p, int n_cols) {
 template <typename T>
 T final_rowsum(const head_ctx<T>& c, const T* l) {
   switch (c.s.rowsum) {
-    case rowsum_order::sequential: return l[0];
-    case rowsum_order::wgmma: return (l[0] + l[2]) + (l[1] + l[3]);     // quad reduce xor 2, xor 1
-    case rowsum_order::sage_mma: return (l[0] + l[1]) + (l[2] + l[3]);  // xor 1, xor 2
+    case rowsum_order::sequential:
+      return l[0];
+    case rowsum_order::wgmma:
+      return (l[0] + l[2]) + (l[1] + l[3]);  // quad reduce xor 2, xor 1
+    case rowsum_order::sage_mma:
+      return (l[0] + l[1]) + (l[2] + l[3]);  // xor 1, xor 2
     // hpc-ops final_online_softmax: warp_4lane_reduce_sum_xor, `x += shfl_xor(x, 1); x +=
     // shfl_xor(x, 2)` (hpc-ops@6e2eced src/utils/utils.cuh:405-409; prefill/kernels.cuh:51)
-    case rowsum_order::hpcops_block: return (l[0] + l[1]) + (l[2] + l[3]);
+    case rowsum_order::hpcops_block:
+      return (l[0] + l[1]) + (l[2] + l[3]);
     case rowsum_order::triton_block:
-    case rowsum_order::xqa_warps: return l[0];  // reduced per block
+    case rowsum_order::xqa_warps:
+      return l[0];  // reduced per block
   }
   return l[0];
 }
@@ -386,10 +392,14 @@ template <typename T>
 int rescale_rowsum_columns(const head_ctx<T>& c, int n) {
   if (!c.s.fma_contract || n <= 0) return 0;
   switch (c.s.rowsum) {
-    case rowsum_order::sequential: return 1;
-    case rowsum_order::wgmma: return std::min(n, 8);
-    case rowsum_order::sage_mma: return std::min(n, 16);
-    default: return 0;
+    case rowsum_order::sequential:
+      return 1;
+    case rowsum_order::wgmma:
+      return std::min(n, 8);
+    case rowsum_order::sage_mma:
+      return std::min(n, 16);
+    default:
+      return 0;
   }
 }
 
@@ -426,7 +436,8 @@ int rescale_rowsum(const head_ctx<T>& c, T* l, const T* p, int n, T alpha) {
         l[t] = fma_t(l[t], alpha, at(b) + at(b + 1) + at(b + 8) + at(b + 9));
       }
       break;
-    default: ATTNUM_ASSERT(false, "rescale_rowsum: the block orders go to block_rowsum");
+    default:
+      ATTNUM_ASSERT(false, "rescale_rowsum: the block orders go to block_rowsum");
   }
   return rescale_rowsum_columns(c, n);
 }
@@ -479,12 +490,13 @@ void block_rowsum(const head_ctx<T>& c, T* l, const T* p, int n, T alpha) {
         for (int q = 0; q < 8; ++q) sq[q] = at(16 * w + q) + at(16 * w + q + 8);
         for (int q = 0; q < 4; ++q) sq[q] = sq[q] + sq[q + 4];  // xor 16: lanes of quads q, q+4
         for (int q = 0; q < 2; ++q) sq[q] = sq[q] + sq[q + 2];  // xor 8
-        acc = acc + (sq[0] + sq[1]);                          // xor 4, then onto the sum
+        acc = acc + (sq[0] + sq[1]);                            // xor 4, then onto the sum
       }
       l[0] = acc;
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -513,20 +525,32 @@ using fmap = Eigen::Map<const fmat>;
 template <typename T>
 struct tile_buf {
   int bn, d;
-  std::vector<double> sacc;   // [rows, bn] QK accumulators
+  std::vector<double> sacc;      // [rows, bn] QK accumulators
   std::vector<T> x, eff, p, p8;  // [rows, bn]
-  std::vector<double> cs;     // [bn] QK chunk sums (scalar path)
-  std::vector<double> chunk;  // [d] PV chunk sums (scalar path)
-  std::vector<T> o, acc;      // [rows, d]
-  std::vector<T> m, l;        // [rows], [rows, 4]
-  std::vector<T> alpha;       // [rows] the rescale factor of the current block
-  std::vector<int> p_end;     // [rows] per row: P8 is +-0 from this column of the block on
-  dmat c, pm;                 // GEMM results, P8 of a tile as double
-  fmat cf;                    // fp32 GEMM results (exact INT8 products)
+  std::vector<double> cs;        // [bn] QK chunk sums (scalar path)
+  std::vector<double> chunk;     // [d] PV chunk sums (scalar path)
+  std::vector<T> o, acc;         // [rows, d]
+  std::vector<T> m, l;           // [rows], [rows, 4]
+  std::vector<T> alpha;          // [rows] the rescale factor of the current block
+  std::vector<int> p_end;        // [rows] per row: P8 is +-0 from this column of the block on
+  dmat c, pm;                    // GEMM results, P8 of a tile as double
+  fmat cf;                       // fp32 GEMM results (exact INT8 products)
   tile_buf(int bn_, int d_)
-      : bn(bn_), d(d_), sacc(kTileRows * bn_), x(kTileRows * bn_), eff(kTileRows * bn_), p(kTileRows * bn_),
-        p8(kTileRows * bn_), cs(bn_), chunk(d_), o(kTileRows * d_), acc(kTileRows * d_), m(kTileRows),
-        l(kTileRows * 4), alpha(kTileRows), p_end(kTileRows) {}
+      : bn(bn_),
+        d(d_),
+        sacc(kTileRows * bn_),
+        x(kTileRows * bn_),
+        eff(kTileRows * bn_),
+        p(kTileRows * bn_),
+        p8(kTileRows * bn_),
+        cs(bn_),
+        chunk(d_),
+        o(kTileRows * d_),
+        acc(kTileRows * d_),
+        m(kTileRows),
+        l(kTileRows * 4),
+        alpha(kTileRows),
+        p_end(kTileRows) {}
 };
 
 // a[i] = model(a[i] + c[i]) for i < n, with the model's switch hoisted out of the loop so the
@@ -617,7 +641,8 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
   const int rows = r1 - r0, d = c.d, n = jc - j0;
   if (!c.qk_to_x)  // (with qk_to_x the scores go to x, whose masked columns the softmax fills)
     for (int r = 0; r < rows; ++r)
-      std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0), b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
+      std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0),
+                b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
   if (n <= 0) return;
   const long off = c.causal ? c.causal_off : kNoMask;  // key j masked for row i when j > i + off (causal.h)
   if (c.amx_qk) {
@@ -662,16 +687,16 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
       if (c.iqk) {  // make_ctx built the planes for this path, k_step and block width: no refusal
         // each group of rows is rounded as soon as its chunk sums are done, over the columns
         // that hold its unmasked scores (the softmax gives the others the mask value)
-        const bool ran =
-            planes::qk_chunk(*c.qa, *c.kb, r0, rows, k0, kn, j0, n, b.c.data(), n, planes::make_sink(add), off + r0 - j0);
+        const bool ran = planes::qk_chunk(*c.qa, *c.kb, r0, rows, k0, kn, j0, n, b.c.data(), n, planes::make_sink(add),
+                                          off + r0 - j0);
         ATTNUM_ASSERT(ran, "qk_tile: the QK planes refused chunk {} of block {}", k0, j0);
         continue;
       } else if (c.kpack) {  // make_ctx packed Q and K for this path and block width: no refusal
         const bool ran = fma::ordered_gemm(*c.qpack, r0, *c.kpack, k0, kn, j0, n, rows, b.c.data(), n);
         ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
       } else {
-        ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, c.kT.data() + static_cast<size_t>(k0) * c.n_kv + j0, c.n_kv,
-                   rows, n, kn, b.c.data(), n);
+        ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, c.kT.data() + static_cast<size_t>(k0) * c.n_kv + j0,
+                     c.n_kv, rows, n, kn, b.c.data(), n);
       }
       add(0, rows, b.c.data(), n, n);
     }
@@ -680,15 +705,16 @@ void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_
   } else if (c.qk_f32) {  // int32 accumulator: one exact sum over all of d (see head_ctx)
     // AVX2 / AVX-512: integer pair products (fma_gemm.h), the same exact sums
     const bool packed = c.ki8 && fma::int8_gemm_nt(*c.qi8, r0, rows, *c.ki8, j0, n, b.sacc.data(), b.bn);
-    if (!packed && !fma::int8_gemm_nt(c.q8 + static_cast<size_t>(r0) * d, d, c.k8 + static_cast<size_t>(j0) * d, d, rows,
-                                      n, d, b.sacc.data(), b.bn)) {
+    if (!packed && !fma::int8_gemm_nt(c.q8 + static_cast<size_t>(r0) * d, d, c.k8 + static_cast<size_t>(j0) * d, d,
+                                      rows, n, d, b.sacc.data(), b.bn)) {
       const fmap Q(c.q8 + static_cast<size_t>(r0) * d, rows, d), K(c.k8 + static_cast<size_t>(j0) * d, n, d);
       b.cf.noalias() = Q * K.transpose();
       for (int r = 0; r < rows; ++r)
         for (int j = 0; j < n; ++j) b.sacc[static_cast<size_t>(r) * b.bn + j] = static_cast<double>(b.cf(r, j));
     }
   } else {
-    const dmap Q(c.qd.data() + static_cast<size_t>(r0) * d, rows, d), K(c.kd.data() + static_cast<size_t>(j0) * d, n, d);
+    const dmap Q(c.qd.data() + static_cast<size_t>(r0) * d, rows, d),
+        K(c.kd.data() + static_cast<size_t>(j0) * d, n, d);
     // INT8: every partial sum is an integer below 2^53: one GEMM over all of d is exact.
     const int ks = c.s.qk_acc.kind == acc_kind::int32 ? d : c.s.qk_acc.k_step;
     for (int k0 = 0; k0 < d; k0 += ks) {
@@ -778,7 +804,8 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
           return;
         }
         for (int r = g; r < g + nr; ++r)
-          if (live[r]) round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, C + static_cast<size_t>(r - g) * ldc, nc);
+          if (live[r])
+            round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, C + static_cast<size_t>(r - g) * ldc, nc);
       };
       bool packed = false;
       if constexpr (std::is_same_v<T, float>) {
@@ -786,7 +813,8 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
         if (c.ipv && planes::pv_chunk(b.p8.data() + (c0 - j0), b.bn, live.data(), rows, c0, cn, *c.vb, b.c.data(), d,
                                       planes::make_sink(add)))
           continue;  // rounded into acc group by group
-        packed = (c.vpack && fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, b.c.data(), d));
+        packed =
+            (c.vpack && fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, b.c.data(), d));
       }
       if (!packed)
         ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.vp + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);
@@ -833,10 +861,18 @@ void cast_p(const head_ctx<T>& c, const T* p, T* p8, int n, int n_live, run_stat
   const double fmax = formats::info(f).max_finite;
   auto via = [](auto q) { return [q](T v) { return static_cast<T>(q(static_cast<float>(v))); }; };
   switch (f) {
-    case format::fp32: cast_p_loop([](T v) { return v; }, p, p8, c.p_scale, n, n_live, fmax, st); break;
-    case format::e4m3fn: cast_p_loop(via(formats::quantize_e4m3_sat), p, p8, c.p_scale, n, n_live, fmax, st); break;
-    case format::bf16: cast_p_loop(via(formats::quantize_bf16), p, p8, c.p_scale, n, n_live, fmax, st); break;
-    case format::fp16: cast_p_loop(via(formats::quantize_fp16), p, p8, c.p_scale, n, n_live, fmax, st); break;
+    case format::fp32:
+      cast_p_loop([](T v) { return v; }, p, p8, c.p_scale, n, n_live, fmax, st);
+      break;
+    case format::e4m3fn:
+      cast_p_loop(via(formats::quantize_e4m3_sat), p, p8, c.p_scale, n, n_live, fmax, st);
+      break;
+    case format::bf16:
+      cast_p_loop(via(formats::quantize_bf16), p, p8, c.p_scale, n, n_live, fmax, st);
+      break;
+    case format::fp16:
+      cast_p_loop(via(formats::quantize_fp16), p, p8, c.p_scale, n, n_live, fmax, st);
+      break;
     default:
       cast_p_loop(via([f](float v) { return quantize_value(f, v, formats::rounding::nearest_even); }), p, p8, c.p_scale,
                   n, n_live, fmax, st);
@@ -942,7 +978,8 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
   T* p8v = b.p8.data() + base;
   const double* sacc = b.sacc.data() + base;
   // 2. scaling (Sage's masked tail blocks dequantise first, kernels.md 2a.8)
-  const score_scaling sc = (blk >= nbmax - n_tail && s.scaling == score_scaling::fold) ? score_scaling::dequant : s.scaling;
+  const score_scaling sc =
+      (blk >= nbmax - n_tail && s.scaling == score_scaling::fold) ? score_scaling::dequant : s.scaling;
   const T qs = static_cast<T>(c.qs[i]);
   const T log2e = std::is_same_v<T, double> ? static_cast<T>(std::numbers::log2e) : static_cast<T>(1.44269504f);
   // fold: eff = sl2*dq, or ((q_scale*k_scale)*sm_scale)*log2e left to right (FlashInfer)
@@ -964,8 +1001,12 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
     }
   }
   switch (sc) {
-    case score_scaling::fold: scale_loop([&](T S, T k, T& xv, T& eff) { xv = S, eff = fold_eff(qs * k); }); break;
-    case score_scaling::dequant: scale_loop([&](T S, T k, T& xv, T& eff) { xv = S * (qs * k), eff = c.sl2; }); break;
+    case score_scaling::fold:
+      scale_loop([&](T S, T k, T& xv, T& eff) { xv = S, eff = fold_eff(qs * k); });
+      break;
+    case score_scaling::dequant:
+      scale_loop([&](T S, T k, T& xv, T& eff) { xv = S * (qs * k), eff = c.sl2; });
+      break;
     case score_scaling::dequant_sm:
       scale_loop([&](T S, T k, T& xv, T& eff) { xv = S * ((qs * k) * c.sm), eff = log2e; });
       break;
@@ -973,7 +1014,9 @@ void softmax_row(const head_ctx<T>& c, int i, int r, int blk, int nbmax, int j0,
     // (SageAttention@d1a57a5 sageattention/triton/attn_qk_int8_per_block.py:45, _causal.py:41); the
     // mask add that follows (`qk += tl.where(mask, 0, -inf)`, :53 / _causal.py:46) fuses into
     // fmaf(S, dq, 0), which rounds as S * dq does.
-    default: scale_loop([&](T S, T k, T& xv, T& eff) { xv = S * (qs * k), eff = T(1); }); break;
+    default:
+      scale_loop([&](T S, T k, T& xv, T& eff) { xv = S * (qs * k), eff = T(1); });
+      break;
   }
   // the max over the block, in raw or scaled space (p holds the candidates until step 3 refills it)
   const T* cand = x;
@@ -1028,10 +1071,18 @@ void epilogue_row(const head_ctx<T>& c, int i, int r, bool live, tile_buf<T>& b,
     }
   };
   switch (s.epilogue) {
-    case epilogue_mode::combined: scale([&](T o, T vs) { return o * (inv * vs); }); break;
-    case epilogue_mode::separate: scale([&](T o, T vs) { return (o * inv) * vs; }); break;
-    case epilogue_mode::div_first: scale([&](T o, T vs) { return o * (bad ? T(0) : sfu_div(c, vs, lt)); }); break;
-    case epilogue_mode::divide: scale([&](T o, T vs) { return (bad ? T(0) : sfu_div(c, o, lt)) * vs; }); break;
+    case epilogue_mode::combined:
+      scale([&](T o, T vs) { return o * (inv * vs); });
+      break;
+    case epilogue_mode::separate:
+      scale([&](T o, T vs) { return (o * inv) * vs; });
+      break;
+    case epilogue_mode::div_first:
+      scale([&](T o, T vs) { return o * (bad ? T(0) : sfu_div(c, vs, lt)); });
+      break;
+    case epilogue_mode::divide:
+      scale([&](T o, T vs) { return (bad ? T(0) : sfu_div(c, o, lt)) * vs; });
+      break;
   }
   // output cast, the format's switch hoisted out of the loop so the common cases vectorise
   OutT* orow = out + static_cast<size_t>(i) * d;
@@ -1039,10 +1090,16 @@ void epilogue_row(const head_ctx<T>& c, int i, int r, bool live, tile_buf<T>& b,
     for (int k = 0; k < d; ++k) orow[k] = static_cast<OutT>(q(static_cast<float>(orow[k])));
   };
   switch (s.out_fmt) {
-    case formats::format::fp32: break;
-    case formats::format::bf16: cast(formats::quantize_bf16); break;
-    case formats::format::fp16: cast(formats::quantize_fp16); break;
-    default: cast([&](float v) { return quantize_value(s.out_fmt, v, formats::rounding::nearest_even); });
+    case formats::format::fp32:
+      break;
+    case formats::format::bf16:
+      cast(formats::quantize_bf16);
+      break;
+    case formats::format::fp16:
+      cast(formats::quantize_fp16);
+      break;
+    default:
+      cast([&](float v) { return quantize_value(s.out_fmt, v, formats::rounding::nearest_even); });
   }
 }
 
@@ -1062,11 +1119,13 @@ void run_tile(const head_ctx<T>& c, int r0, int r1, OutT* out, tile_buf<T>& b, r
   std::fill(b.o.begin(), b.o.begin() + static_cast<size_t>(rows) * c.d, T(0));
   std::fill(b.l.begin(), b.l.end(), T(0));
   const bool finite_mask = std::isfinite(s.mask_value);
-  std::fill(b.m.begin(), b.m.end(), (s.max == max_space::scaled && finite_mask) ? static_cast<T>(s.mask_value) : T(-INFINITY));
+  std::fill(b.m.begin(), b.m.end(),
+            (s.max == max_space::scaled && finite_mask) ? static_cast<T>(s.mask_value) : T(-INFINITY));
   for (int step = 0; step < nbmax; ++step) {
     const int blk = s.reverse ? nbmax - 1 - step : step;
     const int j0 = blk * c.bn, j1 = std::min(c.n_kv, j0 + c.bn);
-    const int jc = c.causal ? static_cast<int>(std::clamp<long>(r1 + c.causal_off, j0, j1)) : j1;  // 1 + last key of row r1-1
+    const int jc =
+        c.causal ? static_cast<int>(std::clamp<long>(r1 + c.causal_off, j0, j1)) : j1;  // 1 + last key of row r1-1
     qk_tile(c, r0, r1, j0, j1, jc, b);
     for (int r = 0; r < rows; ++r)
       if (live[r]) softmax_row(c, r0 + r, r, blk, nbmax, j0, j1, b, st);
@@ -1128,7 +1187,8 @@ void run_heads_t(const prepared_layer& L, int h0, int h1, bool causal, OutT* o, 
       // scratch reused across heads on this thread (fresh pages cost more than the work here)
       static thread_local std::unique_ptr<tile_buf<T>> cached;
       errors.run([&] {
-        if (!cached || cached->bn != ctx[0].bn || cached->d != ctx[0].d) cached = std::make_unique<tile_buf<T>>(ctx[0].bn, ctx[0].d);
+        if (!cached || cached->bn != ctx[0].bn || cached->d != ctx[0].d)
+          cached = std::make_unique<tile_buf<T>>(ctx[0].bn, ctx[0].d);
       });
       std::vector<run_stats> st(nb);
       take_home_first(next, n_tiles, t, [&](int i, int j) {  // (no tiles when a context failed)

@@ -26,11 +26,10 @@ struct layer_view {
   int n_head = 0, n_head_kv = 0, n_q = 0, n_kv = 0, d_head = 0;
 };
 
-
 /// Options of the transforms.
 struct transform_options {
-  transforms::rotation rotation;       ///< the rotation of Q and K (default random-hadamard:0x5eed)
-  bool causal_center = false;          ///< subtract the causal prefix mean instead of the full mean
+  transforms::rotation rotation;  ///< the rotation of Q and K (default random-hadamard:0x5eed)
+  bool causal_center = false;     ///< subtract the causal prefix mean instead of the full mean
 };
 
 /// Result of the fp64 reference for one query head.
@@ -51,15 +50,16 @@ reference_result reference_head(const layer_view& layer, int h, bool causal = tr
 /// values[(h*n_tok + t)*d_head + c] * scale(h, t, c). An unscaled operand has all scales 1.
 struct operand_cast {
   int n_heads = 0, n_tok = 0, d_head = 0;
-  int n_col_blocks = 1, col_block = 1;  ///< channel scales per token block (causal scope); col_block >= n_tok when 1 block
+  int n_col_blocks = 1,
+      col_block = 1;  ///< channel scales per token block (causal scope); col_block >= n_tok when 1 block
   /// [n_heads, n_tok, d_head] (resize leaves new elements unset: prepare_layer writes every one)
   std::vector<float, no_init_allocator<float>> values;
-  std::vector<float> row_scale;         ///< [n_heads, n_tok]
+  std::vector<float> row_scale;  ///< [n_heads, n_tok]
   /// [n_heads, n_tok] max |values| of each row, NaN skipped (formats::span_amax), where the cast
   /// kept it (row-wise and per-channel scales: taken while the row is in cache); else empty.
   std::vector<float> row_amax;
-  std::vector<float> col_scale;         ///< [n_heads, n_col_blocks, d_head]
-  bool nan_flagged = false;             ///< a group with amax 0 and no eps: the real kernel gives NaN
+  std::vector<float> col_scale;  ///< [n_heads, n_col_blocks, d_head]
+  bool nan_flagged = false;      ///< a group with amax 0 and no eps: the real kernel gives NaN
   /// Returns the dequantisation scale of element (h, t, c).
   float scale(int h, int t, int c) const {
     return row_scale[static_cast<size_t>(h) * n_tok + t] *
@@ -94,10 +94,8 @@ struct prepared_layer {
 /// dims (d_head 0, n_head not a multiple of n_head_kv, ...) or non-finite values. keep_operands
 /// false: q, k and v are copied only where a step changes them (callers that need only the casts,
 /// as attend(): one fresh copy of each operand fewer); the casts are the same bits either way.
-std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, const layer_view& layer,
-                                                    condition cond,
-                                                    const transform_options& opts = {},
-                                                    bool keep_operands = true);
+std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, const layer_view& layer, condition cond,
+                                                    const transform_options& opts = {}, bool keep_operands = true);
 
 /// Per-run diagnostics of one head.
 struct run_stats {
@@ -126,9 +124,9 @@ void accumulate_chunk(const accumulator_spec& m, float* a, const double* c, int 
 
 /// Convenience: prepares and runs every head; returns o [n_head, n_q, d_head].
 /// Same as run_layer with double outputs (see run_head).
-std::vector<double> run_layer_f64(const kernel_spec& spec, const layer_view& layer, condition cond,
-                                  bool causal = true, const transform_options& opts = {});
-std::vector<float> run_layer(const kernel_spec& spec, const layer_view& layer, condition cond,
-                             bool causal = true, const transform_options& opts = {});
+std::vector<double> run_layer_f64(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal = true,
+                                  const transform_options& opts = {});
+std::vector<float> run_layer(const kernel_spec& spec, const layer_view& layer, condition cond, bool causal = true,
+                             const transform_options& opts = {});
 
 }  // namespace attnum::attention

@@ -30,7 +30,8 @@ inline double truncate_bits(double x, int mant) {
 inline double round_fp16(double x) {
   constexpr formats::format_info I = formats::info(formats::format::fp16);
   constexpr double kOverflow = I.max_finite + 0.5 * (1u << (I.max_exponent - I.mantissa_bits));  // 65520
-  constexpr double kMin = 1.0 / (1u << -I.min_exponent), kLift = static_cast<double>(uint64_t{1} << (52 - I.mantissa_bits));
+  constexpr double kMin = 1.0 / (1u << -I.min_exponent),
+                   kLift = static_cast<double>(uint64_t{1} << (52 - I.mantissa_bits));
   const double a = std::fabs(x);
   const double p2 = std::bit_cast<double>(std::bit_cast<uint64_t>(a) & 0x7FF0000000000000ULL);
   const double c = (p2 > kMin ? p2 : kMin) * kLift;  // 2^(max(e, -14) + 42), exact
@@ -42,11 +43,16 @@ inline double round_fp16(double x) {
 /// Accumulator model applied to acc + exact chunk sum (the sum formed in double).
 inline double round_acc(const accumulator_spec& a, double x) {
   switch (a.kind) {
-    case acc_kind::exact: return x;
-    case acc_kind::int32: return x;  // integer sums are exact; the float conversion is separate
-    case acc_kind::fp32: return static_cast<float>(x);
-    case acc_kind::truncated: return static_cast<float>(truncate_bits(x, a.mant_bits));
-    case acc_kind::fp16: return round_fp16(x);
+    case acc_kind::exact:
+      return x;
+    case acc_kind::int32:
+      return x;  // integer sums are exact; the float conversion is separate
+    case acc_kind::fp32:
+      return static_cast<float>(x);
+    case acc_kind::truncated:
+      return static_cast<float>(truncate_bits(x, a.mant_bits));
+    case acc_kind::fp16:
+      return round_fp16(x);
   }
   return x;
 }

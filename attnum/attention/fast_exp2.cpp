@@ -18,14 +18,13 @@ namespace {
 // Bits of 2^(i/32) rounded to the nearest double, minus i << 47 (the exponent part that
 // ki << 47 adds back), as glibc's __exp2f_data table; checked by perf_exp2_test.
 constexpr uint64_t kTable[32] = {
-    0x3ff0000000000000ULL, 0x3fefd9b0d3158574ULL, 0x3fefb5586cf9890fULL, 0x3fef9301d0125b51ULL,
-    0x3fef72b83c7d517bULL, 0x3fef54873168b9aaULL, 0x3fef387a6e756238ULL, 0x3fef1e9df51fdee1ULL,
-    0x3fef06fe0a31b715ULL, 0x3feef1a7373aa9cbULL, 0x3feedea64c123422ULL, 0x3feece086061892dULL,
-    0x3feebfdad5362a27ULL, 0x3feeb42b569d4f82ULL, 0x3feeab07dd485429ULL, 0x3feea47eb03a5585ULL,
-    0x3feea09e667f3bcdULL, 0x3fee9f75e8ec5f74ULL, 0x3feea11473eb0187ULL, 0x3feea589994cce13ULL,
-    0x3feeace5422aa0dbULL, 0x3feeb737b0cdc5e5ULL, 0x3feec49182a3f090ULL, 0x3feed503b23e255dULL,
-    0x3feee89f995ad3adULL, 0x3feeff76f2fb5e47ULL, 0x3fef199bdd85529cULL, 0x3fef3720dcef9069ULL,
-    0x3fef5818dcfba487ULL, 0x3fef7c97337b9b5fULL, 0x3fefa4afa2a490daULL, 0x3fefd0765b6e4540ULL};
+    0x3ff0000000000000ULL, 0x3fefd9b0d3158574ULL, 0x3fefb5586cf9890fULL, 0x3fef9301d0125b51ULL, 0x3fef72b83c7d517bULL,
+    0x3fef54873168b9aaULL, 0x3fef387a6e756238ULL, 0x3fef1e9df51fdee1ULL, 0x3fef06fe0a31b715ULL, 0x3feef1a7373aa9cbULL,
+    0x3feedea64c123422ULL, 0x3feece086061892dULL, 0x3feebfdad5362a27ULL, 0x3feeb42b569d4f82ULL, 0x3feeab07dd485429ULL,
+    0x3feea47eb03a5585ULL, 0x3feea09e667f3bcdULL, 0x3fee9f75e8ec5f74ULL, 0x3feea11473eb0187ULL, 0x3feea589994cce13ULL,
+    0x3feeace5422aa0dbULL, 0x3feeb737b0cdc5e5ULL, 0x3feec49182a3f090ULL, 0x3feed503b23e255dULL, 0x3feee89f995ad3adULL,
+    0x3feeff76f2fb5e47ULL, 0x3fef199bdd85529cULL, 0x3fef3720dcef9069ULL, 0x3fef5818dcfba487ULL, 0x3fef7c97337b9b5fULL,
+    0x3fefa4afa2a490daULL, 0x3fefd0765b6e4540ULL};
 constexpr double kShift = 0x1.8p+47;  // 1.5 * 2^52 / 32: xd + kShift rounds x to a multiple of 1/32
 constexpr double kC0 = 0x1.c6af84b912394p-5, kC1 = 0x1.ebfce50fac4f3p-3, kC2 = 0x1.62e42ff0c52d6p-1;
 
@@ -144,8 +143,7 @@ ATTNUM_AVX2_FN void exp2f_avx2_t(const float* in, float a, float b, float* out, 
     const __m256 xs = _mm256_andnot_ps(special, x);
     __m256 y = _mm256_set_m128(exp2_4(_mm256_extractf128_ps(xs, 1)), exp2_4(_mm256_castps256_ps128(xs)));
     y = _mm256_andnot_ps(minf, y);
-    const unsigned rest = static_cast<unsigned>(_mm256_movemask_ps(_mm256_andnot_ps(minf, special))) &
-                          ((1u << m) - 1);
+    const unsigned rest = static_cast<unsigned>(_mm256_movemask_ps(_mm256_andnot_ps(minf, special))) & ((1u << m) - 1);
     if (rest) {
       _mm256_store_ps(tmp, y);
       scalar_lanes<FUSED>(rest, src, a, b, tmp);
@@ -171,7 +169,8 @@ inline float64x2_t exp2_2(float64x2_t xd) {
   const uint64x2_t ki = vreinterpretq_u64_f64(kd);
   kd = vsubq_f64(kd, shift);
   const float64x2_t r = vsubq_f64(xd, kd);
-  const uint64x2_t t = vcombine_u64(vcreate_u64(kTable[vgetq_lane_u64(ki, 0) & 31]), vcreate_u64(kTable[vgetq_lane_u64(ki, 1) & 31]));
+  const uint64x2_t t =
+      vcombine_u64(vcreate_u64(kTable[vgetq_lane_u64(ki, 0) & 31]), vcreate_u64(kTable[vgetq_lane_u64(ki, 1) & 31]));
   const float64x2_t s = vreinterpretq_f64_u64(vaddq_u64(t, vshlq_n_u64(ki, 47)));
   const float64x2_t z = vfmaq_f64(vdupq_n_f64(kC1), r, vdupq_n_f64(kC0));
   const float64x2_t r2 = vmulq_f64(r, r);
@@ -280,10 +279,14 @@ vec vector_path() {
 const char* exp2f_path() {
 #if ATTNUM_SIMD_KERNELS || ATTNUM_NEON_KERNELS
   switch (vector_path()) {
-    case vec::avx512: return "avx512";
-    case vec::avx2: return "avx2";
-    case vec::neon: return "neon";
-    case vec::none: break;
+    case vec::avx512:
+      return "avx512";
+    case vec::avx2:
+      return "avx2";
+    case vec::neon:
+      return "neon";
+    case vec::none:
+      break;
   }
 #endif
   return "scalar";

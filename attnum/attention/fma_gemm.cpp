@@ -114,8 +114,8 @@ ATTNUM_AVX2_FN void micro_avx2(const double* a, size_t lda, int kn, int lim, con
   const int ks = chunk_of(o, kn);
   for (int c0 = 0; c0 < lim; c0 += ks) {
     __m256d acc[R][kV2];
-    ATTNUM_UNROLL for (int r = 0; r < R; ++r)
-      ATTNUM_UNROLL for (int v = 0; v < kV2; ++v) acc[r][v] = _mm256_setzero_pd();
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < kV2; ++v) acc[r][v] =
+        _mm256_setzero_pd();
     for (int k = c0, c1 = std::min(lim, c0 + ks); k < c1; ++k) {
       const double* bk = b + static_cast<size_t>(k) * kW2;
       const __m256d b0 = _mm256_loadu_pd(bk), b1 = _mm256_loadu_pd(bk + 4);
@@ -176,8 +176,8 @@ ATTNUM_AVX512_FN void micro_avx512(const double* a, size_t lda, int kn, int lim,
   const int ks = chunk_of(o, kn);
   for (int c0 = 0; c0 < lim; c0 += ks) {
     __m512d acc[R][kV5];
-    ATTNUM_UNROLL for (int r = 0; r < R; ++r)
-      ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) acc[r][v] = _mm512_setzero_pd();
+    ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < kV5; ++v) acc[r][v] =
+        _mm512_setzero_pd();
     for (int k = c0, c1 = std::min(lim, c0 + ks); k < c1; ++k) {
       const double* bk = b + static_cast<size_t>(k) * kW5;
       const __m512d b0 = _mm512_loadu_pd(bk), b1 = _mm512_loadu_pd(bk + 8), b2 = _mm512_loadu_pd(bk + 16),
@@ -295,7 +295,8 @@ bool int8_gemm_nt(const packed_i8_a& A, int r0, int rows, const packed_i8_b& B, 
   if (!W || B.W != W || A.W != W || A.d != B.d || j0 % W || j0 + n > B.n || r0 + rows > A.rows) return false;
   if (rows <= 0 || n <= 0) return true;
   planes::pair_gemm(A.p.data() + static_cast<size_t>(r0) * A.d2, A.d2, rows,
-                    B.p.data() + static_cast<size_t>(j0 / W) * B.d2 * W, static_cast<size_t>(B.d2) * W, B.d2, n, C, ldc);
+                    B.p.data() + static_cast<size_t>(j0 / W) * B.d2 * W, static_cast<size_t>(B.d2) * W, B.d2, n, C,
+                    ldc);
   return true;
 #else
   (void)A, (void)r0, (void)rows, (void)B, (void)j0, (void)n, (void)C, (void)ldc;
@@ -342,8 +343,8 @@ const double* rows_as_double(const float* A, int lda, int rows, int kn) {
 bool packed_call(const double* a, size_t lda, const packed_b& B, int k0, int kn, int j0, int n, int rows,
                  const out_t& o) {
   const size_t pstride = static_cast<size_t>(B.k) * B.W;
-  run_kernels(B.W, a, lda, rows, kn, B.p.data() + static_cast<size_t>(j0 / B.W) * pstride + static_cast<size_t>(k0) * B.W,
-              pstride, n, o);
+  run_kernels(B.W, a, lda, rows, kn,
+              B.p.data() + static_cast<size_t>(j0 / B.W) * pstride + static_cast<size_t>(k0) * B.W, pstride, n, o);
   return true;
 }
 }  // namespace

@@ -49,17 +49,25 @@ bool has_avx512() {
 
 bool detect(path p) {
   switch (p) {
-    case path::scalar: return true;
+    case path::scalar:
+      return true;
 #if defined(__x86_64__)
-    case path::avx2: return has_avx2();
-    case path::avx512: return has_avx512();
-    case path::amx: return has_avx512() && amx::hardware();
-    case path::neon: return false;
+    case path::avx2:
+      return has_avx2();
+    case path::avx512:
+      return has_avx512();
+    case path::amx:
+      return has_avx512() && amx::hardware();
+    case path::neon:
+      return false;
 #elif defined(__aarch64__) && ATTNUM_NEON_KERNELS
-    case path::neon: return true;  // Advanced SIMD is part of every AArch64 CPU
-    default: return false;
+    case path::neon:
+      return true;  // Advanced SIMD is part of every AArch64 CPU
+    default:
+      return false;
 #else
-    default: return false;
+    default:
+      return false;
 #endif
   }
   return false;
@@ -71,8 +79,7 @@ path from_env() {
     for (path p : all_paths())
       if (name(p) == e) {
         if (!supported(p)) {
-          std::fprintf(stderr,
-                       "error: ATTNUM_ISA=%s: this CPU (or its OS) has no %s; supported here:", e, e);
+          std::fprintf(stderr, "error: ATTNUM_ISA=%s: this CPU (or its OS) has no %s; supported here:", e, e);
           for (path q : supported_paths()) std::fprintf(stderr, " %s", std::string(name(q)).c_str());
           std::fprintf(stderr, "\n");
           std::exit(2);
@@ -101,11 +108,16 @@ const std::vector<path>& all_paths() {
 
 std::string_view name(path p) {
   switch (p) {
-    case path::scalar: return "scalar";
-    case path::avx2: return "avx2";
-    case path::avx512: return "avx512";
-    case path::amx: return "amx";
-    case path::neon: return "neon";
+    case path::scalar:
+      return "scalar";
+    case path::avx2:
+      return "avx2";
+    case path::avx512:
+      return "avx512";
+    case path::amx:
+      return "amx";
+    case path::neon:
+      return "neon";
   }
   return "?";
 }
@@ -139,11 +151,15 @@ std::string_view fp8_sums() {
   if (amx::available()) return "amx-bf16";
   const bool pl = planes::enabled();
   switch (active()) {
-    case path::avx2: return pl ? "int16-planes-avx2" : "double-fma-avx2";
+    case path::avx2:
+      return pl ? "int16-planes-avx2" : "double-fma-avx2";
     case path::avx512:
-    case path::amx: return pl ? "int16-planes-avx512" : "double-fma-avx512";  // amx with the tiles switched off
-    case path::neon: return pl ? "int16-planes-neon" : "double-gemm";
-    case path::scalar: break;
+    case path::amx:
+      return pl ? "int16-planes-avx512" : "double-fma-avx512";  // amx with the tiles switched off
+    case path::neon:
+      return pl ? "int16-planes-neon" : "double-gemm";
+    case path::scalar:
+      break;
   }
   return "double-gemm";
 }

@@ -11,10 +11,11 @@
 //           Eigen's double GEMMs for what the planes refuse (no double-FMA kernels)
 //   scalar  no vector kernels: Eigen GEMMs and the plain loops (the reference the others match)
 //
-// amx, avx512 and avx2 exist on x86-64 only, neon on AArch64 only. Every path gives the same bits (tests/attention/isa_test.cpp runs each one the machine has
-// against the scalar path and the preset oracles). The choice: ATTNUM_ISA=scalar|avx2|avx512|amx
-// forces a path (ATTNUM_ISA=neon on ARM; one this CPU or OS lacks is refused: message on stderr, exit status 2);
-// otherwise the best supported path, minus AMX when ATTNUM_NO_AMX is set (and not "0").
+// amx, avx512 and avx2 exist on x86-64 only, neon on AArch64 only. Every path gives the same bits
+// (tests/attention/isa_test.cpp runs each one the machine has against the scalar path and the preset oracles). The
+// choice: ATTNUM_ISA=scalar|avx2|avx512|amx forces a path (ATTNUM_ISA=neon on ARM; one this CPU or OS lacks is refused:
+// message on stderr, exit status 2); otherwise the best supported path, minus AMX when ATTNUM_NO_AMX is set (and not
+// "0").
 #include <atomic>
 #include <cstdint>
 #include <map>

@@ -70,9 +70,9 @@ kernel_spec make_fa3(bool acc13) {
   s.rowsum = rowsum_order::wgmma;  // 1.10
   s.fma_contract = true;           // 1.10: softmax.h:120 `row_sum *= scale` + the first add (utils.h:30)
   s.tiles = {{64, 192, 160}, {96, 192, 128}, {128, 128, 224}, {192, 128, 160}, {256, 128, 128}};  // 1.3
-  s.reverse = true;                // 1.4
-  s.rescale_before_pv = false;     // 1.12
-  s.pv = pv_mode::into_o;          // 1.12
+  s.reverse = true;                                                                               // 1.4
+  s.rescale_before_pv = false;                                                                    // 1.12
+  s.pv = pv_mode::into_o;                                                                         // 1.12
   if (acc13) {
     s.qk_acc = {acc_kind::truncated, 13, 32};
     s.pv_acc = {acc_kind::truncated, 13, 32};
@@ -88,13 +88,13 @@ kernel_spec make_sage2pp_sm89() {
   s.description = "SageAttention2++ on sm89 (L4 default): INT8 QK per-thread, FP8 PV, fp16 PV accumulator";
   s.source_commit = kSageCommit;
   s.causal_diag = causal_align::top_left;  // 2a.6: kv_idx > q_idx masked, N = ceil(min(kv, (bx+1)*CTA_Q)/CTA_K)
-  s.q = sage_int8(32, 1);  // 2a.3: 8 groups per 32-row segment
-  s.k = sage_int8(64, 2);  // 2a.4: 4 groups per 64-row block
-  s.v = sage_v(2.25);      // 2a.5: scale_max 2.25 for fp32+fp16
-  s.smooth_k = true;       // 2a.2: core.py smooth_k=True; km = k.mean(seq) in the input dtype
-  s.smooth_k_round = format::bf16;  // quant_per_thread.py per_thread_int8: `k = k - km` in PyTorch, in
-                                    // the input dtype (bf16 or fp16; bf16 here, as the captures)
-  s.sl2_in_double = false;  // 2a.8: sl2 = sm_scale*log2e in float
+  s.q = sage_int8(32, 1);                  // 2a.3: 8 groups per 32-row segment
+  s.k = sage_int8(64, 2);                  // 2a.4: 4 groups per 64-row block
+  s.v = sage_v(2.25);                      // 2a.5: scale_max 2.25 for fp32+fp16
+  s.smooth_k = true;                       // 2a.2: core.py smooth_k=True; km = k.mean(seq) in the input dtype
+  s.smooth_k_round = format::bf16;         // quant_per_thread.py per_thread_int8: `k = k - km` in PyTorch, in
+                                           // the input dtype (bf16 or fp16; bf16 here, as the captures)
+  s.sl2_in_double = false;                 // 2a.8: sl2 = sm_scale*log2e in float
   s.scaling = score_scaling::fold;
   s.max = max_space::scaled;  // 2a.9
   s.mask_value = -5e6f;       // 2a.6
@@ -107,8 +107,8 @@ kernel_spec make_sage2pp_sm89() {
   s.p_offset = 8.807f;  // 2a.9: S_FP8_OFFSET
   s.p_scale = 447.9f;
   s.rowsum = rowsum_order::sage_mma;  // 2a.10
-  s.fma_contract = true;    // 2a.10: attn_utils.cuh:400 `d *= o_scale` + the first tile's add (:551)
-  s.fma_contract_o = true;  // 2a.12: attn_utils.cuh:414 `RO *= o_scale` + `RO += RO_tmp_float` (:970)
+  s.fma_contract = true;              // 2a.10: attn_utils.cuh:400 `d *= o_scale` + the first tile's add (:551)
+  s.fma_contract_o = true;            // 2a.12: attn_utils.cuh:414 `RO *= o_scale` + `RO += RO_tmp_float` (:970)
   s.block_n = 64;                     // 2a.6: CTA_K
   s.block_m = 128;                    // CTA_Q
   s.reverse = false;
@@ -144,7 +144,7 @@ kernel_spec make_sage1() {
   s.description = "SageAttention v1-style Triton: INT8 per-block QK, fp16 P and V, fp16 PV per 64 keys";
   s.source_commit = kSageCommit;
   s.causal_diag = causal_align::top_left;  // _causal.py:45 offs_m >= start_n + offs_n; blocks < (start_m+1)*BLOCK_M
-  s.q.fmt = format::int8;  // 2b: per-block, Q 128 rows with sm_scale*log2e folded in
+  s.q.fmt = format::int8;                  // 2b: per-block, Q 128 rows with sm_scale*log2e folded in
   s.q.gran = granularity::block;
   s.q.block_rows = 128;
   s.q.scale_max = 127;
@@ -162,7 +162,7 @@ kernel_spec make_sage1() {
   s.p_scale = 1;
   s.p_offset = 0;
   s.rowsum = rowsum_order::triton_block;  // per_block.py:58,61 l_i = l_i * alpha + tl.sum(p, 1)
-  s.triton_fp_fusion = true;               // Triton's default enable_fp_fusion: that line and :63,68 are FMAs
+  s.triton_fp_fusion = true;              // Triton's default enable_fp_fusion: that line and :63,68 are FMAs
   s.block_n = 64;
   s.block_m = 128;
   s.qk_acc = {acc_kind::int32, 0, 32};
@@ -218,10 +218,10 @@ kernel_spec make_xqa() {
   s.p_scale = 448;  // 4.3: kE4M3_MAX
   s.p_offset = 0;
   s.rowsum = rowsum_order::xqa_warps;  // 4.3: computeWarpColSum, 4 warp partials onto l*alpha
-  s.block_n = 64;                       // 4.2
-  s.block_m = 64;                       // [I]
+  s.block_n = 64;                      // 4.2
+  s.block_m = 64;                      // [I]
   s.reverse = false;
-  s.pv = pv_mode::into_o;  // 4.4
+  s.pv = pv_mode::into_o;                // 4.4
   s.epilogue = epilogue_mode::combined;  // 4.4: regOutScale = __frcp_rn(regColSum) * xvoScale
   s.out_fmt = format::bf16;
   return s;
@@ -236,16 +236,19 @@ kernel_spec make_hpcops(int variant) {
   kernel_spec s;
   const bool s1 = variant == 2;
   s.name = variant == 0 ? "hpcops" : variant == 1 ? "hpcops-kpertoken" : "hpcops-s1";
-  s.description = variant == 0 ? "hpc-ops SM90 FP8 prefill (API default): per-token Q, per-tensor K and V, P*256, fresh fp32 PV tile"
-                  : variant == 1 ? "hpc-ops SM90 FP8 prefill, variant: per-token Q and K, per-head V, P*256, fresh fp32 PV tile"
-                                 : "hpc-ops SM90 FP8 prefill before 4b402c8: per-token Q, per-tensor K and V, P unscaled, PV into O";
+  s.description =
+      variant == 0
+          ? "hpc-ops SM90 FP8 prefill (API default): per-token Q, per-tensor K and V, P*256, fresh fp32 PV tile"
+      : variant == 1
+          ? "hpc-ops SM90 FP8 prefill, variant: per-token Q and K, per-head V, P*256, fresh fp32 PV tile"
+          : "hpc-ops SM90 FP8 prefill before 4b402c8: per-token Q, per-tensor K and V, P unscaled, PV into O";
   s.source_commit = s1 ? "Tencent/hpc-ops@e363e86ee92667cb6c9599d5320e8e964cf87946" : kHpcCommit;
-  s.q = fp8_operand(granularity::token);  // 5.2: Q per token per head
+  s.q = fp8_operand(granularity::token);                                       // 5.2: Q per token per head
   s.k = fp8_operand(variant == 1 ? granularity::token : granularity::tensor);  // :1850 tQS*tKS / :1279 qscale*kscale
   s.v = fp8_operand(variant == 1 ? granularity::head : granularity::tensor);   // :1779 vscale_ptr[ihead_kv] / :1247
-  s.sl2_in_double = false;  // 5.2: one_over_dk_log2e = 1.f / sqrtf(d) * kLog2e
+  s.sl2_in_double = false;             // 5.2: one_over_dk_log2e = 1.f / sqrtf(d) * kLog2e
   s.scaling = score_scaling::dequant;  // :1325 tAttr_mn *= tQS[im] (= qscale * kscale)
-  s.max = max_space::scaled;  // 5.3
+  s.max = max_space::scaled;           // 5.3
   s.p_mode = s1 ? p_scale_mode::none : p_scale_mode::multiply;
   s.p_scale = s1 ? 1.0f : 256.0f;  // 5.1 kFp8PrefillPScale
   s.p_offset = 0;
@@ -255,11 +258,11 @@ kernel_spec make_hpcops(int variant) {
   // kernel with the same loop; fmad=false gives mul + add). The pre-4b402c8 kernel (hpcops-s1)
   // is taken to compile the same online_softmax the same way [inferred].
   s.fma_contract = true;
-  s.block_n = 128;                        // warp_spec_with_kvcache_fp8_dim128.cu:118-119 kTileM, kTileN
+  s.block_n = 128;  // warp_spec_with_kvcache_fp8_dim128.cu:118-119 kTileM, kTileN
   s.block_m = 128;
-  s.reverse = false;  // 5.5 prefill forward
+  s.reverse = false;                                       // 5.5 prefill forward
   s.pv = s1 ? pv_mode::into_o : pv_mode::fresh_per_block;  // 5.4: :1378 tOr fresh, :1403 tYr += tOr
-  s.epilogue = epilogue_mode::separate;                     // 5.6: y * rcp(gSum), then * vscale_eff
+  s.epilogue = epilogue_mode::separate;                    // 5.6: y * rcp(gSum), then * vscale_eff
   s.out_fmt = format::bf16;
   return s;
 }
@@ -307,10 +310,9 @@ kernel_spec make_generic() {
 
 const std::vector<kernel_spec>& all_presets() {
   static const std::vector<kernel_spec> v = {
-      make_fa3(false), make_fa3(true),   make_sage2pp_sm89(), make_sage2_sm90(false), make_sage2_sm90(true),
-      make_sage1(),    make_flashinfer(), make_xqa(),         make_hpcops(0),         make_hpcops(1),
-      make_hpcops(2),
-      make_bf16(),     make_fp32(),       make_generic()};
+      make_fa3(false), make_fa3(true),    make_sage2pp_sm89(), make_sage2_sm90(false), make_sage2_sm90(true),
+      make_sage1(),    make_flashinfer(), make_xqa(),          make_hpcops(0),         make_hpcops(1),
+      make_hpcops(2),  make_bf16(),       make_fp32(),         make_generic()};
   return v;
 }
 

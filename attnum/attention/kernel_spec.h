@@ -44,20 +44,20 @@ enum class scale_scope : uint8_t { sequence, causal };
 struct operand_spec {
   formats::format fmt = formats::format::fp32;
   granularity gran = granularity::none;
-  int block_rows = 0;   ///< rows per block (block) or per segment (row_group)
-  int group_div = 1;    ///< row_group: group = (t % 8) / group_div
-  double scale_max = 0; ///< scale = amax / scale_max (+ eps); 0 means the format's max_finite
-  double eps = 0;       ///< added to the scale (Sage: 1e-7); 0 = none (an all-zero group -> NaN flag)
+  int block_rows = 0;    ///< rows per block (block) or per segment (row_group)
+  int group_div = 1;     ///< row_group: group = (t % 8) / group_div
+  double scale_max = 0;  ///< scale = amax / scale_max (+ eps); 0 means the format's max_finite
+  double eps = 0;        ///< added to the scale (Sage: 1e-7); 0 = none (an all-zero group -> NaN flag)
   formats::rounding rnd = formats::rounding::nearest_even;
   bool multiply_reciprocal = false;  ///< cast x * (scale_max / amax) (Sage V) instead of x / scale
 };
 
 /// Where the QK dequantisation and the softmax scale are applied (exponent argument = x*eff - m).
 enum class score_scaling : uint8_t {
-  fold,         ///< x = S, eff = sl2 * dq              (FA3, FlashInfer, Sage unmasked blocks)
-  dequant,      ///< x = S * dq, eff = sl2              (hpc-ops, Sage masked blocks)
-  dequant_sm,   ///< x = S * (dq * softmax_scale), eff = log2(e)   (XQA: acc *= qkScale)
-  dequant_unit, ///< x = S * dq, eff = 1: softmax_scale*log2(e) folded into Q before its cast (Sage v1)
+  fold,          ///< x = S, eff = sl2 * dq              (FA3, FlashInfer, Sage unmasked blocks)
+  dequant,       ///< x = S * dq, eff = sl2              (hpc-ops, Sage masked blocks)
+  dequant_sm,    ///< x = S * (dq * softmax_scale), eff = log2(e)   (XQA: acc *= qkScale)
+  dequant_unit,  ///< x = S * dq, eff = 1: softmax_scale*log2(e) folded into Q before its cast (Sage v1)
 };
 
 /// In which space the running max lives.
@@ -75,11 +75,11 @@ enum class p_scale_mode : uint8_t {
 
 /// The order in which a row's P values are summed into l.
 enum class rowsum_order : uint8_t {
-  sequential,  ///< l = l*alpha + P_j in ascending j
-  wgmma,       ///< 4 per-thread partial sums, columns 8g+2t, 8g+2t+1 (t = 0..3); deferred quad reduce
-               ///< (l0+l2)+(l1+l3) in the epilogue (FA3 softmax.h:132-151)
-  sage_mma,    ///< 4 partial sums; per 16-column tile d_t += ((P0+P1)+P4)+P5 with cols 16f+2t+{0,1},
-               ///< 16f+8+2t+{0,1}; epilogue (d0+d1)+(d2+d3) (Sage attn_utils.cuh:551)
+  sequential,    ///< l = l*alpha + P_j in ascending j
+  wgmma,         ///< 4 per-thread partial sums, columns 8g+2t, 8g+2t+1 (t = 0..3); deferred quad reduce
+                 ///< (l0+l2)+(l1+l3) in the epilogue (FA3 softmax.h:132-151)
+  sage_mma,      ///< 4 partial sums; per 16-column tile d_t += ((P0+P1)+P4)+P5 with cols 16f+2t+{0,1},
+                 ///< 16f+8+2t+{0,1}; epilogue (d0+d1)+(d2+d3) (Sage attn_utils.cuh:551)
   triton_block,  ///< per block: tl.sum(p, 1) as 4 per-thread sums over columns 8g+2t, 8g+2t+1 (in
                  ///< ascending order), quad tree (s0+s2)+(s1+s3); then l = l*alpha + sum (Sage v1)
   hpcops_block,  ///< per block: 4 fresh per-thread sums (columns 8g+2t, 8g+2t+1), l_t = l_t*alpha + sum_t;
@@ -149,46 +149,47 @@ struct sfu_choice {
 struct kernel_spec {
   std::string name = "generic";
   std::string description;
-  std::string source_commit;        ///< upstream repo@commit the preset follows (empty: not a published kernel)
+  std::string source_commit;  ///< upstream repo@commit the preset follows (empty: not a published kernel)
   operand_spec q, k, v;
   scale_scope scope = scale_scope::sequence;
-  bool smooth_k = false;            ///< subtract the per-channel mean key (Sage), rounded to smooth_k_round
+  bool smooth_k = false;  ///< subtract the per-channel mean key (Sage), rounded to smooth_k_round
   formats::format smooth_k_round = formats::format::fp32;  ///< format in which k - mean is rounded
-  bool arith_fp64 = false;          ///< fp64 softmax/accumulator arithmetic (the reference path)
-  bool sl2_in_double = true;        ///< sl2 = float(double(sm_scale) * log2e) (FA3) or in float
-  bool fold_dq_first = false;       ///< fold: eff = ((q_scale*k_scale)*sm_scale)*log2e in float, left to
-                                    ///< right (FlashInfer), instead of sl2*(q_scale*k_scale) (FA3, Sage)
+  bool arith_fp64 = false;                                 ///< fp64 softmax/accumulator arithmetic (the reference path)
+  bool sl2_in_double = true;                               ///< sl2 = float(double(sm_scale) * log2e) (FA3) or in float
+  bool fold_dq_first = false;  ///< fold: eff = ((q_scale*k_scale)*sm_scale)*log2e in float, left to
+                               ///< right (FlashInfer), instead of sl2*(q_scale*k_scale) (FA3, Sage)
   score_scaling scaling = score_scaling::fold;
   max_space max = max_space::raw;
-  float mask_value = -INFINITY;     ///< value of masked scores (-inf, or Sage's -5e6)
-  bool mask_on_x = false;           ///< mask written on x after dequantisation (Sage) or on raw S
-  int masked_tail_blocks = 0;       ///< Sage: the last N KV blocks of a row's CTA range use `dequant`
-                                    ///< scaling (x = S*dq, eff = sl2), causal or not (sm89: 2, sm90: 1)
+  float mask_value = -INFINITY;  ///< value of masked scores (-inf, or Sage's -5e6)
+  bool mask_on_x = false;        ///< mask written on x after dequantisation (Sage) or on raw S
+  int masked_tail_blocks = 0;    ///< Sage: the last N KV blocks of a row's CTA range use `dequant`
+                                 ///< scaling (x = S*dq, eff = sl2), causal or not (sm89: 2, sm90: 1)
   formats::format p_fmt = formats::format::e4m3fn;
   p_scale_mode p_mode = p_scale_mode::exponent_offset;
-  float p_scale = 256.0f;           ///< S (multiply); under exponent_offset it shows 2^p_offset and is not
-                                    ///< read (setting it there is refused)
-  float p_offset = 8.0f;            ///< exponent offset (8 for FA3, 8.807 for Sage)
-  bool rowsum_from_cast = false;    ///< l from the cast P8 instead of the fp32 P
+  float p_scale = 256.0f;         ///< S (multiply); under exponent_offset it shows 2^p_offset and is not
+                                  ///< read (setting it there is refused)
+  float p_offset = 8.0f;          ///< exponent offset (8 for FA3, 8.807 for Sage)
+  bool rowsum_from_cast = false;  ///< l from the cast P8 instead of the fp32 P
   rowsum_order rowsum = rowsum_order::sequential;
-  int block_n = 128;                ///< KV block size (kBlockN), used when `tiles` is empty
-  int block_m = 128;                ///< query rows per CTA (sets the causal block range per row)
-  std::vector<tile_size> tiles;     ///< per head dim (first with d_head <= d_max wins)
-  bool kv_shared_scale = false;     ///< K and V share one scale (XQA's kvCacheScale)
-  bool reverse = false;             ///< KV block order: reverse (FA3, FlashInfer) or forward
-  bool rescale_before_pv = true;    ///< recorded only (not settable): both pipelines give O <- O*alpha_b then O += P_b V_b
+  int block_n = 128;             ///< KV block size (kBlockN), used when `tiles` is empty
+  int block_m = 128;             ///< query rows per CTA (sets the causal block range per row)
+  std::vector<tile_size> tiles;  ///< per head dim (first with d_head <= d_max wins)
+  bool kv_shared_scale = false;  ///< K and V share one scale (XQA's kvCacheScale)
+  bool reverse = false;          ///< KV block order: reverse (FA3, FlashInfer) or forward
+  bool rescale_before_pv =
+      true;  ///< recorded only (not settable): both pipelines give O <- O*alpha_b then O += P_b V_b
   causal_align causal_diag = causal_align::bottom_right;
-  bool alpha_expf = false;          ///< raw max: alpha = expf(m_prev - m) on the scaled scores (XQA) instead of
-                                    ///< exp2f((m_prev - m) * eff)
-  bool triton_fp_fusion = false;    ///< Triton enable_fp_fusion: l = fmaf(l, alpha, block sum) and, with
-                                    ///< fresh_per_block, O = fmaf(O, alpha, float(PV tile)) (Sage v1)
-  bool fma_contract = false;        ///< nvcc's default --fmad=true contraction of a source `a * b + c` into
-                                    ///< one FMA where the CUDA code leaves it to the compiler, at the
-                                    ///< row-sum rescale: hpc-ops' gSum = fmaf(gSum, scale, row_sum); for
-                                    ///< sequential, wgmma and sage_mma, l *= alpha fused with the first add
-                                    ///< that follows it (l_t = fmaf(l_t, alpha, first addend of thread t))
-  bool fma_contract_o = false;      ///< the same at the O rescale with pv=fresh_per_block:
-                                    ///< O = fmaf(O, alpha, PV tile) (Sage2's RO *= o_scale; RO += RO_temp)
+  bool alpha_expf = false;        ///< raw max: alpha = expf(m_prev - m) on the scaled scores (XQA) instead of
+                                  ///< exp2f((m_prev - m) * eff)
+  bool triton_fp_fusion = false;  ///< Triton enable_fp_fusion: l = fmaf(l, alpha, block sum) and, with
+                                  ///< fresh_per_block, O = fmaf(O, alpha, float(PV tile)) (Sage v1)
+  bool fma_contract = false;      ///< nvcc's default --fmad=true contraction of a source `a * b + c` into
+                                  ///< one FMA where the CUDA code leaves it to the compiler, at the
+                                  ///< row-sum rescale: hpc-ops' gSum = fmaf(gSum, scale, row_sum); for
+                                  ///< sequential, wgmma and sage_mma, l *= alpha fused with the first add
+                                  ///< that follows it (l_t = fmaf(l_t, alpha, first addend of thread t))
+  bool fma_contract_o = false;    ///< the same at the O rescale with pv=fresh_per_block:
+                                  ///< O = fmaf(O, alpha, PV tile) (Sage2's RO *= o_scale; RO += RO_temp)
   accumulator_spec qk_acc, pv_acc;
   pv_mode pv = pv_mode::into_o;
   epilogue_mode epilogue = epilogue_mode::combined;

@@ -24,17 +24,16 @@ struct enum_names {
   static const std::vector<std::pair<E, const char*>>& get();
 };
 
-#define ATTNUM_ENUM_NAMES(E, ...)                                              \
-  template <>                                                                  \
-  const std::vector<std::pair<E, const char*>>& enum_names<E>::get() {         \
-    static const std::vector<std::pair<E, const char*>> v = {__VA_ARGS__};     \
-    return v;                                                                  \
+#define ATTNUM_ENUM_NAMES(E, ...)                                          \
+  template <>                                                              \
+  const std::vector<std::pair<E, const char*>>& enum_names<E>::get() {     \
+    static const std::vector<std::pair<E, const char*>> v = {__VA_ARGS__}; \
+    return v;                                                              \
   }
 
 using G = granularity;
-ATTNUM_ENUM_NAMES(granularity, {G::none, "none"}, {G::tensor, "tensor"}, {G::head, "head"},
-                  {G::kv_group, "kv_group"}, {G::block, "block"}, {G::row_group, "row_group"},
-                  {G::token, "token"}, {G::channel, "channel"})
+ATTNUM_ENUM_NAMES(granularity, {G::none, "none"}, {G::tensor, "tensor"}, {G::head, "head"}, {G::kv_group, "kv_group"},
+                  {G::block, "block"}, {G::row_group, "row_group"}, {G::token, "token"}, {G::channel, "channel"})
 ATTNUM_ENUM_NAMES(scale_scope, {scale_scope::sequence, "sequence"}, {scale_scope::causal, "causal"})
 ATTNUM_ENUM_NAMES(score_scaling, {score_scaling::fold, "fold"}, {score_scaling::dequant, "dequant"},
                   {score_scaling::dequant_sm, "dequant_sm"}, {score_scaling::dequant_unit, "dequant_unit"})
@@ -131,19 +130,27 @@ template <typename T>
 struct member {
   T kernel_spec::*m;
   template <typename S>
-  auto& operator()(S& s) const { return s.*m; }
+  auto& operator()(S& s) const {
+    return s.*m;
+  }
 };
 template <typename O, typename T>
 struct nested {
   O kernel_spec::*o;
   T O::*m;
   template <typename S>
-  auto& operator()(S& s) const { return (s.*o).*m; }
+  auto& operator()(S& s) const {
+    return (s.*o).*m;
+  }
 };
 template <typename T>
-member<T> at(T kernel_spec::*m) { return {m}; }
+member<T> at(T kernel_spec::*m) {
+  return {m};
+}
 template <typename O, typename T>
-nested<O, T> at(O kernel_spec::*o, T O::*m) { return {o, m}; }
+nested<O, T> at(O kernel_spec::*o, T O::*m) {
+  return {o, m};
+}
 
 // The text and JSON forms of the plain value types: booleans, integers, numbers, enums.
 template <typename T>
@@ -152,23 +159,31 @@ constexpr bool plain_value = std::is_same_v<T, bool> || std::is_same_v<T, int> |
 
 template <typename T>
 T parse_value(std::string_view knob, std::string_view text) {
-  if constexpr (std::is_same_v<T, bool>) return parse_bool(knob, text);
-  else if constexpr (std::is_same_v<T, int>) return parse_int(knob, text);
-  else if constexpr (std::is_same_v<T, double>) return parse_number(knob, text);
-  else if constexpr (std::is_same_v<T, float>) return static_cast<float>(parse_number(knob, text));
-  else return parse_enum<T>(knob, text);
+  if constexpr (std::is_same_v<T, bool>)
+    return parse_bool(knob, text);
+  else if constexpr (std::is_same_v<T, int>)
+    return parse_int(knob, text);
+  else if constexpr (std::is_same_v<T, double>)
+    return parse_number(knob, text);
+  else if constexpr (std::is_same_v<T, float>)
+    return static_cast<float>(parse_number(knob, text));
+  else
+    return parse_enum<T>(knob, text);
 }
 
 template <typename T>
 nlohmann::json print_value(const T& v) {
-  if constexpr (std::is_enum_v<T>) return name_of(v);
-  else return v;
+  if constexpr (std::is_enum_v<T>)
+    return name_of(v);
+  else
+    return v;
 }
 
 template <typename T>
 std::vector<std::string> choices_of() {
   std::vector<std::string> out;
-  if constexpr (std::is_same_v<T, bool>) out = {"true", "false"};
+  if constexpr (std::is_same_v<T, bool>)
+    out = {"true", "false"};
   else if constexpr (std::is_enum_v<T>)
     for (const auto& [v, n] : enum_names<T>::get()) out.emplace_back(n);
   return out;
@@ -252,9 +267,10 @@ void add_operand(std::vector<knob>& t, const std::string& p, operand_spec kernel
     };
   };
   // 0 means the format's max_finite; anything else must be a usable divisor.
-  t.push_back(field(p + ".scale_max", at(op, &O::scale_max)).check([](const std::string& k, double v, const kernel_spec&) {
-    if (v != 0) check_positive(k, v);
-  }));
+  t.push_back(
+      field(p + ".scale_max", at(op, &O::scale_max)).check([](const std::string& k, double v, const kernel_spec&) {
+        if (v != 0) check_positive(k, v);
+      }));
   t.push_back(field(p + ".eps", at(op, &O::eps)).check([](const std::string& k, double v, const kernel_spec&) {
     if (!(std::isfinite(v) && v >= 0)) fail("knob {}: {} must be finite and >= 0", k, v);
     if (v != 0) check_positive(k, v);
@@ -267,7 +283,8 @@ void add_operand(std::vector<knob>& t, const std::string& p, operand_spec kernel
                   .only_with(blocked, p + ".gran=block or row_group"));
   t.push_back(field(p + ".group_div", at(op, &O::group_div))
                   .check([](const std::string& k, int v, const kernel_spec&) {
-                    if (v < 1 || 8 % v != 0) fail("knob {}: {} must be 1, 2, 4 or 8 (it divides the 8 row groups)", k, v);
+                    if (v < 1 || 8 % v != 0)
+                      fail("knob {}: {} must be 1, 2, 4 or 8 (it divides the 8 row groups)", k, v);
                   })
                   .only_with(gran_is({granularity::row_group}), p + ".gran=row_group"));
   t.push_back(field(p + ".fmt", at(op, &O::fmt)));
@@ -298,7 +315,8 @@ void add_unit(std::vector<knob>& t, const std::string& name, sfu_choice kernel_s
                   .print([](const sfu_choice& c) { return nlohmann::json(c.name); })
                   .check([](const std::string& k, const sfu_choice& c, const kernel_spec& s) {
                     if (c.table && s.arith_fp64)
-                      fail("knob {}: {} models a float32 instruction; the fp64 path (arith_fp64) takes only ieee", k, c.name);
+                      fail("knob {}: {} models a float32 instruction; the fp64 path (arith_fp64) takes only ieee", k,
+                           c.name);
                   }));
 }
 
@@ -322,12 +340,12 @@ std::vector<knob> build_knob_table() {
                   .check([](const std::string& k, float v, const K&) { check_positive(k, v); })
                   .only_with([](const K& s) { return s.p_mode == p_scale_mode::multiply; },
                              "p_mode=multiply (exponent_offset scales P by 2^p_offset; none by 1)"));
-  t.push_back(field("p_offset", at(&K::p_offset))
-                  .check([](const std::string& k, float v, const K&) {
-                    if (!std::isfinite(v)) fail("knob {}: {} must be finite", k, v);
-                  })
-                  .only_with([](const K& s) { return s.p_mode == p_scale_mode::exponent_offset; },
-                             "p_mode=exponent_offset"));
+  t.push_back(
+      field("p_offset", at(&K::p_offset))
+          .check([](const std::string& k, float v, const K&) {
+            if (!std::isfinite(v)) fail("knob {}: {} must be finite", k, v);
+          })
+          .only_with([](const K& s) { return s.p_mode == p_scale_mode::exponent_offset; }, "p_mode=exponent_offset"));
   add_unit(t, "exp2_unit", &K::exp2_unit, formats::sfu_kind::ex2);
   add_unit(t, "rcp_unit", &K::rcp_unit, formats::sfu_kind::rcp);
   add_unit(t, "div_unit", &K::div_unit, formats::sfu_kind::div);
@@ -359,10 +377,11 @@ std::vector<knob> build_knob_table() {
   t.push_back(field("triton_fp_fusion", at(&K::triton_fp_fusion))
                   .true_needs([](const K& s) { return s.rowsum == rowsum_order::triton_block; },
                               "rowsum=triton_block (the block sum it fuses)"));
-  t.push_back(field("fma_contract", at(&K::fma_contract))
-                  .true_needs([](const K& s) {
-                    return s.rowsum != rowsum_order::triton_block && s.rowsum != rowsum_order::xqa_warps;
-                  }, "rowsum=sequential, wgmma, sage_mma or hpcops_block (the row-sum update it contracts)"));
+  t.push_back(
+      field("fma_contract", at(&K::fma_contract))
+          .true_needs(
+              [](const K& s) { return s.rowsum != rowsum_order::triton_block && s.rowsum != rowsum_order::xqa_warps; },
+              "rowsum=sequential, wgmma, sage_mma or hpcops_block (the row-sum update it contracts)"));
   t.push_back(field("fma_contract_o", at(&K::fma_contract_o))
                   .true_needs([](const K& s) { return s.pv == pv_mode::fresh_per_block; },
                               "pv=fresh_per_block (the fresh PV tile it adds onto O*alpha)"));
@@ -451,7 +470,9 @@ nlohmann::json to_json(const kernel_spec& s) {
   j["source_commit"] = s.source_commit;
   nlohmann::json tiles = nlohmann::json::array();
   for (const auto& t : s.tiles)
-    tiles.push_back({{"d_max", t.d_max}, {"block_m", t.block_m}, {"block_n", t.block_n},
+    tiles.push_back({{"d_max", t.d_max},
+                     {"block_m", t.block_m},
+                     {"block_n", t.block_n},
                      {"block_n_noncausal", t.block_n_noncausal > 0 ? t.block_n_noncausal : t.block_n}});
   j["tiles"] = tiles;
   j[kRescaleBeforePv] = s.rescale_before_pv;
@@ -468,7 +489,8 @@ kernel_spec apply_knobs(kernel_spec spec, const std::vector<std::string>& assign
     if (eq == std::string::npos) fail("knob '{}': expected knob=value", clip(a));
     std::string name = a.substr(0, eq), value = a.substr(eq + 1);
     if (name == kRescaleBeforePv)
-      fail("knob {}: not settable: it is recorded only (both pipelines compute O <- O*alpha_b, then O += P_b V_b)", name);
+      fail("knob {}: not settable: it is recorded only (both pipelines compute O <- O*alpha_b, then O += P_b V_b)",
+           name);
     const knob* k = find_knob(name);
     if (!k) {
       const auto& names = knob_names();

@@ -22,7 +22,8 @@ std::vector<double> row_max_err(const float* o, const double* ref, int rows, int
   std::vector<double> out(rows, 0.0);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < d; ++c) {
-      const double e = std::fabs(static_cast<double>(o[static_cast<size_t>(r) * d + c]) - ref[static_cast<size_t>(r) * d + c]);
+      const double e =
+          std::fabs(static_cast<double>(o[static_cast<size_t>(r) * d + c]) - ref[static_cast<size_t>(r) * d + c]);
       out[r] = std::isnan(e) ? e : std::max(out[r], e);
     }
   return out;
@@ -53,8 +54,10 @@ error_metrics measure(const float* o, const double* ref, int rows, int d) {
       rn += e * e, rd += ref[i] * ref[i];
     }
     // NaN stays NaN (std::max would drop it depending on the argument order)
-    if (std::isnan(rn) || std::isnan(m.max_row_err)) m.max_row_err = NAN;
-    else if (rd > 0) m.max_row_err = std::max(m.max_row_err, std::sqrt(rn / rd));
+    if (std::isnan(rn) || std::isnan(m.max_row_err))
+      m.max_row_err = NAN;
+    else if (rd > 0)
+      m.max_row_err = std::max(m.max_row_err, std::sqrt(rn / rd));
     m.max_abs_err = std::isnan(abs_rows[r]) || std::isnan(m.max_abs_err) ? NAN : std::max(m.max_abs_err, abs_rows[r]);
   }
   return m;

@@ -75,11 +75,13 @@ ATTNUM_AVX512_FN bool split_avx512(const float* x, int n, float s_hi, int16_t* h
     // whole vectors unmasked (masked stores of full vectors measured slow on Zen 5)
     const __m512 v = m == 16 ? _mm512_loadu_ps(x + i) : _mm512_maskz_loadu_ps(k, x + i);
     const __m512 y = _mm512_mul_ps(v, S);
-    const __mmask16 h = _mm512_cmp_ps_mask(_mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), y, _CMP_EQ_OQ);
+    const __mmask16 h =
+        _mm512_cmp_ps_mask(_mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), y, _CMP_EQ_OQ);
     const __m512 z = _mm512_mul_ps(v, S9);
-    const __mmask16 g = _mm512_cmp_ps_mask(_mm512_roundscale_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z, _CMP_EQ_OQ) &
-                        _mm512_cmp_ps_mask(_mm512_abs_ps(v), M, _CMP_LE_OQ);
-    if (static_cast<__mmask16>(~g & k)) good = false;  // NaN, off the grid or above 448
+    const __mmask16 g =
+        _mm512_cmp_ps_mask(_mm512_roundscale_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z, _CMP_EQ_OQ) &
+        _mm512_cmp_ps_mask(_mm512_abs_ps(v), M, _CMP_LE_OQ);
+    if (static_cast<__mmask16>(~g & k)) good = false;    // NaN, off the grid or above 448
     const __mmask16 l = static_cast<__mmask16>(~h & k);  // not an integer at s_hi (zeros are)
     put_avx512(hi + i, m, k, h, y);
     if (lo) put_avx512(lo + i, m, k, l, z);
@@ -106,9 +108,9 @@ ATTNUM_AVX2_FN bool split_avx2(const float* x, int n, float s_hi, int16_t* hi, i
     }
     const __m256 y = _mm256_mul_ps(v, S), z = _mm256_mul_ps(v, S9);
     const __m256 h = _mm256_cmp_ps(_mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), y, _CMP_EQ_OQ);
-    const __m256 g = _mm256_and_ps(
-        _mm256_cmp_ps(_mm256_round_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z, _CMP_EQ_OQ),
-        _mm256_cmp_ps(_mm256_andnot_ps(sign, v), M, _CMP_LE_OQ));
+    const __m256 g =
+        _mm256_and_ps(_mm256_cmp_ps(_mm256_round_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z, _CMP_EQ_OQ),
+                      _mm256_cmp_ps(_mm256_andnot_ps(sign, v), M, _CMP_LE_OQ));
     if (_mm256_movemask_ps(g) != 0xFF) good = false;
     const int l = _mm256_movemask_ps(h) ^ 0xFF;
     const __m256i yi = _mm256_cvtps_epi32(_mm256_and_ps(y, h)), zi = _mm256_cvtps_epi32(_mm256_andnot_ps(h, z));
@@ -197,11 +199,14 @@ bool split_row(const float* x, int n, int shift, int16_t* hi, int16_t* lo, uint6
   const float s = static_cast<float>(pow2(shift));
   if (lo_mask) std::fill(lo_mask, lo_mask + (n + 63) / 64, uint64_t{0});
 #if ATTNUM_SIMD_KERNELS
-  if (isa::at_least(isa::path::avx512)) return isa::note("plane_split", isa::path::avx512), split_avx512(x, n, s, hi, lo, lo_mask);
-  if (isa::at_least(isa::path::avx2)) return isa::note("plane_split", isa::path::avx2), split_avx2(x, n, s, hi, lo, lo_mask);
+  if (isa::at_least(isa::path::avx512))
+    return isa::note("plane_split", isa::path::avx512), split_avx512(x, n, s, hi, lo, lo_mask);
+  if (isa::at_least(isa::path::avx2))
+    return isa::note("plane_split", isa::path::avx2), split_avx2(x, n, s, hi, lo, lo_mask);
 #endif
 #if ATTNUM_NEON_KERNELS
-  if (isa::at_least(isa::path::neon)) return isa::note("plane_split", isa::path::neon), split_neon(x, n, s, hi, lo, lo_mask);
+  if (isa::at_least(isa::path::neon))
+    return isa::note("plane_split", isa::path::neon), split_neon(x, n, s, hi, lo, lo_mask);
 #endif
   (void)x, (void)n, (void)hi, (void)lo;
   return false;  // no kernels on this path: the builds refuse before splitting
@@ -234,7 +239,8 @@ bool split_chunk(const float* P, int ldp, const char* live, int rows, int kn, in
 ATTNUM_AVX2_FN void transpose8x8(const float* src, size_t lds, float* dst, size_t ldd) {
   __m256 r[8], t[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
-  for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  for (int i = 0; i < 8; i += 2)
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
   for (int i = 0; i < 8; i += 4) {  // rows i..i+3: columns 4 q + (0, 1, 2, 3) of each 128-bit lane
     r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
     r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
@@ -270,7 +276,6 @@ void for_each_bit(const uint64_t* mask, int n, F&& f) {
     for (uint64_t m = mask[w]; m; m &= m - 1) f(w * 64 + __builtin_ctzll(m));
 }
 
-
 #if ATTNUM_SIMD_KERNELS
 // ---- int16 pair kernels: C (=|+=) scale * sum over q < kq of the pair dot products of a row's
 // words a[r * lda + q] with the panel's words b[q * W + j]. vpmaddwd multiplies the int16 halves
@@ -302,12 +307,12 @@ ATTNUM_AVX512_FN inline void store16(double* c, int w, __m512i v, __m512d sc, bo
 template <int R, bool ADD>
 ATTNUM_AVX512_FN inline void panel16(const int32_t (*acc)[2][16], double* C, int ldc, __m512d sc) {
   ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < 4; ++v) {
-      const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(&acc[r][v / 2][8 * (v % 2)]));
-      double* c = C + static_cast<size_t>(r) * ldc + 8 * v;
-      __m512d d = _mm512_mul_pd(_mm512_cvtepi32_pd(x), sc);
-      if constexpr (ADD) d = _mm512_add_pd(d, _mm512_loadu_pd(c));
-      _mm512_storeu_pd(c, d);
-    }
+    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(&acc[r][v / 2][8 * (v % 2)]));
+    double* c = C + static_cast<size_t>(r) * ldc + 8 * v;
+    __m512d d = _mm512_mul_pd(_mm512_cvtepi32_pd(x), sc);
+    if constexpr (ADD) d = _mm512_add_pd(d, _mm512_loadu_pd(c));
+    _mm512_storeu_pd(c, d);
+  }
 }
 
 template <int R>
@@ -325,9 +330,11 @@ ATTNUM_AVX512_FN void micro5(const int32_t* a, size_t lda, const int32_t* b, int
       const char* pb = reinterpret_cast<const char*>(b);
       const size_t ld = lda * sizeof(int32_t);
       long n = kq;
-#define ATTNUM_ROW(addr, c0, c1)                                  \
-  "vpbroadcastd " addr ", %%zmm2\n\t"                            \
-  "vpmaddwd %%zmm0, %%zmm2, %%zmm3\n\tvpaddd %%zmm3, %%" c0 ", %%" c0 "\n\t" \
+#define ATTNUM_ROW(addr, c0, c1)                                      \
+  "vpbroadcastd " addr                                                \
+  ", %%zmm2\n\t"                                                      \
+  "vpmaddwd %%zmm0, %%zmm2, %%zmm3\n\tvpaddd %%zmm3, %%" c0 ", %%" c0 \
+  "\n\t"                                                              \
   "vpmaddwd %%zmm1, %%zmm2, %%zmm3\n\tvpaddd %%zmm3, %%" c1 ", %%" c1 "\n\t"
       __asm__ volatile(
           "vpxord %%zmm16, %%zmm16, %%zmm16\n\tvmovdqa64 %%zmm16, %%zmm17\n\tvmovdqa64 %%zmm16, %%zmm18\n\t"
@@ -368,7 +375,8 @@ ATTNUM_AVX512_FN void micro5(const int32_t* a, size_t lda, const int32_t* b, int
     __m512i c[R][2];
     for (int r = 0; r < R; ++r) c[r][0] = c[r][1] = _mm512_setzero_si512();
     for (int q = 0; q < kq; ++q) {
-      const __m512i b0 = _mm512_loadu_si512(b + static_cast<size_t>(q) * kW5), b1 = _mm512_loadu_si512(b + static_cast<size_t>(q) * kW5 + 16);
+      const __m512i b0 = _mm512_loadu_si512(b + static_cast<size_t>(q) * kW5),
+                    b1 = _mm512_loadu_si512(b + static_cast<size_t>(q) * kW5 + 16);
       for (int r = 0; r < R; ++r) {
         const __m512i x = _mm512_set1_epi32(a[static_cast<size_t>(r) * lda + q]);
         c[r][0] = _mm512_add_epi32(c[r][0], _mm512_madd_epi16(x, b0));
@@ -387,7 +395,6 @@ ATTNUM_AVX512_FN void micro5(const int32_t* a, size_t lda, const int32_t* b, int
     store16(C + static_cast<size_t>(r) * ldc + 16, w - 16, _mm512_load_si512(acc[r][1]), sc, add);
   }
 }
-
 
 ATTNUM_AVX2_FN inline void store8(double* c, int w, __m256i v, __m256d sc, bool add) {
   ATTNUM_UNROLL for (int h = 0; h < 2; ++h) {
@@ -410,12 +417,12 @@ ATTNUM_AVX2_FN inline void store8(double* c, int w, __m256i v, __m256d sc, bool 
 template <int R, bool ADD>
 ATTNUM_AVX2_FN inline void panel8(const int32_t (*acc)[2][8], double* C, int ldc, __m256d sc) {
   ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < 4; ++v) {
-      const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(&acc[r][v / 2][4 * (v % 2)]));
-      double* c = C + static_cast<size_t>(r) * ldc + 4 * v;
-      __m256d d = _mm256_mul_pd(_mm256_cvtepi32_pd(x), sc);
-      if constexpr (ADD) d = _mm256_add_pd(d, _mm256_loadu_pd(c));
-      _mm256_storeu_pd(c, d);
-    }
+    const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(&acc[r][v / 2][4 * (v % 2)]));
+    double* c = C + static_cast<size_t>(r) * ldc + 4 * v;
+    __m256d d = _mm256_mul_pd(_mm256_cvtepi32_pd(x), sc);
+    if constexpr (ADD) d = _mm256_add_pd(d, _mm256_loadu_pd(c));
+    _mm256_storeu_pd(c, d);
+  }
 }
 
 template <int R>
@@ -431,9 +438,11 @@ ATTNUM_AVX2_FN void micro2(const int32_t* a, size_t lda, const int32_t* b, int k
       const char* pb = reinterpret_cast<const char*>(b);
       const size_t ld = lda * sizeof(int32_t);
       long n = kq;
-#define ATTNUM_ROW(addr, c0, c1)                                  \
-  "vpbroadcastd " addr ", %%ymm2\n\t"                            \
-  "vpmaddwd %%ymm0, %%ymm2, %%ymm3\n\tvpaddd %%ymm3, %%" c0 ", %%" c0 "\n\t" \
+#define ATTNUM_ROW(addr, c0, c1)                                      \
+  "vpbroadcastd " addr                                                \
+  ", %%ymm2\n\t"                                                      \
+  "vpmaddwd %%ymm0, %%ymm2, %%ymm3\n\tvpaddd %%ymm3, %%" c0 ", %%" c0 \
+  "\n\t"                                                              \
   "vpmaddwd %%ymm1, %%ymm2, %%ymm3\n\tvpaddd %%ymm3, %%" c1 ", %%" c1 "\n\t"
       __asm__ volatile(
           "vpxor %%ymm8, %%ymm8, %%ymm8\n\tvmovdqa %%ymm8, %%ymm9\n\tvmovdqa %%ymm8, %%ymm10\n\t"
@@ -481,8 +490,10 @@ ATTNUM_AVX2_FN void micro2(const int32_t* a, size_t lda, const int32_t* b, int k
     return;
   }
   for (int r = 0; r < R; ++r) {
-    store8(C + static_cast<size_t>(r) * ldc, w, _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[r][0])), sc, add);
-    store8(C + static_cast<size_t>(r) * ldc + 8, w - 8, _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[r][1])), sc, add);
+    store8(C + static_cast<size_t>(r) * ldc, w, _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[r][0])), sc,
+           add);
+    store8(C + static_cast<size_t>(r) * ldc + 8, w - 8, _mm256_load_si256(reinterpret_cast<const __m256i*>(acc[r][1])),
+           sc, add);
   }
 }
 
@@ -499,8 +510,7 @@ ATTNUM_AVX2_FN void micro2(const int32_t* a, size_t lda, const int32_t* b, int k
 constexpr int kWn = 8, kRn = 4;
 
 template <int R>
-void micron(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w, double scale,
-            bool add) {
+void micron(const int32_t* a, size_t lda, const int32_t* b, int kq, double* C, int ldc, int w, double scale, bool add) {
   static_assert(R >= 1 && R <= kRn);
   int32x4_t acc[R][4];  // [row][columns 2v, 2v + 1 as (even k, odd k) lane pairs]
   ATTNUM_UNROLL for (int r = 0; r < R; ++r) ATTNUM_UNROLL for (int v = 0; v < 4; ++v) acc[r][v] = vdupq_n_s32(0);
@@ -545,8 +555,8 @@ void drive(const micro_fn (&micro)[R], const int32_t* a, size_t lda, int rows, c
     const int w = std::min(W, n - p * W);
     const int32_t* bp = b + static_cast<size_t>(p) * pstride;
     for (int r = 0; r < rows; r += R)
-      micro[std::min(R, rows - r) - 1](a + static_cast<size_t>(r) * lda, lda, bp, kq, C + static_cast<size_t>(r) * ldc + p * W,
-                                       ldc, w, scale, add);
+      micro[std::min(R, rows - r) - 1](a + static_cast<size_t>(r) * lda, lda, bp, kq,
+                                       C + static_cast<size_t>(r) * ldc + p * W, ldc, w, scale, add);
   }
 }
 
@@ -557,12 +567,18 @@ void gemm(int W, const int32_t* a, size_t lda, int rows, const int32_t* b, size_
   static constexpr micro_fn k5[kR5] = {micro5<1>, micro5<2>, micro5<3>, micro5<4>,
                                        micro5<5>, micro5<6>, micro5<7>, micro5<8>};
   static constexpr micro_fn k2[kR2] = {micro2<1>, micro2<2>, micro2<3>, micro2<4>};
-  if (W == kW5) return isa::note("plane_gemm", isa::path::avx512), drive<kW5>(k5, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
-  if (W == kW2) return isa::note("plane_gemm", isa::path::avx2), drive<kW2>(k2, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  if (W == kW5)
+    return isa::note("plane_gemm", isa::path::avx512),
+           drive<kW5>(k5, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  if (W == kW2)
+    return isa::note("plane_gemm", isa::path::avx2),
+           drive<kW2>(k2, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
 #endif
 #if ATTNUM_NEON_KERNELS
   static constexpr micro_fn kn[kRn] = {micron<1>, micron<2>, micron<3>, micron<4>};
-  if (W == kWn) return isa::note("plane_gemm", isa::path::neon), drive<kWn>(kn, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
+  if (W == kWn)
+    return isa::note("plane_gemm", isa::path::neon),
+           drive<kWn>(kn, a, lda, rows, b, pstride, kq, n, C, ldc, scale, add);
 #endif
   (void)W, (void)a, (void)lda, (void)rows, (void)b, (void)pstride, (void)kq, (void)n, (void)C, (void)ldc, (void)scale,
       (void)add;
@@ -604,7 +620,8 @@ int32_t max_hi(const float* x, int ld, int rows, int cols, int s, double amax) {
       m = formats::span_amax(x, static_cast<size_t>(rows) * cols);
     else
       for (int r = 0; r < rows; ++r)
-        m = std::max(m, static_cast<double>(formats::span_amax(x + static_cast<size_t>(r) * ld, static_cast<size_t>(cols))));
+        m = std::max(
+            m, static_cast<double>(formats::span_amax(x + static_cast<size_t>(r) * ld, static_cast<size_t>(cols))));
   }
   return static_cast<int32_t>(std::min(m * pow2(s), 2147483647.0));
 }
@@ -656,8 +673,8 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
       const int w = std::min(W, n - j0);
       for (int jj = 0; jj < w && good; ++jj) {
         const int j = j0 + jj;
-        good = split_row(B + static_cast<size_t>(j) * ld, k, shift, hs.data() + static_cast<size_t>(jj) * 2 * k2, nullptr,
-                         mask.data());
+        good = split_row(B + static_cast<size_t>(j) * ld, k, shift, hs.data() + static_cast<size_t>(jj) * 2 * k2,
+                         nullptr, mask.data());
         for_each_bit(mask.data(), k, [&](int i) { ent.emplace_back(i, j), ++count[i + 1]; });
         if (ent.size() > limit) good = false;
       }
@@ -707,9 +724,7 @@ void plane_b::build(const float* B, int ld, bool transposed, int k_rows, int n_c
 namespace {
 // One int16 half of a plane word (value 2q in the low half, 2q + 1 in the high one) as an
 // integer: up = 16 for the low half, 0 for the high one (shifted up, then arithmetically down).
-inline int32_t half_of(int32_t word, int up) {
-  return static_cast<int32_t>(static_cast<uint32_t>(word) << up) >> 16;
-}
+inline int32_t half_of(int32_t word, int up) { return static_cast<int32_t>(static_cast<uint32_t>(word) << up) >> 16; }
 
 // c[j] += v * B(kk, j0 + j) for j < n, B's row kk read from b's planes: every value of B is
 // either its hi integer times 2^-shift (the hi plane; no lo entry) or a lo entry (hi integer 0),
@@ -738,8 +753,8 @@ void add_b_row(const plane_b& b, int kk, int j0, int n, double v, double* c) {
 
 bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int kn, int j0, int n, double* C, int ldc,
               row_sink sink, long mask_after) {
-  if (!a.ok || !b.ok || b.W != panel_width() || a.k != b.k || kn <= 0 || kn > 32 || k0 % 2 || (kn % 2 && k0 + kn != a.k) ||
-      k0 + kn > a.k || j0 % b.W || j0 + n > b.n || r0 < 0 || r0 + rows > a.rows)
+  if (!a.ok || !b.ok || b.W != panel_width() || a.k != b.k || kn <= 0 || kn > 32 || k0 % 2 ||
+      (kn % 2 && k0 + kn != a.k) || k0 + kn > a.k || j0 % b.W || j0 + n > b.n || r0 < 0 || r0 + rows > a.rows)
     return false;
   if (static_cast<double>(a.max_int) * b.max_int * kn >= 2147483648.0) return false;
   if (rows <= 0 || n <= 0) return true;
@@ -822,7 +837,9 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
     else
 #endif
       for (int r = 0; r < nr; ++r)
-        if (live[r0 + r]) gmax = std::max(gmax, static_cast<double>(formats::span_amax(pg + static_cast<size_t>(r) * ldp, static_cast<size_t>(kn))));
+        if (live[r0 + r])
+          gmax = std::max(gmax, static_cast<double>(
+                                    formats::span_amax(pg + static_cast<size_t>(r) * ldp, static_cast<size_t>(kn))));
     int sp = 9;
     while (sp >= 0 && !(gmax * pow2(sp) < cap)) --sp;
     if (sp < 0 || !(pow2(12 - sp) <= cap)) return ++st.pv_refused, false;
@@ -846,7 +863,8 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
   static thread_local std::vector<lo_term> terms;  // the chunk's sparse V values (P * v_lo terms)
   terms.clear();
   for (int kk = k0; kk < k0 + kn; ++kk)
-    for (int e = v.lo_ptr[kk]; e < v.lo_ptr[kk + 1]; ++e) terms.push_back({kk - k0, v.lo_j[e], static_cast<double>(v.lo_v[e])});
+    for (int e = v.lo_ptr[kk]; e < v.lo_ptr[kk + 1]; ++e)
+      terms.push_back({kk - k0, v.lo_j[e], static_cast<double>(v.lo_v[e])});
   const double s_lo = pow2(-(9 + v.shift));
   for (int g = 0; g < rows; g += 8) {  // 8 rows at a time, as qk_chunk
     const int nr = std::min(8, rows - g);
@@ -874,7 +892,8 @@ bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int k
       if (t.k >= ke) continue;
       const float* pk = pg + t.k;
       double* c = Cg + t.j;
-      for (int r = 0; r < nr; ++r) c[static_cast<size_t>(r) * ldc] += static_cast<double>(pk[static_cast<size_t>(r) * ldp]) * t.v;
+      for (int r = 0; r < nr; ++r)
+        c[static_cast<size_t>(r) * ldc] += static_cast<double>(pk[static_cast<size_t>(r) * ldp]) * t.v;
     }
     st.b_lo_terms += static_cast<long>(terms.size()) * nr;
     if (sink.fn) sink.fn(sink.ctx, g, nr, Cg, ldc, v.n);

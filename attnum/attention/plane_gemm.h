@@ -66,9 +66,9 @@ int shift_for(double amax, int bits);
 struct plane_a {
   bool ok = false;
   int rows = 0, k = 0, k2 = 0, shift = 0;
-  int32_t max_int = 0;                // largest |hi| integer
-  std::vector<int32_t> hi;            // [rows][k2]: (hi[2q], hi[2q+1]) as one int32 word, 0 where lo
-  std::vector<int> lo_ptr, lo_k;      // CSR by row, k ascending
+  int32_t max_int = 0;            // largest |hi| integer
+  std::vector<int32_t> hi;        // [rows][k2]: (hi[2q], hi[2q+1]) as one int32 word, 0 where lo
+  std::vector<int> lo_ptr, lo_k;  // CSR by row, k ascending
   std::vector<float> lo_v;
   /// Splits A (rows x k, row stride ld) with the given shift; ok false on NaN, off-grid values or
   /// a dense lo plane. amax: formats::span_amax of A where the caller has it (one pass less over
@@ -82,8 +82,8 @@ struct plane_b {
   bool ok = false;
   int W = 0, k = 0, n = 0, k2 = 0, shift = 0;
   int32_t max_int = 0;
-  std::vector<int32_t> p;             // [panel][k2][W]: (B(2q, j), B(2q+1, j)) as one int32 word, 0 where lo
-  std::vector<int> lo_ptr, lo_j;      // CSR by k, j ascending
+  std::vector<int32_t> p;         // [panel][k2][W]: (B(2q, j), B(2q+1, j)) as one int32 word, 0 where lo
+  std::vector<int> lo_ptr, lo_j;  // CSR by k, j ascending
   std::vector<float> lo_v;
   /// amax as for plane_a::build.
   void build(const float* B, int ld, bool transposed, int k_rows, int n_cols, int shift, double amax = -1);
@@ -121,8 +121,8 @@ bool qk_chunk(const plane_a& a, const plane_b& b, int r0, int rows, int k0, int 
 /// off the grid, or as qk_chunk. A group of rows stops its products at the last nonzero P of its
 /// live rows (the causally masked tail): V's planes hold finite values, so the products after are
 /// +-0 and the exact sum is the same.
-bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int kn, const plane_b& v, double* C,
-              int ldc, row_sink sink = {});
+bool pv_chunk(const float* P, int ldp, const char* live, int rows, int k0, int kn, const plane_b& v, double* C, int ldc,
+              row_sink sink = {});
 
 /// Counters of this thread (tests: which branches ran).
 struct counters {

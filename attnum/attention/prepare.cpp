@@ -47,13 +47,13 @@ using formats::format;
 struct cast_request {
   const operand_spec* op;
   bool enabled;
-  const float* x;       // [n_heads, n_tok, d]
+  const float* x;  // [n_heads, n_tok, d]
   int n_heads, n_tok, d;
   int heads_per_group;  // kv_group: query heads sharing one scale
   scale_scope scope;
-  int scope_block;      // block_n
-  double forced_amax;   // < 0: compute; else this amax for every group (shared K/V scale)
-  const char* check = nullptr;  // non-null: x was not checked yet; fail as copy_finite names it
+  int scope_block;                          // block_n
+  double forced_amax;                       // < 0: compute; else this amax for every group (shared K/V scale)
+  const char* check = nullptr;              // non-null: x was not checked yet; fail as copy_finite names it
   const formats::sfu_table* div = nullptr;  // the spec's div_unit (null: IEEE division)
 };
 
@@ -120,13 +120,25 @@ void cast_rowwise(const cast_request& r, operand_cast& out) {
   const auto ra = row_amax(r);
   int hg = 1, seg = r.n_tok, div = 8;  // heads per group, segment length, class = (t % 8) / div
   switch (op.gran) {
-    case granularity::tensor: hg = r.n_heads; break;
-    case granularity::head: break;
-    case granularity::kv_group: hg = r.heads_per_group; break;
-    case granularity::block: seg = op.block_rows; break;
-    case granularity::row_group: seg = op.block_rows, div = op.group_div; break;
-    case granularity::token: seg = 1; break;
-    default: ATTNUM_ASSERT(false, "cast_rowwise: granularity");
+    case granularity::tensor:
+      hg = r.n_heads;
+      break;
+    case granularity::head:
+      break;
+    case granularity::kv_group:
+      hg = r.heads_per_group;
+      break;
+    case granularity::block:
+      seg = op.block_rows;
+      break;
+    case granularity::row_group:
+      seg = op.block_rows, div = op.group_div;
+      break;
+    case granularity::token:
+      seg = 1;
+      break;
+    default:
+      ATTNUM_ASSERT(false, "cast_rowwise: granularity");
   }
   if (seg <= 0 || div <= 0 || 8 % div != 0)
     fail("operand scale: block_rows {} / group_div {} must be positive (group_div dividing 8)", seg, div);
@@ -289,11 +301,12 @@ operand_cast cast_operand(const cast_request& r) {
 std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, const layer_view& lv, condition cond,
                                                     const transform_options& opts, bool keep_operands) {
   if (lv.d_head <= 0 || lv.n_head <= 0 || lv.n_head_kv <= 0 || lv.n_q < 0 || lv.n_kv < 0)
-    fail("attention layer: bad dims n_head {} n_head_kv {} n_q {} n_kv {} d_head {}", lv.n_head, lv.n_head_kv,
-         lv.n_q, lv.n_kv, lv.d_head);
+    fail("attention layer: bad dims n_head {} n_head_kv {} n_q {} n_kv {} d_head {}", lv.n_head, lv.n_head_kv, lv.n_q,
+         lv.n_kv, lv.d_head);
   if (lv.n_head % lv.n_head_kv != 0)
     fail("attention layer: n_head {} is not a multiple of n_head_kv {}", lv.n_head, lv.n_head_kv);
-  if (lv.n_q > lv.n_kv) fail("attention layer: n_q {} > n_kv {} (queries must be the last n_q tokens)", lv.n_q, lv.n_kv);
+  if (lv.n_q > lv.n_kv)
+    fail("attention layer: n_q {} > n_kv {} (queries must be the last n_q tokens)", lv.n_q, lv.n_kv);
   if (spec.q.gran == granularity::channel || spec.k.gran == granularity::channel)
     fail("kernel {}: per-channel scales are only supported for V (Q/K scales must factor out of q.k)", spec.name);
   auto p = std::make_shared<prepared_layer>();
@@ -413,8 +426,8 @@ std::shared_ptr<const prepared_layer> prepare_layer(const kernel_spec& spec, con
     amax_kv = std::max(formats::span_amax(k, nk), formats::span_amax(v, nk));
   const int gs = lv.n_head / lv.n_head_kv;
   const formats::sfu_table* div = spec.div_unit.table.get();  // the quantizer's divisions (div_unit)
-  p->q8 = cast_operand({&spec.q, spec.enabled.q_cast, q, lv.n_head, lv.n_q, d, gs, spec.scope, bn, -1,
-                        copy_q ? nullptr : what[0], div});
+  p->q8 = cast_operand(
+      {&spec.q, spec.enabled.q_cast, q, lv.n_head, lv.n_q, d, gs, spec.scope, bn, -1, copy_q ? nullptr : what[0], div});
   p->k8 = cast_operand({&spec.k, spec.enabled.k_cast, k, lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,
                         spec.enabled.k_cast && spec.enabled.v_cast ? amax_kv : -1, copy_k ? nullptr : what[1], div});
   p->v8 = cast_operand({&spec.v, spec.enabled.v_cast, v, lv.n_head_kv, lv.n_kv, d, 1, spec.scope, bn,

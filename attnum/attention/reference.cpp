@@ -20,8 +20,8 @@ constexpr int kRowBlock = 256;
 namespace {
 // One row block [r0, r1) whose scaled scores against keys [0, n_cols) are in s: softmax per row
 // (max-subtracted, ascending sum), P into r.p when asked, then O = P V for the block.
-void finish_block(Eigen::Map<mat>& s, Eigen::Map<mat>& o, const cmap& V, int r0, int r1, int n_cols, int n_q,
-                  int n_kv, int d, bool causal, reference_result& r) {
+void finish_block(Eigen::Map<mat>& s, Eigen::Map<mat>& o, const cmap& V, int r0, int r1, int n_cols, int n_q, int n_kv,
+                  int d, bool causal, reference_result& r) {
   for (int i = r0; i < r1; ++i) {
     const int last = causal ? std::min(n_cols - 1, i + n_kv - n_q) : n_cols - 1;
     auto row = s.row(i - r0);

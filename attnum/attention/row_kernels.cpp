@@ -56,9 +56,9 @@ ATTNUM_AVX2_FN void rowsum_one_avx2(float* l, const float* p, int n) {
   __m256 L = _mm256_load_ps(init);
   for (int j = 0; j < n; j += 8) {
     const int m = std::min(8, n - j);
-    const __m256 P =
-        m == 8 ? _mm256_loadu_ps(p + j)
-               : _mm256_maskload_ps(p + j, _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    const __m256 P = m == 8 ? _mm256_loadu_ps(p + j)
+                            : _mm256_maskload_ps(p + j, _mm256_cmpgt_epi32(_mm256_set1_epi32(m),
+                                                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
     L = _mm256_add_ps(L, P);
     L = _mm256_add_ps(L, _mm256_castsi256_ps(_mm256_srli_epi64(_mm256_castps_si256(P), 32)));
   }

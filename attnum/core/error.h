@@ -41,8 +41,8 @@ namespace detail {
 }  // namespace attnum
 
 /// A bug check that stays on in every build.
-#define ATTNUM_ASSERT(cond, ...)                                                        \
-  do {                                                                                  \
+#define ATTNUM_ASSERT(cond, ...)                                                              \
+  do {                                                                                        \
     if (!(cond)) ::attnum::detail::assert_fail(__FILE__, __LINE__, fmt::format(__VA_ARGS__)); \
   } while (0)
 

@@ -123,7 +123,9 @@ int open_regular(const fs::path& path, std::string_view what, off_t& size) {
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     fail("{}: {}, expected a regular file", label,
-         S_ISDIR(st.st_mode) ? "is a folder" : S_ISFIFO(st.st_mode) ? "is a FIFO (named pipe)" : "is not a regular file");
+         S_ISDIR(st.st_mode)    ? "is a folder"
+         : S_ISFIFO(st.st_mode) ? "is a FIFO (named pipe)"
+                                : "is not a regular file");
   }
   size = st.st_size;
   return fd;
@@ -140,8 +142,7 @@ std::string read_file(const fs::path& path, uint64_t max_bytes) {
   const int fd = open_regular(path, "", size);
   auto too_big = [&](uint64_t bytes) {
     ::close(fd);
-    fail("{}: {} bytes, more than the {} MiB attnum reads from such a file", path.string(), bytes,
-         max_bytes >> 20);
+    fail("{}: {} bytes, more than the {} MiB attnum reads from such a file", path.string(), bytes, max_bytes >> 20);
   };
   if (static_cast<uint64_t>(size) > max_bytes) too_big(static_cast<uint64_t>(size));
   std::string out;
@@ -182,8 +183,10 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view label, in
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -209,8 +212,7 @@ fs::path path_inside(const fs::path& dir, const std::string& name, std::string_v
   if (name.empty() || p.is_absolute() || name.find('\0') != std::string::npos)
     fail("{}: '{}' must be a file name relative to the folder {}", field, clip(name), dir.string());
   for (const auto& part : p)
-    if (part == "..")
-      fail("{}: '{}' leaves the folder {} ('..' is not allowed)", field, clip(name), dir.string());
+    if (part == "..") fail("{}: '{}' leaves the folder {} ('..' is not allowed)", field, clip(name), dir.string());
   return dir / p;
 }
 
@@ -276,8 +278,10 @@ void write_complete_marker(const fs::path& dir, const std::string& command) {
 void require_complete(const fs::path& dir, std::string_view what) {
   const fs::path m = dir / kCompleteMarker;
   if (!fs::exists(m))
-    fail("{}: {} has no {}: the run that wrote it did not finish (rerun the same command to "
-         "resume it)", what, dir.string(), kCompleteMarker);
+    fail(
+        "{}: {} has no {}: the run that wrote it did not finish (rerun the same command to "
+        "resume it)",
+        what, dir.string(), kCompleteMarker);
   const nlohmann::json j = read_json(m);
   if (!j.is_object() || !j.contains("files") || !j["files"].is_object())
     fail("{}: {}: missing object files", what, m.string());
@@ -353,8 +357,10 @@ void begin_output_dir(const fs::path& dir) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK)
-      fail("{}: another attnum run is writing into this folder (it holds {}): wait for it to "
-           "finish or use another --out", dir.string(), lock.string());
+      fail(
+          "{}: another attnum run is writing into this folder (it holds {}): wait for it to "
+          "finish or use another --out",
+          dir.string(), lock.string());
     fail("{}: cannot lock {}: {}", dir.string(), lock.string(), std::strerror(err));
   }
   // The runs recorded here hold no lock now: their temp files are stale.
@@ -393,12 +399,14 @@ void require_out_outside_inputs(const fs::path& out, const std::vector<fs::path>
     const fs::path i = fs::weakly_canonical(in, ec);
     if (ec) continue;
     if (o == i)
-      fail("{} {}: is the input {}: attnum never writes over what it reads; choose another path",
-           flag, out.string(), in.string());
+      fail("{} {}: is the input {}: attnum never writes over what it reads; choose another path", flag, out.string(),
+           in.string());
     const fs::path rel = o.lexically_relative(i);
     if (!rel.empty() && *rel.begin() != ".." && fs::is_directory(i, ec))
-      fail("{} {}: is inside the input folder {}: attnum never writes into what it reads; choose "
-           "another path", flag, out.string(), in.string());
+      fail(
+          "{} {}: is inside the input folder {}: attnum never writes into what it reads; choose "
+          "another path",
+          flag, out.string(), in.string());
   }
 }
 
@@ -411,8 +419,7 @@ fs::path private_temp_dir(std::string_view name) {
   for (auto it = fs::directory_iterator(tmp, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string f = it->path().filename().string();
     std::error_code ec2;
-    if (f.rfind(prefix, 0) != 0 || !is_token(f.substr(prefix.size())) || it->is_symlink(ec2) ||
-        !it->is_directory(ec2))
+    if (f.rfind(prefix, 0) != 0 || !is_token(f.substr(prefix.size())) || it->is_symlink(ec2) || !it->is_directory(ec2))
       continue;
     // Ours only when its lock file records the token its name carries, and dead when unlocked.
     const fs::path lock = it->path() / kLockFile;
@@ -486,9 +493,8 @@ output_guard::~output_guard() {
           !before_.count(it->path().lexically_relative(path_).string()))
         dirs.push_back(it->path());
     }
-    std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {
-      return a.string().size() > b.string().size();
-    });
+    std::sort(dirs.begin(), dirs.end(),
+              [](const fs::path& a, const fs::path& b) { return a.string().size() > b.string().size(); });
     for (const auto& d : dirs) fs::remove(d, ec);  // only removes an empty folder
     if (!existed_) fs::remove(path_, ec);
   }

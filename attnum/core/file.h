@@ -81,8 +81,7 @@ std::string clip(std::string_view s, size_t max = 200);
 /// Returns dir / name for a file named inside another file of `dir` (a shard in
 /// model.safetensors.index.json, a tokenizer file): `name` must be a relative path without
 /// ".." components, so the result never leaves `dir`. Throws attnum::error naming `field`.
-std::filesystem::path path_inside(const std::filesystem::path& dir, const std::string& name,
-                                  std::string_view field);
+std::filesystem::path path_inside(const std::filesystem::path& dir, const std::string& name, std::string_view field);
 
 /// The largest single allocation attnum tries: the machine's physical memory, or
 /// ATTNUM_MAX_ALLOC_GIB when set lower.
@@ -117,17 +116,16 @@ bool is_bookkeeping_file(const std::string& name);
 
 /// Prepares a result folder for a new or resumed run (created if missing): takes an exclusive
 /// lock on DIR/.attnum-lock until the run's output_guard commits (the lock file is then removed)
-/// or the process exits (a second run into the folder is refused naming it), then removes the temp files of the runs recorded in the lock file (they hold no
-/// lock, so they are dead) and records this run's token. Nothing else is removed. An earlier
-/// completion marker stays: a run that changes a finished file without writing a new marker
-/// fails the marker's hash check. Call it on the process that writes the folder only.
+/// or the process exits (a second run into the folder is refused naming it), then removes the temp files of the runs
+/// recorded in the lock file (they hold no lock, so they are dead) and records this run's token. Nothing else is
+/// removed. An earlier completion marker stays: a run that changes a finished file without writing a new marker fails
+/// the marker's hash check. Call it on the process that writes the folder only.
 void begin_output_dir(const std::filesystem::path& dir);
 
 /// Throws attnum::error "FLAG PATH is inside (or is) the input INPUT" when `out` equals or lies
 /// inside one of `inputs` (files or folders the run reads; empty ones are skipped), comparing
 /// resolved paths (symlinks followed, missing tails kept).
-void require_out_outside_inputs(const std::filesystem::path& out,
-                                const std::vector<std::filesystem::path>& inputs,
+void require_out_outside_inputs(const std::filesystem::path& out, const std::vector<std::filesystem::path>& inputs,
                                 std::string_view flag = "--out");
 
 /// A folder for this process's own scratch files: temp_directory_path() / "attnum-NAME-TOKEN"

@@ -18,9 +18,12 @@ progress_mode get_progress_mode() { return g_mode.load(); }
 
 bool progress_wanted() {
   switch (g_mode.load()) {
-    case progress_mode::always: return true;
-    case progress_mode::never: return false;
-    case progress_mode::automatic: break;
+    case progress_mode::always:
+      return true;
+    case progress_mode::never:
+      return false;
+    case progress_mode::automatic:
+      break;
   }
   return ::isatty(STDERR_FILENO) == 1;
 }
@@ -39,8 +42,8 @@ std::string singular(const std::string& unit) {
 }
 }  // namespace
 
-std::string progress_text(const std::string& what, int64_t done, int64_t total, double elapsed,
-                          const std::string& unit, bool bar) {
+std::string progress_text(const std::string& what, int64_t done, int64_t total, double elapsed, const std::string& unit,
+                          bool bar) {
   constexpr int kWidth = 30;
   const double frac = total > 0 ? std::clamp(static_cast<double>(done) / static_cast<double>(total), 0.0, 1.0) : 1.0;
   const int fill = static_cast<int>(frac * kWidth);
@@ -74,9 +77,14 @@ bool progress_log_due(int64_t done, int64_t total, int64_t last_done, double sec
 }
 
 progress::progress(std::string what, int64_t total, std::string unit, bool enabled, std::string unit_help)
-    : what_(std::move(what)), unit_(std::move(unit)), unit_help_(std::move(unit_help)), total_(total),
-      enabled_(enabled && progress_wanted()), terminal_(::isatty(STDERR_FILENO) == 1),
-      start_(clock::now()), last_(start_) {
+    : what_(std::move(what)),
+      unit_(std::move(unit)),
+      unit_help_(std::move(unit_help)),
+      total_(total),
+      enabled_(enabled && progress_wanted()),
+      terminal_(::isatty(STDERR_FILENO) == 1),
+      start_(clock::now()),
+      last_(start_) {
   if (enabled_ && !terminal_) {
     fmt::print(stderr, "{}\n", progress_header(what_, total_, unit_, unit_help_));
     std::fflush(stderr);

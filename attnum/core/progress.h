@@ -28,8 +28,8 @@ std::string format_duration(double seconds);
 /// Returns the line for `done` of `total` units after `elapsed` seconds: percentage, bar (unless
 /// `bar` is false), count, rate in units per second, elapsed and remaining time (rate = done /
 /// elapsed; count only this run's units, not those resumed from checkpoints).
-std::string progress_text(const std::string& what, int64_t done, int64_t total, double elapsed,
-                          const std::string& unit, bool bar = true);
+std::string progress_text(const std::string& what, int64_t done, int64_t total, double elapsed, const std::string& unit,
+                          bool bar = true);
 
 /// Returns the first line of a log: "<what>: <total> <unit> to do (one <unit>: <unit_help>)".
 std::string progress_header(const std::string& what, int64_t total, const std::string& unit,

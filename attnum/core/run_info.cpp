@@ -16,8 +16,9 @@ std::string& recorded() {
 // An argument as a POSIX shell reads it back: bare when it holds only safe characters, else in
 // single quotes (a quote inside written '\'').
 std::string shell_quoted(const std::string& a) {
-  const bool bare = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                      "0123456789_-+=/.,:@%") == std::string::npos;
+  const bool bare = !a.empty() && a.find_first_not_of(
+                                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                      "0123456789_-+=/.,:@%") == std::string::npos;
   if (bare) return a;
   std::string q = "'";
   for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);

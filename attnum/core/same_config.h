@@ -35,8 +35,10 @@ inline void config_diff(const nlohmann::json& a, const nlohmann::json& b, const 
   if (depth > 0 && a.is_object() && b.is_object()) {
     for (auto it = a.begin(); it != a.end(); ++it) {
       const std::string p = path.empty() ? it.key() : path + "." + it.key();
-      if (!b.contains(it.key())) out.push_back(clip(p) + ": " + short_dump(it.value()) + " -> (none)");
-      else config_diff(it.value(), b[it.key()], p, depth - 1, out);
+      if (!b.contains(it.key()))
+        out.push_back(clip(p) + ": " + short_dump(it.value()) + " -> (none)");
+      else
+        config_diff(it.value(), b[it.key()], p, depth - 1, out);
     }
     for (auto it = b.begin(); it != b.end(); ++it)
       if (!a.contains(it.key()))

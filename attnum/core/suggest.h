@@ -50,13 +50,13 @@ inline std::vector<std::string> closest_names(std::string_view word, const std::
   for (size_t i = 0; i < known.size(); ++i) {
     if (known[i] == word) continue;
     size_t d = edit_distance(word, known[i]);
-    const bool prefix = word.size() >= 3 && known[i].size() > word.size() && known[i].compare(0, word.size(), word) == 0;
+    const bool prefix =
+        word.size() >= 3 && known[i].size() > word.size() && known[i].compare(0, word.size(), word) == 0;
     if (prefix) d = std::min(d, limit);
     if (d <= limit) hits.push_back({d, prefix, i});
   }
-  std::stable_sort(hits.begin(), hits.end(), [](const hit& x, const hit& y) {
-    return x.d != y.d ? x.d < y.d : x.prefix > y.prefix;
-  });
+  std::stable_sort(hits.begin(), hits.end(),
+                   [](const hit& x, const hit& y) { return x.d != y.d ? x.d < y.d : x.prefix > y.prefix; });
   std::vector<std::string> out;
   for (const hit& h : hits) {
     if (out.size() == max_n || h.d != hits.front().d) break;
@@ -70,8 +70,7 @@ inline std::string did_you_mean(std::string_view word, const std::vector<std::st
   const auto c = closest_names(word, known);
   if (c.empty()) return {};
   std::string s = "did you mean ";
-  for (size_t i = 0; i < c.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == c.size() ? " or " : ", ") + ("'" + c[i] + "'");
+  for (size_t i = 0; i < c.size(); ++i) s += (i == 0 ? "" : i + 1 == c.size() ? " or " : ", ") + ("'" + c[i] + "'");
   return s + "?";
 }
 

@@ -38,7 +38,7 @@ float truncate_double(double x, int bits) {
   std::frexp(a, &e2);
   const int E = e2 - 1 < -126 ? -126 : e2 - 1;
   const double q = std::ldexp(1.0, E - bits);
-  double t = std::floor(a / q) * q;  // a/q exact (power-of-two scaling)
+  double t = std::floor(a / q) * q;                                  // a/q exact (power-of-two scaling)
   const double top = std::ldexp(2.0 - std::ldexp(1.0, -bits), 127);  // largest kept value
   t = t > top ? top : t;
   return static_cast<float>(std::copysign(t, x));  // exact: t has <= bits+1 significant bits
@@ -86,17 +86,17 @@ float truncate_mantissa(float x, int bits) {
 
 float round_accumulator(const accumulator_model& m, double exact_sum) {
   switch (m.kind) {
-    case accum_kind::fp32: return static_cast<float>(exact_sum);
-    case accum_kind::truncated: return truncate_double(exact_sum, m.mantissa_bits);
+    case accum_kind::fp32:
+      return static_cast<float>(exact_sum);
+    case accum_kind::truncated:
+      return truncate_double(exact_sum, m.mantissa_bits);
     case accum_kind::fp16:
-      return static_cast<float>(
-          decode(format::fp16, encode(format::fp16, exact_sum, rounding::nearest_even, false)));
+      return static_cast<float>(decode(format::fp16, encode(format::fp16, exact_sum, rounding::nearest_even, false)));
   }
   return static_cast<float>(exact_sum);
 }
 
-float accumulate_dot(const accumulator_model& m, float c, const float* a, const float* b, int n,
-                     int stride_b) {
+float accumulate_dot(const accumulator_model& m, float c, const float* a, const float* b, int n, int stride_b) {
   ATTNUM_ASSERT(m.k_step >= 1, "accumulate_dot: k_step {}", m.k_step);
   if (m.kind == accum_kind::fp32 && m.k_step == 1) {
     float acc = c;

@@ -46,7 +46,6 @@ float round_accumulator(const accumulator_model& m, double exact_sum);
 float truncate_mantissa(float x, int bits);
 
 /// Returns c + sum_i a[i] * b[i * stride_b] (i = 0..n-1) under model m, in ascending i.
-float accumulate_dot(const accumulator_model& m, float c, const float* a, const float* b, int n,
-                     int stride_b = 1);
+float accumulate_dot(const accumulator_model& m, float c, const float* a, const float* b, int n, int stride_b = 1);
 
 }  // namespace attnum::formats

@@ -45,12 +45,17 @@ uint32_t nan_code(format f, double x) {
   const uint64_t u = double_bits(x);
   const uint32_t sign8 = static_cast<uint32_t>(u >> 63) << 7;
   switch (f) {
-    case format::e4m3fn: return sign8 | 0x7f;
-    case format::e5m2: return sign8 | 0x7e | static_cast<uint32_t>((u >> 50) & 0x3);
+    case format::e4m3fn:
+      return sign8 | 0x7f;
+    case format::e5m2:
+      return sign8 | 0x7e | static_cast<uint32_t>((u >> 50) & 0x3);
     case format::bf16:
-    case format::fp16: return 0x7fff;
-    case format::fp32: return 0x7fc00000u;
-    case format::int8: return 0;
+    case format::fp16:
+      return 0x7fff;
+    case format::fp32:
+      return 0x7fc00000u;
+    case format::int8:
+      return 0;
   }
   return 0;
 }
@@ -67,7 +72,8 @@ uint64_t round_significand(double m, rounding r) {
     case rounding::half_away:
       if (frac >= 0.5) ++ki;
       break;
-    case rounding::toward_zero: break;
+    case rounding::toward_zero:
+      break;
   }
   return ki;
 }
@@ -118,11 +124,14 @@ format parse_format(std::string_view text) {
     format f;
   };
   static constexpr alias kAliases[] = {
-      {"e4m3fn", format::e4m3fn}, {"float8_e4m3fn", format::e4m3fn}, {"e4m3", format::e4m3fn},
-      {"e5m2", format::e5m2},     {"float8_e5m2", format::e5m2},     {"bf16", format::bf16},
-      {"bfloat16", format::bf16}, {"fp16", format::fp16},            {"float16", format::fp16},
-      {"f16", format::fp16},      {"int8", format::int8},            {"i8", format::int8},
-      {"fp32", format::fp32},     {"float32", format::fp32},         {"f32", format::fp32},
+      {"e4m3fn", format::e4m3fn},    {"float8_e4m3fn", format::e4m3fn},
+      {"e4m3", format::e4m3fn},      {"e5m2", format::e5m2},
+      {"float8_e5m2", format::e5m2}, {"bf16", format::bf16},
+      {"bfloat16", format::bf16},    {"fp16", format::fp16},
+      {"float16", format::fp16},     {"f16", format::fp16},
+      {"int8", format::int8},        {"i8", format::int8},
+      {"fp32", format::fp32},        {"float32", format::fp32},
+      {"f32", format::fp32},
   };
   for (const auto& a : kAliases)
     if (a.name == text) return a.f;
@@ -160,8 +169,7 @@ double decode(format f, uint32_t code) {
   if (f == format::e4m3fn && mag == 0x7f) {
     v = std::numeric_limits<double>::quiet_NaN();
   } else if (f != format::e4m3fn && mag >= L.inf_code) {
-    v = mag == L.inf_code ? std::numeric_limits<double>::infinity()
-                          : std::numeric_limits<double>::quiet_NaN();
+    v = mag == L.inf_code ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
   } else {
     const uint32_t biased = mag >> L.mantissa_bits;
     const uint32_t frac = mag & ((1u << L.mantissa_bits) - 1);

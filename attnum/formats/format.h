@@ -9,7 +9,8 @@
 //   float16          16    5    10    15   65504             2^-14       2^-24          yes
 //   int8              8    -     -     -   127 (two's complement, -128..127), no NaN/Inf
 //
-// OCP OFP8 spec: https://www.opencompute.org/documents/ocp-8-bit-floating-point-specification-ofp8-revision-1-0-2023-12-01-pdf-1
+// OCP OFP8 spec:
+// https://www.opencompute.org/documents/ocp-8-bit-floating-point-specification-ofp8-revision-1-0-2023-12-01-pdf-1
 #include <array>
 #include <bit>
 #include <cmath>
@@ -23,25 +24,25 @@ enum class format : uint8_t { e4m3fn, e5m2, bf16, fp16, int8, fp32 };
 
 /// How a value between two grid points is resolved.
 enum class rounding : uint8_t {
-  nearest_even,    ///< IEEE round-to-nearest, ties to even (cvt.rn, cvt.rni)
-  half_away,       ///< round half away from zero (SageAttention's x/scale + 0.5*sign, truncate)
-  toward_zero,     ///< truncation (accumulator models)
+  nearest_even,  ///< IEEE round-to-nearest, ties to even (cvt.rn, cvt.rni)
+  half_away,     ///< round half away from zero (SageAttention's x/scale + 0.5*sign, truncate)
+  toward_zero,   ///< truncation (accumulator models)
 };
 
 /// Static description of a format: the one table of format parameters (the casts below, the
 /// engine's scales and accumulators, the predictor's grids and the illustration all read it).
 struct format_info {
-  std::string_view name;   ///< "e4m3fn", "e5m2", "bf16", "fp16", "int8", "fp32"
-  int bits;                ///< storage bits
-  int mantissa_bits;       ///< explicit fraction bits (0 for int8)
-  int min_exponent;        ///< exponent of the smallest normal value (int8: 0)
-  int max_exponent;        ///< exponent of the largest finite binade (int8: 0)
-  double max_finite;       ///< largest finite value
-  bool has_inf;            ///< whether overflow without saturation gives Inf (else NaN)
-  bool is_integer;         ///< int8
-  uint32_t max_code;       ///< magnitude code of the largest finite value (int8: 127)
-  uint32_t inf_code;       ///< magnitude code of Inf (0: none)
-  uint32_t sign_bit;       ///< the sign bit of a code (int8: 0x80, two's complement)
+  std::string_view name;  ///< "e4m3fn", "e5m2", "bf16", "fp16", "int8", "fp32"
+  int bits;               ///< storage bits
+  int mantissa_bits;      ///< explicit fraction bits (0 for int8)
+  int min_exponent;       ///< exponent of the smallest normal value (int8: 0)
+  int max_exponent;       ///< exponent of the largest finite binade (int8: 0)
+  double max_finite;      ///< largest finite value
+  bool has_inf;           ///< whether overflow without saturation gives Inf (else NaN)
+  bool is_integer;        ///< int8
+  uint32_t max_code;      ///< magnitude code of the largest finite value (int8: 127)
+  uint32_t inf_code;      ///< magnitude code of Inf (0: none)
+  uint32_t sign_bit;      ///< the sign bit of a code (int8: 0x80, two's complement)
 };
 
 /// The formats' parameters, indexed by `format` (OCP OFP8 1.0, IEEE 754, bfloat16).
@@ -152,12 +153,18 @@ inline float quantize_int8(float x, rounding r) {
 /// `r` (saturating), fp32 unchanged. The rounding `r` only matters for int8.
 inline float quantize_value(format f, float x, rounding r = rounding::nearest_even) {
   switch (f) {
-    case format::e4m3fn: return quantize_e4m3_sat(x);
-    case format::e5m2: return quantize_e5m2_sat(x);
-    case format::bf16: return quantize_bf16(x);
-    case format::fp16: return quantize_fp16(x);
-    case format::int8: return quantize_int8(x, r);
-    case format::fp32: return x;
+    case format::e4m3fn:
+      return quantize_e4m3_sat(x);
+    case format::e5m2:
+      return quantize_e5m2_sat(x);
+    case format::bf16:
+      return quantize_bf16(x);
+    case format::fp16:
+      return quantize_fp16(x);
+    case format::int8:
+      return quantize_int8(x, r);
+    case format::fp32:
+      return x;
   }
   return x;
 }

@@ -14,17 +14,14 @@ float format_max(const scale_spec& spec) {
   return static_cast<float>(spec.fmt_max > 0 ? spec.fmt_max : info(spec.fmt).max_finite);
 }
 
-int groups_per_segment(const scale_spec& s) {
-  return (s.group_modulus + s.group_divisor - 1) / s.group_divisor;
-}
+int groups_per_segment(const scale_spec& s) { return (s.group_modulus + s.group_divisor - 1) / s.group_divisor; }
 
 void check_spec(const scale_spec& s) {
   if (s.gran == scale_granularity::block && s.block_rows <= 0)
     fail("scale spec: block_rows must be positive, got {}", s.block_rows);
-  if (s.gran == scale_granularity::row_group &&
-      (s.group_segment <= 0 || s.group_modulus <= 0 || s.group_divisor <= 0))
-    fail("scale spec: row_group needs positive segment, modulus and divisor, got {}, {}, {}",
-         s.group_segment, s.group_modulus, s.group_divisor);
+  if (s.gran == scale_granularity::row_group && (s.group_segment <= 0 || s.group_modulus <= 0 || s.group_divisor <= 0))
+    fail("scale spec: row_group needs positive segment, modulus and divisor, got {}, {}, {}", s.group_segment,
+         s.group_modulus, s.group_divisor);
   if (s.fmt == format::fp32) fail("scale spec: fp32 is not a scaled cast format");
 }
 
@@ -51,7 +48,8 @@ float group_scale(double amax, const scale_spec& spec, bool* zero_nan) {
 float group_operand(double amax, float scale, const scale_spec& spec) {
   if (!spec.multiply_by_reciprocal) return scale;
   // amax 0 without eps: fmt_max / 0 = Inf and 0 * Inf = NaN, as the kernel computes it.
-  if (spec.div) return spec.eps != 0.0f ? spec.div->div(1.0f, scale) : spec.div->div(format_max(spec), static_cast<float>(amax));
+  if (spec.div)
+    return spec.eps != 0.0f ? spec.div->div(1.0f, scale) : spec.div->div(format_max(spec), static_cast<float>(amax));
   return spec.eps != 0.0f ? 1.0f / scale : format_max(spec) / static_cast<float>(amax);
 }
 
@@ -92,8 +90,7 @@ inline float int8_half_away(float y) {
 }
 
 template <format F, rounding R, scaling K, bool kPerElement>
-void span_loop(const float* __restrict x, const float* __restrict operand, float a0, float* __restrict out,
-               size_t n) {
+void span_loop(const float* __restrict x, const float* __restrict operand, float a0, float* __restrict out, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float a = kPerElement ? operand[i] : a0;
     float y = x[i];
@@ -110,14 +107,20 @@ template <scaling K, bool kPerElement>
 void span_cast(format f, rounding r, const float* x, const float* operand, float a0, float* out, size_t n) {
   constexpr rounding kRne = rounding::nearest_even;
   switch (f) {
-    case format::e4m3fn: return span_loop<format::e4m3fn, kRne, K, kPerElement>(x, operand, a0, out, n);
-    case format::e5m2: return span_loop<format::e5m2, kRne, K, kPerElement>(x, operand, a0, out, n);
-    case format::bf16: return span_loop<format::bf16, kRne, K, kPerElement>(x, operand, a0, out, n);
-    case format::fp16: return span_loop<format::fp16, kRne, K, kPerElement>(x, operand, a0, out, n);
-    case format::fp32: return span_loop<format::fp32, kRne, K, kPerElement>(x, operand, a0, out, n);
+    case format::e4m3fn:
+      return span_loop<format::e4m3fn, kRne, K, kPerElement>(x, operand, a0, out, n);
+    case format::e5m2:
+      return span_loop<format::e5m2, kRne, K, kPerElement>(x, operand, a0, out, n);
+    case format::bf16:
+      return span_loop<format::bf16, kRne, K, kPerElement>(x, operand, a0, out, n);
+    case format::fp16:
+      return span_loop<format::fp16, kRne, K, kPerElement>(x, operand, a0, out, n);
+    case format::fp32:
+      return span_loop<format::fp32, kRne, K, kPerElement>(x, operand, a0, out, n);
     case format::int8:
       switch (r) {
-        case rounding::nearest_even: return span_loop<format::int8, kRne, K, kPerElement>(x, operand, a0, out, n);
+        case rounding::nearest_even:
+          return span_loop<format::int8, kRne, K, kPerElement>(x, operand, a0, out, n);
         case rounding::half_away:
           return span_loop<format::int8, rounding::half_away, K, kPerElement>(x, operand, a0, out, n);
         case rounding::toward_zero:
@@ -187,33 +190,41 @@ float span_amax(const float* x, size_t n) {
 
 bool span_all_finite(const float* x, size_t n) {
   uint32_t bad = 0;  // the exponent field all ones: Inf or NaN
-  for (size_t i = 0; i < n; ++i) bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u);
+  for (size_t i = 0; i < n; ++i)
+    bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u);
   return bad == 0;
 }
 
 int64_t group_count(int rows, int cols, const scale_spec& s) {
   switch (s.gran) {
-    case scale_granularity::tensor: return 1;
-    case scale_granularity::block: return (rows + s.block_rows - 1) / s.block_rows;
+    case scale_granularity::tensor:
+      return 1;
+    case scale_granularity::block:
+      return (rows + s.block_rows - 1) / s.block_rows;
     case scale_granularity::row_group:
-      return static_cast<int64_t>((rows + s.group_segment - 1) / s.group_segment) *
-             groups_per_segment(s);
-    case scale_granularity::token: return rows;
-    case scale_granularity::channel: return cols;
+      return static_cast<int64_t>((rows + s.group_segment - 1) / s.group_segment) * groups_per_segment(s);
+    case scale_granularity::token:
+      return rows;
+    case scale_granularity::channel:
+      return cols;
   }
   return 1;
 }
 
 int64_t group_of(int r, int c, int rows, int cols, const scale_spec& s) {
   switch (s.gran) {
-    case scale_granularity::tensor: return 0;
-    case scale_granularity::block: return r / s.block_rows;
+    case scale_granularity::tensor:
+      return 0;
+    case scale_granularity::block:
+      return r / s.block_rows;
     case scale_granularity::row_group: {
       const int in_segment = ((r % s.group_segment) % s.group_modulus) / s.group_divisor;
       return static_cast<int64_t>(r / s.group_segment) * groups_per_segment(s) + in_segment;
     }
-    case scale_granularity::token: return r;
-    case scale_granularity::channel: return c;
+    case scale_granularity::token:
+      return r;
+    case scale_granularity::channel:
+      return c;
   }
   return 0;
 }

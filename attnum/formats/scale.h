@@ -56,10 +56,10 @@ struct scale_spec {
   int group_segment = 32;
   int group_modulus = 8;
   int group_divisor = 1;
-  double fmt_max = 0;    ///< the value amax maps to; 0 = the format's max (Sage 2++ V: 2.25)
-  float eps = 0;         ///< added to the scale (Sage int8: amax/127 + 1e-7)
+  double fmt_max = 0;                     ///< the value amax maps to; 0 = the format's max (Sage 2++ V: 2.25)
+  float eps = 0;                          ///< added to the scale (Sage int8: amax/127 + 1e-7)
   rounding rnd = rounding::nearest_even;  ///< int8 only (float formats round to nearest even)
-  bool multiply_by_reciprocal = false;  ///< x * (fmt_max/amax) instead of x / scale
+  bool multiply_by_reciprocal = false;    ///< x * (fmt_max/amax) instead of x / scale
   /// Every division of the rule (amax / fmt_max, x / scale, fmt_max / amax, 1 / scale) through
   /// this measured unit (div.full.f32, sfu_unit.h) instead of IEEE division; null: IEEE.
   const sfu_table* div = nullptr;
@@ -117,9 +117,7 @@ struct scaled_tensor {
   int64_t group(int r, int c) const { return group_of(r, c, rows, cols, spec); }
   float scale_at(int r, int c) const { return scales[static_cast<size_t>(group(r, c))]; }
   /// grid * scale in fp32 (what the kernel's epilogue multiplies).
-  float dequant(int r, int c) const {
-    return grid[static_cast<size_t>(r) * cols + c] * scale_at(r, c);
-  }
+  float dequant(int r, int c) const { return grid[static_cast<size_t>(r) * cols + c] * scale_at(r, c); }
   /// All of dequant as a [rows, cols] matrix.
   std::vector<float> dequantized() const;
 };

@@ -52,19 +52,26 @@ inline float scale_flush(double y, double n, bool negative) {
 
 const char* sfu_kind_name(sfu_kind k) {
   switch (k) {
-    case sfu_kind::ex2: return "ex2";
-    case sfu_kind::rcp: return "rcp";
-    case sfu_kind::div: return "div";
+    case sfu_kind::ex2:
+      return "ex2";
+    case sfu_kind::rcp:
+      return "rcp";
+    case sfu_kind::div:
+      return "div";
   }
   return "?";
 }
 
 const char* sfu_rule_name(sfu_rule r) {
   switch (r) {
-    case sfu_rule::ex2_frac: return "ex2_frac";
-    case sfu_rule::rcp_mant: return "rcp_mant";
-    case sfu_rule::div_mul_rcp: return "div_mul_rcp";
-    case sfu_rule::div_ieee: return "div_ieee";
+    case sfu_rule::ex2_frac:
+      return "ex2_frac";
+    case sfu_rule::rcp_mant:
+      return "rcp_mant";
+    case sfu_rule::div_mul_rcp:
+      return "div_mul_rcp";
+    case sfu_rule::div_ieee:
+      return "div_ieee";
   }
   return "?";
 }
@@ -100,8 +107,8 @@ float sfu_table::div(float a, float b) const {
 
 std::string sfu_table::check() const {
   const bool div_rule = rule == sfu_rule::div_mul_rcp || rule == sfu_rule::div_ieee;
-  if ((kind == sfu_kind::ex2) != (rule == sfu_rule::ex2_frac) || (kind == sfu_kind::rcp) != (rule == sfu_rule::rcp_mant) ||
-      (kind == sfu_kind::div) != div_rule)
+  if ((kind == sfu_kind::ex2) != (rule == sfu_rule::ex2_frac) ||
+      (kind == sfu_kind::rcp) != (rule == sfu_rule::rcp_mant) || (kind == sfu_kind::div) != div_rule)
     return std::string("rule ") + sfu_rule_name(rule) + " does not describe unit " + sfu_kind_name(kind);
   if (rule == sfu_rule::div_ieee) {
     if (bits != 0 || !entries.empty()) return "rule div_ieee takes bits 0 and no entries";
@@ -109,7 +116,8 @@ std::string sfu_table::check() const {
   }
   if (bits < 0 || bits > 23) return "bits " + std::to_string(bits) + " out of range [0, 23]";
   if (entries.size() != (size_t{1} << bits))
-    return "entries: " + std::to_string(entries.size()) + " values, expected 2^bits = " + std::to_string(size_t{1} << bits);
+    return "entries: " + std::to_string(entries.size()) +
+           " values, expected 2^bits = " + std::to_string(size_t{1} << bits);
   // ex2 entries are significands in [0.5, 2]; rcp entries in [0.5, 1]: anything else is not a table
   // of this rule (and would break the exactness of the scaling).
   const float lo = 0.5f, hi = rule == sfu_rule::ex2_frac ? 2.0f : 1.0f;
@@ -156,31 +164,44 @@ std::shared_ptr<const sfu_table> read_sfu_table(const std::string& path, sfu_kin
     const auto sp = line.find(' ');
     const std::string key = line.substr(0, sp), val = sp == std::string::npos ? "" : line.substr(sp + 1);
     if (key == "unit") {
-      if (val == "ex2") t->kind = sfu_kind::ex2;
-      else if (val == "rcp") t->kind = sfu_kind::rcp;
-      else if (val == "div") t->kind = sfu_kind::div;
-      else bad("unit: '" + shown(val) + "' (expected ex2, rcp or div)");
+      if (val == "ex2")
+        t->kind = sfu_kind::ex2;
+      else if (val == "rcp")
+        t->kind = sfu_kind::rcp;
+      else if (val == "div")
+        t->kind = sfu_kind::div;
+      else
+        bad("unit: '" + shown(val) + "' (expected ex2, rcp or div)");
       have_unit = true;
     } else if (key == "rule") {
-      if (val == "ex2_frac") t->rule = sfu_rule::ex2_frac;
-      else if (val == "rcp_mant") t->rule = sfu_rule::rcp_mant;
-      else if (val == "div_mul_rcp") t->rule = sfu_rule::div_mul_rcp;
-      else if (val == "div_ieee") t->rule = sfu_rule::div_ieee;
-      else bad("rule: '" + shown(val) + "' (expected ex2_frac, rcp_mant, div_mul_rcp or div_ieee)");
+      if (val == "ex2_frac")
+        t->rule = sfu_rule::ex2_frac;
+      else if (val == "rcp_mant")
+        t->rule = sfu_rule::rcp_mant;
+      else if (val == "div_mul_rcp")
+        t->rule = sfu_rule::div_mul_rcp;
+      else if (val == "div_ieee")
+        t->rule = sfu_rule::div_ieee;
+      else
+        bad("rule: '" + shown(val) + "' (expected ex2_frac, rcp_mant, div_mul_rcp or div_ieee)");
       have_rule = true;
     } else if (key == "bits" || key == "entries") {
       char* end = nullptr;
       const long long v = std::strtoll(val.c_str(), &end, 10);
-      if (val.empty() || *end != '\0' || v < 0 || v > (1 << 23)) bad(key + ": '" + shown(val) + "' is not an integer in [0, 2^23]");
-      if (key == "bits") t->bits = static_cast<int>(v), have_bits = true;
-      else n_entries = v;
+      if (val.empty() || *end != '\0' || v < 0 || v > (1 << 23))
+        bad(key + ": '" + shown(val) + "' is not an integer in [0, 2^23]");
+      if (key == "bits")
+        t->bits = static_cast<int>(v), have_bits = true;
+      else
+        n_entries = v;
     } else if (key == "note") {
       t->notes.push_back(val);
     } else {
       bad("unknown field '" + shown(key) + "' (expected unit, rule, bits, entries, note or data)");
     }
   }
-  if (!have_unit || !have_rule || !have_bits || n_entries < 0) bad("the header needs unit, rule, bits and entries before data");
+  if (!have_unit || !have_rule || !have_bits || n_entries < 0)
+    bad("the header needs unit, rule, bits and entries before data");
   t->entries.reserve(static_cast<size_t>(n_entries));
   for (long long i = 0; i < n_entries; ++i) {
     if (!next()) bad("data: " + std::to_string(i) + " entries, expected " + std::to_string(n_entries));
@@ -192,7 +213,8 @@ std::shared_ptr<const sfu_table> read_sfu_table(const std::string& path, sfu_kin
   if (!next() || line != "end") bad("expected 'end' after " + std::to_string(n_entries) + " entries");
   if (const std::string e = t->check(); !e.empty()) raise("sfu table " + path + ": " + e);
   if (t->kind != expect)
-    raise("sfu table " + path + ": unit " + sfu_kind_name(t->kind) + ", expected a " + sfu_kind_name(expect) + " table");
+    raise("sfu table " + path + ": unit " + sfu_kind_name(t->kind) + ", expected a " + sfu_kind_name(expect) +
+          " table");
   return t;
 }
 

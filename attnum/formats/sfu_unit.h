@@ -46,8 +46,8 @@ struct sfu_table {
   sfu_kind kind = sfu_kind::ex2;
   sfu_rule rule = sfu_rule::ex2_frac;
   int bits = 0;
-  std::vector<uint32_t> entries;  ///< 2^bits float32 bit patterns (empty for div_ieee)
-  std::vector<std::string> notes; ///< provenance lines ("note ..."), kept as written
+  std::vector<uint32_t> entries;   ///< 2^bits float32 bit patterns (empty for div_ieee)
+  std::vector<std::string> notes;  ///< provenance lines ("note ..."), kept as written
 
   /// The unit's result per its rule (the file comment); only the function of this table's kind
   /// is meaningful: ex2 for ex2_frac, rcp for rcp_mant, div for the div rules.

@@ -5,9 +5,7 @@
 
 namespace attnum::io {
 
-nlohmann::json read_json_file(const std::filesystem::path& path) {
-  return read_json(path);
-}
+nlohmann::json read_json_file(const std::filesystem::path& path) { return read_json(path); }
 
 std::string json_brief(const nlohmann::json& v) {
   if (v.is_array()) return fmt::format("an array of {} items", v.size());

@@ -29,7 +29,9 @@ mapped_file::mapped_file(const std::string& path) : path_(path) {
     const bool dir = S_ISDIR(st.st_mode), fifo = S_ISFIFO(st.st_mode);
     ::close(fd);
     fail("{}: {}, expected a regular file", path,
-         dir ? "is a folder" : fifo ? "is a FIFO (named pipe)" : "is not a regular file");
+         dir    ? "is a folder"
+         : fifo ? "is a FIFO (named pipe)"
+                : "is not a regular file");
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {
@@ -41,8 +43,8 @@ mapped_file::mapped_file(const std::string& path) : path_(path) {
     } else {
       // Read instead (a file system without mmap support, or the override).
       const std::string why = forced ? "ATTNUM_NO_MMAP=1" : std::strerror(errno);
-      std::fprintf(stderr, "attnum: %s: not memory-mapped (%s): reading its %zu bytes into memory\n",
-                   path.c_str(), why.c_str(), size_);
+      std::fprintf(stderr, "attnum: %s: not memory-mapped (%s): reading its %zu bytes into memory\n", path.c_str(),
+                   why.c_str(), size_);
       check_alloc(size_, path + ": reading the file");
       auto* buf = new (std::nothrow) uint8_t[size_];
       if (!buf) {
@@ -97,7 +99,9 @@ void report_mapped_file_faults() {
 mapped_file::~mapped_file() { release(); }
 
 mapped_file::mapped_file(mapped_file&& o) noexcept
-    : path_(std::move(o.path_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
+    : path_(std::move(o.path_)),
+      data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
       mapped_(o.mapped_) {}
 
 mapped_file& mapped_file::operator=(mapped_file&& o) noexcept {

@@ -106,10 +106,14 @@ npy_header parse_header(const mapped_file& f) {
     hp.expect(':');
     if (key == "descr") {
       const std::string d = hp.quoted();
-      if (d == "<f4" || d == "=f4") h.dtype = npy_dtype::f32;
-      else if (d == "<f8" || d == "=f8") h.dtype = npy_dtype::f64;
-      else if (d == "<f2" || d == "=f2") h.dtype = npy_dtype::f16;
-      else fail("{}: npy descr '{}': expected little-endian float '<f4', '<f8' or '<f2'", path, clip(d));
+      if (d == "<f4" || d == "=f4")
+        h.dtype = npy_dtype::f32;
+      else if (d == "<f8" || d == "=f8")
+        h.dtype = npy_dtype::f64;
+      else if (d == "<f2" || d == "=f2")
+        h.dtype = npy_dtype::f16;
+      else
+        fail("{}: npy descr '{}': expected little-endian float '<f4', '<f8' or '<f2'", path, clip(d));
       have_descr = true;
     } else if (key == "fortran_order") {
       if (hp.boolean()) fail("{}: npy fortran_order is True: expected C order", path);
@@ -144,8 +148,8 @@ const uint8_t* open_data(const mapped_file& f, npy_header& h, int64_t& n) {
   const size_t want = static_cast<size_t>(n) * elem_size(h.dtype);
   const size_t have = f.size() - h.data_offset;
   if (have != want)
-    fail("{}: npy data is {} bytes, the header (shape and {}) says {}{}", f.path(), have,
-         npy_descr(h.dtype), want, have < want ? ": truncated" : "");
+    fail("{}: npy data is {} bytes, the header (shape and {}) says {}{}", f.path(), have, npy_descr(h.dtype), want,
+         have < want ? ": truncated" : "");
   return f.data() + h.data_offset;
 }
 
@@ -184,8 +188,8 @@ std::string make_header(npy_dtype d, const std::vector<int64_t>& shape) {
   return h + dict;
 }
 
-void write_raw(const std::string& path, npy_dtype d, const std::vector<int64_t>& shape,
-               const void* bytes, size_t nbytes) {
+void write_raw(const std::string& path, npy_dtype d, const std::vector<int64_t>& shape, const void* bytes,
+               size_t nbytes) {
   std::string out = make_header(d, shape);
   const size_t h = out.size();
   out.resize(h + nbytes);
@@ -195,9 +199,7 @@ void write_raw(const std::string& path, npy_dtype d, const std::vector<int64_t>&
 
 }  // namespace
 
-std::string_view npy_descr(npy_dtype d) {
-  return d == npy_dtype::f64 ? "<f8" : d == npy_dtype::f32 ? "<f4" : "<f2";
-}
+std::string_view npy_descr(npy_dtype d) { return d == npy_dtype::f64 ? "<f8" : d == npy_dtype::f32 ? "<f4" : "<f2"; }
 
 int64_t npy_array::numel() const {
   int64_t n = 1;
@@ -229,8 +231,7 @@ std::vector<double> read_npy_f64(const std::string& path, std::vector<int64_t>& 
   return out;
 }
 
-void write_npy(const std::string& path, const float* data, const std::vector<int64_t>& shape,
-               npy_dtype dtype) {
+void write_npy(const std::string& path, const float* data, const std::vector<int64_t>& shape, npy_dtype dtype) {
   const int64_t n = checked_numel(path, shape);
   if (n > 0 && !data) fail("{}: no data for shape of {} elements", path, n);
   if (dtype == npy_dtype::f32) return write_raw(path, dtype, shape, data, static_cast<size_t>(n) * 4);
@@ -240,7 +241,8 @@ void write_npy(const std::string& path, const float* data, const std::vector<int
   }
   std::vector<uint16_t> h(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    h[i] = static_cast<uint16_t>(formats::encode(formats::format::fp16, data[i], formats::rounding::nearest_even, false));
+    h[i] =
+        static_cast<uint16_t>(formats::encode(formats::format::fp16, data[i], formats::rounding::nearest_even, false));
   write_raw(path, dtype, shape, h.data(), h.size() * 2);
 }
 

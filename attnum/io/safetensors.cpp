@@ -21,8 +21,14 @@ namespace {
 using nlohmann::json;
 
 constexpr std::array<std::pair<std::string_view, st_dtype>, 8> kDtypes = {{
-    {"F32", st_dtype::F32}, {"F16", st_dtype::F16}, {"BF16", st_dtype::BF16}, {"F64", st_dtype::F64},
-    {"I32", st_dtype::I32}, {"I64", st_dtype::I64}, {"U8", st_dtype::U8},     {"I8", st_dtype::I8},
+    {"F32", st_dtype::F32},
+    {"F16", st_dtype::F16},
+    {"BF16", st_dtype::BF16},
+    {"F64", st_dtype::F64},
+    {"I32", st_dtype::I32},
+    {"I64", st_dtype::I64},
+    {"U8", st_dtype::U8},
+    {"I8", st_dtype::I8},
 }};
 
 // A header larger than this is not a safetensors file (the Rust reader's limit is 100 MB).
@@ -104,14 +110,14 @@ tensor_view parse_entry(const std::string& path, const std::string& name, const 
   bool known = false;
   for (const auto& [n, d] : kDtypes)
     if (n == dname) t.dtype = d, known = true;
-  if (!known) fail("{}: tensor '{}': dtype '{}': expected one of F32 F16 BF16 F64 I32 I64 U8 I8", path, clip(name), clip(dname));
+  if (!known)
+    fail("{}: tensor '{}': dtype '{}': expected one of F32 F16 BF16 F64 I32 I64 U8 I8", path, clip(name), clip(dname));
   const auto sh = e.find("shape");
   if (sh == e.end() || !sh->is_array()) fail("{}: tensor '{}': missing array field shape", path, clip(name));
   uint64_t numel = 1;
   for (const json& d : *sh) {
     const uint64_t v = json_uint(path, name, "shape", d);
-    if (v > (uint64_t{1} << 50))
-      fail("{}: tensor '{}': shape dimension {} is larger than 2^50", path, clip(name), v);
+    if (v > (uint64_t{1} << 50)) fail("{}: tensor '{}': shape dimension {} is larger than 2^50", path, clip(name), v);
     if (v != 0 && numel > (uint64_t{1} << 50) / v) fail("{}: tensor '{}': shape too large", path, clip(name));
     numel *= v;
     t.shape.push_back(static_cast<int64_t>(v));
@@ -139,13 +145,17 @@ std::string_view dtype_name(st_dtype d) { return kDtypes[static_cast<size_t>(d)]
 size_t dtype_size(st_dtype d) {
   switch (d) {
     case st_dtype::F64:
-    case st_dtype::I64: return 8;
+    case st_dtype::I64:
+      return 8;
     case st_dtype::F32:
-    case st_dtype::I32: return 4;
+    case st_dtype::I32:
+      return 4;
     case st_dtype::F16:
-    case st_dtype::BF16: return 2;
+    case st_dtype::BF16:
+      return 2;
     case st_dtype::U8:
-    case st_dtype::I8: return 1;
+    case st_dtype::I8:
+      return 1;
   }
   return 1;
 }
@@ -235,7 +245,8 @@ safetensors_file::safetensors_file(const std::string& path) : file_(path) {
     at = b + t.nbytes;
     t.data = base + b;
   }
-  if (at != buffer) fail("{}: {} bytes after the last tensor: the header does not describe the file", path, buffer - at);
+  if (at != buffer)
+    fail("{}: {} bytes after the last tensor: the header does not describe the file", path, buffer - at);
   for (tensor_view& t : views) tensors_.emplace(t.name, std::move(t));
 }
 
@@ -302,7 +313,8 @@ safetensors_writer::safetensors_writer(const std::string& path, std::vector<tens
 void safetensors_writer::write_next(const void* bytes, size_t n) {
   if (next_ >= layout_.size()) fail("{}: all {} tensors are already written", path_, layout_.size());
   const tensor_layout& t = layout_[next_];
-  if (n != layout_bytes(path_, t)) fail("{}: tensor '{}': {} bytes given, its shape needs {}", path_, clip(t.name), n, layout_bytes(path_, t));
+  if (n != layout_bytes(path_, t))
+    fail("{}: tensor '{}': {} bytes given, its shape needs {}", path_, clip(t.name), n, layout_bytes(path_, t));
   out_->write(bytes, n);
   ++next_;
 }
@@ -333,7 +345,10 @@ void write_safetensors(const std::string& path, const std::vector<tensor_out>& t
     for (int64_t i = 0; i < n; ++i) {
       const float x = t.data[i];
       switch (t.dtype) {
-        case st_dtype::F32: std::memcpy(dst, &x, 4); dst += 4; break;
+        case st_dtype::F32:
+          std::memcpy(dst, &x, 4);
+          dst += 4;
+          break;
         case st_dtype::F64: {
           const double v = x;
           std::memcpy(dst, &v, 8);

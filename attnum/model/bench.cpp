@@ -19,9 +19,7 @@ namespace attnum::model {
 namespace {
 using row_mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Seconds of the best of `repeats` plain GEMMs y[n, out] = x[n, in] W^T, split over the threads
 // in equal column slabs (one Eigen call per thread: the ideal parallel GEMM).
@@ -112,15 +110,16 @@ size_t peak_rss_bytes() {
   return size_t(u.ru_maxrss) * 1024;  // Linux: kilobytes
 }
 
-forward_bench bench_forward(const weights& w, int tokens, linear_precision p,
-                            const std::string& attention, int repeats) {
+forward_bench bench_forward(const weights& w, int tokens, linear_precision p, const std::string& attention,
+                            int repeats) {
   const config& c = w.cfg;
   std::vector<int> ids(tokens);
   std::mt19937 rng(7);
   for (int& id : ids) id = int(rng() % uint32_t(c.vocab_size));
   forward_options opt;
   opt.linear = p;
-  opt.attention = attention == "fp32" ? fp32_attention() : kernel_attention(attention::resolve_kernel(attention), "plain");
+  opt.attention =
+      attention == "fp32" ? fp32_attention() : kernel_attention(attention::resolve_kernel(attention), "plain");
   forward_bench b;
   b.tokens = tokens, b.threads = threads(), b.attention = attention, b.linear = std::string(name(p));
   b.seconds = INFINITY;
@@ -144,9 +143,9 @@ forward_bench bench_forward(const weights& w, int tokens, linear_precision p,
   // The same GEMM shapes, each timed once and weighted by how often the forward runs it.
   const int hd = c.n_head * c.d_head, kv = c.n_head_kv * c.d_head;
   const std::map<std::tuple<int, int>, int> shapes = {
-      {{c.dim, hd}, c.n_layers}, {{c.dim, kv}, 2 * c.n_layers}, {{hd, c.dim}, c.n_layers},
-      {{c.dim, c.hidden_dim}, 2 * c.n_layers}, {{c.hidden_dim, c.dim}, c.n_layers},
-      {{c.dim, c.vocab_size}, 1}};
+      {{c.dim, hd}, c.n_layers},           {{c.dim, kv}, 2 * c.n_layers},
+      {{hd, c.dim}, c.n_layers},           {{c.dim, c.hidden_dim}, 2 * c.n_layers},
+      {{c.hidden_dim, c.dim}, c.n_layers}, {{c.dim, c.vocab_size}, 1}};
   double gemm_s = 0, flops = 0;
   for (const auto& [shape, count] : shapes) {
     const auto [in, out] = shape;

@@ -30,16 +30,16 @@ struct forward_bench {
   std::string attention, linear;
   double seconds = 0, tokens_per_s = 0;
   double linear_seconds = 0, linear_gflops = 0;  ///< linear layers inside the forward
-  double gemm_gflops = 0;  ///< Eigen GEMMs of the same shapes and FLOPs, same threads
-  double ratio = 0;        ///< linear_gflops / gemm_gflops
-  size_t checkpoint_bytes = 0;  ///< the weights' bytes as held (weights::bytes)
-  size_t peak_rss_bytes = 0;    ///< the process's peak resident memory after the forwards
-  size_t activation_bytes = 0;  ///< forward_activation_bytes for the shape and tokens
+  double gemm_gflops = 0;                        ///< Eigen GEMMs of the same shapes and FLOPs, same threads
+  double ratio = 0;                              ///< linear_gflops / gemm_gflops
+  size_t checkpoint_bytes = 0;                   ///< the weights' bytes as held (weights::bytes)
+  size_t peak_rss_bytes = 0;                     ///< the process's peak resident memory after the forwards
+  size_t activation_bytes = 0;                   ///< forward_activation_bytes for the shape and tokens
 };
 
 /// Times the forward of `tokens` random ids (best of `repeats`) with attention hook `attention`
 /// ("fp32", "fp64" or a kernel preset, condition plain).
-forward_bench bench_forward(const weights& w, int tokens, linear_precision p,
-                            const std::string& attention, int repeats);
+forward_bench bench_forward(const weights& w, int tokens, linear_precision p, const std::string& attention,
+                            int repeats);
 
 }  // namespace attnum::model

@@ -8,8 +8,8 @@
 
 namespace attnum::model {
 
-void write_capture(const weights& w, std::span<const int> ids, const capture_source& src,
-                   linear_precision p, const std::string& path) {
+void write_capture(const weights& w, std::span<const int> ids, const capture_source& src, linear_precision p,
+                   const std::string& path) {
   const config& c = w.cfg;
   const int n = static_cast<int>(ids.size());
   // Copies of each layer's operands, stored in BF16, or in F16 under fp16 linear precision, where
@@ -31,21 +31,20 @@ void write_capture(const weights& w, std::span<const int> ids, const capture_sou
     out.push_back({fmt::format("layers.{}.k", l), {c.n_head_kv, n, c.d_head}, k[l].data(), stored});
     out.push_back({fmt::format("layers.{}.v", l), {c.n_head_kv, n, c.d_head}, v[l].data(), stored});
   }
-  std::map<std::string, std::string> meta = {
-      {"format", "attnum-capture-1"},
-      {"model", w.id},
-      {"model_hash", w.source_hash},
-      {"text", src.text_id},
-      {"text_hash", src.text_hash},
-      {"tokenizer", src.tokenizer},
-      {"n_tok", std::to_string(n)},
-      {"linear_precision", std::string(name(p))},
-      {"attention", "bf16"},
-      {"n_layers", std::to_string(c.n_layers)},
-      {"n_head", std::to_string(c.n_head)},
-      {"n_head_kv", std::to_string(c.n_head_kv)},
-      {"d_head", std::to_string(c.d_head)},
-      {"tool_version", std::string(tool_version())}};
+  std::map<std::string, std::string> meta = {{"format", "attnum-capture-1"},
+                                             {"model", w.id},
+                                             {"model_hash", w.source_hash},
+                                             {"text", src.text_id},
+                                             {"text_hash", src.text_hash},
+                                             {"tokenizer", src.tokenizer},
+                                             {"n_tok", std::to_string(n)},
+                                             {"linear_precision", std::string(name(p))},
+                                             {"attention", "bf16"},
+                                             {"n_layers", std::to_string(c.n_layers)},
+                                             {"n_head", std::to_string(c.n_head)},
+                                             {"n_head_kv", std::to_string(c.n_head_kv)},
+                                             {"d_head", std::to_string(c.d_head)},
+                                             {"tool_version", std::string(tool_version())}};
   if (!src.text_path.empty()) meta["text_path"] = src.text_path;
   if (!src.text_window.empty()) meta["text_window"] = src.text_window;
   io::write_safetensors(path, out, meta);

@@ -16,18 +16,18 @@ namespace attnum::model {
 
 /// Identifies what was captured (goes into __metadata__).
 struct capture_source {
-  std::string text_id;     ///< e.g. the text file's stem
-  std::string text_hash;   ///< FNV-1a of the text bytes (or of the id file)
-  std::string tokenizer;   ///< tokenizer provenance
-  std::string text_path;   ///< the text file read (metadata text_path; empty: not recorded)
-  std::string text_window; ///< {"byte_start": B, "byte_end": E} (metadata text_window; empty: not recorded)
+  std::string text_id;      ///< e.g. the text file's stem
+  std::string text_hash;    ///< FNV-1a of the text bytes (or of the id file)
+  std::string tokenizer;    ///< tokenizer provenance
+  std::string text_path;    ///< the text file read (metadata text_path; empty: not recorded)
+  std::string text_window;  ///< {"byte_start": B, "byte_end": E} (metadata text_window; empty: not recorded)
 };
 
 /// Runs the teacher-forced forward of `ids` (the model's native BF16 reference attention, linear
 /// layers at precision p; weights already rounded when p is bf16) and writes the capture file
 /// atomically to `path`.
-void write_capture(const weights& w, std::span<const int> ids, const capture_source& src,
-                   linear_precision p, const std::string& path);
+void write_capture(const weights& w, std::span<const int> ids, const capture_source& src, linear_precision p,
+                   const std::string& path);
 
 /// Returns the file name of a capture: "<model>__<text>.safetensors" (unsafe characters -> '_').
 std::string capture_file_name(const std::string& model_id, const std::string& text_id);

@@ -34,17 +34,17 @@ namespace {
 // ggml_type ids (ggml/include/ggml.h enum ggml_type at the commit above), for naming refused
 // tensors; 4, 5 and 31-33, 36-38 are retired.
 std::string ggml_type_name(uint32_t t) {
-  static const char* const names[] = {
-      "F32",     "F16",    "Q4_0",    "Q4_1",   nullptr,  nullptr, "Q5_0",    "Q5_1",    "Q8_0",  "Q8_1",
-      "Q2_K",    "Q3_K",   "Q4_K",    "Q5_K",   "Q6_K",   "Q8_K",  "IQ2_XXS", "IQ2_XS",  "IQ3_XXS", "IQ1_S",
-      "IQ4_NL",  "IQ3_S",  "IQ2_S",   "IQ4_XS", "I8",     "I16",   "I32",     "I64",     "F64",   "IQ1_M",
-      "BF16",    nullptr,  nullptr,   nullptr,  "TQ1_0",  "TQ2_0", nullptr,   nullptr,   nullptr, "MXFP4"};
+  static const char* const names[] = {"F32",     "F16",    "Q4_0",    "Q4_1",  nullptr,  nullptr, "Q5_0",  "Q5_1",
+                                      "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
+                                      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+                                      "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16",  nullptr,
+                                      nullptr,   nullptr,  "TQ1_0",   "TQ2_0", nullptr,  nullptr, nullptr, "MXFP4"};
   if (t < std::size(names) && names[t]) return names[t];
   return fmt::format("type {}", t);
 }
 enum : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kBF16 = 30 };
-constexpr uint64_t kQK8_0 = 32;       // ggml-common.h: #define QK8_0 32
-constexpr uint64_t kQ8_0Bytes = 34;   // block_q8_0 { ggml_half d; int8_t qs[QK8_0]; }
+constexpr uint64_t kQK8_0 = 32;      // ggml-common.h: #define QK8_0 32
+constexpr uint64_t kQ8_0Bytes = 34;  // block_q8_0 { ggml_half d; int8_t qs[QK8_0]; }
 
 // Bounds: a key or string at most this long (real keys are short; tokens and chat templates
 // under a megabyte), at most this many tensors and keys, dimensions and counts as ints.
@@ -75,17 +75,15 @@ struct gguf_tensor {
 };
 
 const char* value_type_name(uint32_t t) {
-  static const char* const n[] = {"uint8", "int8",  "uint16", "int16", "uint32", "int32", "float32",
-                                  "bool",  "string", "array", "uint64", "int64", "float64"};
+  static const char* const n[] = {"uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
+                                  "bool",  "string", "array",  "uint64", "int64",  "float64"};
   return t < std::size(n) ? n[t] : "unknown";
 }
 
 // A validated GGUF file: header, metadata and tensor infos parsed, every tensor's range checked.
 class gguf_file {
  public:
-  explicit gguf_file(const std::string& path) : file_(std::make_shared<io::mapped_file>(path)) {
-    parse();
-  }
+  explicit gguf_file(const std::string& path) : file_(std::make_shared<io::mapped_file>(path)) { parse(); }
   const std::string& path() const { return file_->path(); }
   std::shared_ptr<const io::mapped_file> file() const { return file_; }
   const std::map<std::string, gguf_value>& kv() const { return kv_; }
@@ -122,23 +120,39 @@ class gguf_file {
   // Elements of `type` need at least this many bytes each (a string its 8-byte length).
   static uint64_t min_size(uint32_t type) {
     switch (type) {
-      case 0: case 1: case 7: return 1;
-      case 2: case 3: return 2;
-      case 4: case 5: case 6: return 4;
-      default: return 8;
+      case 0:
+      case 1:
+      case 7:
+        return 1;
+      case 2:
+      case 3:
+        return 2;
+      case 4:
+      case 5:
+      case 6:
+        return 4;
+      default:
+        return 8;
     }
   }
   // A scalar of `type` (not an array) into ints / reals / strings or the value.
   void scalar(uint32_t type, const std::string& what, gguf_value* out, gguf_array* arr) {
     auto put_int = [&](int64_t x) { arr ? arr->ints.push_back(x) : void(out->v = x); };
     switch (type) {
-      case 0: return put_int(read<uint8_t>(what));
-      case 1: return put_int(read<int8_t>(what));
-      case 2: return put_int(read<uint16_t>(what));
-      case 3: return put_int(read<int16_t>(what));
-      case 4: return put_int(read<uint32_t>(what));
-      case 5: return put_int(read<int32_t>(what));
-      case 11: return put_int(read<int64_t>(what));
+      case 0:
+        return put_int(read<uint8_t>(what));
+      case 1:
+        return put_int(read<int8_t>(what));
+      case 2:
+        return put_int(read<uint16_t>(what));
+      case 3:
+        return put_int(read<int16_t>(what));
+      case 4:
+        return put_int(read<uint32_t>(what));
+      case 5:
+        return put_int(read<int32_t>(what));
+      case 11:
+        return put_int(read<int64_t>(what));
       case 10: {
         const uint64_t x = read<uint64_t>(what);
         if (arr) {
@@ -169,7 +183,8 @@ class gguf_file {
         arr ? arr->strings.push_back(std::move(s)) : void(out->v = std::move(s));
         return;
       }
-      default: bad(fmt::format("{}: value type {} (expected 0..12)", what, type));
+      default:
+        bad(fmt::format("{}: value type {} (expected 0..12)", what, type));
     }
   }
 
@@ -200,9 +215,12 @@ class gguf_file {
         // Refused before allocating: the elements cannot take fewer bytes than the file has left.
         if (a.count > (f.size() - pos_) / min_size(a.type))
           bad(fmt::format("{}: array count {} does not fit in the {} bytes left", what, a.count, f.size() - pos_));
-        if (a.type == 8) a.strings.reserve(a.count);
-        else if (a.type == 6 || a.type == 12) a.reals.reserve(a.count);
-        else a.ints.reserve(a.count);
+        if (a.type == 8)
+          a.strings.reserve(a.count);
+        else if (a.type == 6 || a.type == 12)
+          a.reals.reserve(a.count);
+        else
+          a.ints.reserve(a.count);
         for (uint64_t k = 0; k < a.count; ++k) scalar(a.type, what, nullptr, &a);
         val.v = std::move(a);
       } else {
@@ -225,7 +243,8 @@ class gguf_file {
       if (n_dims < 1 || n_dims > 4) bad(fmt::format("{}: n_dims {} (expected 1..4)", what, n_dims));
       for (uint32_t d = 0; d < n_dims; ++d) {
         const uint64_t ne = read<uint64_t>(fmt::format("{} ne[{}]", what, d));
-        if (ne < 1 || ne > uint64_t(kMaxDim)) bad(fmt::format("{}: ne[{}] = {} (expected 1..{})", what, d, ne, kMaxDim));
+        if (ne < 1 || ne > uint64_t(kMaxDim))
+          bad(fmt::format("{}: ne[{}] = {} (expected 1..{})", what, d, ne, kMaxDim));
         t.ne.push_back(int64_t(ne));
         if (__builtin_mul_overflow(t.numel, ne, &t.numel) || t.numel > (uint64_t(1) << 48))
           bad(fmt::format("{}: {} elements is too many", what, fmt::join(t.ne, " x ")));
@@ -233,8 +252,13 @@ class gguf_file {
       t.type = read<uint32_t>(what + " type");
       t.offset = read<uint64_t>(what + " offset");
       switch (t.type) {
-        case kF32: t.nbytes = t.numel * 4; break;
-        case kF16: case kBF16: t.nbytes = t.numel * 2; break;
+        case kF32:
+          t.nbytes = t.numel * 4;
+          break;
+        case kF16:
+        case kBF16:
+          t.nbytes = t.numel * 2;
+          break;
         case kQ8_0:
           if (t.ne[0] % kQK8_0 != 0)
             bad(fmt::format("{}: Q8_0 rows of {} elements (expected a multiple of {})", what, t.ne[0], kQK8_0));
@@ -260,8 +284,8 @@ class gguf_file {
     uint64_t end = 0;
     for (gguf_tensor* t : order) {
       if (t->offset < end)
-        fail("{}: tensor {}: data at offset {} overlaps the previous tensor (ends at {})", path(), t->name,
-             t->offset, end);
+        fail("{}: tensor {}: data at offset {} overlaps the previous tensor (ends at {})", path(), t->name, t->offset,
+             end);
       if (t->offset > data_size || t->nbytes > data_size - t->offset)
         fail("{}: tensor {}: data [{}, {}) past the end of the data section ({} bytes): truncated file?", path(),
              t->name, t->offset, t->offset + t->nbytes, data_size);
@@ -290,9 +314,12 @@ class meta {
   int64_t integer(const std::string& k, int64_t lo, int64_t hi) const {
     const gguf_value& v = at(k);
     int64_t x = 0;
-    if (const auto* i = std::get_if<int64_t>(&v.v)) x = *i;
-    else if (const auto* u = std::get_if<uint64_t>(&v.v)) x = *u > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(*u);
-    else fail("{}: metadata {} has type {}: expected an integer", f_.path(), k, value_type_name(v.type));
+    if (const auto* i = std::get_if<int64_t>(&v.v))
+      x = *i;
+    else if (const auto* u = std::get_if<uint64_t>(&v.v))
+      x = *u > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(*u);
+    else
+      fail("{}: metadata {} has type {}: expected an integer", f_.path(), k, value_type_name(v.type));
     if (x < lo || x > hi) fail("{}: metadata {} = {}: expected an integer in [{}, {}]", f_.path(), k, x, lo, hi);
     return x;
   }
@@ -343,11 +370,11 @@ std::string architecture(const gguf_file& f, const meta& m) {
 // chat template, quantisation bookkeeping.
 bool harmless_key(const std::string& k, const std::string& arch) {
   static const std::set<std::string> tokenizer = {
-      "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id", "tokenizer.ggml.unknown_token_id",
-      "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id",
-      "tokenizer.ggml.add_eos_token", "tokenizer.ggml.add_sep_token", "tokenizer.ggml.scores",
-      "tokenizer.chat_template", "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
-      "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id",
+      "tokenizer.ggml.eos_token_id",       "tokenizer.ggml.padding_token_id", "tokenizer.ggml.unknown_token_id",
+      "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.eot_token_id",     "tokenizer.ggml.eom_token_id",
+      "tokenizer.ggml.add_eos_token",      "tokenizer.ggml.add_sep_token",    "tokenizer.ggml.scores",
+      "tokenizer.chat_template",           "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
+      "tokenizer.ggml.fim_mid_token_id",   "tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id",
       "tokenizer.ggml.fim_sep_token_id"};
   if (k.rfind("general.", 0) == 0 || k.rfind("quantize.", 0) == 0) return true;
   return tokenizer.count(k) || k == arch + ".vocab_size";  // vocab_size: checked against token_embd
@@ -355,23 +382,32 @@ bool harmless_key(const std::string& k, const std::string& arch) {
 
 // Keys this reader implements (for the model, then the tokenizer).
 std::set<std::string> model_keys(const std::string& a) {
-  return {a + ".block_count", a + ".context_length", a + ".embedding_length", a + ".feed_forward_length",
-          a + ".attention.head_count", a + ".attention.head_count_kv", a + ".attention.layer_norm_rms_epsilon",
-          a + ".rope.freq_base", a + ".rope.dimension_count", a + ".attention.key_length",
-          a + ".attention.value_length", a + ".rope.scaling.type", a + ".rope.scaling.factor",
+  return {a + ".block_count",
+          a + ".context_length",
+          a + ".embedding_length",
+          a + ".feed_forward_length",
+          a + ".attention.head_count",
+          a + ".attention.head_count_kv",
+          a + ".attention.layer_norm_rms_epsilon",
+          a + ".rope.freq_base",
+          a + ".rope.dimension_count",
+          a + ".attention.key_length",
+          a + ".attention.value_length",
+          a + ".rope.scaling.type",
+          a + ".rope.scaling.factor",
           a + ".rope.scaling.original_context_length"};
 }
-const std::set<std::string> kTokenizerKeys = {"tokenizer.ggml.model",  "tokenizer.ggml.tokens",
-                                              "tokenizer.ggml.token_type", "tokenizer.ggml.merges",
+const std::set<std::string> kTokenizerKeys = {"tokenizer.ggml.model",        "tokenizer.ggml.tokens",
+                                              "tokenizer.ggml.token_type",   "tokenizer.ggml.merges",
                                               "tokenizer.ggml.bos_token_id", "tokenizer.ggml.add_bos_token",
-                                              "tokenizer.ggml.pre",    "tokenizer.ggml.add_space_prefix"};
+                                              "tokenizer.ggml.pre",          "tokenizer.ggml.add_space_prefix"};
 
 void refuse_unknown_keys(const gguf_file& f, const std::string& arch) {
   const std::set<std::string> known = model_keys(arch);
   for (const auto& [k, v] : f.kv())
     if (!harmless_key(k, arch) && !known.count(k) && !kTokenizerKeys.count(k))
-      fail("{}: metadata key {} is not supported for architecture '{}' (it may change the forward pass)",
-           f.path(), k, arch);
+      fail("{}: metadata key {} is not supported for architecture '{}' (it may change the forward pass)", f.path(), k,
+           arch);
 }
 
 // The tensors the forward reads, checked by shape (GGUF order: ne[0] = columns).
@@ -418,8 +454,7 @@ class tensor_reader {
     const std::vector<int> src = unpermute_rows(rows, heads);
     if (t.type == kF16 || t.type == kBF16) {
       std::vector<uint16_t> bits(t.numel);
-      for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(&bits[r * cols], t.data + uint64_t(src[r]) * cols * 2, cols * 2);
+      for (int64_t r = 0; r < rows; ++r) std::memcpy(&bits[r * cols], t.data + uint64_t(src[r]) * cols * 2, cols * 2);
       return matrix::from_bits(dtype(t), std::move(bits));
     }
     const std::vector<float> x = floats(t);
@@ -475,11 +510,10 @@ config read_config(const gguf_file& f, const meta& m, const std::string& arch, t
   c.seq_len = int(m.integer(a + "context_length", 1, kMaxDim));
   c.d_head = int(m.integer_or(a + "attention.key_length", 1, kMaxDim, c.dim / c.n_head));
   if (m.has(a + "attention.value_length") && m.integer(a + "attention.value_length", 1, kMaxDim) != c.d_head)
-    fail("{}: metadata {}attention.value_length differs from the key length {} (not supported)", f.path(), a,
-         c.d_head);
+    fail("{}: metadata {}attention.value_length differs from the key length {} (not supported)", f.path(), a, c.d_head);
   if (m.has(a + "rope.dimension_count") && m.integer(a + "rope.dimension_count", 1, kMaxDim) != c.d_head)
-    fail("{}: metadata {}rope.dimension_count = {}: partial RoPE not supported (expected the head size {})",
-         f.path(), a, m.integer(a + "rope.dimension_count", 1, kMaxDim), c.d_head);
+    fail("{}: metadata {}rope.dimension_count = {}: partial RoPE not supported (expected the head size {})", f.path(),
+         a, m.integer(a + "rope.dimension_count", 1, kMaxDim), c.d_head);
   c.norm_eps = float(m.real(a + "attention.layer_norm_rms_epsilon", 0, 1));
   c.rope_theta = m.has(a + "rope.freq_base") ? float(m.real(a + "rope.freq_base", 0, 1e30)) : 10000.0f;
   c.rope = rope_style::rotate_half;  // q/k un-permuted for llama; qwen2/qwen3 are NEOX = rotate-half
@@ -546,7 +580,8 @@ weights load_gguf(const std::string& path) {
     fail("{}: metadata {}.vocab_size differs from token_embd.weight's {} rows", path, arch, c.vocab_size);
   // BOS: tokenizer.ggml.add_bos_token when set; otherwise llama prepends it and qwen does not
   // (as the Hugging Face families do).
-  const bool add_bos = m.has("tokenizer.ggml.add_bos_token") ? m.boolean("tokenizer.ggml.add_bos_token") : arch == "llama";
+  const bool add_bos =
+      m.has("tokenizer.ggml.add_bos_token") ? m.boolean("tokenizer.ggml.add_bos_token") : arch == "llama";
   c.bos_id = add_bos ? int(m.integer("tokenizer.ggml.bos_token_id", 0, c.vocab_size - 1)) : -1;
   validate(c, path);
   const int64_t D = c.dim, H = c.hidden_dim, V = c.vocab_size, hd = int64_t(c.n_head) * c.d_head,
@@ -597,12 +632,15 @@ std::unique_ptr<tokenizer> load_gguf_tokenizer(const std::string& path) {
   const meta m(f);
   const std::string model = m.string("tokenizer.ggml.model");
   if (model != "gpt2")
-    fail("{}: tokenizer.ggml.model '{}' not supported (expected gpt2, byte-level BPE; pass --tokenizer "
-         "tokenizer.json)", path, model);
+    fail(
+        "{}: tokenizer.ggml.model '{}' not supported (expected gpt2, byte-level BPE; pass --tokenizer "
+        "tokenizer.json)",
+        path, model);
   if (m.has("tokenizer.ggml.add_space_prefix") && m.boolean("tokenizer.ggml.add_space_prefix"))
     fail("{}: metadata tokenizer.ggml.add_space_prefix = true not supported", path);
   const gguf_array& tokens = m.array("tokenizer.ggml.tokens", 8);
-  if (tokens.count > uint64_t(1) << 24) fail("{}: tokenizer.ggml.tokens holds {} tokens (too many)", path, tokens.count);
+  if (tokens.count > uint64_t(1) << 24)
+    fail("{}: tokenizer.ggml.tokens holds {} tokens (too many)", path, tokens.count);
   const gguf_array* types = m.has("tokenizer.ggml.token_type") ? &m.array("tokenizer.ggml.token_type", 5) : nullptr;
   if (types && types->count != tokens.count)
     fail("{}: tokenizer.ggml.token_type has {} entries for {} tokens", path, types->count, tokens.count);
@@ -626,8 +664,9 @@ std::unique_ptr<tokenizer> load_gguf_tokenizer(const std::string& path) {
     v.merges = merges.strings;
   }
   const std::string text(reinterpret_cast<const char*>(f.file()->data()), f.header_bytes());
-  return make_bpe_tokenizer(v, path + ": tokenizer.ggml",
-                            fmt::format("{}:{}", fs::path(path).filename().string(), fnv1a_hex(text.data(), text.size())));
+  return make_bpe_tokenizer(
+      v, path + ": tokenizer.ggml",
+      fmt::format("{}:{}", fs::path(path).filename().string(), fnv1a_hex(text.data(), text.size())));
 }
 
 }  // namespace attnum::model

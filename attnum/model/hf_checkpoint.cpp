@@ -44,8 +44,7 @@ int int_field(const nlohmann::json& j, const std::string& path, const char* key,
   return static_cast<int>(v.get<int64_t>());
 }
 
-int int_field_or(const nlohmann::json& j, const std::string& path, const char* key, int64_t lo, int64_t hi,
-                 int dflt) {
+int int_field_or(const nlohmann::json& j, const std::string& path, const char* key, int64_t lo, int64_t hi, int dflt) {
   return j.contains(key) && !j[key].is_null() ? int_field(j, path, key, lo, hi) : dflt;
 }
 
@@ -85,8 +84,7 @@ class tensor_set {
   void check_all_read() const {
     for (const auto& [name, file] : where_)
       if (!read_.count(name))
-        fail("{}: tensor {} is not read by the {} forward pass (unsupported checkpoint)", file->path(), name,
-             family_);
+        fail("{}: tensor {} is not read by the {} forward pass (unsupported checkpoint)", file->path(), name, family_);
   }
   std::string family_;
   // Returns the tensor as fp32 after checking its shape.
@@ -112,8 +110,7 @@ class tensor_set {
            fmt::join(shape, ", "));
     // Weights are floating point; an integer tensor under a weight's name is a broken checkpoint.
     if (t->dtype != st_dtype::F32 && t->dtype != st_dtype::F16 && t->dtype != st_dtype::BF16)
-      fail("{}: tensor {}: dtype {} not supported (expected F32, F16 or BF16)", r.path(), name,
-           dtype_name(t->dtype));
+      fail("{}: tensor {}: dtype {} not supported (expected F32, F16 or BF16)", r.path(), name, dtype_name(t->dtype));
     return *t;
   }
 
@@ -127,14 +124,14 @@ class tensor_set {
 namespace {
 
 // A real number field: a JSON number (not a bool or a string), finite, within (lo, hi] or [lo, hi].
-double number_field(const nlohmann::json& j, const std::string& where, const std::string& key, double lo,
-                    double hi, bool lo_open) {
+double number_field(const nlohmann::json& j, const std::string& where, const std::string& key, double lo, double hi,
+                    bool lo_open) {
   const nlohmann::json& v = j[key];
   const bool ok = v.is_number() && std::isfinite(v.get<double>()) &&
                   (lo_open ? v.get<double>() > lo : v.get<double>() >= lo) && v.get<double>() <= hi;
   if (!ok)
-    fail("{}: {} = {}: expected a finite number in {}{}, {}]", where, key, io::json_brief(v), lo_open ? "(" : "[",
-         lo, hi);
+    fail("{}: {} = {}: expected a finite number in {}{}, {}]", where, key, io::json_brief(v), lo_open ? "(" : "[", lo,
+         hi);
   return v.get<double>();
 }
 
@@ -142,28 +139,42 @@ bool has(const nlohmann::json& j, const char* key) { return j.contains(key) && !
 
 // config.json fields that do not change the forward pass (metadata, generation and training-only
 // settings: attention_dropout is inactive in evaluation).
-const std::set<std::string> kHarmless = {
-    "_name_or_path", "architectures", "torch_dtype", "dtype", "transformers_version", "bos_token_id",
-    "eos_token_id", "pad_token_id", "unk_token_id", "use_cache", "initializer_range", "attention_dropout",
-    "output_attentions", "output_hidden_states", "return_dict", "tokenizer_class", "model_type"};
+const std::set<std::string> kHarmless = {"_name_or_path",
+                                         "architectures",
+                                         "torch_dtype",
+                                         "dtype",
+                                         "transformers_version",
+                                         "bos_token_id",
+                                         "eos_token_id",
+                                         "pad_token_id",
+                                         "unk_token_id",
+                                         "use_cache",
+                                         "initializer_range",
+                                         "attention_dropout",
+                                         "output_attentions",
+                                         "output_hidden_states",
+                                         "return_dict",
+                                         "tokenizer_class",
+                                         "model_type"};
 
 // Fields each family reads (and this loader implements).
 const std::map<std::string, std::set<std::string>> kUsed = {
-    {"llama", {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-               "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings", "rms_norm_eps",
-               "rope_theta", "rope_scaling", "tie_word_embeddings", "hidden_act", "attention_bias", "mlp_bias",
-               "pretraining_tp"}},
-    {"mistral", {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                 "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings", "rms_norm_eps",
-                 "rope_theta", "rope_scaling", "tie_word_embeddings", "hidden_act", "sliding_window"}},
-    {"qwen2", {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-               "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings", "rms_norm_eps",
-               "rope_theta", "rope_scaling", "tie_word_embeddings", "hidden_act", "use_sliding_window",
-               "sliding_window", "max_window_layers", "layer_types"}},
-    {"qwen3", {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-               "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings", "rms_norm_eps",
-               "rope_theta", "rope_scaling", "tie_word_embeddings", "hidden_act", "attention_bias",
-               "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"}},
+    {"llama",
+     {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+      "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "tie_word_embeddings",
+      "hidden_act", "attention_bias", "mlp_bias", "pretraining_tp"}},
+    {"mistral",
+     {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+      "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "tie_word_embeddings",
+      "hidden_act", "sliding_window"}},
+    {"qwen2",
+     {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+      "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "tie_word_embeddings",
+      "hidden_act", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"}},
+    {"qwen3",
+     {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+      "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "tie_word_embeddings",
+      "hidden_act", "attention_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"}},
 };
 
 // RoPE frequencies of rope_scaling, as transformers' modeling_rope_utils computes them
@@ -186,14 +197,16 @@ void apply_rope_scaling(const nlohmann::json& rs, const std::string& path, confi
       {"linear", {"factor"}},
       {"dynamic", {"factor"}},
       {"llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
-      {"yarn", {"factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
-                "original_max_position_embeddings", "truncate"}}};
+      {"yarn",
+       {"factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
+        "original_max_position_embeddings", "truncate"}}};
   const auto kt = keys.find(type);
   if (kt == keys.end())
     fail("{}: rope_type '{}' not supported (expected default, linear, dynamic, llama3 or yarn)", where, clip(type));
   for (auto it = rs.begin(); it != rs.end(); ++it)
     if (it.key() != "rope_type" && it.key() != "type" && !kt->second.count(it.key()))
-      fail("{}: field {} = {} not supported for rope_type '{}'", where, clip(it.key()), io::json_brief(it.value()), type);
+      fail("{}: field {} = {} not supported for rope_type '{}'", where, clip(it.key()), io::json_brief(it.value()),
+           type);
   auto num = [&](const char* key, double lo, double hi, bool lo_open) {
     if (!has(rs, key)) fail("{}: missing field {} (rope_type '{}')", where, key, type);
     return number_field(rs, where, key, lo, hi, lo_open);
@@ -224,7 +237,7 @@ void apply_rope_scaling(const nlohmann::json& rs, const std::string& path, confi
     for (double& f : inv) {
       const double wavelen = 2 * M_PI / f;
       if (wavelen > low_wavelen) {
-        f = f / factor;  // low frequencies: interpolated
+        f = f / factor;                      // low frequencies: interpolated
       } else if (wavelen >= high_wavelen) {  // medium: smooth blend
         const double smooth = (old_ctx / wavelen - low) / (high - low);
         f = (1 - smooth) * f / factor + smooth * f;
@@ -238,9 +251,10 @@ void apply_rope_scaling(const nlohmann::json& rs, const std::string& path, confi
       // Newer transformers use max_position_embeddings / original_max_position_embeddings as the
       // factor, older ones the factor field: only a config where both agree means one thing.
       if (std::fabs(c.seq_len / old_ctx - factor) > 1e-12 * factor)
-        fail("{}: factor {} differs from max_position_embeddings / original_max_position_embeddings = {} / {}; "
-             "transformers versions disagree on which one applies",
-             where, factor, c.seq_len, old_ctx);
+        fail(
+            "{}: factor {} differs from max_position_embeddings / original_max_position_embeddings = {} / {}; "
+            "transformers versions disagree on which one applies",
+            where, factor, c.seq_len, old_ctx);
       factor = c.seq_len / old_ctx;
     }
     auto mscale_of = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
@@ -255,7 +269,8 @@ void apply_rope_scaling(const nlohmann::json& rs, const std::string& path, confi
     if (beta_slow == 0) beta_slow = 1;
     bool truncate = true;
     if (has(rs, "truncate")) {
-      if (!rs["truncate"].is_boolean()) fail("{}: truncate = {}: expected true or false", where, io::json_brief(rs["truncate"]));
+      if (!rs["truncate"].is_boolean())
+        fail("{}: truncate = {}: expected true or false", where, io::json_brief(rs["truncate"]));
       truncate = rs["truncate"].get<bool>();
     }
     auto correction_dim = [&](double rotations) {

@@ -46,8 +46,7 @@ attention_fn engine_kernel(const attention::kernel_spec& spec, attention::condit
 
 attention_fn reference_attention(std::string_view reference) {
   if (reference == "fp64") return engine_reference();
-  if (reference == "bf16")
-    return engine_kernel(attention::preset("bf16"), attention::condition::plain);
+  if (reference == "bf16") return engine_kernel(attention::preset("bf16"), attention::condition::plain);
   fail("--reference: expected bf16 or fp64, got '{}'", clip(reference));
 }
 

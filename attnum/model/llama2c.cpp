@@ -17,8 +17,7 @@ struct cursor {
   std::vector<float> take(size_t n, const char* name) {
     size_t bytes = n * sizeof(float);
     if (pos + bytes > f.size() || bytes / sizeof(float) != n)
-      fail("{}: truncated: tensor {} needs {} bytes at offset {}, file has {}", f.path(), name,
-           bytes, pos, f.size());
+      fail("{}: truncated: tensor {} needs {} bytes at offset {}, file has {}", f.path(), name, bytes, pos, f.size());
     std::vector<float> v(n);
     std::memcpy(v.data(), f.data() + pos, bytes);
     pos += bytes;
@@ -26,8 +25,7 @@ struct cursor {
   }
   void skip(size_t n, const char* name) {
     size_t bytes = n * sizeof(float);
-    if (pos + bytes > f.size())
-      fail("{}: truncated: {} needs {} bytes at offset {}", f.path(), name, bytes, pos);
+    if (pos + bytes > f.size()) fail("{}: truncated: {} needs {} bytes at offset {}", f.path(), name, bytes, pos);
     pos += bytes;
   }
 };
@@ -44,8 +42,7 @@ void split(std::vector<float> all, size_t per, std::vector<layer_weights>& layer
 weights load_llama2c(const std::string& path) {
   mapped_file f(path);
   constexpr size_t kHeader = 7 * sizeof(int32_t);
-  if (f.size() < kHeader)
-    fail("{}: truncated: {} bytes, the llama2.c header needs {}", path, f.size(), kHeader);
+  if (f.size() < kHeader) fail("{}: truncated: {} bytes, the llama2.c header needs {}", path, f.size(), kHeader);
   int32_t h[7];
   std::memcpy(h, f.data(), kHeader);
   weights w;
@@ -75,8 +72,8 @@ weights load_llama2c(const std::string& path) {
   const size_t freq = size_t(c.seq_len) * c.d_head / 2;
   // In 128 bits: header fields up to 2^31 each must not wrap the product (a lying header).
   using u128 = unsigned __int128;
-  const u128 expect128 = u128(V) * D + u128(L) * (2 * u128(D) + u128(D) * hd + 2 * u128(D) * kv + u128(hd) * D +
-                                                  3 * u128(D) * H) +
+  const u128 expect128 = u128(V) * D +
+                         u128(L) * (2 * u128(D) + u128(D) * hd + 2 * u128(D) * kv + u128(hd) * D + 3 * u128(D) * H) +
                          D + 2 * u128(freq) + (c.tied_embeddings ? 0 : u128(V) * D);
   if (expect128 > u128(f.size()))
     fail("{}: truncated or lying header: the header implies more weight bytes than the file's {}", path,
@@ -84,11 +81,10 @@ weights load_llama2c(const std::string& path) {
   const size_t expect = static_cast<size_t>(expect128);
   size_t have = (f.size() - kHeader) / sizeof(float);
   if (have < expect || (f.size() - kHeader) % sizeof(float) != 0)
-    fail("{}: truncated or lying header: the header implies {} weight bytes, the file has {}",
-         path, expect * 4, f.size() - kHeader);
+    fail("{}: truncated or lying header: the header implies {} weight bytes, the file has {}", path, expect * 4,
+         f.size() - kHeader);
   if (have > expect)
-    fail("{}: {} trailing bytes after the weights the header describes (wrong header?)", path,
-         (have - expect) * 4);
+    fail("{}: {} trailing bytes after the weights the header describes (wrong header?)", path, (have - expect) * 4);
   cursor cur{f, kHeader};
   w.tok_embeddings = cur.take(V * D, "token_embedding_table");
   w.layers.resize(L);

@@ -118,8 +118,10 @@ std::vector<std::string> default_texts() {
       "/usr/share/gocode/src/github.com/andybalholm/brotli/testdata/Isaac.Newton-Opticks.txt"};
   for (const auto& p : paths)
     if (!fs::exists(p))
-      fail("{}: default text missing (install golang-github-pierrec-lz4-dev and "
-           "golang-github-andybalholm-brotli-dev, or pass --text)", p);
+      fail(
+          "{}: default text missing (install golang-github-pierrec-lz4-dev and "
+          "golang-github-andybalholm-brotli-dev, or pass --text)",
+          p);
   return paths;
 }
 

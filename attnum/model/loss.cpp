@@ -30,8 +30,7 @@ double mean(const std::vector<double>& v) {
 
 // The window's input ids (positions 0..N-1) and labels (the next ids).
 std::span<const int> window_ids(const loss_params& p, const loss_unit& u, int offset) {
-  return std::span<const int>(p.sources[u.source])
-      .subspan(size_t(u.window) * p.n_tokens + offset, p.n_tokens);
+  return std::span<const int>(p.sources[u.source]).subspan(size_t(u.window) * p.n_tokens + offset, p.n_tokens);
 }
 
 }  // namespace
@@ -83,12 +82,11 @@ void validate(const loss_params& p, const weights& w) {
   for (size_t s = 0; s < p.sources.size(); ++s) {
     if (p.sources[s].size() < need)
       fail("{}: {} tokens, but --windows {} x --tokens {} need {} (inputs plus the last label)",
-           s < p.source_names.size() ? p.source_names[s] : "source", p.sources[s].size(),
-           p.windows, p.n_tokens, need);
+           s < p.source_names.size() ? p.source_names[s] : "source", p.sources[s].size(), p.windows, p.n_tokens, need);
     for (int id : p.sources[s])
       if (id < 0 || id >= w.cfg.vocab_size)
-        fail("{}: token id {} outside the vocabulary 0..{}",
-             s < p.source_names.size() ? p.source_names[s] : "source", id, w.cfg.vocab_size - 1);
+        fail("{}: token id {} outside the vocabulary 0..{}", s < p.source_names.size() ? p.source_names[s] : "source",
+             id, w.cfg.vocab_size - 1);
   }
 }
 
@@ -101,16 +99,14 @@ std::vector<loss_unit> all_units(const loss_params& p) {
 }
 
 std::vector<loss_unit> shard_units(const loss_params& p, int shard, int n_shards) {
-  if (n_shards <= 0 || shard < 0 || shard >= n_shards)
-    fail("--shard {}/{}: expected 0 <= I < N", shard, n_shards);
+  if (n_shards <= 0 || shard < 0 || shard >= n_shards) fail("--shard {}/{}: expected 0 <= I < N", shard, n_shards);
   std::vector<loss_unit> out;
   for (const loss_unit& u : all_units(p))
     if ((u.source * p.windows + u.window) % n_shards == shard) out.push_back(u);
   return out;
 }
 
-std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
-                                        const std::vector<loss_unit>& units) {
+std::vector<unit_result> compute_window(const weights& w, const loss_params& p, const std::vector<loss_unit>& units) {
   if (units.empty()) return {};
   const int vocab = w.cfg.vocab_size, n = p.n_tokens;
   std::span<const int> inputs = window_ids(p, units[0], 0), labels = window_ids(p, units[0], 1);
@@ -133,16 +129,16 @@ std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
     for (const auto& [logits, which] : {std::pair{ref, "reference"}, std::pair{var.data(), "kernel"}})
       for (size_t e = 0; e < size_t(n) * vocab; ++e)
         if (!std::isfinite(logits[e]))
-          fail("loss: source {} window {} condition {}: the {} logits at position {} hold {} (token {}): "
-               "no loss for a non-finite logit row", u.source, u.window, p.conditions[u.condition], which,
-               e / vocab, logits[e], e % vocab);
+          fail(
+              "loss: source {} window {} condition {}: the {} logits at position {} hold {} (token {}): "
+              "no loss for a non-finite logit row",
+              u.source, u.window, p.conditions[u.condition], which, e / vocab, logits[e], e % vocab);
     unit_result r;
     r.unit = u;
     r.nll_ref.resize(n), r.nll_var.resize(n), r.kl.resize(n), r.dp.resize(n), r.top1_same.resize(n);
 #pragma omp parallel for schedule(static) if (size_t(n) * vocab > (1u << 16))
     for (int i = 0; i < n; ++i) {
-      const label_stat s = compare_logits(ref + size_t(i) * vocab,
-                                          var.data() + size_t(i) * vocab, vocab, labels[i]);
+      const label_stat s = compare_logits(ref + size_t(i) * vocab, var.data() + size_t(i) * vocab, vocab, labels[i]);
       r.nll_ref[i] = s.nll_ref, r.nll_var[i] = s.nll_var, r.kl[i] = s.kl, r.dp[i] = s.dp;
       r.top1_same[i] = s.top1_same;
     }
@@ -151,8 +147,7 @@ std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
   return out;
 }
 
-std::vector<unit_result> compute_units(const weights& w, const loss_params& p,
-                                       const std::vector<loss_unit>& units) {
+std::vector<unit_result> compute_units(const weights& w, const loss_params& p, const std::vector<loss_unit>& units) {
   std::map<std::pair<int, int>, std::vector<loss_unit>> by_window;
   for (const loss_unit& u : units) by_window[{u.source, u.window}].push_back(u);
   std::vector<unit_result> out;
@@ -170,12 +165,11 @@ void canonical_order(const loss_params& p, std::vector<unit_result>& results) {
             [&](const unit_result& a, const unit_result& b) { return key(a.unit) < key(b.unit); });
   const std::vector<loss_unit> want = all_units(p);
   if (results.size() != want.size())
-    fail("loss merge: {} unit results, expected {} (missing or duplicated units)", results.size(),
-         want.size());
+    fail("loss merge: {} unit results, expected {} (missing or duplicated units)", results.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
     if (key(results[i].unit) != key(want[i]))
-      fail("loss merge: unit (condition {}, source {}, window {}) missing or duplicated",
-           want[i].condition, want[i].source, want[i].window);
+      fail("loss merge: unit (condition {}, source {}, window {}) missing or duplicated", want[i].condition,
+           want[i].source, want[i].window);
 }
 
 // Per-label results of one condition, concatenated in canonical order (source, window, position).
@@ -227,16 +221,18 @@ text_ci interval_over_texts(const loss_params& p, const std::vector<int>& cluste
   text_ci out;
   const int g = n_text_windows(p);
   if (g < kMinLossWindows) {
-    out.reason = fmt::format("{} text window{}: an interval over text windows needs at least {}", g,
-                             g == 1 ? "" : "s", kMinLossWindows);
+    out.reason = fmt::format("{} text window{}: an interval over text windows needs at least {}", g, g == 1 ? "" : "s",
+                             kMinLossWindows);
     return out;
   }
   stats::bootstrap_options o;
   o.scale = scale, o.range_lo = range_lo, o.range_hi = range_hi, o.logit_count = logit_count;
   const stats::interval iv = stats::cluster_jackknife_t(cluster, stat, o);
   out.dropped = iv.dropped;
-  if (iv.lo && iv.hi) out.lo = *iv.lo, out.hi = *iv.hi;
-  else out.reason = iv.reason.empty() ? iv.method : iv.reason;
+  if (iv.lo && iv.hi)
+    out.lo = *iv.lo, out.hi = *iv.hi;
+  else
+    out.reason = iv.reason.empty() ? iv.method : iv.reason;
   return out;
 }
 
@@ -244,8 +240,8 @@ text_ci interval_over_texts(const loss_params& p, const std::vector<int>& cluste
 std::string text_ci_method(const loss_params& p, const char* scales) {
   const int g = n_text_windows(p);
   if (g < kMinLossWindows)
-    return fmt::format("none: {} text window{} (an interval over text windows needs at least {})", g,
-                       g == 1 ? "" : "s", kMinLossWindows);
+    return fmt::format("none: {} text window{} (an interval over text windows needs at least {})", g, g == 1 ? "" : "s",
+                       kMinLossWindows);
   return fmt::format("delete-one-window-jackknife-t (t({}) over {} text windows; {})", g - 1, g, scales);
 }
 
@@ -260,14 +256,13 @@ constexpr const char* kNoHighQuantileInterval =
     "0.92, 0.91 at 3, 5, 10 windows: docs/model.md)";
 }  // namespace
 
-std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id,
-                                std::vector<unit_result> results) {
+std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id, std::vector<unit_result> results) {
   canonical_order(p, results);
   std::vector<loss_row> rows;
   const size_t per = results.size() / p.conditions.size();
   for (size_t c = 0; c < p.conditions.size(); ++c) {
     condition_labels L = labels_of(results, c, per);
-    const std::vector<double> &nr = L.nr, &nv = L.nv, &kl = L.kl;
+    const std::vector<double>&nr = L.nr, &nv = L.nv, &kl = L.kl;
     std::vector<double>& dp = L.dp;
     double same = 0;
     for (double t : L.same) same += t;
@@ -288,8 +283,9 @@ std::vector<loss_row> summarize(const loss_params& p, const std::string& model_i
     const std::vector<int>& cluster = L.window;
     row.block_length = window_block_length(p, diff);
     row.n_text_windows = n_text_windows(p), row.n_blocks = row.n_text_windows;
-    row.ci_method = text_ci_method(p, "log scale for ppl_ratio, kl_mean, kl_p50, kl_p90 and dp_rms, logit for "
-                                      "top1_agreement; none for kl_p99");
+    row.ci_method = text_ci_method(p,
+                                   "log scale for ppl_ratio, kl_mean, kl_p50, kl_p90 and dp_rms, logit for "
+                                   "top1_agreement; none for kl_p99");
     row.kl_mean = mean(kl);
     row.top1_agreement = double(same) / double(nr.size());
     double sq = 0;
@@ -405,16 +401,30 @@ std::vector<loss_row> run_loss(const weights& w, const loss_params& p, std::vect
 }
 
 nlohmann::json to_json(const paired_row& r) {
-  return {{"kernel", r.kernel}, {"condition_a", r.condition_a}, {"condition_b", r.condition_b},
-          {"n_labels", r.n_labels}, {"delta_ce", r.delta_ce}, {"delta_ce_lo", bound(r.delta_ce_lo)},
-          {"delta_ce_hi", bound(r.delta_ce_hi)}, {"delta_ce_ci_reason", reason(r.delta_ce_ci_reason)},
-          {"delta_kl", r.delta_kl}, {"delta_kl_lo", bound(r.delta_kl_lo)},
-          {"delta_kl_hi", bound(r.delta_kl_hi)}, {"delta_kl_ci_reason", reason(r.delta_kl_ci_reason)},
-          {"delta_top1", r.delta_top1}, {"delta_top1_lo", bound(r.delta_top1_lo)},
-          {"delta_top1_hi", bound(r.delta_top1_hi)}, {"delta_top1_ci_reason", reason(r.delta_top1_ci_reason)},
+  return {{"kernel", r.kernel},
+          {"condition_a", r.condition_a},
+          {"condition_b", r.condition_b},
+          {"n_labels", r.n_labels},
+          {"delta_ce", r.delta_ce},
+          {"delta_ce_lo", bound(r.delta_ce_lo)},
+          {"delta_ce_hi", bound(r.delta_ce_hi)},
+          {"delta_ce_ci_reason", reason(r.delta_ce_ci_reason)},
+          {"delta_kl", r.delta_kl},
+          {"delta_kl_lo", bound(r.delta_kl_lo)},
+          {"delta_kl_hi", bound(r.delta_kl_hi)},
+          {"delta_kl_ci_reason", reason(r.delta_kl_ci_reason)},
+          {"delta_top1", r.delta_top1},
+          {"delta_top1_lo", bound(r.delta_top1_lo)},
+          {"delta_top1_hi", bound(r.delta_top1_hi)},
+          {"delta_top1_ci_reason", reason(r.delta_top1_ci_reason)},
           {"ce_diff_lag1_autocorrelation", r.ce_diff_lag1_autocorrelation},
-          {"block_length", r.block_length}, {"n_blocks", r.n_blocks}, {"n_text_windows", r.n_text_windows}, {"ci_method", r.ci_method},
-          {"ci_level", 0.95}, {"ci_dropped", r.ci_dropped}, {"model", r.model},
+          {"block_length", r.block_length},
+          {"n_blocks", r.n_blocks},
+          {"n_text_windows", r.n_text_windows},
+          {"ci_method", r.ci_method},
+          {"ci_level", 0.95},
+          {"ci_dropped", r.ci_dropped},
+          {"model", r.model},
           {"tool_version", std::string(tool_version())}};
 }
 
@@ -435,37 +445,74 @@ void write_paired_files(const std::string& dir, const std::vector<paired_row>& r
 }
 
 nlohmann::json to_json(const loss_row& r) {
-  return {{"condition", r.condition}, {"kernel", r.kernel}, {"n_labels", r.n_labels},
-          {"ce_ref", r.ce_ref}, {"ce_variant", r.ce_variant}, {"ppl_ratio", r.ppl_ratio},
-          {"ppl_ratio_lo", bound(r.ppl_ratio_lo)}, {"ppl_ratio_hi", bound(r.ppl_ratio_hi)},
+  return {{"condition", r.condition},
+          {"kernel", r.kernel},
+          {"n_labels", r.n_labels},
+          {"ce_ref", r.ce_ref},
+          {"ce_variant", r.ce_variant},
+          {"ppl_ratio", r.ppl_ratio},
+          {"ppl_ratio_lo", bound(r.ppl_ratio_lo)},
+          {"ppl_ratio_hi", bound(r.ppl_ratio_hi)},
           {"ppl_ratio_ci_reason", reason(r.ppl_ratio_ci_reason)},
-          {"kl_mean", r.kl_mean}, {"kl_mean_lo", bound(r.kl_mean_lo)}, {"kl_mean_hi", bound(r.kl_mean_hi)},
+          {"kl_mean", r.kl_mean},
+          {"kl_mean_lo", bound(r.kl_mean_lo)},
+          {"kl_mean_hi", bound(r.kl_mean_hi)},
           {"kl_mean_ci_reason", reason(r.kl_mean_ci_reason)},
-          {"kl_p50", r.kl_p50}, {"kl_p50_lo", bound(r.kl_p50_lo)}, {"kl_p50_hi", bound(r.kl_p50_hi)},
+          {"kl_p50", r.kl_p50},
+          {"kl_p50_lo", bound(r.kl_p50_lo)},
+          {"kl_p50_hi", bound(r.kl_p50_hi)},
           {"kl_p50_ci_reason", reason(r.kl_p50_ci_reason)},
-          {"kl_p90", r.kl_p90}, {"kl_p90_lo", bound(r.kl_p90_lo)}, {"kl_p90_hi", bound(r.kl_p90_hi)},
+          {"kl_p90", r.kl_p90},
+          {"kl_p90_lo", bound(r.kl_p90_lo)},
+          {"kl_p90_hi", bound(r.kl_p90_hi)},
           {"kl_p90_ci_reason", reason(r.kl_p90_ci_reason)},
-          {"kl_p99", r.kl_p99}, {"kl_p99_lo", bound(r.kl_p99_lo)}, {"kl_p99_hi", bound(r.kl_p99_hi)},
+          {"kl_p99", r.kl_p99},
+          {"kl_p99_lo", bound(r.kl_p99_lo)},
+          {"kl_p99_hi", bound(r.kl_p99_hi)},
           {"kl_p99_ci_reason", reason(r.kl_p99_ci_reason)},
-          {"kl_p999", r.kl_p999}, {"kl_min", r.kl_min}, {"kl_max", r.kl_max},
-          {"top1_agreement", r.top1_agreement}, {"top1_agreement_lo", bound(r.top1_agreement_lo)},
+          {"kl_p999", r.kl_p999},
+          {"kl_min", r.kl_min},
+          {"kl_max", r.kl_max},
+          {"top1_agreement", r.top1_agreement},
+          {"top1_agreement_lo", bound(r.top1_agreement_lo)},
           {"top1_agreement_hi", bound(r.top1_agreement_hi)},
-          {"top1_agreement_ci_reason", reason(r.top1_agreement_ci_reason)}, {"dp_mean", r.dp_mean},
-          {"dp_rms", r.dp_rms}, {"dp_rms_lo", bound(r.dp_rms_lo)}, {"dp_rms_hi", bound(r.dp_rms_hi)},
-          {"dp_rms_ci_reason", reason(r.dp_rms_ci_reason)}, {"dp_min", r.dp_min}, {"dp_p01", r.dp_p01},
-          {"dp_p10", r.dp_p10}, {"dp_p50", r.dp_p50}, {"dp_p90", r.dp_p90},
-          {"dp_p99", r.dp_p99}, {"dp_max", r.dp_max}, {"model", r.model},
-          {"reference", r.reference}, {"linear_precision", r.linear}, {"knobs", fmt::format("{}", fmt::join(r.knobs, ";"))},
-          {"transform_dtype", r.transform_dtype}, {"rotation", r.rotation},
-          {"ci_method", r.ci_method}, {"ci_level", 0.95}, {"block_length", r.block_length},
-          {"n_blocks", r.n_blocks}, {"n_text_windows", r.n_text_windows}, {"ci_dropped", r.ci_dropped},
+          {"top1_agreement_ci_reason", reason(r.top1_agreement_ci_reason)},
+          {"dp_mean", r.dp_mean},
+          {"dp_rms", r.dp_rms},
+          {"dp_rms_lo", bound(r.dp_rms_lo)},
+          {"dp_rms_hi", bound(r.dp_rms_hi)},
+          {"dp_rms_ci_reason", reason(r.dp_rms_ci_reason)},
+          {"dp_min", r.dp_min},
+          {"dp_p01", r.dp_p01},
+          {"dp_p10", r.dp_p10},
+          {"dp_p50", r.dp_p50},
+          {"dp_p90", r.dp_p90},
+          {"dp_p99", r.dp_p99},
+          {"dp_max", r.dp_max},
+          {"model", r.model},
+          {"reference", r.reference},
+          {"linear_precision", r.linear},
+          {"knobs", fmt::format("{}", fmt::join(r.knobs, ";"))},
+          {"transform_dtype", r.transform_dtype},
+          {"rotation", r.rotation},
+          {"ci_method", r.ci_method},
+          {"ci_level", 0.95},
+          {"block_length", r.block_length},
+          {"n_blocks", r.n_blocks},
+          {"n_text_windows", r.n_text_windows},
+          {"ci_dropped", r.ci_dropped},
           {"tool_version", std::string(tool_version())}};
 }
 
 nlohmann::json to_json(const unit_result& r) {
-  return {{"source", r.unit.source}, {"window", r.unit.window}, {"condition", r.unit.condition},
-          {"nll_ref", r.nll_ref},    {"nll_var", r.nll_var},    {"kl", r.kl},
-          {"dp", r.dp},              {"top1_same", r.top1_same}};
+  return {{"source", r.unit.source},
+          {"window", r.unit.window},
+          {"condition", r.unit.condition},
+          {"nll_ref", r.nll_ref},
+          {"nll_var", r.nll_var},
+          {"kl", r.kl},
+          {"dp", r.dp},
+          {"top1_same", r.top1_same}};
 }
 
 unit_result unit_result_from_json(const nlohmann::json& j) {
@@ -501,23 +548,30 @@ unit_result unit_result_from_json(const nlohmann::json& j) {
   }
 }
 
-nlohmann::json shard_to_json(const loss_params& p, const std::string& model_id, int shard,
-                             int n_shards, const std::vector<unit_result>& results) {
+nlohmann::json shard_to_json(const loss_params& p, const std::string& model_id, int shard, int n_shards,
+                             const std::vector<unit_result>& results) {
   nlohmann::json units = nlohmann::json::array();
   for (const unit_result& r : results) units.push_back(to_json(r));
   nlohmann::json j = {{"kind", "attnum-loss-shard"},
-          {"tool_version", std::string(tool_version())},
-          {"params",
-           {{"model", model_id}, {"kernel", p.kernel.name}, {"knobs", p.knobs},
-            {"transform_dtype", formats::info(p.kernel.transform_dtype).name},
-            {"rotation", p.rotation.name()}, {"conditions", p.conditions},
-            {"reference", p.reference}, {"linear_precision", std::string(name(p.linear))},
-            {"n_tokens", p.n_tokens}, {"windows", p.windows}, {"sources", p.source_names},
-            {"n_sources", p.sources.size()}, {"bootstrap_samples", p.bootstrap_samples},
-            {"bootstrap_seed", p.bootstrap_seed}}},
-          {"shard", shard},
-          {"n_shards", n_shards},
-          {"units", units}};
+                      {"tool_version", std::string(tool_version())},
+                      {"params",
+                       {{"model", model_id},
+                        {"kernel", p.kernel.name},
+                        {"knobs", p.knobs},
+                        {"transform_dtype", formats::info(p.kernel.transform_dtype).name},
+                        {"rotation", p.rotation.name()},
+                        {"conditions", p.conditions},
+                        {"reference", p.reference},
+                        {"linear_precision", std::string(name(p.linear))},
+                        {"n_tokens", p.n_tokens},
+                        {"windows", p.windows},
+                        {"sources", p.source_names},
+                        {"n_sources", p.sources.size()},
+                        {"bootstrap_samples", p.bootstrap_samples},
+                        {"bootstrap_seed", p.bootstrap_seed}}},
+                      {"shard", shard},
+                      {"n_shards", n_shards},
+                      {"units", units}};
   // Shards that read reference logits merge only with shards that read the same file.
   if (p.reference_file) j["params"]["reference_logits"] = p.reference_file->id();
   return j;
@@ -541,13 +595,17 @@ merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
         !s.contains("units"))
       fail("loss merge: shard {} is not an attnum loss shard file", i);
     if (s.value("tool_version", nlohmann::json()) != std::string(tool_version()))
-      fail("loss merge: shard {} was written by attnum {}, this is {}: rerun the shard with this "
-           "version", i, clip(s.value("tool_version", nlohmann::json()).dump(), 40), tool_version());
+      fail(
+          "loss merge: shard {} was written by attnum {}, this is {}: rerun the shard with this "
+          "version",
+          i, clip(s.value("tool_version", nlohmann::json()).dump(), 40), tool_version());
     if (!s["params"].is_object() || !s["units"].is_array())
       fail("loss merge: shard {}: params must be an object and units an array", i);
-    if (i == 0) params = s["params"];
-    else core::require_same_config(params, s["params"], fmt::format("loss merge: shard {}", i),
-                                   "it was run with different parameters than shard 0");
+    if (i == 0)
+      params = s["params"];
+    else
+      core::require_same_config(params, s["params"], fmt::format("loss merge: shard {}", i),
+                                "it was run with different parameters than shard 0");
     for (const auto& u : s["units"]) all.push_back(unit_result_from_json(u));
   }
   loss_params p;
@@ -574,15 +632,18 @@ merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
   }
   if (p.n_tokens < 1 || p.windows < 1 || p.conditions.empty() || p.sources.empty() ||
       p.source_names.size() != p.sources.size())
-    fail("loss merge: shard parameters: n_tokens {}, windows {}, {} conditions, {} sources ({} named): "
-         "expected positive counts and one name per source", p.n_tokens, p.windows, p.conditions.size(),
-         p.sources.size(), p.source_names.size());
+    fail(
+        "loss merge: shard parameters: n_tokens {}, windows {}, {} conditions, {} sources ({} named): "
+        "expected positive counts and one name per source",
+        p.n_tokens, p.windows, p.conditions.size(), p.sources.size(), p.source_names.size());
   for (const unit_result& r : all)
     if (r.nll_ref.size() != static_cast<size_t>(p.n_tokens) || r.unit.source >= static_cast<int>(p.sources.size()) ||
         r.unit.window >= p.windows || r.unit.condition >= static_cast<int>(p.conditions.size()))
-      fail("loss merge: unit (source {}, window {}, condition {}) with {} labels does not fit the "
-           "parameters ({} sources, {} windows, {} conditions, n_tokens {})", r.unit.source, r.unit.window,
-           r.unit.condition, r.nll_ref.size(), p.sources.size(), p.windows, p.conditions.size(), p.n_tokens);
+      fail(
+          "loss merge: unit (source {}, window {}, condition {}) with {} labels does not fit the "
+          "parameters ({} sources, {} windows, {} conditions, n_tokens {})",
+          r.unit.source, r.unit.window, r.unit.condition, r.nll_ref.size(), p.sources.size(), p.windows,
+          p.conditions.size(), p.n_tokens);
   return {std::move(p), std::move(model), std::move(all), std::move(rotation)};
 }
 }  // namespace

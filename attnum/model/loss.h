@@ -28,15 +28,15 @@ class reference_logits;
 
 /// What to measure.
 struct loss_params {
-  std::vector<std::vector<int>> sources;  ///< token id streams (one per text / id file)
-  std::vector<std::string> source_names;  ///< for metadata
-  int n_tokens = 1024;                    ///< N, labels per window
-  int windows = 1;                        ///< K windows per source
+  std::vector<std::vector<int>> sources;                     ///< token id streams (one per text / id file)
+  std::vector<std::string> source_names;                     ///< for metadata
+  int n_tokens = 1024;                                       ///< N, labels per window
+  int windows = 1;                                           ///< K windows per source
   attention::kernel_spec kernel = attention::preset("fa3");  ///< the variant's kernel (resolved)
-  std::vector<std::string> knobs;         ///< knobs applied to it (recorded; a merge re-applies them)
-  transforms::rotation rotation;          ///< of Q and K under rotate and center+rotate
+  std::vector<std::string> knobs;  ///< knobs applied to it (recorded; a merge re-applies them)
+  transforms::rotation rotation;   ///< of Q and K under rotate and center+rotate
   std::vector<std::string> conditions = {"plain"};
-  std::string reference = "bf16";         ///< "bf16" (emulated native BF16 attention) or "fp64"
+  std::string reference = "bf16";  ///< "bf16" (emulated native BF16 attention) or "fp64"
   linear_precision linear = linear_precision::bf16;
   /// Recorded in shard and checkpoint parameters; the intervals (a jackknife over text windows)
   /// draw no resamples, so they do not use them.
@@ -64,13 +64,12 @@ struct unit_result {
 /// One output row per condition (docs/results.md, `attnum loss`).
 struct loss_row {
   std::string condition, kernel, model, reference, linear;
-  std::vector<std::string> knobs;           ///< applied to the kernel's preset
-  std::string transform_dtype, rotation;    ///< of the kernel's transformed Q and K
+  std::vector<std::string> knobs;         ///< applied to the kernel's preset
+  std::string transform_dtype, rotation;  ///< of the kernel's transformed Q and K
   int64_t n_labels = 0;
   double ce_ref = 0, ce_variant = 0, ppl_ratio = 0, ppl_ratio_lo = 0, ppl_ratio_hi = 0;
   double kl_mean = 0, top1_agreement = 0;
-  double dp_mean = 0, dp_rms = 0, dp_min = 0, dp_p01 = 0, dp_p10 = 0, dp_p50 = 0, dp_p90 = 0,
-         dp_p99 = 0, dp_max = 0;
+  double dp_mean = 0, dp_rms = 0, dp_min = 0, dp_p01 = 0, dp_p10 = 0, dp_p50 = 0, dp_p90 = 0, dp_p99 = 0, dp_max = 0;
   /// The per-label KL(p_ref || p_var) distribution as llama.cpp's `--kl-divergence` reports it:
   /// median, 90th, 99th and 99.9th percentiles, extremes.
   double kl_p50 = 0, kl_p90 = 0, kl_p99 = 0, kl_p999 = 0, kl_min = 0, kl_max = 0;
@@ -78,9 +77,8 @@ struct loss_row {
   /// delete-one-window jackknife as ppl_ratio (log scale; logit for top1_agreement). kl_p99
   /// has none (NaN, with the reason): the jackknife of a high quantile undercovers
   /// (docs/model.md); nor do kl_p999, kl_min and kl_max.
-  double kl_mean_lo = 0, kl_mean_hi = 0, kl_p50_lo = 0, kl_p50_hi = 0, kl_p90_lo = 0, kl_p90_hi = 0,
-         kl_p99_lo = 0, kl_p99_hi = 0, top1_agreement_lo = 0, top1_agreement_hi = 0, dp_rms_lo = 0,
-         dp_rms_hi = 0;
+  double kl_mean_lo = 0, kl_mean_hi = 0, kl_p50_lo = 0, kl_p50_hi = 0, kl_p90_lo = 0, kl_p90_hi = 0, kl_p99_lo = 0,
+         kl_p99_hi = 0, top1_agreement_lo = 0, top1_agreement_hi = 0, dp_rms_lo = 0, dp_rms_hi = 0;
   /// Why an interval is not available (its bounds NaN, null in JSON): e.g. fewer than
   /// kMinLossWindows text windows, or zero width; empty when it is.
   std::string ppl_ratio_ci_reason, kl_mean_ci_reason, kl_p50_ci_reason, kl_p90_ci_reason, kl_p99_ci_reason,
@@ -102,8 +100,8 @@ struct loss_row {
 struct paired_row {
   std::string kernel, condition_a, condition_b, model;
   int64_t n_labels = 0;
-  double delta_ce = 0, delta_ce_lo = 0, delta_ce_hi = 0;    ///< mean nll_a - nll_b
-  double delta_kl = 0, delta_kl_lo = 0, delta_kl_hi = 0;    ///< kl_mean_a - kl_mean_b
+  double delta_ce = 0, delta_ce_lo = 0, delta_ce_hi = 0;        ///< mean nll_a - nll_b
+  double delta_kl = 0, delta_kl_lo = 0, delta_kl_hi = 0;        ///< kl_mean_a - kl_mean_b
   double delta_top1 = 0, delta_top1_lo = 0, delta_top1_hi = 0;  ///< top-1 agreement a - b
   double ce_diff_lag1_autocorrelation = 0;
   /// Why an interval is not available (bounds NaN, null in JSON); empty when it is.
@@ -141,19 +139,16 @@ std::span<const int> window_inputs(const loss_params& p, int source, int window)
 std::vector<float> reference_forward(const weights& w, const loss_params& p, std::span<const int> inputs);
 
 /// Computes the given units of one window (all share source and window): the reference forward
-/// once (or its logits from p.reference_file), then one forward per unit's condition. `w` must already be bf16-rounded when
-/// p.linear is bf16 (see round_to_bf16).
-std::vector<unit_result> compute_window(const weights& w, const loss_params& p,
-                                        const std::vector<loss_unit>& units);
+/// once (or its logits from p.reference_file), then one forward per unit's condition. `w` must already be bf16-rounded
+/// when p.linear is bf16 (see round_to_bf16).
+std::vector<unit_result> compute_window(const weights& w, const loss_params& p, const std::vector<loss_unit>& units);
 
 /// Computes a list of units (any order), grouping them by window.
-std::vector<unit_result> compute_units(const weights& w, const loss_params& p,
-                                       const std::vector<loss_unit>& units);
+std::vector<unit_result> compute_units(const weights& w, const loss_params& p, const std::vector<loss_unit>& units);
 
 /// Merges unit results (any order, any split) into one row per condition.
 /// Throws attnum::error when a unit is missing or duplicated.
-std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id,
-                                std::vector<unit_result> results);
+std::vector<loss_row> summarize(const loss_params& p, const std::string& model_id, std::vector<unit_result> results);
 
 /// Returns the paired rows (kPairedComparisons whose both conditions ran) of the same unit
 /// results summarize() takes; deterministic in the same way. Throws like summarize.
@@ -178,8 +173,8 @@ unit_result unit_result_from_json(const nlohmann::json& j);
 
 /// Returns a shard file: the parameters a merge needs (model, kernel, conditions, reference,
 /// linear precision, N, K, sources, bootstrap) plus the shard's unit results.
-nlohmann::json shard_to_json(const loss_params& p, const std::string& model_id, int shard,
-                             int n_shards, const std::vector<unit_result>& results);
+nlohmann::json shard_to_json(const loss_params& p, const std::string& model_id, int shard, int n_shards,
+                             const std::vector<unit_result>& results);
 
 /// Merges shard files (any order) into the rows a single run gives, bit for bit. Throws
 /// attnum::error when the shards disagree on parameters, or a unit is missing or duplicated.

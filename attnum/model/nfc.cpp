@@ -42,8 +42,8 @@ void decompose(char32_t c, bool compat, std::vector<char32_t>& out) {
       return;
     }
   }
-  auto it = std::lower_bound(std::begin(kDecomp), std::end(kDecomp), c,
-                             [](const auto& e, char32_t v) { return e[0] < v; });
+  auto it =
+      std::lower_bound(std::begin(kDecomp), std::end(kDecomp), c, [](const auto& e, char32_t v) { return e[0] < v; });
   if (it == std::end(kDecomp) || (*it)[0] != c) return out.push_back(c);
   decompose((*it)[1], compat, out);
   if ((*it)[2]) decompose((*it)[2], compat, out);
@@ -53,13 +53,11 @@ void decompose(char32_t c, bool compat, std::vector<char32_t>& out) {
 char32_t compose(char32_t a, char32_t b) {
   if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount)
     return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
-  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase &&
-      b < kTBase + kTCount)
+  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase && b < kTBase + kTCount)
     return a + (b - kTBase);
-  auto it = std::lower_bound(std::begin(kCompose), std::end(kCompose), std::pair(a, b),
-                             [](const auto& e, const std::pair<char32_t, char32_t>& v) {
-                               return std::pair(e[0], e[1]) < v;
-                             });
+  auto it =
+      std::lower_bound(std::begin(kCompose), std::end(kCompose), std::pair(a, b),
+                       [](const auto& e, const std::pair<char32_t, char32_t>& v) { return std::pair(e[0], e[1]) < v; });
   return it != std::end(kCompose) && (*it)[0] == a && (*it)[1] == b ? (*it)[2] : 0;
 }
 
@@ -80,7 +78,6 @@ void encode(char32_t c, std::string& out) {
     append_utf8(out, c);
 }
 
-
 std::string normalize(std::string_view utf8, bool compat) {
   // Fast path: below U+00C0 nothing decomposes canonically or combines; below U+00A0 nothing
   // has a compatibility decomposition.
@@ -90,12 +87,17 @@ std::string normalize(std::string_view utf8, bool compat) {
   // 1. full canonical (and with compat, compatibility) decomposition
   std::vector<char32_t> d;
   for (char32_t c : decode(utf8)) {
-    if (c >= kRawByte) d.push_back(c);
-    else decompose(c, compat, d);
+    if (c >= kRawByte)
+      d.push_back(c);
+    else
+      decompose(c, compat, d);
   }
   // 2. canonical ordering: stable sort of each run of non-starters by combining class
   for (size_t i = 0; i < d.size();) {
-    if (ccc(d[i]) == 0) { ++i; continue; }
+    if (ccc(d[i]) == 0) {
+      ++i;
+      continue;
+    }
     size_t j = i;
     while (j < d.size() && ccc(d[j]) != 0) ++j;
     std::stable_sort(d.begin() + i, d.begin() + j, [](char32_t a, char32_t b) { return ccc(a) < ccc(b); });

@@ -23,12 +23,9 @@ uint64_t ids_hash(std::span<const int> ids) {
 
 // What a run needs the stored logits to have been computed from, as metadata strings.
 std::map<std::string, std::string> run_fields(const weights& w, const loss_params& p) {
-  return {{"weights_fingerprint", fingerprint(w)},
-          {"reference", p.reference},
-          {"linear_precision", std::string(name(p.linear))},
-          {"n_tokens", std::to_string(p.n_tokens)},
-          {"vocab", std::to_string(w.cfg.vocab_size)},
-          {"tool_version", std::string(tool_version())}};
+  return {{"weights_fingerprint", fingerprint(w)},           {"reference", p.reference},
+          {"linear_precision", std::string(name(p.linear))}, {"n_tokens", std::to_string(p.n_tokens)},
+          {"vocab", std::to_string(w.cfg.vocab_size)},       {"tool_version", std::string(tool_version())}};
 }
 
 // A non-negative integer metadata field.
@@ -56,8 +53,10 @@ std::shared_ptr<const reference_logits> reference_logits::open(const std::string
   const auto& m = r->file_.metadata();
   const auto fmt_it = m.find("format");
   if (fmt_it == m.end() || fmt_it->second != kFormat)
-    fail("{}: not a reference-logits file (metadata 'format' is '{}', expected '{}'; write one with attnum loss "
-         "--save-reference)", path, fmt_it == m.end() ? "" : clip(fmt_it->second, 40), kFormat);
+    fail(
+        "{}: not a reference-logits file (metadata 'format' is '{}', expected '{}'; write one with attnum loss "
+        "--save-reference)",
+        path, fmt_it == m.end() ? "" : clip(fmt_it->second, 40), kFormat);
   const auto ver = m.find("format_version");
   if (ver == m.end() || ver->second != kFormatVersion)
     fail("{}: reference logits: format_version '{}', this attnum reads '{}'", path,
@@ -68,10 +67,10 @@ std::shared_ptr<const reference_logits> reference_logits::open(const std::string
     const std::string have = it == m.end() ? "(none)" : clip(it->second, 60);
     if (it == m.end() || it->second != want) {
       const char* why = key == "weights_fingerprint" ? " (other weights, or another --linear-precision)"
-                        : key == "tool_version"       ? " (recompute it with this version's --save-reference)"
-                                                      : "";
-      fail("{}: reference logits: {} {} -> this run {}{}: they were computed for another run", path, key, have,
-           want, why);
+                        : key == "tool_version"      ? " (recompute it with this version's --save-reference)"
+                                                     : "";
+      fail("{}: reference logits: {} {} -> this run {}{}: they were computed for another run", path, key, have, want,
+           why);
     }
   }
   const int windows = int_field(path, m, "windows");
@@ -110,8 +109,10 @@ const float* reference_logits::find(std::span<const int> inputs, const std::stri
     for (auto it = lo; it != hi; ++it)
       if (std::equal(inputs.begin(), inputs.end(), ids_[it->second])) return logits_[it->second];
   }
-  fail("{}: reference logits: none of its {} windows has the input ids of {} (computed from other texts, "
-       "--tokens or --windows): save them with --save-reference for this run", path(), ids_.size(), what);
+  fail(
+      "{}: reference logits: none of its {} windows has the input ids of {} (computed from other texts, "
+      "--tokens or --windows): save them with --save-reference for this run",
+      path(), ids_.size(), what);
 }
 
 int save_reference_logits(const std::string& path, const weights& w, const loss_params& p, bool progress) {
@@ -119,7 +120,9 @@ int save_reference_logits(const std::string& path, const weights& w, const loss_
   const int n = p.n_tokens, vocab = w.cfg.vocab_size;
   const int windows = int(p.sources.size()) * p.windows;
   std::map<std::string, std::string> meta = run_fields(w, p);
-  meta.insert({{"format", std::string(kFormat)}, {"format_version", std::string(kFormatVersion)}, {"model", w.id},
+  meta.insert({{"format", std::string(kFormat)},
+               {"format_version", std::string(kFormatVersion)},
+               {"model", w.id},
                {"windows", std::to_string(windows)}});
   std::vector<io::tensor_layout> layout;
   for (int k = 0; k < windows; ++k) {
@@ -135,8 +138,8 @@ int save_reference_logits(const std::string& path, const weights& w, const loss_
       const std::vector<float> logits = reference_forward(w, p, inputs);
       for (size_t e = 0; e < logits.size(); ++e)
         if (!std::isfinite(logits[e]))
-          fail("{}: the reference logits of source {} window {} hold {} at position {} (token {}): not saved",
-               path, s, wi, logits[e], e / vocab, e % vocab);
+          fail("{}: the reference logits of source {} window {} hold {} at position {} (token {}): not saved", path, s,
+               wi, logits[e], e / vocab, e % vocab);
       static_assert(sizeof(int) == sizeof(int32_t));
       out.write_next(inputs.data(), inputs.size_bytes());
       out.write_next(logits.data(), logits.size() * sizeof(float));

@@ -34,8 +34,7 @@ class reference_logits {
   /// weights as the run uses them), the reference attention, the linear precision, N and the
   /// vocabulary. Throws attnum::error naming the file and the field that differs (stored ->
   /// this run).
-  static std::shared_ptr<const reference_logits> open(const std::string& path, const weights& w,
-                                                      const loss_params& p);
+  static std::shared_ptr<const reference_logits> open(const std::string& path, const weights& w, const loss_params& p);
 
   /// The stored logits [n_tokens * vocab] of the window whose input ids are `inputs`. Throws
   /// attnum::error naming the file and `what` (e.g. "source 0 window 2") when it holds none.

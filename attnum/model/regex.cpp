@@ -15,16 +15,18 @@ namespace {
 
 using range_list = std::vector<std::pair<char32_t, char32_t>>;
 constexpr char32_t kMaxCp = 0x10FFFF;
-constexpr int kMaxDepth = 64;       // group nesting
-constexpr int kMaxRepeat = 1000;    // {n,m} bounds
+constexpr int kMaxDepth = 64;     // group nesting
+constexpr int kMaxRepeat = 1000;  // {n,m} bounds
 constexpr size_t kMaxProgram = 1 << 16;
 
 range_list normalized(range_list r) {
   std::sort(r.begin(), r.end());
   range_list out;
   for (const auto& [a, b] : r) {
-    if (!out.empty() && a <= out.back().second + 1) out.back().second = std::max(out.back().second, b);
-    else out.emplace_back(a, b);
+    if (!out.empty() && a <= out.back().second + 1)
+      out.back().second = std::max(out.back().second, b);
+    else
+      out.emplace_back(a, b);
   }
   return out;
 }
@@ -94,12 +96,19 @@ struct node {
 
 bool nullable(const node& n) {
   switch (n.k) {
-    case node::empty: case node::look: return true;
-    case node::set: return false;
-    case node::cat: return std::all_of(n.kids.begin(), n.kids.end(), nullable);
-    case node::alt: return std::any_of(n.kids.begin(), n.kids.end(), nullable);
-    case node::rep: return n.min == 0 || nullable(n.kids[0]);
-    case node::atomic: return nullable(n.kids[0]);
+    case node::empty:
+    case node::look:
+      return true;
+    case node::set:
+      return false;
+    case node::cat:
+      return std::all_of(n.kids.begin(), n.kids.end(), nullable);
+    case node::alt:
+      return std::any_of(n.kids.begin(), n.kids.end(), nullable);
+    case node::rep:
+      return n.min == 0 || nullable(n.kids[0]);
+    case node::atomic:
+      return nullable(n.kids[0]);
   }
   return true;
 }
@@ -122,9 +131,7 @@ class parser {
   }
 
  private:
-  [[noreturn]] void refuse(const std::string& what) const {
-    fail("regex: {} at offset {} not supported", what, i_);
-  }
+  [[noreturn]] void refuse(const std::string& what) const { fail("regex: {} at offset {} not supported", what, i_); }
   bool more() const { return i_ < p_.size(); }
   char32_t peek(size_t k = 0) const { return i_ + k < p_.size() ? p_[i_ + k] : 0; }
   bool at(char32_t c) const { return more() && p_[i_] == c; }
@@ -187,9 +194,12 @@ class parser {
     r.k = node::rep;
     const char32_t q = p_[i_++];
     bool braces = false;
-    if (q == '?') r.min = 0, r.max = 1;
-    else if (q == '*') r.min = 0, r.max = -1;
-    else if (q == '+') r.min = 1, r.max = -1;
+    if (q == '?')
+      r.min = 0, r.max = 1;
+    else if (q == '*')
+      r.min = 0, r.max = -1;
+    else if (q == '+')
+      r.min = 1, r.max = -1;
     else {
       braces = true;
       r.min = number();
@@ -231,7 +241,8 @@ class parser {
   std::optional<node> parse_atom(bool& icase, int depth) {
     const char32_t c = p_[i_];
     switch (c) {
-      case '(': return parse_group(icase, depth);
+      case '(':
+        return parse_group(icase, depth);
       case '[': {
         ++i_;
         return set_node(parse_class(icase), false);  // parse_class folds case itself
@@ -239,8 +250,14 @@ class parser {
       case '.':
         ++i_;
         return set_node(complement({{'\n', '\n'}}), false);
-      case '^': case '$': refuse(fmt::format("the anchor '{}'", char(c)));
-      case '*': case '+': case '?': case '{': refuse(fmt::format("a quantifier '{}' with nothing to repeat", char(c)));
+      case '^':
+      case '$':
+        refuse(fmt::format("the anchor '{}'", char(c)));
+      case '*':
+      case '+':
+      case '?':
+      case '{':
+        refuse(fmt::format("a quantifier '{}' with nothing to repeat", char(c)));
       case '\\': {
         range_list r;
         escape(r, false);
@@ -323,20 +340,34 @@ class parser {
       return false;
     };
     switch (c) {
-      case 'r': return lit('\r');
-      case 'n': return lit('\n');
-      case 't': return lit('\t');
-      case 'f': return lit('\f');
-      case 'v': return lit('\v');
-      case 'a': return lit(0x07);
-      case 'e': return lit(0x1B);
-      case 's': return cls(space_ranges());
-      case 'S': return cls(complement(space_ranges()));
-      case 'd': return cls(category_ranges(cat("Nd")));
-      case 'D': return cls(complement(category_ranges(cat("Nd"))));
-      case 'w': return cls(category_ranges(cat("L") | cat("M") | cat("N") | cat("Pc")));
-      case 'W': return cls(complement(category_ranges(cat("L") | cat("M") | cat("N") | cat("Pc"))));
-      case 'p': case 'P': {
+      case 'r':
+        return lit('\r');
+      case 'n':
+        return lit('\n');
+      case 't':
+        return lit('\t');
+      case 'f':
+        return lit('\f');
+      case 'v':
+        return lit('\v');
+      case 'a':
+        return lit(0x07);
+      case 'e':
+        return lit(0x1B);
+      case 's':
+        return cls(space_ranges());
+      case 'S':
+        return cls(complement(space_ranges()));
+      case 'd':
+        return cls(category_ranges(cat("Nd")));
+      case 'D':
+        return cls(complement(category_ranges(cat("Nd"))));
+      case 'w':
+        return cls(category_ranges(cat("L") | cat("M") | cat("N") | cat("Pc")));
+      case 'W':
+        return cls(complement(category_ranges(cat("L") | cat("M") | cat("N") | cat("Pc"))));
+      case 'p':
+      case 'P': {
         std::string name;
         if (at('{')) {
           ++i_;
@@ -368,9 +399,17 @@ class parser {
         }
         return lit(hex_digits(2));
       }
-      case 'u': return lit(hex_digits(4));
-      case 'b': if (in_class) return lit(0x08); [[fallthrough]];
-      case 'B': case 'A': case 'z': case 'Z': case 'G': refuse(fmt::format("the anchor '\\{}'", char(c)));
+      case 'u':
+        return lit(hex_digits(4));
+      case 'b':
+        if (in_class) return lit(0x08);
+        [[fallthrough]];
+      case 'B':
+      case 'A':
+      case 'z':
+      case 'Z':
+      case 'G':
+        refuse(fmt::format("the anchor '\\{}'", char(c)));
       default:
         if (c < 128 && std::isalnum(int(c))) refuse(fmt::format("the escape '\\{}'", char(c)));
         return lit(c);
@@ -442,7 +481,8 @@ class compiler {
 
  private:
   int push(regex::inst in) {
-    if (prog_.size() >= kMaxProgram) fail("regex: the pattern compiles to more than {} instructions, not supported", kMaxProgram);
+    if (prog_.size() >= kMaxProgram)
+      fail("regex: the pattern compiles to more than {} instructions, not supported", kMaxProgram);
     prog_.push_back(in);
     return int(prog_.size()) - 1;
   }
@@ -450,7 +490,8 @@ class compiler {
 
   void emit(const node& n) {
     switch (n.k) {
-      case node::empty: return;
+      case node::empty:
+        return;
       case node::set: {
         auto [it, fresh] = set_index_.try_emplace(n.chars, int(sets_.size()));  // one copy of each set
         if (fresh) {
@@ -499,7 +540,8 @@ class compiler {
         for (int sp : splits) branch(sp, sp + 1, here(), n.greedy);
         return;
       }
-      case node::atomic: case node::look: {
+      case node::atomic:
+      case node::look: {
         const int at = push({n.k == node::look ? regex::op::look : regex::op::atomic, n.neg});
         pending_.push_back({at, &n.kids[0]});
         return;
@@ -561,9 +603,14 @@ regex::regex(std::string_view pattern) {
           first[0] |= cs.ascii[0], first[1] |= cs.ascii[1];
           break;
         }
-        case op::jump: todo.push_back(in.x); break;
-        case op::split: todo.push_back(in.x), todo.push_back(in.y); break;
-        default: ok = false;  // match, look, atomic: no first-character bound
+        case op::jump:
+          todo.push_back(in.x);
+          break;
+        case op::split:
+          todo.push_back(in.x), todo.push_back(in.y);
+          break;
+        default:
+          ok = false;  // match, look, atomic: no first-character bound
       }
     }
     prog_[k].x_filter = ok;
@@ -605,13 +652,17 @@ class regex_matcher {
         bool ok = true;
         switch (in.o) {
           case regex::op::set:
-            if (pos < n && re_.sets_[size_t(in.x)].contains(t_[pos])) ++pos, ++pc;
-            else ok = false;
+            if (pos < n && re_.sets_[size_t(in.x)].contains(t_[pos]))
+              ++pos, ++pc;
+            else
+              ok = false;
             break;
-          case regex::op::jump: pc = in.x; break;
+          case regex::op::jump:
+            pc = in.x;
+            break;
           case regex::op::split:
             if (in.x_filter) {  // skip branch x when it cannot start at t_[pos]
-              const bool skip = pos == n ? true
+              const bool skip = pos == n         ? true
                                 : t_[pos] >= 128 ? !in.x_first_non_ascii
                                                  : !((in.x_first[t_[pos] >> 6] >> (t_[pos] & 63)) & 1);
               if (skip) {
@@ -628,14 +679,18 @@ class regex_matcher {
             return true;
           case regex::op::look: {
             size_t e;
-            if (run(in.x, pos, e) != in.neg) ++pc;
-            else ok = false;
+            if (run(in.x, pos, e) != in.neg)
+              ++pc;
+            else
+              ok = false;
             break;
           }
           case regex::op::atomic: {
             size_t e;
-            if (run(in.x, pos, e)) pos = e, ++pc;
-            else ok = false;
+            if (run(in.x, pos, e))
+              pos = e, ++pc;
+            else
+              ok = false;
             break;
           }
         }
@@ -645,7 +700,7 @@ class regex_matcher {
     return false;
   }
 
- uint32_t new_generation() {
+  uint32_t new_generation() {
     if (++gen_ == 0) {  // wrapped: forget every stamp
       std::fill(visited_.begin(), visited_.end(), 0);
       gen_ = 1;

@@ -57,9 +57,7 @@ class regex {
   struct char_set {
     std::vector<std::pair<char32_t, char32_t>> ranges;
     uint64_t ascii[2] = {0, 0};
-    bool contains(char32_t c) const {
-      return c < 128 ? (ascii[c >> 6] >> (c & 63)) & 1 : contains_slow(c);
-    }
+    bool contains(char32_t c) const { return c < 128 ? (ascii[c >> 6] >> (c & 63)) & 1 : contains_slow(c); }
     bool contains_slow(char32_t c) const;
   };
   enum class op : uint8_t { set, jump, split, match, look, atomic };

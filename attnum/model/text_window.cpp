@@ -87,9 +87,10 @@ std::vector<text_window> take_windows(std::string_view text, const tokenizer& to
     size_t hi = std::min(avail, need * 4);
     while (hi < avail && n_of(hi) < need) hi = std::min(avail, hi * 2);
     if (b >= body.end || n_of(hi) < need)
-      fail("{}: window {} of {} needs {} tokens from byte {}, but the text's body (bytes {}..{}, after the "
-           "Project Gutenberg header and front matter, before its end marker) holds fewer",
-           what, w + 1, count, need, b, body.begin, body.end);
+      fail(
+          "{}: window {} of {} needs {} tokens from byte {}, but the text's body (bytes {}..{}, after the "
+          "Project Gutenberg header and front matter, before its end marker) holds fewer",
+          what, w + 1, count, need, b, body.begin, body.end);
     size_t lo = 0;  // n_of(lo) < need <= n_of(hi)
     while (hi - lo > 1) {
       const size_t mid = lo + (hi - lo) / 2;

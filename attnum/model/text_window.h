@@ -42,8 +42,8 @@ struct text_window {
 
 /// `count` consecutive windows of n_tokens + 1 ids each (n_tokens inputs, their last label) from
 /// the body of `text`; `what` names the text in the error thrown when the body is too short.
-std::vector<text_window> take_windows(std::string_view text, const tokenizer& tok, int bos, int n_tokens,
-                                      int count, const std::string& what);
+std::vector<text_window> take_windows(std::string_view text, const tokenizer& tok, int bos, int n_tokens, int count,
+                                      const std::string& what);
 
 /// `{"byte_start": B, "byte_end": E}`: the capture metadata's text_window.
 std::string text_window_json(const text_window& w);

@@ -40,22 +40,23 @@ std::unique_ptr<tokenizer> load_hf_tokenizer(const std::string& path);
 /// in runs of up to three), as their tokenizer.json files write them; make_bpe_tokenizer uses
 /// them for llama.cpp's pre-tokenizer names qwen2 and llama-bpe.
 inline constexpr const char* kQwen2Split =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 inline constexpr const char* kLlama3Split =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /// A byte-level BPE vocabulary held by another container (a GGUF file's tokenizer.ggml.*).
 struct bpe_vocab {
   std::vector<std::pair<std::string, int>> tokens;  ///< the BPE model's vocabulary: piece, id
   std::vector<std::string> merges;                  ///< "a b", by rank
   std::vector<std::pair<std::string, int>> added;   ///< added tokens, split out of the text first
-  std::string pre;  ///< llama.cpp's pre-tokenizer name: "qwen2" or "llama-bpe"
+  std::string pre;                                  ///< llama.cpp's pre-tokenizer name: "qwen2" or "llama-bpe"
 };
 
 /// The tokenizer of `v`, as load_hf_tokenizer builds it from the equivalent tokenizer.json
 /// ("qwen2": Qwen2's split and NFC; "llama-bpe": Llama 3's split and ignore_merges). Errors name
 /// `what`; `source` is the provenance string. Throws attnum::error for another pre-tokenizer.
-std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::string& what,
-                                              const std::string& source);
+std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::string& what, const std::string& source);
 
 }  // namespace attnum::model

@@ -48,8 +48,7 @@ struct norm_step {
 enum class prepend_scheme { always, first, never };
 
 // GPT-2's split, which ByteLevel applies when use_regex is true.
-constexpr const char* kGpt2Split =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kGpt2Split = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 // Token ids are below this (the largest real vocabularies hold about 2^18 tokens); a larger id
 // would make the id -> piece table a memory bomb.
@@ -65,13 +64,11 @@ class bpe_tokenizer final : public tokenizer {
     } catch (const nlohmann::json::exception& e) {
       fail("{}: not valid JSON: {}", path, clip(e.what()));
     }
-    init(j, path, fmt::format("{}:{}", std::filesystem::path(path).filename().string(),
-                              fnv1a_hex(text.data(), text.size())));
+    init(j, path,
+         fmt::format("{}:{}", std::filesystem::path(path).filename().string(), fnv1a_hex(text.data(), text.size())));
   }
   // The tokenizer of a tokenizer.json document built elsewhere (make_bpe_tokenizer).
-  bpe_tokenizer(const nlohmann::json& j, const std::string& what, const std::string& source) {
-    init(j, what, source);
-  }
+  bpe_tokenizer(const nlohmann::json& j, const std::string& what, const std::string& source) { init(j, what, source); }
 
  private:
   void init(const nlohmann::json& j, const std::string& path, const std::string& source) {
@@ -155,7 +152,7 @@ class bpe_tokenizer final : public tokenizer {
   // A token id: an exact integer in [0, kMaxTokenId).
   static int token_id(const nlohmann::json& v, const std::string& path, const std::string& field) {
     if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() >= uint64_t(kMaxTokenId)
-                                                             : (v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxTokenId)))
+                                                          : (v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxTokenId)))
       fail("{}: {} = {}: expected a token id, an integer in [0, {})", path, field, io::json_brief(v), kMaxTokenId);
     return static_cast<int>(v.get<int64_t>());
   }
@@ -218,8 +215,7 @@ class bpe_tokenizer final : public tokenizer {
         if (v.is_null()) continue;
         if (!v.is_string()) fail("{}: model.unk_token = {}: expected a string or null", path, io::json_brief(v));
         auto id = model_vocab_.find(v.get<std::string>());
-        if (id == model_vocab_.end())
-          fail("{}: model.unk_token = {}: not in model.vocab", path, io::json_brief(v));
+        if (id == model_vocab_.end()) fail("{}: model.unk_token = {}: not in model.vocab", path, io::json_brief(v));
         unk_id_ = id->second;
         unk_piece_ = v.get<std::string>();
         continue;
@@ -255,7 +251,8 @@ class bpe_tokenizer final : public tokenizer {
       norm_step step;
       auto fields = [&](std::initializer_list<const char*> allowed) {
         for (auto it = st->begin(); it != st->end(); ++it)
-          if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return it.key() == a; }) == allowed.end())
+          if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return it.key() == a; }) ==
+              allowed.end())
             refuse(field + "." + it.key(), it.value(), "unknown field");
       };
       if (type == "NFC" || type == "NFKC") {
@@ -290,7 +287,8 @@ class bpe_tokenizer final : public tokenizer {
            io::json_brief(v));
     const std::string kind = v.begin().key();
     const nlohmann::json& pat = v.begin().value();
-    if (!pat.is_string()) fail("{}: {}.{} = {} not supported (expected a string)", path, field, kind, io::json_brief(pat));
+    if (!pat.is_string())
+      fail("{}: {}.{} = {} not supported (expected a string)", path, field, kind, io::json_brief(pat));
     std::string re = pat.get<std::string>();
     if (kind == "String") re = regex_quote(re);
     std::shared_ptr<const regex> out;
@@ -311,8 +309,9 @@ class bpe_tokenizer final : public tokenizer {
   // Qwen2 split and the byte-level alphabet.
   void read_pre_tokenizer(const nlohmann::json& j, const std::string& path) {
     if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null()) {
-      const bool spm = std::any_of(normalizers_.begin(), normalizers_.end(),
-                                   [](const norm_step& n) { return n.kind == norm_step::prepend || n.kind == norm_step::replace; });
+      const bool spm = std::any_of(normalizers_.begin(), normalizers_.end(), [](const norm_step& n) {
+        return n.kind == norm_step::prepend || n.kind == norm_step::replace;
+      });
       if (!spm) steps_.push_back({std::make_shared<regex>(kQwen2Split)});
       byte_level_ = !spm;
       return;
@@ -339,11 +338,16 @@ class bpe_tokenizer final : public tokenizer {
       const std::string& field = items[k].second;
       const nlohmann::json type = type_of(st);
       const bool last = k + 1 == items.size();
-      if (type == "ByteLevel" && last) read_byte_level(st, path, field);
-      else if (type == "Metaspace" && last) read_metaspace(st, path, field);
-      else if (type == "Split" && !last) read_split(st, path, field);
-      else if (type == "Digits" && !last) read_digits(st, path, field);
-      else refuse(field + ".type", type, expected);
+      if (type == "ByteLevel" && last)
+        read_byte_level(st, path, field);
+      else if (type == "Metaspace" && last)
+        read_metaspace(st, path, field);
+      else if (type == "Split" && !last)
+        read_split(st, path, field);
+      else if (type == "Digits" && !last)
+        read_digits(st, path, field);
+      else
+        refuse(field + ".type", type, expected);
     }
   }
 
@@ -362,13 +366,16 @@ class bpe_tokenizer final : public tokenizer {
       if (k == "type") continue;
       if (k == "behavior") {
         static const std::pair<const char*, split_behavior> kinds[] = {
-            {"Removed", split_behavior::removed}, {"Isolated", split_behavior::isolated},
+            {"Removed", split_behavior::removed},
+            {"Isolated", split_behavior::isolated},
             {"MergedWithPrevious", split_behavior::merged_with_previous},
-            {"MergedWithNext", split_behavior::merged_with_next}, {"Contiguous", split_behavior::contiguous}};
+            {"MergedWithNext", split_behavior::merged_with_next},
+            {"Contiguous", split_behavior::contiguous}};
         bool found = false;
         for (const auto& [name, b] : kinds)
           if (v == name) step.behavior = b, found = true;
-        if (!found) refuse_field(path, f, v, "expected Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous");
+        if (!found)
+          refuse_field(path, f, v, "expected Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous");
       } else if (k == "invert") {
         if (!v.is_boolean()) refuse_field(path, f, v, "expected true or false");
         step.invert = v.get<bool>();
@@ -380,7 +387,8 @@ class bpe_tokenizer final : public tokenizer {
       }
     }
     if (!have_pattern) refuse_field(path, field + ".pattern", nlohmann::json(), "expected a pattern");
-    if (!sp.contains("behavior")) refuse_field(path, field + ".behavior", nlohmann::json(), "required, as the tokenizers library requires it");
+    if (!sp.contains("behavior"))
+      refuse_field(path, field + ".behavior", nlohmann::json(), "required, as the tokenizers library requires it");
     steps_.push_back(std::move(step));
   }
 
@@ -409,7 +417,8 @@ class bpe_tokenizer final : public tokenizer {
       }
       refuse_field(path, field + "." + k, v, k == "add_prefix_space" ? "only false" : "unknown field");
     }
-    if (!bl.contains("add_prefix_space")) refuse_field(path, field + ".add_prefix_space", nlohmann::json(), "expected false (its default is true)");
+    if (!bl.contains("add_prefix_space"))
+      refuse_field(path, field + ".add_prefix_space", nlohmann::json(), "expected false (its default is true)");
     if (use_regex) steps_.push_back({std::make_shared<regex>(kGpt2Split)});
     byte_level_ = true;
   }
@@ -434,10 +443,14 @@ class bpe_tokenizer final : public tokenizer {
         meta_rep_ = v.get<std::string>();
         have_replacement = true;
       } else if (k == "prepend_scheme") {
-        if (v == "always") meta_scheme_ = prepend_scheme::always;
-        else if (v == "first") meta_scheme_ = prepend_scheme::first;
-        else if (v == "never") meta_scheme_ = prepend_scheme::never;
-        else refuse_field(path, f, v, "expected always, first or never");
+        if (v == "always")
+          meta_scheme_ = prepend_scheme::always;
+        else if (v == "first")
+          meta_scheme_ = prepend_scheme::first;
+        else if (v == "never")
+          meta_scheme_ = prepend_scheme::never;
+        else
+          refuse_field(path, f, v, "expected always, first or never");
       } else if (k == "split" || k == "add_prefix_space") {
         if (!v.is_boolean()) refuse_field(path, f, v, "expected true or false");
         if (k == "split") meta_split_ = v.get<bool>();
@@ -569,12 +582,14 @@ class bpe_tokenizer final : public tokenizer {
       if (e == b) continue;
       std::string t;
       for (size_t i = b; i < e; ++i) {
-        if (normalized[i] == ' ') t += meta_rep_;
-        else t += normalized[i];
+        if (normalized[i] == ' ')
+          t += meta_rep_;
+        else
+          t += normalized[i];
       }
-      const bool prepend = !t.starts_with(meta_rep_) &&
-                           (meta_scheme_ == prepend_scheme::always ||
-                            (meta_scheme_ == prepend_scheme::first && at_origin && b == 0));
+      const bool prepend =
+          !t.starts_with(meta_rep_) &&
+          (meta_scheme_ == prepend_scheme::always || (meta_scheme_ == prepend_scheme::first && at_origin && b == 0));
       if (prepend) t.insert(0, meta_rep_);
       if (!meta_split_) {
         bpe(t, ids);
@@ -635,23 +650,29 @@ class bpe_tokenizer final : public tokenizer {
         break;
       case split_behavior::contiguous:
         for (const auto& p : s.parts) {
-          if (p.second == previous_match && !kept.empty()) kept.back().first.second = p.first.second;
-          else kept.push_back({p.first, false});
+          if (p.second == previous_match && !kept.empty())
+            kept.back().first.second = p.first.second;
+          else
+            kept.push_back({p.first, false});
           previous_match = p.second;
         }
         break;
       case split_behavior::merged_with_previous:
         for (const auto& p : s.parts) {
-          if (p.second && !previous_match && !kept.empty()) kept.back().first.second = p.first.second;
-          else kept.push_back({p.first, false});
+          if (p.second && !previous_match && !kept.empty())
+            kept.back().first.second = p.first.second;
+          else
+            kept.push_back({p.first, false});
           previous_match = p.second;
         }
         break;
       case split_behavior::merged_with_next:
         for (size_t k = s.parts.size(); k-- > 0;) {
           const auto& p = s.parts[k];
-          if (p.second && !previous_match && !kept.empty()) kept.back().first.first = p.first.first;
-          else kept.push_back({p.first, false});
+          if (p.second && !previous_match && !kept.empty())
+            kept.back().first.first = p.first.first;
+          else
+            kept.push_back({p.first, false});
           previous_match = p.second;
         }
         std::reverse(kept.begin(), kept.end());
@@ -767,25 +788,25 @@ class bpe_tokenizer final : public tokenizer {
   }
 
   std::vector<norm_step> normalizers_;  // the normalizer's steps, in order
-  std::vector<pre_step> steps_;  // the pre-tokenizer's splits, in order
-  bool byte_level_ = false;  // ByteLevel (or the default split): pieces mapped to GPT-2's byte alphabet
-  bool metaspace_ = false;   // Metaspace ends the pre-tokenizer
-  std::string meta_rep_;     // its replacement character (UTF-8)
+  std::vector<pre_step> steps_;         // the pre-tokenizer's splits, in order
+  bool byte_level_ = false;             // ByteLevel (or the default split): pieces mapped to GPT-2's byte alphabet
+  bool metaspace_ = false;              // Metaspace ends the pre-tokenizer
+  std::string meta_rep_;                // its replacement character (UTF-8)
   prepend_scheme meta_scheme_ = prepend_scheme::always;
   bool meta_split_ = true;
   std::shared_ptr<const regex> meta_re_;  // the replacement as a pattern
-  std::string space_piece_;  // decode: what a Replace normalizer writes for a space
+  std::string space_piece_;               // decode: what a Replace normalizer writes for a space
   bool byte_fallback_ = false, fuse_unk_ = false;
-  int unk_id_ = -1;        // model.unk_token's id, or -1
-  std::string unk_piece_;  // model.unk_token
+  int unk_id_ = -1;             // model.unk_token's id, or -1
+  std::string unk_piece_;       // model.unk_token
   bool ignore_merges_ = false;  // model.ignore_merges: a piece in the vocabulary is one token
   std::unordered_map<std::string, int> vocab_;
   std::unordered_map<std::string, int> model_vocab_;  // model.vocab only (not added tokens)
   std::unordered_map<std::string, int> ranks_;
   std::vector<std::pair<std::string, int>> added_;
-  std::unordered_map<uint64_t, uint64_t> trie_;   // added tokens: (node << 8 | byte) -> node
-  std::vector<int64_t> trie_end_;                 // node -> index into added_, or -1
-  std::unordered_map<int, size_t> added_by_id_;   // id -> index into added_
+  std::unordered_map<uint64_t, uint64_t> trie_;  // added tokens: (node << 8 | byte) -> node
+  std::vector<int64_t> trie_end_;                // node -> index into added_, or -1
+  std::unordered_map<int, size_t> added_by_id_;  // id -> index into added_
   std::vector<std::string> pieces_;
   std::string byte_char_[256];
   std::unordered_map<std::string, char> char_byte_;
@@ -795,12 +816,9 @@ class bpe_tokenizer final : public tokenizer {
 
 }  // namespace
 
-std::unique_ptr<tokenizer> load_hf_tokenizer(const std::string& path) {
-  return std::make_unique<bpe_tokenizer>(path);
-}
+std::unique_ptr<tokenizer> load_hf_tokenizer(const std::string& path) { return std::make_unique<bpe_tokenizer>(path); }
 
-std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::string& what,
-                                              const std::string& source) {
+std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::string& what, const std::string& source) {
   // The tokenizer.json that Hugging Face ships for each pre-tokenizer llama.cpp names.
   nlohmann::json j, vocab = nlohmann::json::object(), added = nlohmann::json::array();
   for (const auto& [piece, id] : v.tokens) vocab[piece] = id;
@@ -814,8 +832,8 @@ std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::str
   } else {
     fail("{}: tokenizer.ggml.pre '{}' not supported (expected qwen2 or llama-bpe)", what, v.pre);
   }
-  j["model"] = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", v.merges},
-                {"ignore_merges", v.pre == "llama-bpe"}};
+  j["model"] = {
+      {"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", v.merges}, {"ignore_merges", v.pre == "llama-bpe"}};
   j["added_tokens"] = std::move(added);
   j["pre_tokenizer"] = {{"type", "Sequence"},
                         {"pretokenizers",

@@ -20,21 +20,19 @@ class llama2c_tokenizer final : public tokenizer {
   llama2c_tokenizer(const std::string& path, int vocab_size) {
     // Byte fallback uses ids 3..258 (<0x00>..<0xFF>), so a smaller vocabulary cannot encode text.
     if (vocab_size < 259 || vocab_size >= (1 << 24))
-      fail("{}: vocab_size {} out of range: a llama2.c tokenizer needs 259 <= vocab_size < 2^24", path,
-           vocab_size);
+      fail("{}: vocab_size {} out of range: a llama2.c tokenizer needs 259 <= vocab_size < 2^24", path, vocab_size);
     io::mapped_file f(path);
     size_t pos = 0;
     auto need = [&](size_t n, const char* what, int i) {
       if (pos + n > f.size())
-        fail("{}: truncated at token {} ({}): need {} bytes at offset {}, file has {}", path, i,
-             what, n, pos, f.size());
+        fail("{}: truncated at token {} ({}): need {} bytes at offset {}, file has {}", path, i, what, n, pos,
+             f.size());
     };
     need(4, "max_token_length", -1);
     int32_t max_len;
     std::memcpy(&max_len, f.data(), 4);
     pos = 4;
-    if (max_len <= 0 || max_len > 1 << 16)
-      fail("{}: max_token_length {} out of range", path, max_len);
+    if (max_len <= 0 || max_len > 1 << 16) fail("{}: max_token_length {} out of range", path, max_len);
     vocab_.resize(vocab_size);
     scores_.resize(vocab_size);
     for (int i = 0; i < vocab_size; ++i) {
@@ -54,10 +52,11 @@ class llama2c_tokenizer final : public tokenizer {
     // More tokens than the model's vocabulary: the tokenizer belongs to another model, and
     // its extra ids would index past the embedding table.
     if (pos != f.size())
-      fail("{}: {} bytes after the model's vocab_size {} tokens: the tokenizer has more tokens than "
-           "the model (wrong tokenizer?)", path, f.size() - pos, vocab_size);
-    source_ = fmt::format("{}:{}", std::filesystem::path(path).filename().string(),
-                          fnv1a_hex(f.data(), f.size()));
+      fail(
+          "{}: {} bytes after the model's vocab_size {} tokens: the tokenizer has more tokens than "
+          "the model (wrong tokenizer?)",
+          path, f.size() - pos, vocab_size);
+    source_ = fmt::format("{}:{}", std::filesystem::path(path).filename().string(), fnv1a_hex(f.data(), f.size()));
   }
 
   std::vector<int> encode(std::string_view text) const override {
@@ -67,8 +66,7 @@ class llama2c_tokenizer final : public tokenizer {
     // 1. One token per UTF-8 code point, or its bytes (+3: ids 3..258 are <0x00>..<0xFF>).
     for (size_t i = 0; i < text.size();) {
       size_t len = 1;
-      while (i + len < text.size() && len < 4 && (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80)
-        ++len;
+      while (i + len < text.size() && len < 4 && (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80) ++len;
       auto it = lookup_.find(std::string(text.substr(i, len)));
       if (it != lookup_.end()) {
         ids.push_back(it->second);
@@ -122,8 +120,7 @@ class llama2c_tokenizer final : public tokenizer {
     while (!heap.empty()) {
       candidate c = heap.top();
       heap.pop();
-      if (version[c.left] != c.left_version || version[c.right] != c.right_version ||
-          next[c.left] != c.right)
+      if (version[c.left] != c.left_version || version[c.right] != c.right_version || next[c.left] != c.right)
         continue;  // stale: one side was merged since
       ids[c.left] = c.id;
       ++version[c.left];

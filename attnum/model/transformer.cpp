@@ -25,9 +25,12 @@ constexpr size_t kParallelMin = 1 << 14;
 // An op's output as the run holds it: rounded to bf16 or fp16 (RNE), or as computed in fp32.
 inline float round_to(float x, linear_precision p) {
   switch (p) {
-    case linear_precision::bf16: return formats::quantize_bf16(x);
-    case linear_precision::fp16: return formats::quantize_fp16(x);
-    case linear_precision::fp32: break;
+    case linear_precision::bf16:
+      return formats::quantize_bf16(x);
+    case linear_precision::fp16:
+      return formats::quantize_fp16(x);
+    case linear_precision::fp32:
+      break;
   }
   return x;
 }
@@ -39,8 +42,8 @@ void round_all(std::vector<float>& v, linear_precision p) {
 
 // out[i, :] = weight * (x[i, :] / sqrt(mean(x[i, :]^2) + eps)), sequential fp32 sum (run.c).
 // x: [n, dim]
-void rmsnorm(const float* x, const std::vector<float>& weight, int n, int dim, float eps,
-             linear_precision p, float* out) {
+void rmsnorm(const float* x, const std::vector<float>& weight, int n, int dim, float eps, linear_precision p,
+             float* out) {
 #pragma omp parallel for schedule(static) if (size_t(n) * dim > kParallelMin)
   for (int i = 0; i < n; ++i) {
     const float* xi = x + size_t(i) * dim;
@@ -67,8 +70,8 @@ struct rope_table {
       for (int j = 0; j < half; ++j) {
         // frequency of pair j: theta^(-2j/d) (run.c: 1.0f / powf(10000.0f, head_dim / (float)head_size)),
         // or the rope_scaling frequencies computed from the config
-        const float freq = c.inv_freq.empty() ? 1.0f / std::pow(c.rope_theta, float(2 * j) / float(c.d_head))
-                                              : c.inv_freq[j];
+        const float freq =
+            c.inv_freq.empty() ? 1.0f / std::pow(c.rope_theta, float(2 * j) / float(c.d_head)) : c.inv_freq[j];
         const float val = float(i) * freq;
         cos[size_t(i) * half + j] = std::cos(val);
         sin[size_t(i) * half + j] = std::sin(val);
@@ -109,20 +112,17 @@ void rope(float* x, int n, int n_heads, const config& c, const rope_table& t, li
 // [n, heads, d] <-> [heads, n, d]
 void to_head_major(const float* x, int n, int heads, int d, float* out) {
   for (int h = 0; h < heads; ++h)
-    for (int i = 0; i < n; ++i)
-      std::copy_n(x + (size_t(i) * heads + h) * d, d, out + (size_t(h) * n + i) * d);
+    for (int i = 0; i < n; ++i) std::copy_n(x + (size_t(i) * heads + h) * d, d, out + (size_t(h) * n + i) * d);
 }
 void to_token_major(const float* x, int n, int heads, int d, float* out) {
   for (int h = 0; h < heads; ++h)
-    for (int i = 0; i < n; ++i)
-      std::copy_n(x + (size_t(h) * n + i) * d, d, out + (size_t(i) * heads + h) * d);
+    for (int i = 0; i < n; ++i) std::copy_n(x + (size_t(h) * n + i) * d, d, out + (size_t(i) * heads + h) * d);
 }
 
 // y = x W^T (+ bias), rounded to bf16 (fp16) in bf16 (fp16) mode (fp32 accumulation inside the GEMM). y is a
 // buffer reused across layers: fresh multi-megabyte allocations cost page faults per call.
-void project(const std::vector<float>& x, int n, int in, const matrix& w,
-             const std::vector<float>& bias, int out, linear_precision p, forward_stats* stats,
-             std::vector<float>& y) {
+void project(const std::vector<float>& x, int n, int in, const matrix& w, const std::vector<float>& bias, int out,
+             linear_precision p, forward_stats* stats, std::vector<float>& y) {
   const auto t0 = std::chrono::steady_clock::now();
   y.resize(size_t(n) * out);
   linear(x.data(), n, in, w, out, y.data());
@@ -176,8 +176,7 @@ attention_fn plain_attention() {
     const size_t hs = size_t(x.n_tok) * x.d_head;
 #pragma omp parallel for schedule(dynamic) if (size_t(x.n_head) * x.n_tok * x.n_tok * x.d_head > (1u << 18))
     for (int h = 0; h < x.n_head; ++h)
-      attend_head<T>(x.q + h * hs, x.k + (h / group) * hs, x.v + (h / group) * hs, x.n_tok,
-                     x.d_head, o + h * hs);
+      attend_head<T>(x.q + h * hs, x.k + (h / group) * hs, x.v + (h / group) * hs, x.n_tok, x.d_head, o + h * hs);
   };
 }
 
@@ -192,9 +191,12 @@ linear_precision parse_linear_precision(std::string_view text) {
 
 std::string_view name(linear_precision p) {
   switch (p) {
-    case linear_precision::bf16: return "bf16";
-    case linear_precision::fp16: return "fp16";
-    case linear_precision::fp32: break;
+    case linear_precision::bf16:
+      return "bf16";
+    case linear_precision::fp16:
+      return "fp16";
+    case linear_precision::fp32:
+      break;
   }
   return "fp32";
 }
@@ -309,32 +311,30 @@ size_t forward_activation_bytes(const config& c, int n) {
   return sizeof(float) * (size_t(n) * per_token + size_t(threads()) * kOutBlock * std::max({D, H, hd}));
 }
 
-std::vector<float> forward(const weights& w, std::span<const int> tokens,
-                           const forward_options& opt) {
+std::vector<float> forward(const weights& w, std::span<const int> tokens, const forward_options& opt) {
   const config& c = w.cfg;
   const int n = static_cast<int>(tokens.size()), D = c.dim, d = c.d_head;
   const int hd = c.n_head * d, kvd = c.n_head_kv * d;
   const linear_precision p = opt.linear;
   if (n == 0) fail("forward: no tokens");
   if (n > c.seq_len)
-    fail("{} tokens exceed the model's context of {} (seq_len / max_position_embeddings)", n,
-         c.seq_len);
+    fail("{} tokens exceed the model's context of {} (seq_len / max_position_embeddings)", n, c.seq_len);
   for (size_t l = 0; l < c.sliding_window.size(); ++l)
     if (c.sliding_window[l] > 0 && n > c.sliding_window[l])
-      fail("{} tokens exceed layer {}'s sliding window of {} (config.json sliding_window): windowed "
-           "attention is not implemented; use at most {} tokens", n, l, c.sliding_window[l],
-           c.sliding_window[l]);
+      fail(
+          "{} tokens exceed layer {}'s sliding window of {} (config.json sliding_window): windowed "
+          "attention is not implemented; use at most {} tokens",
+          n, l, c.sliding_window[l], c.sliding_window[l]);
   std::vector<float> x(size_t(n) * D);
   for (int i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
-      fail("token id {} at position {} outside the vocabulary 0..{}", tokens[i], i,
-           c.vocab_size - 1);
+      fail("token id {} at position {} outside the vocabulary 0..{}", tokens[i], i, c.vocab_size - 1);
     w.tok_embeddings.widen(size_t(tokens[i]) * D, D, x.data() + size_t(i) * D);
   }
   const attention_fn attention = opt.attention ? opt.attention : fp32_attention();
   const rope_table rope_tab(n, c);
-  std::vector<float> xb(x.size()), qh(size_t(n) * hd), kh(size_t(n) * kvd), vh(size_t(n) * kvd),
-      oh(size_t(n) * hd), o(size_t(n) * hd);
+  std::vector<float> xb(x.size()), qh(size_t(n) * hd), kh(size_t(n) * kvd), vh(size_t(n) * kvd), oh(size_t(n) * hd),
+      o(size_t(n) * hd);
   std::vector<float> q, k, v, qn, kn, h1, h3, delta;  // reused by every layer
   for (int l = 0; l < c.n_layers; ++l) {
     const layer_weights& L = w.layers[l];
@@ -381,8 +381,7 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens,
   return logits;
 }
 
-std::vector<int> greedy(const weights& w, std::vector<int> prompt, int steps,
-                        const forward_options& opt) {
+std::vector<int> greedy(const weights& w, std::vector<int> prompt, int steps, const forward_options& opt) {
   for (int s = 0; s < steps; ++s) {
     std::vector<float> logits = forward(w, prompt, opt);
     const float* last = logits.data() + (prompt.size() - 1) * size_t(w.cfg.vocab_size);

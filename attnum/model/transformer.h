@@ -73,8 +73,7 @@ struct forward_options {
 /// Returns the logits [n_tok, vocab] of the teacher-forced forward of `tokens` (positions
 /// 0..n-1). Bit-identical at any thread count. Throws attnum::error for an id outside the
 /// vocabulary or more tokens than the model's context.
-std::vector<float> forward(const weights& w, std::span<const int> tokens,
-                           const forward_options& opt = {});
+std::vector<float> forward(const weights& w, std::span<const int> tokens, const forward_options& opt = {});
 
 /// Returns the bytes forward() allocates for n tokens besides the weights: the residual and its
 /// norm, q/k/v and their head-major copies, the MLP's two hidden rows, the logits, the RoPE table
@@ -116,7 +115,6 @@ void linear(const float* x, int n, int in, const matrix& w, int out, float* y);
 
 /// Returns the greedy continuation: starting from `prompt`, appends the argmax token `steps`
 /// times (full teacher-forced recomputation per step; for tests and demos).
-std::vector<int> greedy(const weights& w, std::vector<int> prompt, int steps,
-                        const forward_options& opt = {});
+std::vector<int> greedy(const weights& w, std::vector<int> prompt, int steps, const forward_options& opt = {});
 
 }  // namespace attnum::model

@@ -1,8 +1,8 @@
 #pragma once
-// UTF-8: one decoding step and the encoding of a code point, shared by the tokenizers and the NFC normalizer, so they agree on
-// what is a valid sequence. Lenient like the Python/Rust tokenizers' byte-level handling: the
-// lead byte fixes the length (2, 3 or 4), every continuation byte must be 10xxxxxx; overlong
-// forms and surrogates are not rejected (the callers only need a consistent split).
+// UTF-8: one decoding step and the encoding of a code point, shared by the tokenizers and the NFC normalizer, so they
+// agree on what is a valid sequence. Lenient like the Python/Rust tokenizers' byte-level handling: the lead byte fixes
+// the length (2, 3 or 4), every continuation byte must be 10xxxxxx; overlong forms and surrogates are not rejected (the
+// callers only need a consistent split).
 #include <cstddef>
 #include <string>
 #include <string_view>

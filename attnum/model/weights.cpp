@@ -36,7 +36,8 @@ void validate(const config& c, const std::string& what) {
     fail("{}: RoPE attention factor {} must be finite and positive", what, c.rope_attention_scale);
   if (!c.sliding_window.empty() && c.sliding_window.size() != size_t(c.n_layers))
     fail("{}: {} sliding windows for {} layers", what, c.sliding_window.size(), c.n_layers);
-  if (c.bos_id >= c.vocab_size) fail("{}: bos_token_id {} outside the vocabulary [0, {})", what, c.bos_id, c.vocab_size);
+  if (c.bos_id >= c.vocab_size)
+    fail("{}: bos_token_id {} outside the vocabulary [0, {})", what, c.bos_id, c.vocab_size);
 }
 
 matrix::matrix(std::vector<float> values) {
@@ -82,8 +83,10 @@ matrix recoded(const matrix& m, io::st_dtype to, Code&& code) {
 uint16_t fp16_code(const std::string& what, size_t index, float x) {
   const uint32_t code = formats::encode(formats::format::fp16, x, formats::rounding::nearest_even, false);
   if ((code & 0x7fffu) >= 0x7c00u)
-    fail("{}: element {} = {} is beyond float16's range (65504): the model cannot be held in fp16 "
-         "(--linear-precision bf16 or fp32 can)", what, index, x);
+    fail(
+        "{}: element {} = {} is beyond float16's range (65504): the model cannot be held in fp16 "
+        "(--linear-precision bf16 or fp32 can)",
+        what, index, x);
   return static_cast<uint16_t>(code);
 }
 }  // namespace
@@ -133,10 +136,10 @@ size_t weights::bytes() const {
 std::string fingerprint(const weights& w) {
   // What the forward reads besides the weights: every config field (floats as bit patterns).
   const config& c = w.cfg;
-  std::string cfg = fmt::format("{} {} {} {} {} {} {} {} {} {:08x} {:08x} {} {} {} {} {} {:08x} {} {}", c.family,
-                                c.dim, c.hidden_dim, c.n_layers, c.n_head, c.n_head_kv, c.d_head, c.vocab_size,
-                                c.seq_len, std::bit_cast<uint32_t>(c.norm_eps), std::bit_cast<uint32_t>(c.rope_theta),
-                                int(c.rope), c.qkv_bias, c.o_bias, c.mlp_bias, c.qk_norm,
+  std::string cfg = fmt::format("{} {} {} {} {} {} {} {} {} {:08x} {:08x} {} {} {} {} {} {:08x} {} {}", c.family, c.dim,
+                                c.hidden_dim, c.n_layers, c.n_head, c.n_head_kv, c.d_head, c.vocab_size, c.seq_len,
+                                std::bit_cast<uint32_t>(c.norm_eps), std::bit_cast<uint32_t>(c.rope_theta), int(c.rope),
+                                c.qkv_bias, c.o_bias, c.mlp_bias, c.qk_norm,
                                 std::bit_cast<uint32_t>(c.rope_attention_scale), c.tied_embeddings, c.bos_id);
   for (float f : c.inv_freq) cfg += fmt::format(" {:08x}", std::bit_cast<uint32_t>(f));
   cfg += " |";

@@ -21,30 +21,30 @@ enum class rope_style : uint8_t {
 
 /// Shapes and conventions of a model.
 struct config {
-  std::string family;   ///< "llama2c", "llama", "mistral", "qwen2", "qwen3"
-  int dim = 0;          ///< hidden size
-  int hidden_dim = 0;   ///< MLP intermediate size
+  std::string family;  ///< "llama2c", "llama", "mistral", "qwen2", "qwen3"
+  int dim = 0;         ///< hidden size
+  int hidden_dim = 0;  ///< MLP intermediate size
   int n_layers = 0;
   int n_head = 0;
   int n_head_kv = 0;
   int d_head = 0;
   int vocab_size = 0;
-  int seq_len = 0;      ///< the model's context (max_position_embeddings)
+  int seq_len = 0;  ///< the model's context (max_position_embeddings)
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   rope_style rope = rope_style::interleaved;
-  bool qkv_bias = false;         ///< q/k/v projections have a bias (qwen2; llama attention_bias)
-  bool o_bias = false;           ///< o_proj has a bias (llama/qwen3 attention_bias)
-  bool mlp_bias = false;         ///< gate/up/down projections have biases (llama mlp_bias)
-  bool qk_norm = false;          ///< qwen3: RMSNorm over head_dim of each q and k head before RoPE
+  bool qkv_bias = false;  ///< q/k/v projections have a bias (qwen2; llama attention_bias)
+  bool o_bias = false;    ///< o_proj has a bias (llama/qwen3 attention_bias)
+  bool mlp_bias = false;  ///< gate/up/down projections have biases (llama mlp_bias)
+  bool qk_norm = false;   ///< qwen3: RMSNorm over head_dim of each q and k head before RoPE
   /// RoPE inverse frequencies per pair [d_head/2]; empty: theta^(-2j/d_head). Set by rope_scaling.
   std::vector<float> inv_freq;
   float rope_attention_scale = 1.0f;  ///< multiplies cos and sin (yarn's attention_factor)
   /// Per layer: sliding-window length (0: full causal). A forward longer than a layer's window
   /// is refused (the attention hook is causal only).
   std::vector<int> sliding_window;
-  bool tied_embeddings = true;   ///< classifier = token embedding table
-  int bos_id = -1;               ///< token prepended to texts (-1: none)
+  bool tied_embeddings = true;  ///< classifier = token embedding table
+  int bos_id = -1;              ///< token prepended to texts (-1: none)
 };
 
 /// A weight matrix's elements (row-major), stored as F32, BF16 or F16 either in memory it owns or
@@ -67,13 +67,9 @@ class matrix {
   io::st_dtype dtype() const { return dtype_; }
   size_t bytes() const { return count_ * io::dtype_size(dtype_); }
   /// The elements as fp32 in place, or nullptr when they are stored in 16 bits.
-  const float* f32() const {
-    return dtype_ == io::st_dtype::F32 ? reinterpret_cast<const float*>(data_) : nullptr;
-  }
+  const float* f32() const { return dtype_ == io::st_dtype::F32 ? reinterpret_cast<const float*>(data_) : nullptr; }
   /// Elements [begin, begin + count) widened to fp32 into out.
-  void widen(size_t begin, size_t count, float* out) const {
-    io::widen_to_float(dtype_, data_, begin, count, out);
-  }
+  void widen(size_t begin, size_t count, float* out) const { io::widen_to_float(dtype_, data_, begin, count, out); }
   float operator[](size_t i) const {
     float v;
     widen(i, 1, &v);
@@ -113,15 +109,15 @@ class matrix {
 
 /// One layer's weights.
 struct layer_weights {
-  std::vector<float> attn_norm;            // [dim]
-  matrix wq, wk, wv, wo;                   // [n_head*d_head, dim], [n_kv*d_head, dim] x2, [dim, n_head*d_head]
-  std::vector<float> bq, bk, bv;           // empty unless qkv_bias
-  std::vector<float> bo;                   // [dim]; empty unless o_bias
-  std::vector<float> q_norm, k_norm;       // [d_head]; empty unless qk_norm
-  std::vector<float> ffn_norm;             // [dim]
-  matrix w1, w3;                           // gate, up: [hidden_dim, dim]
-  matrix w2;                               // down: [dim, hidden_dim]
-  std::vector<float> b1, b3, b2;           // [hidden_dim] x2, [dim]; empty unless mlp_bias
+  std::vector<float> attn_norm;       // [dim]
+  matrix wq, wk, wv, wo;              // [n_head*d_head, dim], [n_kv*d_head, dim] x2, [dim, n_head*d_head]
+  std::vector<float> bq, bk, bv;      // empty unless qkv_bias
+  std::vector<float> bo;              // [dim]; empty unless o_bias
+  std::vector<float> q_norm, k_norm;  // [d_head]; empty unless qk_norm
+  std::vector<float> ffn_norm;        // [dim]
+  matrix w1, w3;                      // gate, up: [hidden_dim, dim]
+  matrix w2;                          // down: [dim, hidden_dim]
+  std::vector<float> b1, b3, b2;      // [hidden_dim] x2, [dim]; empty unless mlp_bias
 };
 
 /// A loaded model.
@@ -129,10 +125,10 @@ struct weights {
   config cfg;
   std::string id;           ///< model name (file or folder name)
   std::string source_hash;  ///< FNV-1a 64 of the checkpoint bytes (hex), for result metadata
-  matrix tok_embeddings;              // [vocab, dim]
+  matrix tok_embeddings;    // [vocab, dim]
   std::vector<layer_weights> layers;
-  std::vector<float> final_norm;      // [dim]
-  matrix classifier;                  // [vocab, dim]; empty when tied
+  std::vector<float> final_norm;  // [dim]
+  matrix classifier;              // [vocab, dim]; empty when tied
   /// Returns the classifier matrix (the embedding table when tied).
   const matrix& output_matrix() const { return classifier.empty() ? tok_embeddings : classifier; }
   /// Bytes the weights hold (matrices in their stored dtype, norms and biases in fp32): about the

@@ -23,40 +23,58 @@ std::string version() { return std::string(tool_version()); }
 std::string knobs(const sim_row& r) { return fmt::format("{}", fmt::join(r.knobs, ";")); }
 // The kernel's spec as a JSON object (null for the idealized kernel).
 nlohmann::ordered_json spec(const sim_row& r) {
-  return r.kernel_spec.is_null() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json::parse(r.kernel_spec.dump());
+  return r.kernel_spec.is_null() ? nlohmann::ordered_json(nullptr)
+                                 : nlohmann::ordered_json::parse(r.kernel_spec.dump());
 }
 }  // namespace
 
 nlohmann::ordered_json to_json(const std::vector<theory_row>& rows, const row_shape& shape) {
   auto a = nlohmann::ordered_json::array();
   for (const auto& r : rows)
-    a.push_back({{"delta", r.delta}, {"scale", r.scale}, {"k_sink", r.k_sink},
-                 {"delta_k", r.delta_k}, {"underflow_fraction", num(r.underflow_fraction)},
-                 {"underflow_exact", num(r.underflow_exact)}, {"delta_c", r.delta_c},
-                 {"n_tok", shape.n_tok}, {"block", shape.block}, {"tool_version", version()}});
+    a.push_back({{"delta", r.delta},
+                 {"scale", r.scale},
+                 {"k_sink", r.k_sink},
+                 {"delta_k", r.delta_k},
+                 {"underflow_fraction", num(r.underflow_fraction)},
+                 {"underflow_exact", num(r.underflow_exact)},
+                 {"delta_c", r.delta_c},
+                 {"n_tok", shape.n_tok},
+                 {"block", shape.block},
+                 {"tool_version", version()}});
   return a;
 }
 
 nlohmann::ordered_json to_json(const std::vector<dp_row>& rows) {
   auto a = nlohmann::ordered_json::array();
-  for (const auto& r : rows)
-    a.push_back({{"scale", r.scale}, {"dp", r.dp}, {"tool_version", version()}});
+  for (const auto& r : rows) a.push_back({{"scale", r.scale}, {"dp", r.dp}, {"tool_version", version()}});
   return a;
 }
 
 nlohmann::ordered_json to_json(const std::vector<sim_row>& rows) {
   auto a = nlohmann::ordered_json::array();
   for (const auto& r : rows)
-    a.push_back({{"delta", r.delta}, {"scale", r.scale}, {"order", order_name(r.order)},
-                 {"kernel", r.kernel}, {"underflow_measured", r.underflow_measured},
-                 {"underflow_predicted", num(r.underflow_predicted)}, {"mse", r.mse},
-                 {"mse_sd", r.mse_sd}, {"seeds", r.seeds}, {"n_tok", r.n_tok},
-                 {"d_head", r.d_head}, {"block", r.block}, {"k_sink", r.k_sink},
-                 {"underflow_sd", r.underflow_sd}, {"underflow_exact", num(r.underflow_exact)},
+    a.push_back({{"delta", r.delta},
+                 {"scale", r.scale},
+                 {"order", order_name(r.order)},
+                 {"kernel", r.kernel},
+                 {"underflow_measured", r.underflow_measured},
+                 {"underflow_predicted", num(r.underflow_predicted)},
+                 {"mse", r.mse},
+                 {"mse_sd", r.mse_sd},
+                 {"seeds", r.seeds},
+                 {"n_tok", r.n_tok},
+                 {"d_head", r.d_head},
+                 {"block", r.block},
+                 {"k_sink", r.k_sink},
+                 {"underflow_sd", r.underflow_sd},
+                 {"underflow_exact", num(r.underflow_exact)},
                  {"underflow_outside_measured", num(r.underflow_outside_measured)},
                  {"underflow_outside_exact", num(r.underflow_outside_exact)},
-                 {"saturated_fraction", r.saturated_fraction}, {"threshold", r.threshold},
-                 {"sigma", r.sigma}, {"knobs", knobs(r)}, {"kernel_spec", spec(r)},
+                 {"saturated_fraction", r.saturated_fraction},
+                 {"threshold", r.threshold},
+                 {"sigma", r.sigma},
+                 {"knobs", knobs(r)},
+                 {"kernel_spec", spec(r)},
                  {"tool_version", version()}});
   return a;
 }
@@ -64,15 +82,26 @@ nlohmann::ordered_json to_json(const std::vector<sim_row>& rows) {
 nlohmann::ordered_json overflow_json(const std::vector<sim_row>& rows) {
   auto a = nlohmann::ordered_json::array();
   for (const auto& r : rows)
-    a.push_back({{"delta", r.delta}, {"scale", r.scale}, {"offset", std::log2(r.scale)},
-                 {"saturated_fraction", r.saturated_fraction}, {"threshold", r.threshold},
+    a.push_back({{"delta", r.delta},
+                 {"scale", r.scale},
+                 {"offset", std::log2(r.scale)},
+                 {"saturated_fraction", r.saturated_fraction},
+                 {"threshold", r.threshold},
                  {"order", order_name(r.order)},
                  {"sink_saturated_fraction", num(r.sink_saturated_fraction)},
-                 {"can_saturate", can_saturate(r.scale, r.threshold)}, {"mse", r.mse},
-                 {"mse_sd", r.mse_sd}, {"underflow_measured", r.underflow_measured},
-                 {"seeds", r.seeds}, {"n_tok", r.n_tok}, {"d_head", r.d_head},
-                 {"block", r.block}, {"k_sink", r.k_sink}, {"sigma", r.sigma},
-                 {"kernel", r.kernel}, {"knobs", knobs(r)}, {"kernel_spec", spec(r)},
+                 {"can_saturate", can_saturate(r.scale, r.threshold)},
+                 {"mse", r.mse},
+                 {"mse_sd", r.mse_sd},
+                 {"underflow_measured", r.underflow_measured},
+                 {"seeds", r.seeds},
+                 {"n_tok", r.n_tok},
+                 {"d_head", r.d_head},
+                 {"block", r.block},
+                 {"k_sink", r.k_sink},
+                 {"sigma", r.sigma},
+                 {"kernel", r.kernel},
+                 {"knobs", knobs(r)},
+                 {"kernel_spec", spec(r)},
                  {"tool_version", version()}});
   return a;
 }
@@ -80,20 +109,33 @@ nlohmann::ordered_json overflow_json(const std::vector<sim_row>& rows) {
 nlohmann::ordered_json to_json(const std::vector<claim_row>& rows) {
   auto a = nlohmann::ordered_json::array();
   for (const auto& r : rows)
-    a.push_back({{"claim", r.claim}, {"n_tok", r.n_tok}, {"delta", r.delta},
-                 {"numerator", r.numerator}, {"denominator", r.denominator}, {"ratio", r.ratio},
-                 {"ratio_lo", r.ratio_lo}, {"ratio_hi", r.ratio_hi}, {"mse_num", r.mse_num},
-                 {"mse_den", r.mse_den}, {"seeds", r.seeds}, {"tool_version", version()}});
+    a.push_back({{"claim", r.claim},
+                 {"n_tok", r.n_tok},
+                 {"delta", r.delta},
+                 {"numerator", r.numerator},
+                 {"denominator", r.denominator},
+                 {"ratio", r.ratio},
+                 {"ratio_lo", r.ratio_lo},
+                 {"ratio_hi", r.ratio_hi},
+                 {"mse_num", r.mse_num},
+                 {"mse_den", r.mse_den},
+                 {"seeds", r.seeds},
+                 {"tool_version", version()}});
   return a;
 }
 
 nlohmann::ordered_json to_json(const std::vector<reverse_bound_row>& rows) {
   auto a = nlohmann::ordered_json::array();
   for (const auto& r : rows)
-    a.push_back({{"n_tok", r.n_tok}, {"scale", r.scale}, {"flush", r.flush},
-                 {"max_mean", r.max_mean}, {"sqrt_2_ln_n", r.sqrt_2_ln_n},
-                 {"max_q999999", r.max_q999999}, {"p_underflow", r.p_underflow},
-                 {"expected_count", r.expected_count}, {"paper_m", r.paper_m},
+    a.push_back({{"n_tok", r.n_tok},
+                 {"scale", r.scale},
+                 {"flush", r.flush},
+                 {"max_mean", r.max_mean},
+                 {"sqrt_2_ln_n", r.sqrt_2_ln_n},
+                 {"max_q999999", r.max_q999999},
+                 {"p_underflow", r.p_underflow},
+                 {"expected_count", r.expected_count},
+                 {"paper_m", r.paper_m},
                  {"tool_version", version()}});
   return a;
 }
@@ -106,9 +148,8 @@ std::string to_csv(const nlohmann::ordered_json& rows) {
   return io::csv_table(flat);
 }
 
-void write_results(const std::string& dir, const nlohmann::ordered_json& theory,
-                   const nlohmann::ordered_json& dp, const nlohmann::ordered_json& simulate,
-                   const nlohmann::ordered_json& overflow) {
+void write_results(const std::string& dir, const nlohmann::ordered_json& theory, const nlohmann::ordered_json& dp,
+                   const nlohmann::ordered_json& simulate, const nlohmann::ordered_json& overflow) {
   const std::filesystem::path d(dir);
   if (!theory.empty()) write_file_atomic((d / "pcast_theory.csv").string(), to_csv(theory));
   if (!dp.empty()) write_file_atomic((d / "pcast_dp.csv").string(), to_csv(dp));
@@ -118,8 +159,7 @@ void write_results(const std::string& dir, const nlohmann::ordered_json& theory,
 
 void write_all(const std::string& dir, bool quick, const progress_fn& progress) {
   const row_shape shape{};
-  const auto theory =
-      to_json(theory_table(parse_range("0:12:0.5", "delta"), {1, 256, 448}, shape), shape);
+  const auto theory = to_json(theory_table(parse_range("0:12:0.5", "delta"), {1, 256, 448}, shape), shape);
   const auto dps = to_json(dp_table(parse_range("1:512:1", "scale")));
   const auto sim = to_json(simulate(paper_config(quick), progress));
   const auto over = overflow_json(simulate(overflow_config(quick), progress));

@@ -29,9 +29,8 @@ std::string to_csv(const nlohmann::ordered_json& rows);
 
 /// Writes DIR/pcast_theory.csv, pcast_dp.csv, pcast_simulate.csv, pcast_overflow.csv (each only
 /// when its table is non-empty).
-void write_results(const std::string& dir, const nlohmann::ordered_json& theory,
-                   const nlohmann::ordered_json& dp, const nlohmann::ordered_json& simulate,
-                   const nlohmann::ordered_json& overflow);
+void write_results(const std::string& dir, const nlohmann::ordered_json& theory, const nlohmann::ordered_json& dp,
+                   const nlohmann::ordered_json& simulate, const nlohmann::ordered_json& overflow);
 
 /// Runs the default theory table (Delta 0..12 step 0.5, S 1/256/448, k 4), dp(S) for S = 1..512,
 /// the paper's simulation and the overflow sweep (paper_config / overflow_config with `quick`)

@@ -107,8 +107,8 @@ unit_data make_unit(const sim_config& c, int n_tok, int seed_index) {
 }
 
 // Scores of one row for one Delta: fp32 for the kernel, fp64 for the reference.
-void row_scores(const sim_config& c, const unit_data& u, int row, double delta,
-                std::vector<float>& zf, std::vector<double>& zd, std::vector<float>& ksink) {
+void row_scores(const sim_config& c, const unit_data& u, int row, double delta, std::vector<float>& zf,
+                std::vector<double>& zd, std::vector<float>& ksink) {
   const int n = u.n_tok, d = u.d, k = std::min(c.k_sink, n);
   zf.resize(n);
   zd.resize(n);
@@ -158,25 +158,27 @@ double sample_sd(const std::vector<double>& x) {
 
 void check_config(const sim_config& c) {
   if (c.d_head < 1 || c.k_sink < 0 || c.block < 1 || c.q_rows < 1 || c.seeds < 1)
-    fail("pcast simulate: d_head {} k_sink {} block {} q_rows {} seeds {}: expected d_head, "
-         "block, q_rows, seeds >= 1 and k_sink >= 0", c.d_head, c.k_sink, c.block, c.q_rows, c.seeds);
+    fail(
+        "pcast simulate: d_head {} k_sink {} block {} q_rows {} seeds {}: expected d_head, "
+        "block, q_rows, seeds >= 1 and k_sink >= 0",
+        c.d_head, c.k_sink, c.block, c.q_rows, c.seeds);
   for (int n : c.n_toks) {
     if (n < 1 || n < c.k_sink) fail("pcast simulate: n_tok {}: expected >= max(1, k_sink)", n);
     // One unit holds V [n_tok, d_head] and the scores of q_rows rows: keep it under ~2 GiB.
     if (int64_t(n) * (int64_t(c.d_head) + 2 * int64_t(c.q_rows)) > (int64_t(1) << 28))
-      fail("pcast simulate: n_tok {} x (d_head {} + 2 rows {}) is too large for one unit "
-           "(expected under 2^28 values)", n, c.d_head, c.q_rows);
+      fail(
+          "pcast simulate: n_tok {} x (d_head {} + 2 rows {}) is too large for one unit "
+          "(expected under 2^28 values)",
+          n, c.d_head, c.q_rows);
   }
   for (double s : c.scales)
     if (!(s > 0) || !std::isfinite(s)) fail("pcast simulate: scale {}: expected > 0", s);
   for (double t : c.thresholds)
     if (!(t >= 0) || !std::isfinite(t)) fail("pcast simulate: threshold {}: expected >= 0", t);
   if (!(c.sigma > 0)) fail("pcast simulate: sigma {}: expected > 0", c.sigma);
-  if (c.deltas.empty() || c.scales.empty() || c.orders.empty() || c.n_toks.empty() ||
-      c.thresholds.empty())
+  if (c.deltas.empty() || c.scales.empty() || c.orders.empty() || c.n_toks.empty() || c.thresholds.empty())
     fail("pcast simulate: empty sweep (deltas, scales, orders, n_toks and thresholds need values)");
 }
-
 
 // The static P scale of a preset: S for multiply, 2^offset for an exponent offset, else 1.
 double preset_scale(const attention::kernel_spec& k) {
@@ -187,13 +189,12 @@ double preset_scale(const attention::kernel_spec& k) {
 
 // Runs a preset through the engine on one (unit, delta): every query row at once (one head,
 // non-causal), adding counts and squared error against the fp64 reference into pt.
-void run_preset(const sim_config& c, const attention::kernel_spec& spec, const unit_data& u,
-                double delta, partial& pt) {
+void run_preset(const sim_config& c, const attention::kernel_spec& spec, const unit_data& u, double delta,
+                partial& pt) {
   const int n = u.n_tok, d = u.d, k = std::min(c.k_sink, n);
   std::vector<float> kmat = u.k0;
   for (int j = 0; j < k; ++j)
-    for (int i = 0; i < d; ++i)
-      kmat[static_cast<size_t>(j) * d + i] += static_cast<float>(delta / kBeta) * u.u[i];
+    for (int i = 0; i < d; ++i) kmat[static_cast<size_t>(j) * d + i] += static_cast<float>(delta / kBeta) * u.u[i];
   attention::layer_view view{u.q.data(), kmat.data(), u.v.data(), 1, 1, u.rows, n, d};
   const auto prep = attention::prepare_layer(spec, view, attention::condition::plain);
   std::vector<float> o(static_cast<size_t>(u.rows) * d);
@@ -231,8 +232,7 @@ void fill_predictions(sim_row& r, const sim_config& c, const row_shape& shape, d
   if (r.order == block_order::forward)
     r.underflow_predicted = underflow_closed_form(r.delta, r.scale, c.k_sink);
   else
-    r.underflow_predicted =
-        0.5 * std::erfc(-(max_mean - flush_threshold(r.scale)) / std::numbers::sqrt2);
+    r.underflow_predicted = 0.5 * std::erfc(-(max_mean - flush_threshold(r.scale)) / std::numbers::sqrt2);
   // The exact expectation assumes unit-variance scores and an exact running max.
   if (c.sigma == 1.0 && r.threshold == 0 && c.exact_applies) {
     r.underflow_exact = underflow_exact(r.delta, r.scale, shape, r.order);
@@ -296,8 +296,8 @@ std::vector<sim_row> combine_rows(const sim_config& c, const std::vector<variant
 
 }  // namespace
 
-void ideal_row(const float* z, const float* v, int n_tok, int d_head, int k_sink,
-               const kernel_options& opt, float* o, kernel_counts* counts) {
+void ideal_row(const float* z, const float* v, int n_tok, int d_head, int k_sink, const kernel_options& opt, float* o,
+               kernel_counts* counts) {
   // z: [n_tok] scaled scores, v: [n_tok, d_head], o: [d_head]
   ATTNUM_ASSERT(n_tok >= 1 && opt.block >= 1, "ideal_row: n_tok {} block {}", n_tok, opt.block);
   const float s = static_cast<float>(opt.scale);
@@ -313,8 +313,7 @@ void ideal_row(const float* z, const float* v, int n_tok, int d_head, int k_sink
     float m_loc = z[lo];
     for (int j = lo + 1; j < hi; ++j) m_loc = std::max(m_loc, z[j]);
     // The max moves when the block raises it (by more than tau ln 2 with a lazy rescale).
-    const float m_new = (m == -std::numeric_limits<float>::infinity() || m_loc - m > lazy)
-                            ? std::max(m, m_loc) : m;
+    const float m_new = (m == -std::numeric_limits<float>::infinity() || m_loc - m > lazy) ? std::max(m, m_loc) : m;
     const float alpha = std::exp(m - m_new);
     float sum = 0.0f;
     for (int j = lo; j < hi; ++j) sum += (p[j - lo] = std::exp(z[j] - m_new));
@@ -353,9 +352,7 @@ std::vector<double> reference_row(const double* z, const float* v, int n_tok, in
   return reference_row_d(z, vd.data(), n_tok, d_head);
 }
 
-bool can_saturate(double scale, double threshold) {
-  return std::log(scale) + threshold * std::numbers::ln2 > kLn448;
-}
+bool can_saturate(double scale, double threshold) { return std::log(scale) + threshold * std::numbers::ln2 > kLn448; }
 
 std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progress) {
   check_config(config);
@@ -378,9 +375,9 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
   const int nn = static_cast<int>(c.n_toks.size());
   // parts[unit][delta][variant]: its size estimated first ("needs N GiB")
   const uint64_t n_units = checked_mul(uint64_t(nn), uint64_t(c.seeds));
-  check_alloc(checked_mul(checked_mul(n_units, checked_mul(uint64_t(nd), uint64_t(nv))), sizeof(partial)),
-              fmt::format("pcast simulate: {} seeds x {} n_tok x {} deltas x {} variants (partial sums)", c.seeds,
-                          nn, nd, nv));
+  check_alloc(
+      checked_mul(checked_mul(n_units, checked_mul(uint64_t(nd), uint64_t(nv))), sizeof(partial)),
+      fmt::format("pcast simulate: {} seeds x {} n_tok x {} deltas x {} variants (partial sums)", c.seeds, nn, nd, nv));
   if (n_units > uint64_t(std::numeric_limits<int>::max()))
     fail("pcast simulate: {} seeds x {} n_tok: more than 2^31 units", c.seeds, nn);
   const int units = static_cast<int>(n_units);
@@ -397,31 +394,32 @@ std::vector<sim_row> simulate(const sim_config& config, const progress_fn& progr
   const int64_t total = static_cast<int64_t>(units) * nd;
   worker_errors errors;  // an error in a worker thread reaches the caller (never terminate)
 #pragma omp parallel for schedule(dynamic, 1) num_threads(attnum::threads())
-  for (int unit = 0; unit < units; ++unit) errors.run([&] {
-    const int n_tok = c.n_toks[unit / c.seeds];
-    const unit_data data = make_unit(c, n_tok, unit % c.seeds);
-    std::vector<float> zf, ksink, o(c.d_head);
-    std::vector<double> zd;
-    const std::vector<double> vd(data.v.begin(), data.v.end());
-    for (int di = 0; di < nd; ++di) {
-      if (spec) run_preset(c, *spec, data, c.deltas[di], parts[(static_cast<size_t>(unit) * nd + di) * nv]);
-      for (int row = 0; row < c.q_rows && !spec; ++row) {
-        row_scores(c, data, row, c.deltas[di], zf, zd, ksink);
-        const auto ref = reference_row_d(zd.data(), vd.data(), n_tok, c.d_head);
-        for (int vi = 0; vi < nv; ++vi) {
-          kernel_options opt{vars[vi].scale, vars[vi].order, c.block, c.cast, vars[vi].threshold};
-          partial& pt = parts[(static_cast<size_t>(unit) * nd + di) * nv + vi];
-          ideal_row(zf.data(), data.v.data(), n_tok, c.d_head, c.k_sink, opt, o.data(), &pt.counts);
-          for (int i = 0; i < c.d_head; ++i) pt.sumsq += (o[i] - ref[i]) * (o[i] - ref[i]);
+  for (int unit = 0; unit < units; ++unit)
+    errors.run([&] {
+      const int n_tok = c.n_toks[unit / c.seeds];
+      const unit_data data = make_unit(c, n_tok, unit % c.seeds);
+      std::vector<float> zf, ksink, o(c.d_head);
+      std::vector<double> zd;
+      const std::vector<double> vd(data.v.begin(), data.v.end());
+      for (int di = 0; di < nd; ++di) {
+        if (spec) run_preset(c, *spec, data, c.deltas[di], parts[(static_cast<size_t>(unit) * nd + di) * nv]);
+        for (int row = 0; row < c.q_rows && !spec; ++row) {
+          row_scores(c, data, row, c.deltas[di], zf, zd, ksink);
+          const auto ref = reference_row_d(zd.data(), vd.data(), n_tok, c.d_head);
+          for (int vi = 0; vi < nv; ++vi) {
+            kernel_options opt{vars[vi].scale, vars[vi].order, c.block, c.cast, vars[vi].threshold};
+            partial& pt = parts[(static_cast<size_t>(unit) * nd + di) * nv + vi];
+            ideal_row(zf.data(), data.v.data(), n_tok, c.d_head, c.k_sink, opt, o.data(), &pt.counts);
+            for (int i = 0; i < c.d_head; ++i) pt.sumsq += (o[i] - ref[i]) * (o[i] - ref[i]);
+          }
+        }
+#pragma omp critical(attnum_pcast_progress)
+        {
+          ++done;
+          if (progress) progress(done, total);
         }
       }
-#pragma omp critical(attnum_pcast_progress)
-      {
-        ++done;
-        if (progress) progress(done, total);
-      }
-    }
-  });
+    });
   errors.rethrow();
   auto rows = combine_rows(c, vars, parts);
   if (spec)
@@ -457,9 +455,7 @@ sim_config overflow_config(bool quick) {
 }
 
 namespace {
-std::string variant_name(const sim_row& r) {
-  return fmt::format("{} S={}", order_name(r.order), r.scale);
-}
+std::string variant_name(const sim_row& r) { return fmt::format("{} S={}", order_name(r.order), r.scale); }
 }  // namespace
 
 claim_row paired_ratio(const sim_row& num, const sim_row& den) {
@@ -501,8 +497,7 @@ std::vector<claim_row> paper_claims(const sim_config& base, const progress_fn& p
   };
   const auto fwd = block_order::forward, rev = block_order::reverse;
   std::vector<claim_row> out;
-  auto add = [&](const char* name, int n, double d, double s1, block_order o1, double s2,
-                 block_order o2) {
+  auto add = [&](const char* name, int n, double d, double s1, block_order o1, double s2, block_order o2) {
     claim_row r = paired_ratio(find(n, d, s1, o1), find(n, d, s2, o2));
     r.claim = name;
     out.push_back(r);

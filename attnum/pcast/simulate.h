@@ -25,29 +25,29 @@ namespace attnum::pcast {
 
 /// Options of the idealized kernel for one query row.
 struct kernel_options {
-  double scale = 256;                  ///< static P scale S, applied as an fp32 multiply
+  double scale = 256;  ///< static P scale S, applied as an fp32 multiply
   block_order order = block_order::reverse;
-  int block = 128;                     ///< KV block size B
-  bool cast = true;                    ///< false: P8 = P * S unrounded (the cast disabled)
-  double rescale_threshold = 0;        ///< tau in log2 units (0: the max always follows)
+  int block = 128;               ///< KV block size B
+  bool cast = true;              ///< false: P8 = P * S unrounded (the cast disabled)
+  double rescale_threshold = 0;  ///< tau in log2 units (0: the max always follows)
 };
 
 /// Counts from one or more kernel rows.
 struct kernel_counts {
-  int64_t non_sink = 0;                 ///< non-sink P values cast
-  int64_t underflow = 0;                ///< non-sink P with E4M3(P*S) == 0
-  int64_t non_sink_outside = 0;         ///< non-sink P outside the sink block(s)
-  int64_t underflow_outside = 0;        ///< of those, cast to zero
-  int64_t cast_count = 0;               ///< all P values cast
-  int64_t saturated = 0;                ///< P values with P*S > 448 (clamped to 448)
-  int64_t sink_saturated = 0;           ///< sink P values with P*S > 448
+  int64_t non_sink = 0;           ///< non-sink P values cast
+  int64_t underflow = 0;          ///< non-sink P with E4M3(P*S) == 0
+  int64_t non_sink_outside = 0;   ///< non-sink P outside the sink block(s)
+  int64_t underflow_outside = 0;  ///< of those, cast to zero
+  int64_t cast_count = 0;         ///< all P values cast
+  int64_t saturated = 0;          ///< P values with P*S > 448 (clamped to 448)
+  int64_t sink_saturated = 0;     ///< sink P values with P*S > 448
 };
 
 /// Runs the idealized kernel on one query row: z [n_tok] fp32 scaled scores, v [n_tok, d_head]
 /// fp32; writes o [d_head]. Keys 0..k_sink-1 are the sinks (only for the counts). Adds to counts
 /// when not null. Precondition: n_tok >= 1, block >= 1.
-void ideal_row(const float* z, const float* v, int n_tok, int d_head, int k_sink,
-               const kernel_options& opt, float* o, kernel_counts* counts);
+void ideal_row(const float* z, const float* v, int n_tok, int d_head, int k_sink, const kernel_options& opt, float* o,
+               kernel_counts* counts);
 
 /// Returns fp64 softmax(z) . v for one row (z [n_tok], v [n_tok, d_head], both as given).
 std::vector<double> reference_row(const double* z, const float* v, int n_tok, int d_head);
@@ -60,11 +60,11 @@ enum class score_source : uint8_t {
 
 /// One sweep of the simulation.
 struct sim_config {
-  std::vector<double> deltas;                 ///< sink strengths Delta
-  std::vector<double> scales{1, 256, 448};    ///< static scales S
+  std::vector<double> deltas;               ///< sink strengths Delta
+  std::vector<double> scales{1, 256, 448};  ///< static scales S
   std::vector<block_order> orders{block_order::forward, block_order::reverse};
-  std::vector<double> thresholds{0};          ///< lazy-rescale thresholds tau (log2 units)
-  std::vector<int> n_toks{4096};              ///< keys per row N
+  std::vector<double> thresholds{0};  ///< lazy-rescale thresholds tau (log2 units)
+  std::vector<int> n_toks{4096};      ///< keys per row N
   int d_head = 128;
   int k_sink = 4;
   int block = 128;
@@ -73,7 +73,7 @@ struct sim_config {
   uint64_t seed = 1;   ///< base seed
   double sigma = 1.0;  ///< std of the scores' N(0,1) part (the theory assumes 1)
   score_source source = score_source::inject;
-  bool cast = true;    ///< false disables the P cast (a check: the kernel then equals fp64)
+  bool cast = true;  ///< false disables the P cast (a check: the kernel then equals fp64)
   /// A kernel (a resolved preset, knobs applied, e.g. "enabled.q_cast=false" to isolate the P
   /// cast) run through the engine instead of the idealized kernel; empty for the idealized
   /// kernel. With a kernel the scores come from fp32 Q and K (source qk), Q, K, V are cast as the
@@ -89,20 +89,20 @@ struct sim_config {
 struct sim_row {
   double delta = 0, scale = 0;
   block_order order = block_order::forward;
-  double threshold = 0;             ///< lazy-rescale threshold tau (log2 units)
+  double threshold = 0;  ///< lazy-rescale threshold tau (log2 units)
   std::string kernel = "ideal";
-  std::vector<std::string> knobs;   ///< the knobs applied to the kernel (sim_config::knobs)
-  nlohmann::json kernel_spec;       ///< the kernel's resolved spec (attention::to_json); null: ideal
-  double underflow_measured = 0;    ///< pooled fraction of non-sink P cast to 0
-  double underflow_sd = 0;          ///< sd of the per-seed fraction
-  double underflow_predicted = 0;   ///< the paper's closed form (forward F; reverse Phi(E[M]-c))
-  double underflow_exact = 0;       ///< our exact expectation (theory.h), all non-sinks
+  std::vector<std::string> knobs;         ///< the knobs applied to the kernel (sim_config::knobs)
+  nlohmann::json kernel_spec;             ///< the kernel's resolved spec (attention::to_json); null: ideal
+  double underflow_measured = 0;          ///< pooled fraction of non-sink P cast to 0
+  double underflow_sd = 0;                ///< sd of the per-seed fraction
+  double underflow_predicted = 0;         ///< the paper's closed form (forward F; reverse Phi(E[M]-c))
+  double underflow_exact = 0;             ///< our exact expectation (theory.h), all non-sinks
   double underflow_outside_measured = 0;  ///< non-sinks outside the sink block only
   double underflow_outside_exact = 0;
-  double saturated_fraction = 0;    ///< pooled fraction of all P with S*P > 448
+  double saturated_fraction = 0;  ///< pooled fraction of all P with S*P > 448
   double sink_saturated_fraction = 0;
-  double mse = 0, mse_sd = 0;       ///< mean over seeds of the per-seed output MSE vs fp64, sd
-  std::vector<double> mse_per_seed; ///< per-seed MSE (same data across rows: paired comparisons)
+  double mse = 0, mse_sd = 0;        ///< mean over seeds of the per-seed output MSE vs fp64, sd
+  std::vector<double> mse_per_seed;  ///< per-seed MSE (same data across rows: paired comparisons)
   int seeds = 0, n_tok = 0, d_head = 0, block = 0, k_sink = 0;
   double sigma = 1;
 };
@@ -128,12 +128,12 @@ bool can_saturate(double scale, double threshold);
 
 /// One checked claim of the paper: MSE(numerator) / MSE(denominator), paired over seeds.
 struct claim_row {
-  std::string claim;       ///< "reverse_fix", "both_fixes", "s256_vs_s448", "gain_vs_n"
+  std::string claim;  ///< "reverse_fix", "both_fixes", "s256_vs_s448", "gain_vs_n"
   int n_tok = 0;
   double delta = 0;
   std::string numerator, denominator;  ///< "forward S=1" etc.
-  double ratio = 0;        ///< geometric mean over seeds of the per-seed MSE ratio
-  double ratio_lo = 0, ratio_hi = 0;  ///< exp(mean log ratio -/+ 1.96 se) over seeds
+  double ratio = 0;                    ///< geometric mean over seeds of the per-seed MSE ratio
+  double ratio_lo = 0, ratio_hi = 0;   ///< exp(mean log ratio -/+ 1.96 se) over seeds
   double mse_num = 0, mse_den = 0;
   int seeds = 0;
 };

@@ -54,18 +54,15 @@ double log_max_cdf(double g, double delta, int64_t k, int64_t n) {
 // probabilities accurate). phi(g - c) < 1e-37 beyond |g - c| = 13.
 double expected_phi_of_max(double c, double delta, int64_t k, int64_t n) {
   if (k == 0 && n == 0) return 0.0;  // no max at all: nothing can underflow against it
-  return integrate(
-      [&](double g) { return -std::expm1(log_max_cdf(g, delta, k, n)) * normal_pdf(g - c); },
-      c - 13.0, c + 13.0);
+  return integrate([&](double g) { return -std::expm1(log_max_cdf(g, delta, k, n)) * normal_pdf(g - c); }, c - 13.0,
+                   c + 13.0);
 }
 
 // E[max] = int_0^inf (1 - H) - int_-inf^0 H, for the max of k sinks and n non-sinks.
 double expected_max(double delta, int64_t k, int64_t n) {
   const double lo = std::min(0.0, delta) - 14.0, hi = std::max(0.0, delta) + 14.0;
-  const double up = integrate([&](double g) { return -std::expm1(log_max_cdf(g, delta, k, n)); },
-                              0.0, hi);
-  const double down =
-      integrate([&](double g) { return std::exp(log_max_cdf(g, delta, k, n)); }, lo, 0.0);
+  const double up = integrate([&](double g) { return -std::expm1(log_max_cdf(g, delta, k, n)); }, 0.0, hi);
+  const double down = integrate([&](double g) { return std::exp(log_max_cdf(g, delta, k, n)); }, lo, 0.0);
   return up - down;
 }
 
@@ -74,8 +71,10 @@ double expected_max(double delta, int64_t k, int64_t n) {
 template <typename V>
 void walk_blocks(const row_shape& s, block_order order, V visit) {
   if (s.n_tok < 1 || s.block < 1 || s.k_sink < 0 || s.k_sink > s.n_tok)
-    fail("pcast: row shape n_tok {} block {} k_sink {}: expected n_tok >= 1, block >= 1, "
-         "0 <= k_sink <= n_tok", s.n_tok, s.block, s.k_sink);
+    fail(
+        "pcast: row shape n_tok {} block {} k_sink {}: expected n_tok >= 1, block >= 1, "
+        "0 <= k_sink <= n_tok",
+        s.n_tok, s.block, s.k_sink);
   const int nb = (s.n_tok + s.block - 1) / s.block;
   int64_t k_seen = 0, n_seen = 0;
   for (int t = 0; t < nb; ++t) {
@@ -88,8 +87,8 @@ void walk_blocks(const row_shape& s, block_order order, V visit) {
   }
 }
 
-double underflow_exact_impl(double delta, double scale, const row_shape& shape,
-                            block_order order, bool skip_sink_block) {
+double underflow_exact_impl(double delta, double scale, const row_shape& shape, block_order order,
+                            bool skip_sink_block) {
   const double c = flush_threshold(scale);
   double sum = 0;
   int64_t count = 0;
@@ -144,16 +143,13 @@ double underflow_closed_form(double delta, double scale, int k_sink) {
   return normal_cdf(delta + dk - flush_threshold(scale));
 }
 
-double delta_c(double scale, int k_sink) {
-  return flush_threshold(scale) - (k_sink >= 1 ? delta_k(k_sink) : 0.0);
-}
+double delta_c(double scale, int k_sink) { return flush_threshold(scale) - (k_sink >= 1 ? delta_k(k_sink) : 0.0); }
 
 double underflow_exact(double delta, double scale, const row_shape& shape, block_order order) {
   return underflow_exact_impl(delta, scale, shape, order, false);
 }
 
-double underflow_exact_outside_sink_block(double delta, double scale, const row_shape& shape,
-                                          block_order order) {
+double underflow_exact_outside_sink_block(double delta, double scale, const row_shape& shape, block_order order) {
   return underflow_exact_impl(delta, scale, shape, order, true);
 }
 
@@ -184,8 +180,8 @@ reverse_bound_row reverse_bound(int64_t n_tok, double scale) {
   return r;
 }
 
-std::vector<theory_row> theory_table(const std::vector<double>& deltas,
-                                     const std::vector<double>& scales, const row_shape& shape) {
+std::vector<theory_row> theory_table(const std::vector<double>& deltas, const std::vector<double>& scales,
+                                     const row_shape& shape) {
   std::vector<theory_row> rows;
   const double dk = shape.k_sink >= 1 ? delta_k(shape.k_sink) : 0.0;
   for (double d : deltas)

@@ -57,8 +57,7 @@ double underflow_exact(double delta, double scale, const row_shape& shape, block
 
 /// Same, counting only non-sinks outside the sink block (what the paper's reverse-order guarantee
 /// is about: the B - k non-sinks sharing block 0 with the sinks always see the sink max).
-double underflow_exact_outside_sink_block(double delta, double scale, const row_shape& shape,
-                                          block_order order);
+double underflow_exact_outside_sink_block(double delta, double scale, const row_shape& shape, block_order order);
 
 /// Returns dp(S): the largest spacing of the E4M3 grid over the scaled range [0, S] divided by S
 /// (the paper's normalized worst-case quantization step; its half is the largest point error).
@@ -71,13 +70,13 @@ double dp(double scale);
 struct reverse_bound_row {
   int64_t n_tok = 0;
   double scale = 0;
-  double flush = 0;          ///< c(S) = 10 ln 2 + ln S
-  double max_mean = 0;       ///< E[max of N standard normals] (quadrature)
-  double sqrt_2_ln_n = 0;    ///< sqrt(2 ln N), the asymptote of max_mean
-  double max_q999999 = 0;    ///< the 1 - 1e-6 quantile of the max of N standard normals
-  double p_underflow = 0;    ///< E[Phi(M_N - c)]: per-value underflow bound (M_N = max of all N)
-  double expected_count = 0; ///< N * p_underflow: expected underflows per row
-  double paper_m = 0;        ///< the paper's "m <= 2 ln N + 1"
+  double flush = 0;           ///< c(S) = 10 ln 2 + ln S
+  double max_mean = 0;        ///< E[max of N standard normals] (quadrature)
+  double sqrt_2_ln_n = 0;     ///< sqrt(2 ln N), the asymptote of max_mean
+  double max_q999999 = 0;     ///< the 1 - 1e-6 quantile of the max of N standard normals
+  double p_underflow = 0;     ///< E[Phi(M_N - c)]: per-value underflow bound (M_N = max of all N)
+  double expected_count = 0;  ///< N * p_underflow: expected underflows per row
+  double paper_m = 0;         ///< the paper's "m <= 2 ln N + 1"
 };
 
 /// Returns the reverse-order underflow bound for N keys: a non-sink processed before the sink
@@ -95,8 +94,8 @@ struct theory_row {
 };
 
 /// Returns the theory rows for every (delta, scale) pair, deltas outer.
-std::vector<theory_row> theory_table(const std::vector<double>& deltas,
-                                     const std::vector<double>& scales, const row_shape& shape);
+std::vector<theory_row> theory_table(const std::vector<double>& deltas, const std::vector<double>& scales,
+                                     const row_shape& shape);
 
 /// One row of `attnum pcast dp`.
 struct dp_row {

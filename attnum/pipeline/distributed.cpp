@@ -36,14 +36,13 @@ std::vector<int> split_ints(const std::string& s) {
 
 }  // namespace
 
-bool run_heads(const study::plan& p, const fs::path& dir, int shard_index, int shard_count,
-               bool progress) {
-  return run_heads(std::span<const study::plan>(&p, 1), std::span<const fs::path>(&dir, 1), shard_index,
-                   shard_count, progress);
+bool run_heads(const study::plan& p, const fs::path& dir, int shard_index, int shard_count, bool progress) {
+  return run_heads(std::span<const study::plan>(&p, 1), std::span<const fs::path>(&dir, 1), shard_index, shard_count,
+                   progress);
 }
 
-bool run_heads(std::span<const study::plan> plans, std::span<const fs::path> dirs, int shard_index,
-               int shard_count, bool progress) {
+bool run_heads(std::span<const study::plan> plans, std::span<const fs::path> dirs, int shard_index, int shard_count,
+               bool progress) {
   const auto& world = scaleout::here();
   if (!world.mpi || world.size == 1) {
     study::run_controls ctl;
@@ -66,8 +65,7 @@ bool run_heads(std::span<const study::plan> plans, std::span<const fs::path> dir
     todo_text = join_ints(todo);
   }
   const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
-  attnum::progress bar("heads", static_cast<int64_t>(todo.size()), "units", progress && world.root(),
-                       study::kUnitHelp);
+  attnum::progress bar("heads", static_cast<int64_t>(todo.size()), "units", progress && world.root(), study::kUnitHelp);
   scaleout::distribute(
       todo,
       [&](int i) -> std::string {
@@ -103,19 +101,19 @@ namespace {
 
 json params_json(const model::loss_params& p, const std::string& model_id) {
   json j = {{"model", model_id},
-          {"kernel", p.kernel.name},
-          {"knobs", p.knobs},
-          {"kernel_spec", attention::to_json(p.kernel)},
-          {"rotation", p.rotation.name()},
-          {"conditions", p.conditions},
-          {"n_tokens", p.n_tokens},
-          {"windows", p.windows},
-          {"reference", p.reference},
-          {"linear_precision", std::string(model::name(p.linear))},
-          {"bootstrap_samples", p.bootstrap_samples},
-          {"bootstrap_seed", p.bootstrap_seed},
-          {"source_names", p.source_names},
-          {"n_sources", p.sources.size()}};
+            {"kernel", p.kernel.name},
+            {"knobs", p.knobs},
+            {"kernel_spec", attention::to_json(p.kernel)},
+            {"rotation", p.rotation.name()},
+            {"conditions", p.conditions},
+            {"n_tokens", p.n_tokens},
+            {"windows", p.windows},
+            {"reference", p.reference},
+            {"linear_precision", std::string(model::name(p.linear))},
+            {"bootstrap_samples", p.bootstrap_samples},
+            {"bootstrap_seed", p.bootstrap_seed},
+            {"source_names", p.source_names},
+            {"n_sources", p.sources.size()}};
   // A run resumed with other reference logits (or none) is another study.
   if (p.reference_file) j["reference_logits"] = p.reference_file->id();
   return j;
@@ -130,8 +128,8 @@ void check_params(const fs::path& dir, const json& want) {
     auto q = [](const json& v) { return clip(v.dump(-1, ' ', false, json::error_handler_t::replace)); };
     for (auto it = want.begin(); it != want.end(); ++it)
       if (!have.contains(it.key()) || have[it.key()] != it.value())
-        fail("'{}': field '{}' is {} in the earlier run, {} now: use another --out folder",
-             f.string(), clip(it.key()), q(have.value(it.key(), json())), q(it.value()));
+        fail("'{}': field '{}' is {} in the earlier run, {} now: use another --out folder", f.string(), clip(it.key()),
+             q(have.value(it.key(), json())), q(it.value()));
     for (auto it = have.begin(); it != have.end(); ++it)
       if (!want.contains(it.key()))
         fail("'{}': field '{}' is {} in the earlier run, absent now: use another --out folder", f.string(),
@@ -143,8 +141,7 @@ void check_params(const fs::path& dir, const json& want) {
 }
 
 // A window's checkpoint: one verified unit result per condition, of this window and study.
-std::vector<model::unit_result> read_window(const fs::path& f, const model::loss_params& p, int source,
-                                            int window) {
+std::vector<model::unit_result> read_window(const fs::path& f, const model::loss_params& p, int source, int window) {
   const json arr = io::read_json_file(f);
   if (!arr.is_array() || arr.size() != p.conditions.size())
     fail("{}: expected an array of {} unit results (one per condition)", f.string(), p.conditions.size());
@@ -158,24 +155,23 @@ std::vector<model::unit_result> read_window(const fs::path& f, const model::loss
     const auto& r = out.back();
     if (r.unit.source != source || r.unit.window != window || r.unit.condition != static_cast<int>(c) ||
         r.nll_ref.size() != static_cast<size_t>(p.n_tokens))
-      fail("{}: holds source {} window {} condition {} with {} labels, expected source {} window {} "
-           "condition {} with {}: remove it to recompute", f.string(), r.unit.source, r.unit.window,
-           r.unit.condition, r.nll_ref.size(), source, window, c, p.n_tokens);
+      fail(
+          "{}: holds source {} window {} condition {} with {} labels, expected source {} window {} "
+          "condition {} with {}: remove it to recompute",
+          f.string(), r.unit.source, r.unit.window, r.unit.condition, r.nll_ref.size(), source, window, c, p.n_tokens);
   }
   return out;
 }
 
 }  // namespace
 
-std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss_params& p,
-                                      const std::string& model_id, const fs::path& dir,
-                                      int shard_index, int shard_count, bool progress,
+std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss_params& p, const std::string& model_id,
+                                      const fs::path& dir, int shard_index, int shard_count, bool progress,
                                       std::vector<model::paired_row>* paired) {
   const auto& world = scaleout::here();
   if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count)
     fail("--shard {}/{}: expected 0 <= I < N", shard_index, shard_count);
-  if (world.mpi && world.size > 1 && shard_count != 1)
-    fail("--shard and mpirun do not combine: use one or the other");
+  if (world.mpi && world.size > 1 && shard_count != 1) fail("--shard and mpirun do not combine: use one or the other");
   const int n_windows = static_cast<int>(p.sources.size()) * p.windows;
   const bool keep = !dir.empty();
   std::string todo_text;
@@ -183,8 +179,7 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
     std::vector<int> todo;
     if (keep) check_params(dir, params_json(p, model_id));
     for (int k = 0; k < n_windows; ++k)
-      if (k % shard_count == shard_index &&
-          !(keep && fs::exists(loss_window_path(dir, k / p.windows, k % p.windows))))
+      if (k % shard_count == shard_index && !(keep && fs::exists(loss_window_path(dir, k / p.windows, k % p.windows))))
         todo.push_back(k);
     todo_text = join_ints(todo);
   }

@@ -17,12 +17,12 @@ namespace attnum::pipeline {
 /// Runs or resumes the head study into dir across all ranks (or this shard of a job array when
 /// shard_count > 1, in which case `attnum merge` assembles); returns true on rank 0 when the
 /// result files were written.
-bool run_heads(const study::plan& p, const std::filesystem::path& dir, int shard_index = 0,
-               int shard_count = 1, bool progress = true);
+bool run_heads(const study::plan& p, const std::filesystem::path& dir, int shard_index = 0, int shard_count = 1,
+               bool progress = true);
 /// The same for studies that differ only in their predictor model, plans[j] into dirs[j], each
 /// unit computed once for all (study::run_study's overload).
-bool run_heads(std::span<const study::plan> plans, std::span<const std::filesystem::path> dirs,
-               int shard_index = 0, int shard_count = 1, bool progress = true);
+bool run_heads(std::span<const study::plan> plans, std::span<const std::filesystem::path> dirs, int shard_index = 0,
+               int shard_count = 1, bool progress = true);
 
 /// Runs or resumes the loss study across all ranks, one work item per (source, window) with all
 /// its conditions, checkpointed in dir/checkpoints/ when dir is given (so a killed `attnum
@@ -30,11 +30,9 @@ bool run_heads(std::span<const study::plan> plans, std::span<const std::filesyst
 /// computes only this shard's windows into dir and returns no rows. (`attnum loss --shard` writes
 /// model::write_shard_file files instead, which `attnum merge` combines.) The paired comparisons
 /// go to dir/loss_paired.{json,csv} when dir is given, and into *paired (rank 0) when given.
-std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss_params& p,
-                                      const std::string& model_id,
-                                      const std::filesystem::path& dir, int shard_index = 0,
-                                      int shard_count = 1, bool progress = true,
-                                      std::vector<model::paired_row>* paired = nullptr);
+std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss_params& p, const std::string& model_id,
+                                      const std::filesystem::path& dir, int shard_index = 0, int shard_count = 1,
+                                      bool progress = true, std::vector<model::paired_row>* paired = nullptr);
 
 /// Loss checkpoint folder layout: dir/checkpoints/loss-params.json and window-S-W.json.
 std::filesystem::path loss_window_path(const std::filesystem::path& dir, int source, int window);

@@ -22,8 +22,10 @@ loss_outcome run_loss_request(const loss_request& r) {
   if (!r.save_reference.empty() && !r.reference_file.empty())
     fail("loss: give --save-reference or --reference-file, not both (a saved reference is used at once)");
   if (!r.save_reference.empty() && (!r.shard.empty() || mpi))
-    fail("loss --save-reference runs in one process: save the reference logits once, then give --reference-file "
-         "to the {}", mpi ? "ranks" : "shards");
+    fail(
+        "loss --save-reference runs in one process: save the reference logits once, then give --reference-file "
+        "to the {}",
+        mpi ? "ranks" : "shards");
   // Flags first: a bad flag is refused before the model is read.
   {  // nothing the run writes is equal to or inside what it reads
     std::vector<std::filesystem::path> in{r.model, r.tokenizer, r.reference_file};

@@ -15,8 +15,8 @@ namespace attnum::pipeline {
 
 struct loss_request {
   std::string model, tokenizer;
-  std::vector<std::string> texts, token_ids;  ///< text files (tokenized) or token-id files; neither: the books
-  int tokens = 1024, windows = 1;             ///< N labels per window (clamped to the context), K windows per file
+  std::vector<std::string> texts, token_ids;    ///< text files (tokenized) or token-id files; neither: the books
+  int tokens = 1024, windows = 1;               ///< N labels per window (clamped to the context), K windows per file
   std::vector<attention::kernel_spec> kernels;  ///< resolved, one loss run each
   std::vector<std::string> knobs;               ///< applied to them (recorded)
   transforms::rotation rotation;

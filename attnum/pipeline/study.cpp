@@ -45,12 +45,11 @@ void say(const study_config& c, const std::string& line) {
 void run_pcast(const study_config& c, const fs::path& dir) {
   if (fs::exists(dir / "pcast_simulate.csv") && fs::exists(dir / "pcast_overflow.csv")) return;
   const pcast::row_shape shape;  // the paper's N 4096, B 128, k_sink 4
-  const auto theory = pcast::to_json(
-      pcast::theory_table(pcast::parse_range("0:12:0.5", "delta"), {1, 256, 448}, shape), shape);
+  const auto theory =
+      pcast::to_json(pcast::theory_table(pcast::parse_range("0:12:0.5", "delta"), {1, 256, 448}, shape), shape);
   const auto dp = pcast::to_json(pcast::dp_table(pcast::parse_range("1:512:0.25", "scale")));
   const auto sim = pcast::to_json(pcast::simulate(pcast::paper_config(c.quick_pcast)));
-  const auto over =
-      pcast::overflow_json(pcast::simulate(pcast::overflow_config(c.quick_pcast)));
+  const auto over = pcast::overflow_json(pcast::simulate(pcast::overflow_config(c.quick_pcast)));
   pcast::write_results(dir.string(), theory, dp, sim, over);
 }
 
@@ -73,8 +72,8 @@ model_inputs capture_model(const study_config& c, const model::weights& w, model
   const std::vector<std::string> texts = c.texts.empty() ? model::default_texts() : c.texts;
   in.n = c.tokens;
   if (w.cfg.seq_len > 0 && in.n > w.cfg.seq_len) {
-    say(c, fmt::format("{} tokens exceed {}'s context of {}: using windows of {}", in.n, w.id,
-                       w.cfg.seq_len, w.cfg.seq_len));
+    say(c, fmt::format("{} tokens exceed {}'s context of {}: using windows of {}", in.n, w.id, w.cfg.seq_len,
+                       w.cfg.seq_len));
     in.n = w.cfg.seq_len;
   }
   const int per_text = model::windows_per_text(kLossLabels, static_cast<int>(texts.size()), in.n);
@@ -83,8 +82,7 @@ model_inputs capture_model(const study_config& c, const model::weights& w, model
                        per_text * in.n * static_cast<int>(texts.size())));
   if (scaleout::here().root()) fs::create_directories(dir);
   attnum::progress bar("capture", static_cast<int64_t>(texts.size()) * per_text, "windows",
-                       c.progress && scaleout::here().root(),
-                       "one text window through the model, its q, k, v saved");
+                       c.progress && scaleout::here().root(), "one text window through the model, its q, k, v saved");
   for (const auto& t : texts) {
     const std::string bytes = read_file(t);
     const auto windows = model::take_windows(bytes, tok, w.cfg.bos_id, in.n, per_text,
@@ -151,9 +149,9 @@ json run_study(const study_config& c) {
     {  // Refused up front when the weights and the larger of the capture's and the loss's
        // activations cannot fit (docs/model.md, "Weights in memory").
       const int n = w->cfg.seq_len > 0 ? std::min(c.tokens, w->cfg.seq_len) : c.tokens;
-      model::check_memory(*w, lp, std::max(model::capture_activation_bytes(w->cfg, n),
-                                           model::loss_activation_bytes(w->cfg, n, false)),
-                          fmt::format("study: {} with windows of {} tokens", w->id, n));
+      model::check_memory(
+          *w, lp, std::max(model::capture_activation_bytes(w->cfg, n), model::loss_activation_bytes(w->cfg, n, false)),
+          fmt::format("study: {} with windows of {} tokens", w->id, n));
     }
     model::prepare_weights(*w, lp);
     say(c, "capturing Q, K, V");
@@ -171,8 +169,8 @@ json run_study(const study_config& c) {
   auto t0 = clock_type::now();
   std::vector<std::string> names;
   for (const auto& k : c.kernels) names.push_back(k.name);
-  say(c, fmt::format("head study: {} x {} on {}", fmt::join(names, ","),
-                     fmt::join(c.conditions, ","), so.zoo ? "the synthetic zoo" : c.model));
+  say(c, fmt::format("head study: {} x {} on {}", fmt::join(names, ","), fmt::join(c.conditions, ","),
+                     so.zoo ? "the synthetic zoo" : c.model));
   run_heads(study::make_plan(so), c.out / "heads", 0, 1, c.progress);
   // Each finished step's folder gets its completion marker, so that it can be read on its own.
   if (root) write_complete_marker(c.out / "heads", c.command + " (heads step)");
@@ -200,8 +198,7 @@ json run_study(const study_config& c) {
       rows.insert(rows.end(), r.begin(), r.end());
       // Paired rows (center - plain, ...) written by run_loss beside the kernel's checkpoints.
       if (root && fs::exists(c.out / "loss" / k.name / "loss_paired.json"))
-        for (const auto& j : io::read_json_file(c.out / "loss" / k.name / "loss_paired.json"))
-          loss_paired.push_back(j);
+        for (const auto& j : io::read_json_file(c.out / "loss" / k.name / "loss_paired.json")) loss_paired.push_back(j);
     }
     if (root) model::write_loss_files((c.out / "loss").string(), rows);
     if (root) {
@@ -276,53 +273,54 @@ std::string loss_intervals_line(const json& rows) {
   if (g < model::kMinLossWindows)
     return fmt::format("Loss intervals: n/a, {} text window{} (an interval over text windows needs at least {}).\n", g,
                        g == 1 ? "" : "s", model::kMinLossWindows);
-  return fmt::format("Loss intervals: 95% delete-one-window jackknife over the {} text windows with t({}) critical "
-                     "values (ppl_ratio on the log scale), so they include the variation between texts; n/a: none "
-                     "(loss.json's *_ci_reason says why).\n", g, g - 1);
+  return fmt::format(
+      "Loss intervals: 95% delete-one-window jackknife over the {} text windows with t({}) critical "
+      "values (ppl_ratio on the log scale), so they include the variation between texts; n/a: none "
+      "(loss.json's *_ci_reason says why).\n",
+      g, g - 1);
 }
 }  // namespace
 
 std::string summary_table(const json& s) {
   std::string out;
-  out += fmt::format("Head study ({}): a head is harmed when its mean log1p(rel_err) under the "
-                     "transform exceeds plain's by more than its noise floor\n",
-                     s.value("source", json("")).dump());
-  out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>14} {:>5} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n",
-                     "kernel", "transform", "heads", "harmed", "harmed (sign)", "null", "AUC",
-                     "95% CI", "prec", "recall", "spearman", "95% CI");
+  out += fmt::format(
+      "Head study ({}): a head is harmed when its mean log1p(rel_err) under the "
+      "transform exceeds plain's by more than its noise floor\n",
+      s.value("source", json("")).dump());
+  out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>14} {:>5} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n", "kernel",
+                     "transform", "heads", "harmed", "harmed (sign)", "null", "AUC", "95% CI", "prec", "recall",
+                     "spearman", "95% CI");
   for (const auto& r : s.at("heads"))
     out += fmt::format("{:<14} {:<14} {:>6} {:>7} {:>14} {:>5} {:>6} {:>15} {:>6} {:>6} {:>8} {:>15}\n",
-                       r.value("kernel", ""), r.value("transform", ""), num(r, "n_heads"),
-                       num(r, "n_label_harmed"), num(r, "n_harmed"), num(r, "n_null"), num(r, "auc"),
-                       interval(r, "auc"), num(r, "precision", "{:.2f}"),
-                       num(r, "recall", "{:.2f}"), num(r, "spearman"), interval(r, "spearman"));
+                       r.value("kernel", ""), r.value("transform", ""), num(r, "n_heads"), num(r, "n_label_harmed"),
+                       num(r, "n_harmed"), num(r, "n_null"), num(r, "auc"), interval(r, "auc"),
+                       num(r, "precision", "{:.2f}"), num(r, "recall", "{:.2f}"), num(r, "spearman"),
+                       interval(r, "spearman"));
   out += study::summary_notes(s.at("heads"));
   if (!s.at("loss").empty()) {
     out += "\nDownstream loss: exp(CE_variant - CE_ref) against emulated native BF16 attention\n";
-    out += fmt::format("{:<14} {:<14} {:>8} {:>10} {:>21} {:>10} {:>7}\n", "kernel", "condition",
-                       "labels", "ppl_ratio", "95% CI", "kl_mean", "top1");
+    out += fmt::format("{:<14} {:<14} {:>8} {:>10} {:>21} {:>10} {:>7}\n", "kernel", "condition", "labels", "ppl_ratio",
+                       "95% CI", "kl_mean", "top1");
     for (const auto& r : s.at("loss"))
-      out += fmt::format("{:<14} {:<14} {:>8} {:>10} {:>21} {:>10} {:>7}\n",
-                         r.value("kernel", ""), r.value("condition", ""), num(r, "n_labels"),
-                         num(r, "ppl_ratio", "{:.4f}"),
-                         !r["ppl_ratio_lo"].is_number()
-                             ? std::string("n/a")
-                             : fmt::format("[{:.4f},{:.4f}]", r["ppl_ratio_lo"].get<double>(),
-                                           r["ppl_ratio_hi"].get<double>()),
-                         num(r, "kl_mean", "{:.2e}"), num(r, "top1_agreement", "{:.4f}"));
+      out += fmt::format(
+          "{:<14} {:<14} {:>8} {:>10} {:>21} {:>10} {:>7}\n", r.value("kernel", ""), r.value("condition", ""),
+          num(r, "n_labels"), num(r, "ppl_ratio", "{:.4f}"),
+          !r["ppl_ratio_lo"].is_number()
+              ? std::string("n/a")
+              : fmt::format("[{:.4f},{:.4f}]", r["ppl_ratio_lo"].get<double>(), r["ppl_ratio_hi"].get<double>()),
+          num(r, "kl_mean", "{:.2e}"), num(r, "top1_agreement", "{:.4f}"));
     if (s.contains("loss_paired") && !s["loss_paired"].empty()) {
       out += "Paired on the same labels (a - b): is the difference between conditions real?\n";
-      out += fmt::format("{:<14} {:<28} {:>9} {:>21} {:>10} {:>8}\n", "kernel", "a - b", "dCE",
-                         "95% CI", "dKL", "dtop1");
+      out +=
+          fmt::format("{:<14} {:<28} {:>9} {:>21} {:>10} {:>8}\n", "kernel", "a - b", "dCE", "95% CI", "dKL", "dtop1");
       for (const auto& r : s["loss_paired"])
-        out += fmt::format("{:<14} {:<28} {:>9} {:>21} {:>10} {:>8}\n", r.value("kernel", ""),
-                           r.value("condition_a", "") + " - " + r.value("condition_b", ""),
-                           num(r, "delta_ce", "{:+.4f}"),
-                           !r["delta_ce_lo"].is_number()
-                               ? std::string("n/a")
-                               : fmt::format("[{:+.4f},{:+.4f}]", r["delta_ce_lo"].get<double>(),
-                                             r["delta_ce_hi"].get<double>()),
-                           num(r, "delta_kl", "{:+.2e}"), num(r, "delta_top1", "{:+.4f}"));
+        out += fmt::format(
+            "{:<14} {:<28} {:>9} {:>21} {:>10} {:>8}\n", r.value("kernel", ""),
+            r.value("condition_a", "") + " - " + r.value("condition_b", ""), num(r, "delta_ce", "{:+.4f}"),
+            !r["delta_ce_lo"].is_number()
+                ? std::string("n/a")
+                : fmt::format("[{:+.4f},{:+.4f}]", r["delta_ce_lo"].get<double>(), r["delta_ce_hi"].get<double>()),
+            num(r, "delta_kl", "{:+.2e}"), num(r, "delta_top1", "{:+.4f}"));
     }
     out += loss_intervals_line(s.at("loss"));
   }

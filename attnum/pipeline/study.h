@@ -23,25 +23,25 @@ namespace attnum::pipeline {
 
 /// What `attnum study` runs.
 struct study_config {
-  std::string model;                     ///< llama2.c file or Hugging Face folder; empty: the zoo
-  std::string tokenizer;                 ///< tokenizer override
-  std::vector<std::string> texts;        ///< empty: the three public-domain books
-  int tokens = 1024;                     ///< tokens per text (capped by the model's context)
+  std::string model;               ///< llama2.c file or Hugging Face folder; empty: the zoo
+  std::string tokenizer;           ///< tokenizer override
+  std::vector<std::string> texts;  ///< empty: the three public-domain books
+  int tokens = 1024;               ///< tokens per text (capped by the model's context)
   std::vector<attention::kernel_spec> kernels{attention::preset("fa3"), attention::preset("sage2pp-sm89")};
-  std::vector<std::string> knobs;        ///< applied to every kernel (recorded)
-  transforms::rotation rotation;         ///< of Q and K (heads and loss)
+  std::vector<std::string> knobs;  ///< applied to every kernel (recorded)
+  transforms::rotation rotation;   ///< of Q and K (heads and loss)
   std::vector<std::string> conditions = attention::all_condition_names();
-  std::string linear = "auto";           ///< linear layers of the model runner
-  std::string predictor_model = "kernel";  ///< head study: "kernel" or one fixed preset
+  std::string linear = "auto";                                ///< linear layers of the model runner
+  std::string predictor_model = "kernel";                     ///< head study: "kernel" or one fixed preset
   predict::version predictor_version = predict::version::v1;  ///< head study: the predictor's model
   std::filesystem::path out = "results/study";
   std::optional<std::filesystem::path> assets;  ///< node_modules override for the report
-  bool quick_pcast = true;               ///< short P-cast simulation (3 seeds, 8 query rows)
+  bool quick_pcast = true;                      ///< short P-cast simulation (3 seeds, 8 query rows)
   bool report = true;
   bool progress = true;
-  int zoo_layer_cap = 0;                 ///< tests: keep only the first layers of each zoo model
-  int zoo_tokens = 1024;                 ///< tokens per zoo head
-  std::string command;                   ///< recorded in the result files
+  int zoo_layer_cap = 0;  ///< tests: keep only the first layers of each zoo model
+  int zoo_tokens = 1024;  ///< tokens per zoo head
+  std::string command;    ///< recorded in the result files
 };
 
 /// Runs (or resumes) the study; returns summary.json's contents (on rank 0; an empty object on

@@ -37,9 +37,7 @@ inline double spacing_on(grid g, double x) {
   e = std::max(e, g.emin);
   return std::bit_cast<double>(static_cast<uint64_t>(e - g.mant + 1023) << 52);
 }
-inline grid grid_for(formats::format f) {
-  return f == formats::format::int8 ? grid{-1, 0} : grid_of(f);
-}
+inline grid grid_for(formats::format f) { return f == formats::format::int8 ? grid{-1, 0} : grid_of(f); }
 // element_variance with the format's grid looked up once (hot loops).
 inline double variance_on(grid g, double x, double scale) {
   if (!(scale > 0) || !std::isfinite(scale)) return 0.0;
@@ -57,8 +55,7 @@ std::string_view version_name(version v) { return v == version::v2 ? "v2" : "v1"
 version parse_version(std::string_view name) {
   if (name == "v1") return version::v1;
   if (name == "v2") return version::v2;
-  fail("--predictor-version: expected v1 ({}) or v2 ({}), got '{}'", kPredictorVersion, kPredictorVersionV2,
-       name);
+  fail("--predictor-version: expected v1 ({}) or v2 ({}), got '{}'", kPredictorVersion, kPredictorVersionV2, name);
 }
 
 std::string command_suffix(version v) {
@@ -102,12 +99,9 @@ double mean_pair_covariance(const double* x, const double* u, int n) {
 
 double grid_spacing(formats::format f, double x) { return spacing_on(grid_for(f), x); }
 
-double element_variance(formats::format f, double x, double scale) {
-  return variance_on(grid_for(f), x, scale);
-}
+double element_variance(formats::format f, double x, double scale) { return variance_on(grid_for(f), x, scale); }
 
-void row_variances(formats::format f, const float* x, float row_scale, const float* col_scale,
-                   int n, double* out) {
+void row_variances(formats::format f, const float* x, float row_scale, const float* col_scale, int n, double* out) {
   const grid g = grid_for(f);
   for (int c = 0; c < n; ++c) out[c] = variance_on(g, x[c], row_scale * col_scale[c]);
 }
@@ -159,8 +153,7 @@ void head_context_deleter::operator()(head_context* c) const { delete c; }
 
 context_ptr make_context(const head_inputs& in) {
   const int nq = in.n_q, nk = in.n_kv, d = in.d;
-  ATTNUM_ASSERT(nq > 0 && nk > 0 && d > 0 && in.p && in.o && in.v && in.row_sum,
-                "predict: bad inputs");
+  ATTNUM_ASSERT(nq > 0 && nk > 0 && d > 0 && in.p && in.o && in.v && in.row_sum, "predict: bad inputs");
   context_ptr c(new head_context);
   c->nq = nq, c->nk = nk, c->d = d;
   c->P = cmapd(in.p, nq, nk).cast<float>();
@@ -308,8 +301,7 @@ double o_term(const head_context& c, const head_inputs& in) {
 
 }  // namespace
 
-prediction predict_terms(const head_context& c, const head_inputs& in, const options& opt,
-                         term_mask mask) {
+prediction predict_terms(const head_context& c, const head_inputs& in, const options& opt, term_mask mask) {
   prediction r;
   r.o_norm2 = c.o_norm2;
   if (mask.k && in.var_k && in.q) r.k = k_term(c, in);

@@ -58,8 +58,7 @@ double element_variance(formats::format f, double x, double scale);
 /// Fills out[c] = element_variance(f, x[c], row_scale * col_scale[c]) for c < n: one token row
 /// of a cast operand whose dequantisation scale is a row scale times per-channel scales (the
 /// float product, as the engine forms it); the format's grid is looked up once.
-void row_variances(formats::format f, const float* x, float row_scale, const float* col_scale,
-                   int n, double* out);
+void row_variances(formats::format f, const float* x, float row_scale, const float* col_scale, int n, double* out);
 
 /// How the P matrix is cast (from the kernel_spec).
 struct p_cast_model {
@@ -96,7 +95,7 @@ struct head_inputs {
 
 /// Options of the predictor.
 struct options {
-  int n_probes = 4;               ///< Rademacher probes for the Q term
+  int n_probes = 4;  ///< Rademacher probes for the Q term
   uint64_t probe_seed = 0x9b0beULL;
   /// The model; predict_terms itself follows the inputs (shared_k, shared_v): this says whether
   /// the caller (study/emulate.h) provides them.
@@ -130,7 +129,6 @@ struct term_mask {
 };
 /// Returns the selected terms for `in` (whose p, o, row_sum, v must be the context's);
 /// total and rel_err cover the selected terms only.
-prediction predict_terms(const head_context& ctx, const head_inputs& in, const options& opt = {},
-                         term_mask mask = {});
+prediction predict_terms(const head_context& ctx, const head_inputs& in, const options& opt = {}, term_mask mask = {});
 
 }  // namespace attnum::predict

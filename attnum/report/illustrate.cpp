@@ -141,8 +141,10 @@ illustration illustrate(double common, bool center) {
 nlohmann::json illustration_rows(const illustration& ill) {
   nlohmann::json rows = nlohmann::json::array();
   auto base = [&](const std::string& name) {
-    return nlohmann::json{{"vector", name},           {"common", ill.common},
-                          {"center", ill.center},     {"tv_fp8", ill.tv_fp8},
+    return nlohmann::json{{"vector", name},
+                          {"common", ill.common},
+                          {"center", ill.center},
+                          {"tv_fp8", ill.tv_fp8},
                           {"tv_fp8_rot", ill.tv_fp8_rot}};
   };
   nlohmann::json q = base("q");
@@ -172,8 +174,7 @@ nlohmann::json illustration_rows(const illustration& ill) {
 
 nlohmann::json illustration_json(const illustration& ill) {
   nlohmann::json keys = nlohmann::json::array();
-  for (int j = 0; j < kN; ++j)
-    keys.push_back({ill.k[j], ill.k_fp8[j], ill.k_rot_fp8[j]});
+  for (int j = 0; j < kN; ++j) keys.push_back({ill.k[j], ill.k_fp8[j], ill.k_rot_fp8[j]});
   return {{"common", ill.common},
           {"center", ill.center},
           {"w_exact", ill.w_exact},

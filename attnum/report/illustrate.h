@@ -31,16 +31,16 @@ using iweights = std::array<double, kIllustrationKeys>;
 
 /// The numbers of one slider position.
 struct illustration {
-  double common = 0;      ///< the shared first coordinate of the keys
-  bool center = false;    ///< mean key subtracted before rotation and casts
-  ivec q{};               ///< the query
-  ikeys k{};              ///< the keys as given to the casts (centered when `center`)
-  ivec q_fp8{};           ///< FP8 query without rotation (dequantized)
-  ikeys k_fp8{};          ///< FP8 keys without rotation (dequantized)
-  ivec q_rot{};           ///< rotated query (exact)
-  ikeys k_rot{};          ///< rotated keys (exact)
-  ivec q_rot_fp8{};       ///< FP8 rotated query, in rotated coordinates (dequantized)
-  ikeys k_rot_fp8{};      ///< FP8 rotated keys, in rotated coordinates (dequantized)
+  double common = 0;    ///< the shared first coordinate of the keys
+  bool center = false;  ///< mean key subtracted before rotation and casts
+  ivec q{};             ///< the query
+  ikeys k{};            ///< the keys as given to the casts (centered when `center`)
+  ivec q_fp8{};         ///< FP8 query without rotation (dequantized)
+  ikeys k_fp8{};        ///< FP8 keys without rotation (dequantized)
+  ivec q_rot{};         ///< rotated query (exact)
+  ikeys k_rot{};        ///< rotated keys (exact)
+  ivec q_rot_fp8{};     ///< FP8 rotated query, in rotated coordinates (dequantized)
+  ikeys k_rot_fp8{};    ///< FP8 rotated keys, in rotated coordinates (dequantized)
   double scale_q = 0, scale_k = 0, scale_q_rot = 0, scale_k_rot = 0;  ///< amax/448 (float32)
   iweights w_exact{};     ///< exact fp64 softmax of the uncentered, unrotated operands
   iweights w_fp8{};       ///< weights from FP8 Q and K without rotation

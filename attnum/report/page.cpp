@@ -1,7 +1,6 @@
 // The self-contained HTML report (see page.h).
 #include "attnum/report/page.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -26,8 +25,7 @@ constexpr const char* kVegaEmbed = "vega-embed/build/vega-embed.min.js";
 
 bool has_assets(const fs::path& nm) {
   std::error_code ec;
-  return fs::exists(nm / kVega, ec) && fs::exists(nm / kVegaLite, ec) &&
-         fs::exists(nm / kVegaEmbed, ec);
+  return fs::exists(nm / kVega, ec) && fs::exists(nm / kVegaLite, ec) && fs::exists(nm / kVegaEmbed, ec);
 }
 
 // Makes script text safe inside <script>: only "</script" would end the element early (the
@@ -51,13 +49,11 @@ std::string json_safe(const nlohmann::json& j) {
   return out;
 }
 
-std::string key_part(const nlohmann::json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump();
-}
+std::string key_part(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 std::string head_key(const nlohmann::json& row) {
-  return key_part(row.value("model", nlohmann::json())) + "|" + key_part(row["layer"]) + "|" +
-         key_part(row["head"]) + "|" + key_part(row.value("kernel", nlohmann::json()));
+  return key_part(row.value("model", nlohmann::json())) + "|" + key_part(row["layer"]) + "|" + key_part(row["head"]) +
+         "|" + key_part(row.value("kernel", nlohmann::json()));
 }
 
 nlohmann::json table_json(const std::optional<table>& t) {
@@ -101,9 +97,8 @@ nlohmann::json head_details(const table& rows) {
   for (auto& [key, h] : heads) {
     std::vector<std::string> names;
     for (auto& [n, c] : h.conds) names.push_back(n);
-    std::stable_sort(names.begin(), names.end(), [](const auto& a, const auto& b) {
-      return condition_rank(a) < condition_rank(b);
-    });
+    std::stable_sort(names.begin(), names.end(),
+                     [](const auto& a, const auto& b) { return condition_rank(a) < condition_rank(b); });
     nlohmann::json conds = nlohmann::json::array();
     for (const auto& n : names) {
       const cond& c = h.conds[n];
@@ -112,8 +107,11 @@ nlohmann::json head_details(const table& rows) {
         rel.push_back(c.rel.count(t) ? nlohmann::json(c.rel.at(t)) : nlohmann::json());
         pred.push_back(c.pred.count(t) ? nlohmann::json(c.pred.at(t)) : nlohmann::json());
       }
-      conds.push_back({{"condition", n}, {"rel_err", rel}, {"predicted_rel_err", pred},
-                       {"geo", geo(c.rel)}, {"pred_geo", geo(c.pred)}});
+      conds.push_back({{"condition", n},
+                       {"rel_err", rel},
+                       {"predicted_rel_err", pred},
+                       {"geo", geo(c.rel)},
+                       {"pred_geo", geo(c.pred)}});
     }
     out[key] = {{"texts", h.texts}, {"conditions", conds}};
   }
@@ -137,8 +135,8 @@ fs::path find_assets(const std::optional<fs::path>& override) {
   if (override) {
     if (check(*override)) return *override;
     if (check(*override / "node_modules")) return *override / "node_modules";
-    fail("--assets {}: vega, vega-lite and vega-embed builds not found there (expected {}, {}, {})",
-         override->string(), kVega, kVegaLite, kVegaEmbed);
+    fail("--assets {}: vega, vega-lite and vega-embed builds not found there (expected {}, {}, {})", override->string(),
+         kVega, kVegaLite, kVegaEmbed);
   }
   if (const char* env = std::getenv("ATTNUM_ASSETS"); env && *env) {
     if (check(env)) return env;
@@ -161,9 +159,10 @@ fs::path find_assets(const std::optional<fs::path>& override) {
 #endif
   std::string where;
   for (const auto& t : tried) where += "\n  " + t.string();
-  fail("report: the Vega runtime ({}) was not found; run `npm ci` in the source tree or pass "
-       "--assets NODE_MODULES. Tried:{}",
-       kVega, where);
+  fail(
+      "report: the Vega runtime ({}) was not found; run `npm ci` in the source tree or pass "
+      "--assets NODE_MODULES. Tried:{}",
+      kVega, where);
 }
 
 #ifndef ATTNUM_VEGA_SHA256
@@ -178,20 +177,23 @@ std::string checked_asset(const fs::path& nm, const char* name, std::string_view
   const fs::path file = nm / name;
   const std::string bytes = read_file(file);
   if (recorded.empty())
-    fail("report: {}: no hash of the Vega runtime was recorded when attnum was built (node_modules "
-         "was absent then): run `npm ci` in the source tree, then scripts/build", file.string());
+    fail(
+        "report: {}: no hash of the Vega runtime was recorded when attnum was built (node_modules "
+        "was absent then): run `npm ci` in the source tree, then scripts/build",
+        file.string());
   const std::string got = sha256_hex(bytes);
   if (got != recorded)
-    fail("report: {}: SHA-256 {} is not the {} recorded when attnum was built (a different or "
-         "altered file; run `npm ci` in the source tree, or pass --assets with the pinned "
-         "versions)", file.string(), got, recorded);
+    fail(
+        "report: {}: SHA-256 {} is not the {} recorded when attnum was built (a different or "
+        "altered file; run `npm ci` in the source tree, or pass --assets with the pinned "
+        "versions)",
+        file.string(), got, recorded);
   return script_safe(bytes);
 }
 }  // namespace
 
 page_assets load_assets(const fs::path& nm) {
-  return {nm, checked_asset(nm, kVega, ATTNUM_VEGA_SHA256),
-          checked_asset(nm, kVegaLite, ATTNUM_VEGA_LITE_SHA256),
+  return {nm, checked_asset(nm, kVega, ATTNUM_VEGA_SHA256), checked_asset(nm, kVegaLite, ATTNUM_VEGA_LITE_SHA256),
           checked_asset(nm, kVegaEmbed, ATTNUM_VEGA_EMBED_SHA256)};
 }
 
@@ -216,8 +218,10 @@ std::string with_interval(const nlohmann::json& row, const std::string& key, int
   const auto *v = number_of(row, key.c_str()), *lo = number_of(row, (key + "_lo").c_str()),
              *hi = number_of(row, (key + "_hi").c_str());
   std::string s = fmt::format("{:.{}f}", as_double(v), digits);
-  if (lo && hi) s += fmt::format(" [{:.{}f}, {:.{}f}]", as_double(lo), digits, as_double(hi), digits);
-  else if (row.contains(key + "_lo")) s += " [n/a]";  // a bound recorded as null: no interval
+  if (lo && hi)
+    s += fmt::format(" [{:.{}f}, {:.{}f}]", as_double(lo), digits, as_double(hi), digits);
+  else if (row.contains(key + "_lo"))
+    s += " [n/a]";  // a bound recorded as null: no interval
   return s;
 }
 
@@ -246,11 +250,11 @@ nlohmann::json answer(const result_set& rs) {
     if (label) a["n_label_harmed"] = *label;
     if (sign) a["n_harmed_sign"] = *sign;
     if (n && label && sign)
-      parts.push_back(fmt::format("{} of {} heads harmed above the noise floor ({} by sign alone)",
-                                  label->dump(), n->dump(), sign->dump()));
+      parts.push_back(fmt::format("{} of {} heads harmed above the noise floor ({} by sign alone)", label->dump(),
+                                  n->dump(), sign->dump()));
     else if (n && sign)
-      parts.push_back(fmt::format("{} of {} heads harmed by sign (no noise floor in these results)",
-                                  sign->dump(), n->dump()));
+      parts.push_back(
+          fmt::format("{} of {} heads harmed by sign (no noise floor in these results)", sign->dump(), n->dump()));
     if (number_of(r, "auc")) {
       a["auc"] = r["auc"];
       for (const char* k : {"auc_lo", "auc_hi"})
@@ -275,8 +279,8 @@ nlohmann::json answer(const result_set& rs) {
         nlohmann::json e = {{"model", model}, {"ppl_ratio", l["ppl_ratio"]}};
         for (const char* k : {"ppl_ratio_lo", "ppl_ratio_hi"})
           if (number_of(l, k)) e[k] = l[k];
-        std::string text = fmt::format("loss on {}: perplexity ratio to the reference {}", model,
-                                       with_interval(l, "ppl_ratio", 3));
+        std::string text =
+            fmt::format("loss on {}: perplexity ratio to the reference {}", model, with_interval(l, "ppl_ratio", 3));
         if (rs.loss_paired)
           for (const auto& p : rs.loss_paired->rows) {
             if (key_part(p.value("kernel", nlohmann::json())) != kernel ||
@@ -353,8 +357,7 @@ std::string build_page(const result_set& rs, const page_assets& a) {
     t.append(1, '\n').append(code).append(1, '\n');
     return t;
   };
-  const std::vector<std::string> scripts = {body(a.vega), body(a.vega_lite), body(a.vega_embed),
-                                            body(page_js())};
+  const std::vector<std::string> scripts = {body(a.vega), body(a.vega_lite), body(a.vega_embed), body(page_js())};
   html += "<meta http-equiv=\"Content-Security-Policy\" content=\"" + content_security_policy(scripts) + "\">\n";
   html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   html += "<title>attention-numerics report</title>\n<style>\n";
@@ -369,8 +372,7 @@ std::string build_page(const result_set& rs, const page_assets& a) {
   return html;
 }
 
-void write_report(const std::vector<fs::path>& results, const fs::path& out,
-                  const std::optional<fs::path>& assets) {
+void write_report(const std::vector<fs::path>& results, const fs::path& out, const std::optional<fs::path>& assets) {
   const page_assets a = load_assets(find_assets(assets));  // fail before any work if absent
   const result_set rs = read_results(results);
   write_file_atomic(out, build_page(rs, a));

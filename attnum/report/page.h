@@ -49,8 +49,7 @@ std::string content_security_policy(const std::vector<std::string>& scripts);
 std::string build_page(const result_set& rs, const page_assets& assets);
 
 /// Reads the result folders, builds the page and writes it atomically to `out`.
-void write_report(const std::vector<std::filesystem::path>& results,
-                  const std::filesystem::path& out,
+void write_report(const std::vector<std::filesystem::path>& results, const std::filesystem::path& out,
                   const std::optional<std::filesystem::path>& assets);
 
 /// Template parts (page_template.cpp).

@@ -43,9 +43,9 @@ nlohmann::json typed(const std::string& s) {
 }
 
 struct spec {
-  const char* name;        // "heads"
-  const char* csv;         // "heads.csv"
-  const char* json;        // "heads.jsonl" or "loss.json"
+  const char* name;  // "heads"
+  const char* csv;   // "heads.csv"
+  const char* json;  // "heads.jsonl" or "loss.json"
   std::vector<const char*> required;
   std::vector<const char*> numeric;  // required numeric (null allowed)
   std::vector<const char*> boolean;  // normalised to true/false (0/1 accepted)
@@ -53,24 +53,40 @@ struct spec {
 
 const std::vector<spec>& specs() {
   static const std::vector<spec> s = {
-      {"heads", "heads.csv", "heads.jsonl",
+      {"heads",
+       "heads.csv",
+       "heads.jsonl",
        {"model", "layer", "head", "kernel", "transform", "observed_score", "predicted_score", "harmed"},
        {"layer", "head", "observed_score", "predicted_score"},
        {"harmed", "predicted_harmed", "kernel_harmed"}},
-      {"rows", "rows.csv", "rows.jsonl",
+      {"rows",
+       "rows.csv",
+       "rows.jsonl",
        {"model", "layer", "head", "text", "kernel", "condition", "rel_err"},
-       {"layer", "head", "rel_err"}, {}},
+       {"layer", "head", "rel_err"},
+       {}},
       {"summary", nullptr, "summary.json", {"kernel", "transform"}, {}, {}},
-      {"pcast_theory", "pcast_theory.csv", nullptr, {"delta", "scale", "underflow_fraction"},
-       {"delta", "scale", "underflow_fraction"}, {}},
+      {"pcast_theory",
+       "pcast_theory.csv",
+       nullptr,
+       {"delta", "scale", "underflow_fraction"},
+       {"delta", "scale", "underflow_fraction"},
+       {}},
       {"pcast_dp", "pcast_dp.csv", nullptr, {"scale", "dp"}, {"scale", "dp"}, {}},
-      {"pcast_simulate", "pcast_simulate.csv", nullptr,
+      {"pcast_simulate",
+       "pcast_simulate.csv",
+       nullptr,
        {"delta", "scale", "order", "underflow_measured", "mse"},
-       {"delta", "scale", "underflow_measured", "mse"}, {}},
+       {"delta", "scale", "underflow_measured", "mse"},
+       {}},
       {"pcast_overflow", "pcast_overflow.csv", nullptr, {"delta", "scale"}, {"delta", "scale"}, {}},
       {"loss", "loss.csv", "loss.json", {"condition", "kernel", "ppl_ratio"}, {"ppl_ratio"}, {}},
-      {"loss_paired", "loss_paired.csv", "loss_paired.json",
-       {"kernel", "condition_a", "condition_b", "delta_ce"}, {"delta_ce"}, {}},
+      {"loss_paired",
+       "loss_paired.csv",
+       "loss_paired.json",
+       {"kernel", "condition_a", "condition_b", "delta_ce"},
+       {"delta_ce"},
+       {}},
   };
   return s;
 }
@@ -99,8 +115,7 @@ void validate(table& t, const spec& sp, const fs::path& file) {
       auto& v = row[c];
       if (v.is_number_integer() && (v == 0 || v == 1)) v = v == 1;
       if (!v.is_boolean() && !v.is_null())
-        fail("{}: row {}, field '{}': expected true or false, got {}", file.string(), r + 1, c,
-             io::json_brief(v));
+        fail("{}: row {}, field '{}': expected true or false, got {}", file.string(), r + 1, c, io::json_brief(v));
     }
     for (const char* c : {"condition", "transform"})
       if (row.contains(c) && row[c] == "tile") row[c] = "plain";  // legacy unrotated label
@@ -113,8 +128,7 @@ void append(std::optional<table>& into, table t) {
     return;
   }
   for (auto& c : t.columns)
-    if (std::find(into->columns.begin(), into->columns.end(), c) == into->columns.end())
-      into->columns.push_back(c);
+    if (std::find(into->columns.begin(), into->columns.end(), c) == into->columns.end()) into->columns.push_back(c);
   for (auto& r : t.rows) into->rows.push_back(std::move(r));
   for (auto& s : t.sources) into->sources.push_back(s);
 }
@@ -151,14 +165,15 @@ std::optional<std::set<std::string>> marker_files(const fs::path& dir) {
 int read_folder(result_set& rs, const fs::path& dir, bool only_meta = false) {
   int found = 0;
   const auto listed = marker_files(dir);
-  auto has = [&](const char* name) {
-    return fs::exists(dir / name) && (!listed || listed->count(name));
-  };
+  auto has = [&](const char* name) { return fs::exists(dir / name) && (!listed || listed->count(name)); };
   for (const auto& sp : only_meta ? std::vector<spec>{} : specs()) {
     fs::path file;
-    if (sp.csv && has(sp.csv)) file = dir / sp.csv;
-    else if (sp.json && has(sp.json)) file = dir / sp.json;
-    else continue;
+    if (sp.csv && has(sp.csv))
+      file = dir / sp.csv;
+    else if (sp.json && has(sp.json))
+      file = dir / sp.json;
+    else
+      continue;
     table t = file.extension() == ".csv" ? read_csv_table(file) : read_json_table(file);
     validate(t, sp, file);
     append(slot(rs, sp.name), std::move(t));
@@ -183,9 +198,12 @@ std::vector<std::vector<std::string>> read_csv_cells(const fs::path& file) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') cell += '"', ++i;
-      else if (c == '"') quoted = false;
-      else cell += c, line += c == '\n';
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"')
+        cell += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        cell += c, line += c == '\n';
     } else if (c == '"') {
       quoted = any = true;
     } else if (c == ',') {
@@ -203,8 +221,7 @@ std::vector<std::vector<std::string>> read_csv_cells(const fs::path& file) {
   if (out.empty()) fail("{}: empty file (expected a header row)", file.string());
   for (size_t r = 1; r < out.size(); ++r)
     if (out[r].size() != out[0].size())
-      fail("{}: row {} has {} fields, the header has {}", file.string(), r + 1, out[r].size(),
-           out[0].size());
+      fail("{}: row {} has {} fields, the header has {}", file.string(), r + 1, out[r].size(), out[0].size());
   return out;
 }
 
@@ -228,15 +245,15 @@ table read_json_table(const fs::path& file) {
   auto add = [&](nlohmann::json o, size_t where) {
     if (!o.is_object()) fail("{}: entry {}: expected a JSON object", file.string(), where);
     for (auto it = o.begin(); it != o.end(); ++it)
-      if (std::find(t.columns.begin(), t.columns.end(), it.key()) == t.columns.end())
-        t.columns.push_back(it.key());
+      if (std::find(t.columns.begin(), t.columns.end(), it.key()) == t.columns.end()) t.columns.push_back(it.key());
     t.rows.push_back(std::move(o));
   };
   if (file.extension() == ".jsonl") {
     std::istringstream in(text);
     std::string line;
     for (size_t n = 1; std::getline(in, line); ++n)
-      if (line.find_first_not_of(" \t\r") != std::string::npos) add(parse_json_text(line, fmt::format("{} line {}", file.string(), n)), n);
+      if (line.find_first_not_of(" \t\r") != std::string::npos)
+        add(parse_json_text(line, fmt::format("{} line {}", file.string(), n)), n);
   } else {
     auto j = parse_json_text(text, file.string());
     if (!j.is_array()) fail("{}: expected a JSON array of objects", file.string());
@@ -264,9 +281,10 @@ result_set read_results(const std::vector<fs::path>& dirs) {
     int found = read_folder(rs, dir, !subs.empty());
     for (const auto& sub : subs) found += read_folder(rs, sub);
     if (found == 0)
-      fail("--results {}: no result file found (expected heads.csv, rows.csv, summary.json, "
-           "pcast_*.csv or loss.json, or a study folder with heads/, pcast/, loss/)",
-           dir.string());
+      fail(
+          "--results {}: no result file found (expected heads.csv, rows.csv, summary.json, "
+          "pcast_*.csv or loss.json, or a study folder with heads/, pcast/, loss/)",
+          dir.string());
   }
   const std::pair<const std::optional<table>*, const char*> expected[] = {
       {&rs.heads, "heads.csv (per-head scores): the measured-heads plot and the inspector are empty"},

@@ -32,10 +32,9 @@ table read_json_table(const std::filesystem::path& file);
 /// Everything the report can show, merged over one or more result folders.
 struct result_set {
   std::vector<std::string> dirs;
-  std::optional<table> heads, rows, summary, pcast_theory, pcast_dp, pcast_simulate,
-      pcast_overflow, loss, loss_paired;
+  std::optional<table> heads, rows, summary, pcast_theory, pcast_dp, pcast_simulate, pcast_overflow, loss, loss_paired;
   nlohmann::json meta = nlohmann::json::array();  ///< {dir, meta.json contents}
-  std::vector<std::string> absent;  ///< plain sentences naming files not found
+  std::vector<std::string> absent;                ///< plain sentences naming files not found
 };
 
 /// The result subfolders (heads/, transfer/, pcast/, loss/) of a study folder; empty for a

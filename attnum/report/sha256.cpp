@@ -37,8 +37,7 @@ void block(uint32_t h[8], const uint8_t* p) {
 }  // namespace
 
 std::array<uint8_t, 32> sha256(std::string_view bytes) {
-  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
   const size_t n = bytes.size();
   size_t i = 0;
@@ -70,8 +69,8 @@ std::string sha256_base64(std::string_view bytes) {
   const auto d = sha256(bytes);
   std::string s;
   for (size_t i = 0; i < d.size(); i += 3) {
-    const uint32_t v = uint32_t(d[i]) << 16 | (i + 1 < d.size() ? uint32_t(d[i + 1]) << 8 : 0) |
-                       (i + 2 < d.size() ? d[i + 2] : 0);
+    const uint32_t v =
+        uint32_t(d[i]) << 16 | (i + 1 < d.size() ? uint32_t(d[i + 1]) << 8 : 0) | (i + 2 < d.size() ? d[i + 2] : 0);
     s += tbl[v >> 18 & 63], s += tbl[v >> 12 & 63];
     s += i + 1 < d.size() ? tbl[v >> 6 & 63] : '=';
     s += i + 2 < d.size() ? tbl[v & 63] : '=';

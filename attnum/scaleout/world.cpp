@@ -96,8 +96,7 @@ namespace {
 // Computes units[first], units[first+stride], ... in batches; `deliver` gets each batch's results.
 void compute_share(const std::vector<int>& units, int first, int stride, int batch,
                    const std::function<std::string(int)>& compute,
-                   const std::function<void(int, std::string&)>& deliver,
-                   const std::function<void()>& between) {
+                   const std::function<void(int, std::string&)>& deliver, const std::function<void()>& between) {
   std::vector<int> mine;
   for (size_t k = first; k < units.size(); k += stride) mine.push_back(units[k]);
   // Test hook: ATTNUM_TEST_DIE_RANK=r and ATTNUM_TEST_DIE_AFTER=k make rank r exit abruptly
@@ -168,33 +167,31 @@ void distribute(const std::vector<int>& units, const std::function<std::string(i
     };
     if (g_world.root()) {
       compute_share(
-          units, 0, g_world.size, batch, compute,
-          [&](int u, std::string& bytes) { stored(u, bytes); }, [&] { drain(false); });
+          units, 0, g_world.size, batch, compute, [&](int u, std::string& bytes) { stored(u, bytes); },
+          [&] { drain(false); });
       while (done < total) drain(true);
     } else {
       // Non-blocking sends: a rank goes on computing while rank 0 is busy with its own unit
       // (a blocking send would idle it until rank 0 next drains, about half a unit per unit).
       std::deque<std::string> in_flight;
       std::vector<MPI_Request> requests;
-      compute_share(
-          units, g_world.rank, g_world.size, batch, compute,
-          [&](int u, std::string& bytes) {
-            std::string& msg = in_flight.emplace_back(sizeof u, '\0');
-            std::memcpy(msg.data(), &u, sizeof u);
-            msg += bytes;
-            requests.emplace_back();
-            MPI_Isend(msg.data(), static_cast<int>(msg.size()), MPI_CHAR, 0, kTag, MPI_COMM_WORLD,
-                      &requests.back());
-          },
-          {});
+      compute_share(units, g_world.rank, g_world.size, batch, compute,
+                    [&](int u, std::string& bytes) {
+                      std::string& msg = in_flight.emplace_back(sizeof u, '\0');
+                      std::memcpy(msg.data(), &u, sizeof u);
+                      msg += bytes;
+                      requests.emplace_back();
+                      MPI_Isend(msg.data(), static_cast<int>(msg.size()), MPI_CHAR, 0, kTag, MPI_COMM_WORLD,
+                                &requests.back());
+                    },
+                    {});
       MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
     }
     barrier();
     return;
   }
 #endif
-  compute_share(
-      units, 0, 1, batch, compute, [&](int u, std::string& bytes) { stored(u, bytes); }, {});
+  compute_share(units, 0, 1, batch, compute, [&](int u, std::string& bytes) { stored(u, bytes); }, {});
 }
 
 shard parse_shard(const std::string& text) {
@@ -209,8 +206,7 @@ shard parse_shard(const std::string& text) {
   } catch (const std::exception&) {
     fail("--shard '{}': expected I/N with integers 0 <= I < N", clip(text));
   }
-  if (s.count < 1 || s.index < 0 || s.index >= s.count)
-    fail("--shard '{}': expected I/N with 0 <= I < N", clip(text));
+  if (s.count < 1 || s.index < 0 || s.index >= s.count) fail("--shard '{}': expected I/N with 0 <= I < N", clip(text));
   return s;
 }
 

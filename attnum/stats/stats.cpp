@@ -30,8 +30,7 @@ std::vector<double> midranks(std::span<const double> x) {
 }
 
 std::optional<double> roc_auc(std::span<const double> score, std::span<const uint8_t> label) {
-  ATTNUM_ASSERT(score.size() == label.size(), "roc_auc: {} scores, {} labels", score.size(),
-                label.size());
+  ATTNUM_ASSERT(score.size() == label.size(), "roc_auc: {} scores, {} labels", score.size(), label.size());
   const std::vector<double> r = midranks(score);
   double n_pos = 0, rank_sum = 0;
   for (size_t i = 0; i < r.size(); ++i)
@@ -55,16 +54,19 @@ std::optional<double> confusion::recall() const {
   return static_cast<double>(tp) / static_cast<double>(tp + fn);
 }
 
-confusion confusion_at(std::span<const double> score, std::span<const uint8_t> label,
-                       double threshold) {
+confusion confusion_at(std::span<const double> score, std::span<const uint8_t> label, double threshold) {
   ATTNUM_ASSERT(score.size() == label.size(), "confusion_at: size mismatch");
   confusion c;
   for (size_t i = 0; i < score.size(); ++i) {
     const bool call = score[i] > threshold;
-    if (call && label[i]) ++c.tp;
-    else if (call) ++c.fp;
-    else if (label[i]) ++c.fn;
-    else ++c.tn;
+    if (call && label[i])
+      ++c.tp;
+    else if (call)
+      ++c.fp;
+    else if (label[i])
+      ++c.fn;
+    else
+      ++c.tn;
   }
   return c;
 }
@@ -121,8 +123,7 @@ void percentile_interval(std::vector<double>& values, int n_resamples, double le
 }
 }  // namespace
 
-interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& stat,
-                           const bootstrap_options& opt) {
+interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& stat, const bootstrap_options& opt) {
   const std::vector<std::vector<int>> members = cluster_members(cluster);
   interval out;
   out.n_clusters = static_cast<int>(members.size());
@@ -143,8 +144,7 @@ interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& sta
   return out;
 }
 
-interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& stat,
-                             const bootstrap_options& opt) {
+interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& stat, const bootstrap_options& opt) {
   const std::vector<std::vector<int>> members = cluster_members(cluster);
   const int g = static_cast<int>(members.size());
   interval out;
@@ -164,8 +164,10 @@ interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& s
     idx.clear();
     for (int c = 0; c < g; ++c)
       if (c != leave) idx.insert(idx.end(), members[c].begin(), members[c].end());
-    if (auto v = stat(idx); v && std::isfinite(*v)) loo.push_back(*v);
-    else ++out.dropped;
+    if (auto v = stat(idx); v && std::isfinite(*v))
+      loo.push_back(*v);
+    else
+      ++out.dropped;
   }
   if (!full || !std::isfinite(*full)) {
     out.reason = "the statistic is undefined on the whole sample";
@@ -184,18 +186,19 @@ interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& s
     ATTNUM_ASSERT(std::isfinite(opt.range_lo) && std::isfinite(opt.range_hi) && opt.range_lo < opt.range_hi,
                   "cluster_jackknife_t: the logit scale needs a finite range");
     if (opt.logit_count <= 0 && (*full <= opt.range_lo || *full >= opt.range_hi)) {
-      out.reason = fmt::format("the estimate {} is on the boundary of the range [{}, {}]", *full,
-                               opt.range_lo, opt.range_hi);
+      out.reason =
+          fmt::format("the estimate {} is on the boundary of the range [{}, {}]", *full, opt.range_lo, opt.range_hi);
       return out;
     }
     if (opt.logit_count <= 0 &&
         std::any_of(loo.begin(), loo.end(), [&](double v) { return v <= opt.range_lo || v >= opt.range_hi; })) {
-      out.reason = fmt::format("a leave-one-cluster-out value is on the boundary of the range [{}, {}]",
-                               opt.range_lo, opt.range_hi);
+      out.reason = fmt::format("a leave-one-cluster-out value is on the boundary of the range [{}, {}]", opt.range_lo,
+                               opt.range_hi);
       return out;
     }
   }
-  if (opt.scale == ci_scale::log && (*full <= 0 || std::any_of(loo.begin(), loo.end(), [](double v) { return v <= 0; }))) {
+  if (opt.scale == ci_scale::log &&
+      (*full <= 0 || std::any_of(loo.begin(), loo.end(), [](double v) { return v <= 0; }))) {
     out.reason = "a value <= 0 has no log scale";
     return out;
   }
@@ -233,8 +236,7 @@ interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& s
   return out;
 }
 
-interval cluster_interval(std::span<const int> cluster, const statistic_fn& stat,
-                          const bootstrap_options& opt) {
+interval cluster_interval(std::span<const int> cluster, const statistic_fn& stat, const bootstrap_options& opt) {
   const int g = static_cast<int>(cluster_members(cluster).size());
   if (g < kMinBootstrapClusters) return cluster_jackknife_t(cluster, stat, opt);
   interval out = cluster_bootstrap(cluster, stat, opt);
@@ -258,17 +260,16 @@ int clusters_with_events(std::span<const int> cluster, std::span<const uint8_t> 
   return n;
 }
 
-interval block_bootstrap(int n, int block_len, const statistic_fn& stat,
-                         const bootstrap_options& opt, int segment_len) {
+interval block_bootstrap(int n, int block_len, const statistic_fn& stat, const bootstrap_options& opt,
+                         int segment_len) {
   if (segment_len <= 0 || segment_len > n) segment_len = n;
-  ATTNUM_ASSERT(n >= 1 && block_len >= 1 && block_len <= segment_len, "block_bootstrap: n {}, block {}, segment {}",
-                n, block_len, segment_len);
+  ATTNUM_ASSERT(n >= 1 && block_len >= 1 && block_len <= segment_len, "block_bootstrap: n {}, block {}, segment {}", n,
+                block_len, segment_len);
   interval out;
   out.n_clusters = (n + block_len - 1) / block_len;
-  out.method = segment_len == n
-                   ? fmt::format("moving-block-bootstrap-percentile (block {})", block_len)
-                   : fmt::format("moving-block-bootstrap-percentile (block {}, within segments of {})", block_len,
-                                 segment_len);
+  out.method = segment_len == n ? fmt::format("moving-block-bootstrap-percentile (block {})", block_len)
+                                : fmt::format("moving-block-bootstrap-percentile (block {}, within segments of {})",
+                                              block_len, segment_len);
   // The admissible starts, numbered segment by segment: segment k contributes
   // len_k - block_len + 1 of them (none when it is shorter than a block).
   const uint64_t per_full = static_cast<uint64_t>(segment_len - block_len + 1);

@@ -36,8 +36,7 @@ struct confusion {
 };
 
 /// Returns the confusion counts of `score > threshold` (strict) against `label`.
-confusion confusion_at(std::span<const double> score, std::span<const uint8_t> label,
-                       double threshold = 0.0);
+confusion confusion_at(std::span<const double> score, std::span<const uint8_t> label, double threshold = 0.0);
 
 /// Returns Spearman's rho (Pearson correlation of midranks); std::nullopt when n < 2 or either
 /// side is constant.
@@ -46,9 +45,9 @@ std::optional<double> spearman(std::span<const double> x, std::span<const double
 /// A two-sided interval and how it was made (docs/study.md "Intervals").
 struct interval {
   std::optional<double> lo, hi;
-  int n_clusters = 0;   ///< independent units resampled (clusters, or blocks of a series)
-  std::string method;   ///< e.g. "cluster-bootstrap-percentile", "cluster-jackknife-t", "none: ..."
-  int dropped = 0;      ///< resamples (or leave-one-out fits) where the statistic was undefined
+  int n_clusters = 0;  ///< independent units resampled (clusters, or blocks of a series)
+  std::string method;  ///< e.g. "cluster-bootstrap-percentile", "cluster-jackknife-t", "none: ..."
+  int dropped = 0;     ///< resamples (or leave-one-out fits) where the statistic was undefined
   /// Why lo and hi are empty (e.g. "zero width: every leave-one-cluster-out value equals the
   /// estimate"); empty when the interval is available.
   std::string reason;
@@ -100,8 +99,7 @@ double percentile(std::vector<double> v, double p);
 /// value. Deterministic: the same inputs and seed give the same interval on any machine (own
 /// RNG, no std distributions). Its coverage falls short of nominal with few clusters (it
 /// ignores the (G-1)/G shrinkage and the t tails): use cluster_interval.
-interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& stat,
-                           const bootstrap_options& opt = {});
+interval cluster_bootstrap(std::span<const int> cluster, const statistic_fn& stat, const bootstrap_options& opt = {});
 
 /// Fewest clusters for which cluster_interval uses the percentile cluster bootstrap; below it
 /// the delete-one-cluster jackknife with t(G-1) critical values (docs/study.md "Intervals").
@@ -116,14 +114,12 @@ inline constexpr int kMinBootstrapClusters = 30;
 /// whole sample or on any leave-one-out sample, with fewer than 2 clusters, when every
 /// leave-one-out value equals the estimate (a zero-width interval is no interval), or on the
 /// plain logit scale (logit_count 0) when a value lies on the range's boundary.
-interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& stat,
-                             const bootstrap_options& opt = {});
+interval cluster_jackknife_t(std::span<const int> cluster, const statistic_fn& stat, const bootstrap_options& opt = {});
 
 /// The study's interval: the jackknife-t with fewer than kMinBootstrapClusters clusters, the
 /// percentile cluster bootstrap with more; none (method says why) with fewer than 2 clusters.
 /// A zero-width result (lo == hi) is reported as no interval, with the reason.
-interval cluster_interval(std::span<const int> cluster, const statistic_fn& stat,
-                          const bootstrap_options& opt = {});
+interval cluster_interval(std::span<const int> cluster, const statistic_fn& stat, const bootstrap_options& opt = {});
 
 /// The fewest events (e.g. harmed heads) a cluster must hold to count towards an interval, and
 /// the fewest such clusters: below them the study reports no interval (docs/study.md
@@ -144,8 +140,8 @@ int clusters_with_events(std::span<const int> cluster, std::span<const uint8_t> 
 /// shorter), e.g. one per text window, and no block crosses from one segment into the next:
 /// starts are uniform over the positions whose whole block lies inside one segment
 /// (block_len <= segment_len). segment_len 0 or >= n is one series (the same resamples).
-interval block_bootstrap(int n, int block_len, const statistic_fn& stat,
-                         const bootstrap_options& opt = {}, int segment_len = 0);
+interval block_bootstrap(int n, int block_len, const statistic_fn& stat, const bootstrap_options& opt = {},
+                         int segment_len = 0);
 
 /// Returns the sample autocorrelation of x at lags 0..max_lag (biased estimator, divisor n).
 std::vector<double> autocorrelation(std::span<const double> x, int max_lag);

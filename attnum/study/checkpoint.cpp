@@ -17,9 +17,7 @@ namespace attnum::study {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-fs::path unit_path(const fs::path& dir, int i) {
-  return dir / "checkpoints" / fmt::format("unit-{:06d}.jsonl", i);
-}
+fs::path unit_path(const fs::path& dir, int i) { return dir / "checkpoints" / fmt::format("unit-{:06d}.jsonl", i); }
 
 std::string unit_key(const plan& p, int i) {
   ATTNUM_ASSERT(i >= 0 && i < static_cast<int>(p.units.size()), "unit {} of {}", i, p.units.size());
@@ -47,29 +45,35 @@ void verify_rows(const plan& p, int i, const std::vector<row>& rows, const std::
   for (size_t n = 0; n < rows.size(); ++n) {
     const row& r = rows[n];
     if (r.model != model || r.layer != u.layer || r.text != u.text)
-      fail("{}: row {} belongs to {} layer {} text {}, not to unit {} ({}): the file is another "
-           "unit's; remove it to recompute", file, n + 1, clip(r.model, 80), r.layer, r.text, i, unit_key(p, i));
+      fail(
+          "{}: row {} belongs to {} layer {} text {}, not to unit {} ({}): the file is another "
+          "unit's; remove it to recompute",
+          file, n + 1, clip(r.model, 80), r.layer, r.text, i, unit_key(p, i));
     if (!kernels.count(r.kernel) || !conditions.count(r.condition) || r.predictor_model != p.opt.predictor_model)
-      fail("{}: row {} has kernel '{}', condition '{}', predictor '{}', which this study does not run: "
-           "the file is another study's; remove it to recompute", file, n + 1, clip(r.kernel, 80),
-           clip(r.condition, 80), clip(r.predictor_model, 80));
+      fail(
+          "{}: row {} has kernel '{}', condition '{}', predictor '{}', which this study does not run: "
+          "the file is another study's; remove it to recompute",
+          file, n + 1, clip(r.kernel, 80), clip(r.condition, 80), clip(r.predictor_model, 80));
     if (!seen.insert({r.head, r.kernel, r.condition}).second)
       fail("{}: head {} kernel {} condition {} appears twice", file, r.head, r.kernel, r.condition);
     heads.insert(r.head);
   }
   if (rows.size() != heads.size() * kernels.size() * conditions.size())
-    fail("{}: {} rows for {} heads x {} kernels x {} conditions: rows are missing; remove the file "
-         "to recompute", file, rows.size(), heads.size(), kernels.size(), conditions.size());
+    fail(
+        "{}: {} rows for {} heads x {} kernels x {} conditions: rows are missing; remove the file "
+        "to recompute",
+        file, rows.size(), heads.size(), kernels.size(), conditions.size());
 }
 }  // namespace
 
 std::string unit_text(const plan& p, int i, const std::vector<row>& rows) {
   const std::string lines = row_lines(rows);
-  return lines + json{{"end", i},
-                      {"n_rows", rows.size()},
-                      {"unit", unit_key(p, i)},
-                      {"rows_fnv1a", core::fnv1a_hex(lines.data(), lines.size())}}
-                         .dump() +
+  return lines +
+         json{{"end", i},
+              {"n_rows", rows.size()},
+              {"unit", unit_key(p, i)},
+              {"rows_fnv1a", core::fnv1a_hex(lines.data(), lines.size())}}
+             .dump() +
          "\n";  // completeness marker
 }
 
@@ -112,8 +116,10 @@ std::optional<std::vector<row>> read_unit(const fs::path& dir, const plan& p, in
   if (marker.is_null()) return std::nullopt;
   const std::string key = unit_key(p, i);
   if (marker.value("end", json()) != i || !marker.contains("unit") || !marker.contains("rows_fnv1a"))
-    fail("{}: the completeness marker does not name unit {} ({}) with its rows hash: the file is "
-         "another unit's or an earlier version's; remove it to recompute", file, i, key);
+    fail(
+        "{}: the completeness marker does not name unit {} ({}) with its rows hash: the file is "
+        "another unit's or an earlier version's; remove it to recompute",
+        file, i, key);
   if (marker["unit"] != key)
     fail("{}: holds unit {}, not unit {} ({}): remove it to recompute", file,
          clip(marker["unit"].dump(-1, ' ', false, json::error_handler_t::replace), 80), i, key);
@@ -122,8 +128,10 @@ std::optional<std::vector<row>> read_unit(const fs::path& dir, const plan& p, in
          clip(marker.value("n_rows", json()).dump(), 40), rows.size());
   const std::string hash = core::fnv1a_hex(text.data(), rows_end);
   if (marker["rows_fnv1a"] != hash)
-    fail("{}: the rows changed after the run wrote them (FNV-1a {}, the marker records {}): remove "
-         "the file to recompute the unit", file, hash, clip(marker["rows_fnv1a"].dump(), 40));
+    fail(
+        "{}: the rows changed after the run wrote them (FNV-1a {}, the marker records {}): remove "
+        "the file to recompute the unit",
+        file, hash, clip(marker["rows_fnv1a"].dump(), 40));
   verify_rows(p, i, rows, file);
   return rows;
 }

@@ -27,17 +27,18 @@ layer_data load_capture_layer(const std::string& file, int l) {
   const auto& k = st.at(fmt::format("layers.{}.k", l));
   const auto& v = st.at(fmt::format("layers.{}.v", l));
   for (const auto* t : {&q, &k, &v})
-    if (t->shape.size() != 3) fail("{}: tensor {} has {} dims, expected [heads, n_tok, d_head]", file, t->name, t->shape.size());
+    if (t->shape.size() != 3)
+      fail("{}: tensor {} has {} dims, expected [heads, n_tok, d_head]", file, t->name, t->shape.size());
   for (const auto* t : {&q, &k, &v})  // every count is an int >= 1 (docs/reliability.md)
     for (size_t i = 0; i < 3; ++i)
       if (t->shape[i] < 1 || t->shape[i] > INT32_MAX)
-        fail("{}: tensor {}: {} = {}: expected 1 <= {} < 2^31", file, t->name, kShapeNames[i], t->shape[i], kShapeNames[i]);
+        fail("{}: tensor {}: {} = {}: expected 1 <= {} < 2^31", file, t->name, kShapeNames[i], t->shape[i],
+             kShapeNames[i]);
   L.n_head = static_cast<int>(q.shape[0]), L.n = static_cast<int>(q.shape[1]), L.d = static_cast<int>(q.shape[2]);
   L.n_head_kv = static_cast<int>(k.shape[0]);
-  if (k.shape != v.shape || k.shape[1] != L.n || k.shape[2] != L.d || L.n_head_kv == 0 ||
-      L.n_head % L.n_head_kv != 0)
-    fail("{}: layer {}: q {}x{}x{}, k/v must be [n_head_kv, {}, {}] with n_head a multiple of n_head_kv",
-         file, l, L.n_head, L.n, L.d, L.n, L.d);
+  if (k.shape != v.shape || k.shape[1] != L.n || k.shape[2] != L.d || L.n_head_kv == 0 || L.n_head % L.n_head_kv != 0)
+    fail("{}: layer {}: q {}x{}x{}, k/v must be [n_head_kv, {}, {}] with n_head a multiple of n_head_kv", file, l,
+         L.n_head, L.n, L.d, L.n, L.d);
   L.q = q.to_float(), L.k = k.to_float(), L.v = v.to_float();
   for (const auto* x : {&L.q, &L.k, &L.v})
     for (float y : *x)
@@ -152,8 +153,8 @@ std::vector<std::vector<row>> compute_unit(std::span<const plan> plans, int i) {
     // The predicted rel_err of one run (r) of condition ci. The V, P and output terms do not
     // depend on the condition (V is never transformed; P and O are the ideal ones): computed
     // with the first condition (into vpo), reused for the others.
-    auto predict_run = [&](const head_run& r, const std::vector<double>& vk, const std::vector<double>& sk,
-                           size_t ci, predict::prediction& vpo) {
+    auto predict_run = [&](const head_run& r, const std::vector<double>& vk, const std::vector<double>& sk, size_t ci,
+                           predict::prediction& vpo) {
       predict::head_inputs in = base;
       in.q = r.q.data(), in.k = r.k.data();
       in.var_q = r.var_q.empty() ? nullptr : r.var_q.data();
@@ -165,8 +166,7 @@ std::vector<std::vector<row>> compute_unit(std::span<const plan> plans, int i) {
       in.o_cast = r.o_cast;
       in.out_fmt = r.out_fmt;
       if (ci == 0) vpo = predict::predict_terms(*ctx, in, opt.predictor, {false, false, true, true, true});
-      predict::prediction pr =
-          predict::predict_terms(*ctx, in, opt.predictor, {true, true, false, false, false});
+      predict::prediction pr = predict::predict_terms(*ctx, in, opt.predictor, {true, true, false, false, false});
       pr.total += vpo.total;
       if (!std::isfinite(pr.total)) pr.total = std::nan("");
       return pr.o_norm2 > 0 ? std::sqrt(pr.total / pr.o_norm2) : 0.0;
@@ -199,10 +199,11 @@ std::vector<std::vector<row>> compute_unit(std::span<const plan> plans, int i) {
         for (size_t j = 0; j < plans.size(); ++j) {
           const double pred = model_of[j] < 0 ? aware_pred : fixed_pred[model_of[j]][ci];
           if (!std::isfinite(e.rel_err) || !std::isfinite(pred))
-            fail("model {} layer {} head {} text {}: kernel {} under {} gives a non-finite output or "
-                 "prediction (the real kernel would too, e.g. an all-zero V channel with an "
-                 "unguarded per-channel scale)",
-                 L.model, u.layer, h, u.text, opt.kernels[ki].name, kConditionNames[conds[ci]]);
+            fail(
+                "model {} layer {} head {} text {}: kernel {} under {} gives a non-finite output or "
+                "prediction (the real kernel would too, e.g. an all-zero V channel with an "
+                "unguarded per-channel scale)",
+                L.model, u.layer, h, u.text, opt.kernels[ki].name, kConditionNames[conds[ci]]);
           row w;
           w.model = L.model;
           w.layer = u.layer, w.head = h, w.kv_head = kvh, w.text = u.text;

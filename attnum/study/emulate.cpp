@@ -29,26 +29,25 @@ namespace {
 
 // Rounding variances of one cast operand head h: [n, d] from the engine's pre-cast values and
 // per-element dequantisation scales. Empty when the cast is off or the format is fp32.
-std::vector<double> cast_variances(const attention::operand_cast& c, const std::vector<float>& x,
-                                   formats::format fmt, bool enabled, int h) {
+std::vector<double> cast_variances(const attention::operand_cast& c, const std::vector<float>& x, formats::format fmt,
+                                   bool enabled, int h) {
   if (!enabled || fmt == formats::format::fp32) return {};
   const int n = c.n_tok, d = c.d_head;
   std::vector<double> var(static_cast<size_t>(n) * d);
   const float* xh = x.data() + static_cast<size_t>(h) * n * d;
   // c.scale(h, t, e) = row_scale * col_scale with the row and column-block lookups hoisted.
   for (int t = 0; t < n; ++t)
-    predict::row_variances(fmt, xh + static_cast<size_t>(t) * d,
-                           c.row_scale[static_cast<size_t>(h) * n + t],
-                           c.col_scale.data() + (static_cast<size_t>(h) * c.n_col_blocks + t / c.col_block) * d,
-                           d, var.data() + static_cast<size_t>(t) * d);
+    predict::row_variances(fmt, xh + static_cast<size_t>(t) * d, c.row_scale[static_cast<size_t>(h) * n + t],
+                           c.col_scale.data() + (static_cast<size_t>(h) * c.n_col_blocks + t / c.col_block) * d, d,
+                           var.data() + static_cast<size_t>(t) * d);
   return var;
 }
 
 // Predictor v2: per channel, the mean pair covariance of the cast's rounding errors of operand
 // head h (values on one grid: equal spacings, scale * spacing(x / scale); a value flushed to 0
 // rounds deterministically and pairs with nothing). Empty when the cast is off or fp32.
-std::vector<double> cast_shared(const attention::operand_cast& c, const std::vector<float>& x,
-                                formats::format fmt, bool enabled, int h) {
+std::vector<double> cast_shared(const attention::operand_cast& c, const std::vector<float>& x, formats::format fmt,
+                                bool enabled, int h) {
   if (!enabled || fmt == formats::format::fp32) return {};
   const int n = c.n_tok, d = c.d_head;
   const float* xh = x.data() + static_cast<size_t>(h) * n * d;
@@ -112,8 +111,7 @@ struct prepared_run {
   int cond = 0;  ///< the condition (kConditionNames index)
 };
 
-std::shared_ptr<const prepared_run> prepare_run(const attention::kernel_spec& kernel, int cond,
-                                                const layer_operands& x,
+std::shared_ptr<const prepared_run> prepare_run(const attention::kernel_spec& kernel, int cond, const layer_operands& x,
                                                 const attention::transform_options& topt) {
   if (cond < 0 || cond > 3) fail("bad condition index {}", cond);
   auto r = std::make_shared<prepared_run>();
@@ -143,8 +141,7 @@ head_run run_prepared(const prepared_run& run, int h, const head_parts& parts) {
   // Q is transformed by the rotations, K by every condition but plain (prepare.cpp step 1).
   const auto c = static_cast<attention::condition>(run.cond);
   if (attention::rotates(c))
-    add_transform_rounding(r.var_q, r.q.data(), nullptr, L.q_factor, spec.transform_dtype, spec.q.fmt,
-                           en.q_cast, n, d);
+    add_transform_rounding(r.var_q, r.q.data(), nullptr, L.q_factor, spec.transform_dtype, spec.q.fmt, en.q_cast, n, d);
   const float* k_mean = L.k_mean.empty() ? nullptr : L.k_mean.data() + static_cast<size_t>(kvh) * d;
   if (parts.var_k && attention::transforms_k(c))
     add_transform_rounding(r.var_k, r.k.data(), k_mean, 1.0f, spec.transform_dtype, spec.k.fmt, en.k_cast, n, d);
@@ -170,9 +167,8 @@ head_run run_prepared(const prepared_run& run, int h, const head_parts& parts) {
 
 std::string_view kernel_backend() { return "engine"; }
 
-std::vector<head_run> run_group(const attention::kernel_spec& kernel, int cond, const float* q,
-                                const float* k, const float* v, int g, int n, int d,
-                                const attention::transform_options& topt) {
+std::vector<head_run> run_group(const attention::kernel_spec& kernel, int cond, const float* q, const float* k,
+                                const float* v, int g, int n, int d, const attention::transform_options& topt) {
   const auto run = prepare_run(kernel, cond, {q, k, v, g, 1, n, d}, topt);
   std::vector<head_run> runs;
   for (int h = 0; h < g; ++h) runs.push_back(run_prepared(*run, h));

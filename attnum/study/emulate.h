@@ -29,8 +29,8 @@ reference reference_causal(const float* q, const float* k, const float* v, int n
 
 /// One head's run under a kernel and condition.
 struct head_run {
-  std::vector<float> o;              ///< [n, d] kernel output (values of its output format)
-  std::vector<float> q, k;           ///< [n, d] transformed operands before the cast
+  std::vector<float> o;                     ///< [n, d] kernel output (values of its output format)
+  std::vector<float> q, k;                  ///< [n, d] transformed operands before the cast
   std::vector<double> var_q, var_k, var_v;  ///< per-element rounding variances (empty: no cast)
   /// Predictor v2 [d]: per channel, the mean pair covariance of K's (cast and transform dtype) and
   /// V's rounding errors (predict::mean_pair_covariance; empty: not asked for or no rounding).
@@ -76,8 +76,7 @@ head_run run_prepared(const prepared_run& run, int h, const head_parts& parts = 
 
 /// Convenience: runs `kernel` under condition `cond` (index into kConditionNames) on one kv group:
 /// q [g, n, d], k and v [n, d]. Returns g head runs.
-std::vector<head_run> run_group(const attention::kernel_spec& kernel, int cond, const float* q,
-                                const float* k, const float* v, int g, int n, int d,
-                                const attention::transform_options& topt = {});
+std::vector<head_run> run_group(const attention::kernel_spec& kernel, int cond, const float* q, const float* k,
+                                const float* v, int g, int n, int d, const attention::transform_options& topt = {});
 
 }  // namespace attnum::study

@@ -22,8 +22,8 @@ bool run_study(const plan& p, const fs::path& dir, const run_controls& ctl) {
 }
 
 bool run_study(std::span<const plan> plans, std::span<const fs::path> dirs, const run_controls& ctl) {
-  ATTNUM_ASSERT(!plans.empty() && plans.size() == dirs.size(), "run_study: {} plans for {} folders",
-                plans.size(), dirs.size());
+  ATTNUM_ASSERT(!plans.empty() && plans.size() == dirs.size(), "run_study: {} plans for {} folders", plans.size(),
+                dirs.size());
   if (ctl.shard_count < 1 || ctl.shard_index < 0 || ctl.shard_index >= ctl.shard_count)
     fail("--shard: expected I/N with 0 <= I < N, got {}/{}", ctl.shard_index, ctl.shard_count);
   require_predictor_variants(plans);

@@ -47,8 +47,7 @@ bool run_study(const plan& p, const std::filesystem::path& dir, const run_contro
 /// fixed predictors), plans[j] into dirs[j]: each missing unit is computed once for all of them
 /// (compute_unit), and every folder gets the files run_study(plans[j], dirs[j]) writes. Returns
 /// true when every folder's result files were written.
-bool run_study(std::span<const plan> plans, std::span<const std::filesystem::path> dirs,
-               const run_controls& ctl = {});
+bool run_study(std::span<const plan> plans, std::span<const std::filesystem::path> dirs, const run_controls& ctl = {});
 
 /// Merges shard folders (same study config) into `out`: copies every complete unit checkpoint,
 /// then assembles. Throws attnum::error naming a folder with another config or a missing unit.

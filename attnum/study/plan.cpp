@@ -35,8 +35,8 @@ std::string fnv1a_file(const io::mapped_file& f) { return core::fnv1a_hex(f.data
 std::vector<capture_model> capture_models(const std::vector<std::string>& files,
                                           const std::vector<std::string>& outputs) {
   if (!outputs.empty() && outputs.size() != files.size())
-    fail("transfer: {} --kernel-outputs files for {} --captures files (one per capture, same order)",
-         outputs.size(), files.size());
+    fail("transfer: {} --kernel-outputs files for {} --captures files (one per capture, same order)", outputs.size(),
+         files.size());
   std::vector<capture_model> out;
   for (size_t fi = 0; fi < files.size(); ++fi) {
     const std::string& f = files[fi];
@@ -155,8 +155,7 @@ json source_json(const plan& p) {
   for (const auto& m : p.sources)
     for (size_t t = 0; t < m.files.size(); ++t) {
       json f{{"model", m.name}, {"text", t}, {"file", m.files[t]}, {"fnv1a64", m.hashes[t]}};
-      if (!m.outputs.empty())
-        f["kernel_outputs"] = m.outputs[t], f["kernel_outputs_fnv1a64"] = m.output_hashes[t];
+      if (!m.outputs.empty()) f["kernel_outputs"] = m.outputs[t], f["kernel_outputs_fnv1a64"] = m.output_hashes[t];
       files.push_back(f);
     }
   return files;
@@ -205,8 +204,7 @@ json config_json(const plan& p) {
 void require_predictor_variants(std::span<const plan> plans) {
   for (const plan& q : plans)
     core::require_same_config(config_json(plans.front()), config_json(q), "heads",
-                              "studies computed together differ in their predictor model only",
-                              {"predictor_model"});
+                              "studies computed together differ in their predictor model only", {"predictor_model"});
 }
 
 plan plan_from_config(const json& j, const std::string& what) {
@@ -231,7 +229,8 @@ plan plan_from_config(const json& j, const std::string& what) {
     o.knobs = j.at("knobs").get<std::vector<std::string>>();
     o.kernels.clear();
     for (const auto& k : j.at("kernels").get<std::vector<std::string>>())
-      o.kernels.push_back(field("kernels and knobs", [&] { return attention::apply_knobs(attention::preset(k), o.knobs); }));
+      o.kernels.push_back(
+          field("kernels and knobs", [&] { return attention::apply_knobs(attention::preset(k), o.knobs); }));
     o.conditions = j.at("conditions").get<std::vector<std::string>>();
     check_conditions(o.conditions, true, what + ": field conditions");
     const std::string rot = j.at("rotation");
@@ -263,8 +262,7 @@ plan plan_from_config(const json& j, const std::string& what) {
       fail("{}: {}", what, e.what());
     }
   }();
-  core::require_same_config(j, config_json(p), what, "written by a different tool or predictor version",
-                            {"command"});
+  core::require_same_config(j, config_json(p), what, "written by a different tool or predictor version", {"command"});
   return p;
 }
 

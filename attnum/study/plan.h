@@ -27,8 +27,8 @@ namespace attnum::study {
 struct study_options {
   bool zoo = true;
   zoo_options zoo_opt;
-  int n_texts = 3;                      ///< zoo: independent draws of each head's tokens
-  std::vector<std::string> captures;    ///< capture files (not zoo)
+  int n_texts = 3;                    ///< zoo: independent draws of each head's tokens
+  std::vector<std::string> captures;  ///< capture files (not zoo)
   /// Transfer: a real kernel's outputs, one file per capture file (same order), with
   /// layers.{l}.o.{condition} [n_head, n_tok, d_head]; kernels then holds the one emulator.
   std::vector<std::string> kernel_outputs;
@@ -38,19 +38,18 @@ struct study_options {
   /// to the named presets, and the recorded specs must then match).
   std::vector<std::string> knobs;
   std::vector<std::string> conditions = attention::all_condition_names();
-  transforms::rotation rotation;        ///< of Q and K under rotate and center+rotate
+  transforms::rotation rotation;  ///< of Q and K under rotate and center+rotate
   predict::options predictor;
   /// "kernel": the predictor models each kernel's own numerics (formats, scales, smooth_k);
   /// a preset name: every kernel is scored with that one fixed model (seed 000's design).
   std::string predictor_model = "kernel";
   int bootstrap_resamples = 1000;
   uint64_t bootstrap_seed = 0xb0075ULL;
-  std::string command;                  ///< the command line, recorded in meta.json
+  std::string command;  ///< the command line, recorded in meta.json
 };
 
 /// What one work unit is, in words (the progress log's first line).
-inline constexpr const char* kUnitHelp =
-    "one (model, layer, text) with all its heads under every kernel and condition";
+inline constexpr const char* kUnitHelp = "one (model, layer, text) with all its heads under every kernel and condition";
 
 /// One work unit: (model, layer, text).
 struct unit {
@@ -63,7 +62,7 @@ struct capture_model {
   std::string name;
   int n_layer = 0;
   std::vector<std::string> files;
-  std::vector<std::string> hashes;  ///< FNV-1a 64 of each file's bytes (hex)
+  std::vector<std::string> hashes;                  ///< FNV-1a 64 of each file's bytes (hex)
   std::vector<std::string> outputs, output_hashes;  ///< transfer: the kernel outputs per text
 };
 

@@ -27,26 +27,34 @@ struct field {
 json tool_version_json() { return std::string(tool_version()); }
 json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
-#define ATTNUM_FIELD(R, f) \
-  field<R> { #f, [](const R& r) { return json(r.f); }, [](R& r, const json& j) { j.get_to(r.f); } }
+#define ATTNUM_FIELD(R, f)                                                                \
+  field<R> {                                                                              \
+#f, [](const R& r) { return json(r.f); }, [](R & r, const json& j) { j.get_to(r.f); } \
+  }
 
 // rows.csv / rows.jsonl / checkpoints. kernel_rel_err is transfer-only (written when set);
 // predictor_model reads back as "kernel" from checkpoints written before it existed.
 const std::vector<field<row>>& row_fields() {
   static const std::vector<field<row>> fields = {
-      ATTNUM_FIELD(row, model),         ATTNUM_FIELD(row, layer),
-      ATTNUM_FIELD(row, head),          ATTNUM_FIELD(row, kv_head),
-      ATTNUM_FIELD(row, text),          ATTNUM_FIELD(row, kernel),
-      ATTNUM_FIELD(row, condition),     ATTNUM_FIELD(row, rel_err),
-      ATTNUM_FIELD(row, log_err),       ATTNUM_FIELD(row, predicted_rel_err),
-      ATTNUM_FIELD(row, max_row_err),   ATTNUM_FIELD(row, cosine),
+      ATTNUM_FIELD(row, model),
+      ATTNUM_FIELD(row, layer),
+      ATTNUM_FIELD(row, head),
+      ATTNUM_FIELD(row, kv_head),
+      ATTNUM_FIELD(row, text),
+      ATTNUM_FIELD(row, kernel),
+      ATTNUM_FIELD(row, condition),
+      ATTNUM_FIELD(row, rel_err),
+      ATTNUM_FIELD(row, log_err),
+      ATTNUM_FIELD(row, predicted_rel_err),
+      ATTNUM_FIELD(row, max_row_err),
+      ATTNUM_FIELD(row, cosine),
       field<row>{"kernel_rel_err", [](const row& r) { return json(r.kernel_rel_err); },
                  [](row& r, const json& j) { j.get_to(r.kernel_rel_err); }, true, true},
       field<row>{"predictor_model", [](const row& r) { return json(r.predictor_model); },
                  [](row& r, const json& j) { j.get_to(r.predictor_model); }, false, true},
       field<row>{"tool_version", [](const row&) { return tool_version_json(); }, nullptr, false, false, true},
-      field<row>{"predictor_version", [](const row& r) { return json(std::string(r.predictor_version)); }, nullptr, false, false,
-                 true}};
+      field<row>{"predictor_version", [](const row& r) { return json(std::string(r.predictor_version)); }, nullptr,
+                 false, false, true}};
   return fields;
 }
 
@@ -76,7 +84,8 @@ const std::vector<field<head_row>>& head_fields() {
       field<H>{"kernel_label", [](const H& r) { return json(r.kernel_label); }, nullptr, true},
       ATTNUM_FIELD(H, predictor_model),
       field<H>{"tool_version", [](const H&) { return tool_version_json(); }, nullptr, false, false, true},
-      field<H>{"predictor_version", [](const H& r) { return json(std::string(r.predictor_version)); }, nullptr, false, false, true}};
+      field<H>{"predictor_version", [](const H& r) { return json(std::string(r.predictor_version)); }, nullptr, false,
+               false, true}};
   return fields;
 }
 
@@ -89,8 +98,10 @@ struct zoo_head {
 const std::vector<field<zoo_head>>& zoo_head_fields() {
   using Z = zoo_head;
   static const char* kinds[] = {"none", "concentrated", "dense"};
-#define ATTNUM_ZOO_FIELD(f) \
-  field<Z> { #f, [](const Z& z) { return json(z.h.f); } }
+#define ATTNUM_ZOO_FIELD(f)                    \
+  field<Z> {                                   \
+#f, [](const Z& z) { return json(z.h.f); } \
+  }
   static const std::vector<field<Z>> fields = {
       field<Z>{"model", [](const Z& z) { return json(z.model); }},
       field<Z>{"layer", [](const Z& z) { return json(z.layer); }},
@@ -136,9 +147,7 @@ std::vector<std::string> field_names(const std::vector<field<R>>& fields, bool t
 
 json row_json(const row& r) { return fields_json(row_fields(), r, !std::isnan(r.kernel_rel_err), false); }
 
-json row_json_versioned(const row& r) {
-  return fields_json(row_fields(), r, !std::isnan(r.kernel_rel_err), true);
-}
+json row_json_versioned(const row& r) { return fields_json(row_fields(), r, !std::isnan(r.kernel_rel_err), true); }
 
 row row_from_json(const json& j) {
   row r;

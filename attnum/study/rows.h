@@ -24,7 +24,7 @@ struct row {
   int layer = 0, head = 0, kv_head = 0, text = 0;
   std::string kernel, condition;
   double rel_err = 0, log_err = 0, predicted_rel_err = 0, max_row_err = 0, cosine = 0;
-  double kernel_rel_err = std::nan("");  ///< transfer: the real kernel's rel_err
+  double kernel_rel_err = std::nan("");    ///< transfer: the real kernel's rel_err
   std::string predictor_model = "kernel";  ///< whose numerics predicted_rel_err models
   /// The predictor's version string (predict::version_string; in result files, not checkpoints).
   std::string_view predictor_version = predict::kPredictorVersion;

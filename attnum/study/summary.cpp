@@ -206,8 +206,11 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer,
     };
     // n_harmed: the sign count (score > 0, seed 000's "harmed", kept for scripts), also written
     // as n_harmed_sign; the headline count is n_label_harmed (above the noise floor).
-    json s{{"kernel", key.first}, {"transform", key.second},
-           {"n_heads", g.size()}, {"n_harmed", c.tp + c.fn}, {"n_harmed_sign", c.tp + c.fn}};
+    json s{{"kernel", key.first},
+           {"transform", key.second},
+           {"n_heads", g.size()},
+           {"n_harmed", c.tp + c.fn},
+           {"n_harmed_sign", c.tp + c.fn}};
     const char* names[] = {"auc", "precision", "recall", "spearman"};
     std::vector<int> all(g.size());
     for (size_t i = 0; i < g.size(); ++i) all[i] = static_cast<int>(i);
@@ -240,9 +243,9 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer,
           const int kb = w == 0 ? stats::clusters_with_events(cl, ev_b) : stats::kMinEventClusters;
           if (ka < stats::kMinEventClusters || kb < stats::kMinEventClusters) {
             iv.lo.reset(), iv.hi.reset();
-            iv.reason = fmt::format("fewer than {} clusters with at least {} {}",
-                                    stats::kMinEventClusters, stats::kMinEventsPerCluster,
-                                    ka < stats::kMinEventClusters ? what : "unharmed heads");
+            iv.reason =
+                fmt::format("fewer than {} clusters with at least {} {}", stats::kMinEventClusters,
+                            stats::kMinEventsPerCluster, ka < stats::kMinEventClusters ? what : "unharmed heads");
           }
         }
         s[name + "_lo"] = js(iv.lo);
@@ -302,7 +305,8 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer,
         s["n_bh_harmed"] = bh_h, s["n_bh_helped"] = bh_p;
         std::sort(detectable.begin(), detectable.end());
         const size_t n = detectable.size();
-        s["detectable_effect_80_median"] = n % 2 ? detectable[n / 2] : 0.5 * (detectable[n / 2 - 1] + detectable[n / 2]);
+        s["detectable_effect_80_median"] =
+            n % 2 ? detectable[n / 2] : 0.5 * (detectable[n / 2 - 1] + detectable[n / 2]);
         s["detectable_effect_80_se"] = d80.size() == 1 ? json(d80.begin()->second) : json(nullptr);
       } else {
         s["n_bh_harmed"] = nullptr, s["n_bh_helped"] = nullptr;
@@ -310,9 +314,8 @@ json summarize(const json& heads, int n_resamples, uint64_t seed, bool transfer,
       }
     }
     s["se_available"] = se_available;
-    s["label_rule"] = se_available
-                          ? "null if |score| < t(0.975, n_texts-1) * se (paired over texts), else sign"
-                          : "sign of the score (one text: no standard error; null only if 0)";
+    s["label_rule"] = se_available ? "null if |score| < t(0.975, n_texts-1) * se (paired over texts), else sign"
+                                   : "sign of the score (one text: no standard error; null only if 0)";
     if (transfer) {
       s["emulator"] = key.first;
       s["kernel"] = "kernel-outputs";
@@ -355,10 +358,11 @@ std::string texts_line(const json& summary, int64_t n_texts) {
         if (e != r.end() && e->is_number()) *m = std::max(*m, std::fabs(e->get<double>() - v));
       }
     }
-  return fmt::format("texts: leaving out one of the {} texts moves AUC by up to {:.3f} and Spearman by up to "
-                     "{:.3f} (each row's *_loto_min/_max in summary.json); the intervals are conditional on "
-                     "these texts",
-                     n_texts, auc, rho);
+  return fmt::format(
+      "texts: leaving out one of the {} texts moves AUC by up to {:.3f} and Spearman by up to "
+      "{:.3f} (each row's *_loto_min/_max in summary.json); the intervals are conditional on "
+      "these texts",
+      n_texts, auc, rho);
 }
 }  // namespace
 
@@ -374,10 +378,11 @@ std::string summary_notes(const json& summary) {
     const std::string kind = s.value("cluster", "model") == "model" ? "models" : "(model, layer) pairs";
     std::string what;
     if (method == "cluster-jackknife-t")
-      what = fmt::format("95% delete-one-cluster jackknife with t({}) critical values over {} {}, "
-                         "bias-corrected, on the logit scale (Fisher's z for Spearman) "
-                         "(fewer than {} clusters: no percentile bootstrap)",
-                         n - 1, n, kind, stats::kMinBootstrapClusters);
+      what = fmt::format(
+          "95% delete-one-cluster jackknife with t({}) critical values over {} {}, "
+          "bias-corrected, on the logit scale (Fisher's z for Spearman) "
+          "(fewer than {} clusters: no percentile bootstrap)",
+          n - 1, n, kind, stats::kMinBootstrapClusters);
     else if (method == "cluster-bootstrap-percentile")
       what = fmt::format("95% percentile bootstrap resampling {} {} with replacement", n, kind);
     else
@@ -386,7 +391,8 @@ std::string summary_notes(const json& summary) {
     dropped += s.value("ci_dropped", int64_t{0});
     add(fmt::format("labels: {}", s.value("label_rule", "sign of the score")));
     if (s.contains("detectable_effect_80_se") && s["detectable_effect_80_se"].is_number())
-      add(fmt::format("power: the per-head test labels an effect of {:.2f} se with 80% power (the "
+      add(
+          fmt::format("power: the per-head test labels an effect of {:.2f} se with 80% power (the "
                       "median head's: detectable_effect_80_median); Benjamini-Hochberg at FDR 5% "
                       "over each row's heads: n_bh_harmed, n_bh_helped in summary.json",
                       s["detectable_effect_80_se"].get<double>()));
@@ -402,20 +408,21 @@ std::string summary_notes(const json& summary) {
   // Intervals reported as n/a, grouped by reason.
   std::vector<std::pair<std::string, std::string>> na;  // reason, "kernel transform stat, ..."
   for (const auto& s : summary)
-    for (const char* stat : {"auc", "precision", "recall", "spearman", "auc_nonnull",
-                             "precision_nonnull", "recall_nonnull"}) {
+    for (const char* stat :
+         {"auc", "precision", "recall", "spearman", "auc_nonnull", "precision_nonnull", "recall_nonnull"}) {
       const auto r = s.find(std::string(stat) + "_ci_reason");
       if (r == s.end() || !r->is_string() || !s.contains(stat) || s[stat].is_null()) continue;
       const std::string where = fmt::format("{} {} {}", s.value("kernel", ""), s.value("transform", ""), stat);
       auto it = std::find_if(na.begin(), na.end(), [&](const auto& e) { return e.first == r->get<std::string>(); });
-      if (it == na.end()) na.emplace_back(r->get<std::string>(), where);
-      else it->second += ", " + where;
+      if (it == na.end())
+        na.emplace_back(r->get<std::string>(), where);
+      else
+        it->second += ", " + where;
     }
   for (const auto& [reason, where] : na) add(fmt::format("interval n/a ({}): {}", reason, where));
   std::string out;
   for (const auto& l : lines) out += l + "\n";
-  out += fmt::format("undefined statistics in resamples or leave-one-out fits (ci_dropped, all rows): {}\n",
-                     dropped);
+  out += fmt::format("undefined statistics in resamples or leave-one-out fits (ci_dropped, all rows): {}\n", dropped);
   return out;
 }
 
@@ -423,13 +430,13 @@ assembled assemble_tables(const plan& p, const fs::path& dir) {
   assembled a;
   for (const auto& u : p.units) {
     auto rows = read_unit(dir, p, u.index);
-    if (!rows) fail("{}: missing or incomplete unit {} (model {}, layer {}, text {})",
-                    unit_path(dir, u.index).string(), u.index, p.model_names[u.model], u.layer, u.text);
+    if (!rows)
+      fail("{}: missing or incomplete unit {} (model {}, layer {}, text {})", unit_path(dir, u.index).string(), u.index,
+           p.model_names[u.model], u.layer, u.text);
     a.rows.insert(a.rows.end(), rows->begin(), rows->end());
   }
   a.heads = heads_table(p, a.rows);
-  a.summary = summarize(a.heads, p.opt.bootstrap_resamples, p.opt.bootstrap_seed,
-                        !p.opt.kernel_outputs.empty());
+  a.summary = summarize(a.heads, p.opt.bootstrap_resamples, p.opt.bootstrap_seed, !p.opt.kernel_outputs.empty());
   add_text_spread(p, a);
   return a;
 }
@@ -483,9 +490,12 @@ json assemble(const plan& p, const fs::path& dir) {
             {"source", source_json(p)},
             {"kernel_backend", std::string(kernel_backend())},
             {"n_units", p.units.size()},
-            {"zoo", {{"n_tok", p.opt.zoo_opt.n_tok}, {"seed", p.opt.zoo_opt.seed},
-                     {"dtype", formats::info(p.opt.zoo_opt.dtype).name},
-                     {"n_layer_cap", p.opt.zoo_opt.n_layer_cap}, {"n_texts", p.opt.n_texts}}}};
+            {"zoo",
+             {{"n_tok", p.opt.zoo_opt.n_tok},
+              {"seed", p.opt.zoo_opt.seed},
+              {"dtype", formats::info(p.opt.zoo_opt.dtype).name},
+              {"n_layer_cap", p.opt.zoo_opt.n_layer_cap},
+              {"n_texts", p.opt.n_texts}}}};
   write_file_atomic(dir / "meta.json", meta.dump(2) + "\n");
   const bool transfer = !p.opt.kernel_outputs.empty();
   write_file_atomic(dir / "rows.csv", to_csv(rows, row_columns(transfer)));

@@ -49,8 +49,8 @@ std::string head_label(double score, std::optional<double> se, int n_texts);
 /// heads (`*_nonnull`). With `transfer`, labels are the real kernel's (kernel_harmed,
 /// kernel_label) and Spearman compares the emulator's observed scores with the kernel's.
 /// with_intervals false: the point estimates only (every interval null, reason "not computed").
-nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t seed,
-                         bool transfer = false, bool with_intervals = true);
+nlohmann::json summarize(const nlohmann::json& heads, int n_resamples, uint64_t seed, bool transfer = false,
+                         bool with_intervals = true);
 
 /// Texts as a factor: adds to each summary row how far its statistics move when one text is left
 /// out (`<stat>_loto_min`, `<stat>_loto_max` for auc, precision, recall, spearman and
@@ -71,8 +71,7 @@ double interval_count(int which, std::span<const double> pred, std::span<const u
 /// Returns a summary row's interval of `stat` as the head tables print it: "[lo, hi]" (each
 /// with `spec`), "n/a" when the estimate has no interval (`stat_ci_reason` says why, and the
 /// notes list it), "" when the statistic itself is undefined.
-std::string interval_text(const nlohmann::json& row, const std::string& stat,
-                          const char* spec = "{:.3f}");
+std::string interval_text(const nlohmann::json& row, const std::string& stat, const char* spec = "{:.3f}");
 
 /// Returns the printed notes under a summary table: what the intervals are (method, cluster kind
 /// and count, undefined resamples), the label rule and the predictor model, as the summary rows

@@ -69,12 +69,9 @@ std::vector<zoo_model> zoo_models(const zoo_options& opt) {
   check_alloc(checked_mul(uint64_t(opt.n_tok), 18ull * 128 * (4 + 8)), fmt::format("zoo: --n-tok {}", opt.n_tok));
   // 112 query heads per model: 14 layers x 8 heads (d 64) or 7 layers x 16 heads (d 128).
   std::vector<zoo_model> m = {
-      {"zoo-a-d64-mha", 64, 14, 8, 8, false, 1, 0.10, 0},
-      {"zoo-b-d64-gqa2", 64, 14, 8, 4, true, 2, 0.25, 5},
-      {"zoo-c-d64-gqa4", 64, 14, 8, 2, true, 1, 0.40, 3},
-      {"zoo-d-d128-gqa2", 128, 7, 16, 8, true, 1, 0.20, 0},
-      {"zoo-e-d128-gqa4", 128, 7, 16, 4, false, 2, 0.50, 4},
-      {"zoo-f-d128-gqa8", 128, 7, 16, 2, true, 1, 0.30, 3},
+      {"zoo-a-d64-mha", 64, 14, 8, 8, false, 1, 0.10, 0},    {"zoo-b-d64-gqa2", 64, 14, 8, 4, true, 2, 0.25, 5},
+      {"zoo-c-d64-gqa4", 64, 14, 8, 2, true, 1, 0.40, 3},    {"zoo-d-d128-gqa2", 128, 7, 16, 8, true, 1, 0.20, 0},
+      {"zoo-e-d128-gqa4", 128, 7, 16, 4, false, 2, 0.50, 4}, {"zoo-f-d128-gqa8", 128, 7, 16, 2, true, 1, 0.30, 3},
   };
   if (opt.n_layer_cap > 0)
     for (auto& x : m) x.n_layer = std::min(x.n_layer, opt.n_layer_cap);
@@ -83,8 +80,7 @@ std::vector<zoo_model> zoo_models(const zoo_options& opt) {
 
 std::vector<head_params> zoo_layer_heads(const zoo_options& opt, int model, int layer) {
   const auto models = zoo_models(opt);
-  if (model < 0 || model >= static_cast<int>(models.size()) || layer < 0 ||
-      layer >= models[model].n_layer)
+  if (model < 0 || model >= static_cast<int>(models.size()) || layer < 0 || layer >= models[model].n_layer)
     fail("zoo: no model {} layer {}", model, layer);
   const zoo_model& zm = models[model];
   const int group = zm.n_head / zm.n_head_kv;
@@ -137,8 +133,10 @@ zoo_group zoo_generate_from(const std::vector<head_params>& heads, int text, for
   // 1. Fixed directions of the kv head (independent of the text).
   splitmix64 dir(kv.seed);
   std::vector<double> b_dir(d, 0.0);
-  if (kv.shared_kind == 1) b_dir[dir.below(d)] = 1;
-  else b_dir = random_unit(dir, d);
+  if (kv.shared_kind == 1)
+    b_dir[dir.below(d)] = 1;
+  else
+    b_dir = random_unit(dir, d);
   std::vector<double> sink_dir = random_unit(dir, d);
   double dot = 0, nn = 0;  // make the sink direction orthogonal to b (independent structures)
   for (int c = 0; c < d; ++c) dot += sink_dir[c] * b_dir[c];
@@ -172,8 +170,7 @@ zoo_group zoo_generate_from(const std::vector<head_params>& heads, int text, for
       const double keep = heads[hh].query_along_shared * tau * rq.normal();
       // Sink: every query leans along sink_dir so that q.k_0 gains about `sink` logits.
       const double lean = kv.sink > 0 ? 2.0 : 0.0;
-      for (int c = 0; c < d; ++c)
-        q[t * d + c] += static_cast<float>((keep - along) * b_dir[c] + lean * sink_dir[c]);
+      for (int c = 0; c < d; ++c) q[t * d + c] += static_cast<float>((keep - along) * b_dir[c] + lean * sink_dir[c]);
     }
   }
   if (kv.rope) apply_rope(z.k.data(), n, d);

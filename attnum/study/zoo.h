@@ -27,16 +27,16 @@ namespace attnum::study {
 struct head_params {
   int model = 0, layer = 0, head = 0, kv_head = 0;
   int d_head = 64, n_tok = 1024, group = 1;
-  double temperature = 1;    ///< std of the token-specific part of the scores s = q.k/sqrt(d)
-  double sink = 0;           ///< extra logit of token 0 (0 = no sink)
-  double shared_ratio = 0;   ///< ||b|| / rms ||residual key||
-  int shared_kind = 0;       ///< 0 none, 1 concentrated in one channel, 2 dense
+  double temperature = 1;         ///< std of the token-specific part of the scores s = q.k/sqrt(d)
+  double sink = 0;                ///< extra logit of token 0 (0 = no sink)
+  double shared_ratio = 0;        ///< ||b|| / rms ||residual key||
+  int shared_kind = 0;            ///< 0 none, 1 concentrated in one channel, 2 dense
   double query_along_shared = 0;  ///< q's component along b's direction, relative to its rms channel
-  int n_outlier = 0;         ///< per-channel outliers in Q and K
-  double outlier_scale = 1;  ///< std multiplier of the outlier channels
+  int n_outlier = 0;              ///< per-channel outliers in Q and K
+  double outlier_scale = 1;       ///< std multiplier of the outlier channels
   bool rope = false;
-  double v_dof = 0;          ///< Student-t degrees of freedom of V (0 = Gaussian)
-  uint64_t seed = 0;         ///< seed of the head's fixed directions (b, sink direction, channels)
+  double v_dof = 0;   ///< Student-t degrees of freedom of V (0 = Gaussian)
+  uint64_t seed = 0;  ///< seed of the head's fixed directions (b, sink direction, channels)
 };
 
 /// One zoo model: shape and the traits its heads share.
@@ -44,8 +44,8 @@ struct zoo_model {
   std::string name;
   int d_head = 64, n_layer = 0, n_head = 0, n_head_kv = 0;
   bool rope = false;
-  int shared_kind = 0;        ///< the kind of shared key vector its heads carry (when they do)
-  double outlier_rate = 0;    ///< fraction of kv heads with outlier channels
+  int shared_kind = 0;      ///< the kind of shared key vector its heads carry (when they do)
+  double outlier_rate = 0;  ///< fraction of kv heads with outlier channels
   double v_dof = 0;
 };
 

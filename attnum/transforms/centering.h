@@ -14,7 +14,6 @@ namespace attnum::transforms {
 void center_keys(double* k, int n_tok, int d, bool causal_prefix = false);
 /// Same for float rows: means and differences in double, each result rounded once (RNE) to `out`
 /// (fp32, bf16 or fp16).
-void center_keys(float* k, int n_tok, int d, bool causal_prefix = false,
-                 formats::format out = formats::format::fp32);
+void center_keys(float* k, int n_tok, int d, bool causal_prefix = false, formats::format out = formats::format::fp32);
 
 }  // namespace attnum::transforms

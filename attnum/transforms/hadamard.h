@@ -50,8 +50,7 @@ class rotation {
   /// non-finite entry, or is not orthogonal (max |R R^T - I| > 1e-6). A matrix that is exactly
   /// diag(s) H_d * c (every entry s_i * H_d[i][j] * c, bit for bit) is run with the fast
   /// transform, as the default is: the default's own matrix in float64 gives identical bits.
-  static rotation from_matrix(const std::vector<double>& r, const std::vector<int64_t>& shape,
-                              std::string source);
+  static rotation from_matrix(const std::vector<double>& r, const std::vector<int64_t>& shape, std::string source);
   /// Parses "random-hadamard:SEED" (SEED decimal or 0x hex) or "hadamard"; std::nullopt where
   /// `spec` is neither (a file name, for the caller to read). Throws attnum::error on a bad SEED.
   static std::optional<rotation> parse_builtin(std::string_view spec);

@@ -87,8 +87,7 @@ std::optional<rotation> rotation::parse_builtin(std::string_view spec) {
   return random_hadamard(seed);
 }
 
-rotation rotation::from_matrix(const std::vector<double>& r, const std::vector<int64_t>& shape,
-                               std::string source) {
+rotation rotation::from_matrix(const std::vector<double>& r, const std::vector<int64_t>& shape, std::string source) {
   if (shape.size() != 2 || shape[0] != shape[1] || shape[0] <= 0)
     fail("{}: a rotation must be a square [d, d] matrix, got shape [{}]", clip(source), [&] {
       std::string s;
@@ -98,8 +97,7 @@ rotation rotation::from_matrix(const std::vector<double>& r, const std::vector<i
   const int d = static_cast<int>(shape[0]);
   ATTNUM_ASSERT(r.size() == static_cast<size_t>(d) * d, "from_matrix: {} values for [{}, {}]", r.size(), d, d);
   for (size_t i = 0; i < r.size(); ++i)
-    if (!std::isfinite(r[i]))
-      fail("{}: rotation entry [{}, {}] is not finite ({})", clip(source), i / d, i % d, r[i]);
+    if (!std::isfinite(r[i])) fail("{}: rotation entry [{}, {}] is not finite ({})", clip(source), i / d, i % d, r[i]);
   double worst = 0;
   int wi = 0, wj = 0;
   for (int i = 0; i < d; ++i)
@@ -110,7 +108,8 @@ rotation rotation::from_matrix(const std::vector<double>& r, const std::vector<i
       if (e > worst) worst = e, wi = i, wj = j;
     }
   if (!(worst <= 1e-6))
-    fail("{}: rotation is not orthogonal: max |R R^T - I| = {:.3e} at [{}, {}] (limit 1e-6)", clip(source), worst, wi, wj);
+    fail("{}: rotation is not orthogonal: max |R R^T - I| = {:.3e} at [{}, {}] (limit 1e-6)", clip(source), worst, wi,
+         wj);
   rotation out;
   out.name_ = std::move(source);
   out.d_ = d;
@@ -139,8 +138,10 @@ void rotation::check(int d) const {
     return;
   }
   if (!is_pow2(d))
-    fail("rotation {}: head dim {} is not a power of two; the Walsh-Hadamard transform needs d = 2^k "
-         "(give --rotation FILE.npy with a [{}, {}] orthogonal matrix instead)", clip(name_), d, d, d);
+    fail(
+        "rotation {}: head dim {} is not a power of two; the Walsh-Hadamard transform needs d = 2^k "
+        "(give --rotation FILE.npy with a [{}, {}] orthogonal matrix instead)",
+        clip(name_), d, d, d);
 }
 
 std::vector<double> rotation::matrix(int d) const {

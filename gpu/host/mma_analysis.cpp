@@ -10,22 +10,32 @@ namespace {
 
 int mant_bits_of(mma_input in) {
   switch (in) {
-    case mma_input::e4m3: return 3;
-    case mma_input::e5m2: return 2;
-    case mma_input::bf16: return 7;
-    case mma_input::fp16: return 10;
-    case mma_input::int8: return 0;
+    case mma_input::e4m3:
+      return 3;
+    case mma_input::e5m2:
+      return 2;
+    case mma_input::bf16:
+      return 7;
+    case mma_input::fp16:
+      return 10;
+    case mma_input::int8:
+      return 0;
   }
   return 0;
 }
 // The exponent of the smallest power of two the format holds (subnormals included).
 int min_exp_of(mma_input in) {
   switch (in) {
-    case mma_input::e4m3: return -9;
-    case mma_input::e5m2: return -16;
-    case mma_input::bf16: return -126;
-    case mma_input::fp16: return -24;
-    case mma_input::int8: return 0;
+    case mma_input::e4m3:
+      return -9;
+    case mma_input::e5m2:
+      return -16;
+    case mma_input::bf16:
+      return -126;
+    case mma_input::fp16:
+      return -24;
+    case mma_input::int8:
+      return 0;
   }
   return 0;
 }
@@ -139,7 +149,8 @@ std::vector<mma_vec> mma_battery(int K, mma_input in, mma_acc acc) {
     if (acc == mma_acc::int32)
       v.c = static_cast<double>(static_cast<int64_t>(rng() % 2000001) - 1000000);
     else if (acc == mma_acc::fp16)
-      v.c = static_cast<double>(rne_fp16(std::ldexp(static_cast<long double>(rng() % 2048), -5) * ((rng() & 1) ? -1 : 1)));
+      v.c = static_cast<double>(
+          rne_fp16(std::ldexp(static_cast<long double>(rng() % 2048), -5) * ((rng() & 1) ? -1 : 1)));
     else
       v.c = static_cast<double>(std::ldexp(static_cast<float>(rng() % (1u << 24)), -18)) * ((rng() & 1) ? -1 : 1);
   }
@@ -226,16 +237,16 @@ std::string to_json(const mma_analysis& a) {
   static const char* ins[] = {"e4m3", "e5m2", "bf16", "fp16", "int8"};
   static const char* accs[] = {"fp32", "fp16", "int32"};
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "{\"instr\": \"%s\", \"K\": %d, \"input\": \"%s\", \"acc\": \"%s\", \"facts\": {\"kept_bits\": %d, "
-                "\"rounding\": \"%s\", \"exact_chunk\": %d, \"align_span\": %d, \"c_span\": %d, \"max_span_tested\": %d, "
-                "\"int_wraps\": %s}, \"model\": {\"kind\": \"%s\", \"mant_bits\": %d, \"k_step\": %d, \"knobs\": \"%s\", "
-                "\"exact\": %s, \"mismatches\": %llu, \"vectors\": %llu}, \"candidates\": [",
-                a.instr.c_str(), a.K, ins[static_cast<int>(a.in)], accs[static_cast<int>(a.acc)], a.kept_bits,
-                a.rounding.c_str(), a.exact_chunk, a.align_span, a.c_span, a.max_span_tested, a.int_wraps ? "true" : "false",
-                a.best.kind.c_str(), a.best.mant_bits, a.best.k_step, a.best.knobs().c_str(),
-                a.best_mismatches == 0 ? "true" : "false", static_cast<unsigned long long>(a.best_mismatches),
-                static_cast<unsigned long long>(a.vectors));
+  std::snprintf(
+      buf, sizeof buf,
+      "{\"instr\": \"%s\", \"K\": %d, \"input\": \"%s\", \"acc\": \"%s\", \"facts\": {\"kept_bits\": %d, "
+      "\"rounding\": \"%s\", \"exact_chunk\": %d, \"align_span\": %d, \"c_span\": %d, \"max_span_tested\": %d, "
+      "\"int_wraps\": %s}, \"model\": {\"kind\": \"%s\", \"mant_bits\": %d, \"k_step\": %d, \"knobs\": \"%s\", "
+      "\"exact\": %s, \"mismatches\": %llu, \"vectors\": %llu}, \"candidates\": [",
+      a.instr.c_str(), a.K, ins[static_cast<int>(a.in)], accs[static_cast<int>(a.acc)], a.kept_bits, a.rounding.c_str(),
+      a.exact_chunk, a.align_span, a.c_span, a.max_span_tested, a.int_wraps ? "true" : "false", a.best.kind.c_str(),
+      a.best.mant_bits, a.best.k_step, a.best.knobs().c_str(), a.best_mismatches == 0 ? "true" : "false",
+      static_cast<unsigned long long>(a.best_mismatches), static_cast<unsigned long long>(a.vectors));
   std::string o = buf;
   for (size_t i = 0; i < a.candidates.size(); ++i) {
     std::snprintf(buf, sizeof buf, "%s{\"knobs\": \"%s\", \"mismatches\": %llu}", i ? ", " : "",

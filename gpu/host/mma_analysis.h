@@ -58,9 +58,9 @@ struct mma_analysis {
   mma_acc acc = mma_acc::fp32;
   // measured facts (-1: not measured for this accumulator)
   int kept_bits = -1;
-  std::string rounding;    ///< "nearest" or "toward_zero"
-  int exact_chunk = -1;    ///< products summed exactly before meeting the accumulator
-  int align_span = -1;     ///< bits kept below the largest addend (max_span_tested: exact)
+  std::string rounding;  ///< "nearest" or "toward_zero"
+  int exact_chunk = -1;  ///< products summed exactly before meeting the accumulator
+  int align_span = -1;   ///< bits kept below the largest addend (max_span_tested: exact)
   int max_span_tested = 0;
   int c_span = -1;         ///< the same for the incoming C: bits of C kept below the products' 2^E
   bool int_wraps = false;  ///< int32: C = 2^31 - 1 plus 1 wraps to -2^31
@@ -68,7 +68,7 @@ struct mma_analysis {
   acc_model best;
   uint64_t best_mismatches = 0, vectors = 0;
   std::vector<std::pair<acc_model, uint64_t>> candidates;  ///< every model tried with its mismatches
-  std::vector<double> hw;  ///< the raw results, in battery order
+  std::vector<double> hw;                                  ///< the raw results, in battery order
 };
 
 /// Returns the probe battery for an instruction (deterministic).

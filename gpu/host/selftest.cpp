@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
   bool same = ae.found && ae.table.bits == 11 && ae.table.entries.size() == sex2.g.size();
   for (size_t i = 0; same && i < sex2.g.size(); ++i) same = ae.table.entries[i] == std::bit_cast<uint32_t>(sex2.g[i]);
   check(same, "ex2: simulated table unit (k = 11) recovered: rule ex2_frac, k and all 2048 entries");
-  check(ae.ieee.mismatches > 0, "ex2: the simulated unit differs from exp2f (" + std::to_string(ae.ieee.mismatches) + " inputs)");
+  check(ae.ieee.mismatches > 0,
+        "ex2: the simulated unit differs from exp2f (" + std::to_string(ae.ieee.mismatches) + " inputs)");
   // a unit outside the hypothesis (exp2f on every fraction bit): reported, not written
   const auto an = gpu::analyze_ex2(unary([](float x) { return gpu::sim::flush(std::exp2f(gpu::sim::flush(x))); }), dom);
   check(!an.found && !an.tried.empty() && an.tried[0].mismatches > 0 && !an.tried[0].dump.empty() &&
@@ -132,13 +133,15 @@ int main(int argc, char** argv) {
   const auto samples = gpu::structured_div_samples(10);
   auto binary = [](auto f) -> gpu::binary_eval {
     return [f](const uint32_t* a, const uint32_t* b, uint32_t* out, size_t n) {
-      for (size_t i = 0; i < n; ++i) out[i] = std::bit_cast<uint32_t>(f(std::bit_cast<float>(a[i]), std::bit_cast<float>(b[i])));
+      for (size_t i = 0; i < n; ++i)
+        out[i] = std::bit_cast<uint32_t>(f(std::bit_cast<float>(a[i]), std::bit_cast<float>(b[i])));
     };
   };
   const auto ad = gpu::analyze_div(binary(sdiv), ar.found ? &ar.table : nullptr, samples);
   check(ad.found && ad.table.rule == formats::sfu_rule::div_mul_rcp && ad.table.bits == 9,
         "div: simulated a * rcp(b) recovered as div_mul_rcp (" + std::to_string(samples.size()) + " samples)");
-  const auto adi = gpu::analyze_div(binary([](float a, float b) { return a / b; }), ar.found ? &ar.table : nullptr, samples);
+  const auto adi =
+      gpu::analyze_div(binary([](float a, float b) { return a / b; }), ar.found ? &ar.table : nullptr, samples);
   check(adi.found && adi.table.rule == formats::sfu_rule::div_ieee, "div: IEEE division recovered as div_ieee");
 
   // 4. tensor cores: a truncating accumulator (13 bits, chunks of 16) and an fp32 RNE one
@@ -147,14 +150,14 @@ int main(int argc, char** argv) {
                                    mma_of([&](const gpu::mma_vec& v) { return ta(v.a, v.b, v.c); }));
   check(am.best.kind == "truncated" && am.best.mant_bits == 13 && am.best.k_step == 16 && am.best_mismatches == 0 &&
             am.kept_bits == 13 && am.rounding == "toward_zero" && am.exact_chunk == 16,
-        "mma: simulated truncating accumulator recovered: " + am.best.knobs() + " (kept " + std::to_string(am.kept_bits) +
-            ", " + am.rounding + ", chunk " + std::to_string(am.exact_chunk) + ")");
-  const auto af = gpu::analyze_mma("sim.fp32.k32", 32, gpu::mma_input::e4m3, gpu::mma_acc::fp32,
-                                   mma_of([&](const gpu::mma_vec& v) {
-                                     double s = 0;
-                                     for (size_t k = 0; k < v.a.size(); ++k) s += static_cast<double>(v.a[k]) * v.b[k];
-                                     return static_cast<double>(static_cast<float>(v.c + s));
-                                   }));
+        "mma: simulated truncating accumulator recovered: " + am.best.knobs() + " (kept " +
+            std::to_string(am.kept_bits) + ", " + am.rounding + ", chunk " + std::to_string(am.exact_chunk) + ")");
+  const auto af =
+      gpu::analyze_mma("sim.fp32.k32", 32, gpu::mma_input::e4m3, gpu::mma_acc::fp32, mma_of([&](const gpu::mma_vec& v) {
+                         double s = 0;
+                         for (size_t k = 0; k < v.a.size(); ++k) s += static_cast<double>(v.a[k]) * v.b[k];
+                         return static_cast<double>(static_cast<float>(v.c + s));
+                       }));
   check(af.best.kind == "fp32" && af.best.k_step == 32 && af.best_mismatches == 0 && af.rounding == "nearest",
         "mma: simulated exact-chunk fp32 accumulator recovered: " + af.best.knobs());
 
@@ -175,10 +178,11 @@ int main(int argc, char** argv) {
   write_npy(dir + "/k.npy", k, {Hkv, n, d});
   write_npy(dir + "/v.npy", v, {Hkv, n, d});
   const auto ieee_div = [](float a, float b) { return a / b; };
-  write_npy(dir + "/expect_ex2_rcp.npy", gpu::sim::fp32_attention(q, k, v, H, Hkv, n, d, sex2, srcp, ieee_div, false, false),
-            {H, n, d});
+  write_npy(dir + "/expect_ex2_rcp.npy",
+            gpu::sim::fp32_attention(q, k, v, H, Hkv, n, d, sex2, srcp, ieee_div, false, false), {H, n, d});
   write_npy(dir + "/expect_ex2_div.npy",
-            gpu::sim::fp32_attention(q, k, v, H, Hkv, n, d, sex2, [](float x) { return 1.0f / x; }, sdiv, true, true),
+            gpu::sim::fp32_attention(
+                q, k, v, H, Hkv, n, d, sex2, [](float x) { return 1.0f / x; }, sdiv, true, true),
             {H, n, d});
   std::printf("%s: %d check(s) failed\n", failures ? "FAIL" : "ok  ", failures);
   return failures ? 1 : 0;

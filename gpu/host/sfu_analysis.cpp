@@ -40,8 +40,8 @@ int smallest_k(const std::vector<uint32_t>& g) {
 }
 
 // Compares unit and model over the domain (plus nothing else), in chunks on `threads` threads.
-hypothesis_result verify_unary(const std::string& name, const unary_eval& unit, const std::function<uint32_t(uint32_t)>& model,
-                               const unary_domain& dom) {
+hypothesis_result verify_unary(const std::string& name, const unary_eval& unit,
+                               const std::function<uint32_t(uint32_t)>& model, const unary_domain& dom) {
   hypothesis_result r;
   r.name = name;
   const uint64_t total = (uint64_t{1} << 32) / dom.stride + ((uint64_t{1} << 32) % dom.stride ? 1 : 0);
@@ -77,8 +77,8 @@ hypothesis_result verify_unary(const std::string& name, const unary_eval& unit, 
   return r;
 }
 
-sfu_analysis analyze_table_unit(const char* unit_name, formats::sfu_kind kind, formats::sfu_rule rule, float basis_scale,
-                                const unary_eval& unit, const unary_domain& dom,
+sfu_analysis analyze_table_unit(const char* unit_name, formats::sfu_kind kind, formats::sfu_rule rule,
+                                float basis_scale, const unary_eval& unit, const unary_domain& dom,
                                 const std::function<float(float)>& ieee) {
   sfu_analysis a;
   a.unit = unit_name;
@@ -94,16 +94,15 @@ sfu_analysis analyze_table_unit(const char* unit_name, formats::sfu_kind kind, f
     h.name = std::string(formats::sfu_rule_name(rule)) + "(k=" + std::to_string(k) + "): " + why;
     h.mismatches = 1;
   } else {
-    h = verify_unary(std::string(formats::sfu_rule_name(rule)) + "(k=" + std::to_string(k) + ")", unit,
-                     [&](uint32_t x) {
-                       return fbits(kind == formats::sfu_kind::ex2 ? t.ex2(ffrom(x)) : t.rcp(ffrom(x)));
-                     },
-                     dom);
+    h = verify_unary(
+        std::string(formats::sfu_rule_name(rule)) + "(k=" + std::to_string(k) + ")", unit,
+        [&](uint32_t x) { return fbits(kind == formats::sfu_kind::ex2 ? t.ex2(ffrom(x)) : t.rcp(ffrom(x))); }, dom);
   }
   a.found = why.empty() && h.mismatches == 0;
   a.tried.push_back(h);
   if (a.found) a.table = t;
-  a.ieee = verify_unary("ieee", unit, [&](uint32_t x) { return fbits(ieee(ffrom(x))); }, dom);
+  a.ieee = verify_unary(
+      "ieee", unit, [&](uint32_t x) { return fbits(ieee(ffrom(x))); }, dom);
   return a;
 }
 
@@ -154,7 +153,8 @@ std::vector<std::pair<uint32_t, uint32_t>> structured_div_samples(int mant_bits)
     for (uint32_t m = 0; m < (1u << 23); m += step)
       for (uint32_t s : {0u, 0x80000000u}) bs.push_back(s | (static_cast<uint32_t>(e + 127) << 23) | m);
   for (uint32_t b : {0x00000000u, 0x00000001u, 0x007FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00000u}) bs.push_back(b);
-  const float nums[] = {1.0f, -1.0f, 3.0f, 0.7f, 1.9999999f, 448.0f, 127.0f, 2.25f, 1e-30f, 1e30f, 3e38f, 1.2e-38f, 0.0f, -0.0f, INFINITY};
+  const float nums[] = {1.0f,   -1.0f, 3.0f,  0.7f,     1.9999999f, 448.0f, 127.0f,  2.25f,
+                        1e-30f, 1e30f, 3e38f, 1.2e-38f, 0.0f,       -0.0f,  INFINITY};
   for (float v : nums) as.push_back(fbits(v));
   as.push_back(0x7FC00000u);
   as.push_back(0x00000010u);  // subnormal numerator

@@ -36,17 +36,17 @@ struct mismatch {
 
 /// The outcome of one hypothesis on the domain.
 struct hypothesis_result {
-  std::string name;      ///< e.g. "ex2_frac(k=12)", "div_ieee"
+  std::string name;  ///< e.g. "ex2_frac(k=12)", "div_ieee"
   uint64_t evaluated = 0, mismatches = 0;
   std::vector<mismatch> dump;  ///< the first kMaxDump mismatches
 };
 
 struct sfu_analysis {
-  std::string unit;  ///< "ex2.approx.ftz.f32", ...
-  bool found = false;  ///< a hypothesis reproduced every evaluated output
-  formats::sfu_table table;  ///< the table of the hypothesis that held (found)
+  std::string unit;                      ///< "ex2.approx.ftz.f32", ...
+  bool found = false;                    ///< a hypothesis reproduced every evaluated output
+  formats::sfu_table table;              ///< the table of the hypothesis that held (found)
   std::vector<hypothesis_result> tried;  ///< every hypothesis with its counts, in order
-  hypothesis_result ieee;  ///< the emulator's ieee model (exp2f, 1/x, a/b) on the same inputs
+  hypothesis_result ieee;                ///< the emulator's ieee model (exp2f, 1/x, a/b) on the same inputs
 };
 
 /// The inputs a unary analysis verifies on: every `stride`-th bit pattern from 0 (stride 1: all

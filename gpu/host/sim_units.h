@@ -160,7 +160,8 @@ std::vector<float> fp32_attention(const std::vector<float>& q, const std::vector
       const bool bad = !(l > 0);
       const float inv = bad ? 0.0f : rcp(l);
       for (int c = 0; c < d; ++c)
-        out[(static_cast<size_t>(h) * n + i) * d + c] = divide_epilogue ? (bad ? 0.0f : div(o[c], l)) * 1.0f : o[c] * (inv * 1.0f);
+        out[(static_cast<size_t>(h) * n + i) * d + c] =
+            divide_epilogue ? (bad ? 0.0f : div(o[c], l)) * 1.0f : o[c] * (inv * 1.0f);
     }
   }
   return out;

@@ -72,8 +72,8 @@ attnum::attention::layer_view layer_of(const f32_array& q, const f32_array& k, c
     fail("k {}x{}x{} and v {}x{}x{}: shapes differ", dk.n_head, dk.n_tok, dk.d, dv.n_head, dv.n_tok, dv.d);
   if (dq.d != dk.d) fail("d_head of q ({}) and k ({}) differ", dq.d, dk.d);
   if (dq.n_head == 0 || dk.n_head == 0 || dq.n_tok == 0 || dk.n_tok == 0 || dq.d == 0)
-    fail("q {}x{}x{}, k {}x{}x{}: every dimension must be at least 1", dq.n_head, dq.n_tok, dq.d, dk.n_head,
-         dk.n_tok, dk.d);
+    fail("q {}x{}x{}, k {}x{}x{}: every dimension must be at least 1", dq.n_head, dq.n_tok, dq.d, dk.n_head, dk.n_tok,
+         dk.d);
   if (dq.n_head % dk.n_head != 0) fail("q has {} heads, not a multiple of k's {} (GQA)", dq.n_head, dk.n_head);
   return {q.data(), k.data(), v.data(), dq.n_head, dk.n_head, dq.n_tok, dk.n_tok, dq.d};
 }
@@ -192,8 +192,8 @@ struct progress_scope {
 // files and completion marker; `command` is the CLI line of the same study (meta.json).
 void heads(const std::vector<std::string>& captures, bool zoo, const std::vector<std::string>& kernels,
            const std::vector<std::string>& knobs, const std::string& rotation, const py::object& rotation_matrix,
-           const std::string& zoo_dtype, const std::vector<std::string>& conditions, int n_tok, int layers,
-           int texts, const std::string& predictor_model, const std::string& predictor_version, const std::string& out,
+           const std::string& zoo_dtype, const std::vector<std::string>& conditions, int n_tok, int layers, int texts,
+           const std::string& predictor_model, const std::string& predictor_version, const std::string& out,
            bool progress) {
   using namespace attnum;
   if (zoo == !captures.empty()) fail("heads: give exactly one of zoo=True or captures=[...]");
@@ -249,8 +249,7 @@ void loss(const std::string& model, const std::vector<std::string>& texts, const
           const std::string& tokenizer, int tokens, int windows, const std::vector<std::string>& kernels,
           const std::vector<std::string>& knobs, const std::string& rotation, const py::object& rotation_matrix,
           const std::vector<std::string>& conditions, const std::string& reference, const std::string& linear,
-          const std::string& save_reference, const std::string& reference_file, const std::string& out,
-          bool progress) {
+          const std::string& save_reference, const std::string& reference_file, const std::string& out, bool progress) {
   using namespace attnum;
   study::check_conditions(conditions, false, "conditions");
   pipeline::loss_request r;
@@ -275,8 +274,7 @@ void study(const std::string& model, const std::vector<std::string>& texts, cons
            const std::vector<std::string>& kernels, const std::vector<std::string>& knobs, const std::string& rotation,
            const py::object& rotation_matrix, const std::vector<std::string>& conditions,
            const std::string& predictor_model, const std::string& predictor_version, const std::string& linear,
-           const std::string& out, bool report,
-           bool full_pcast, int zoo_layers, int zoo_tokens, bool progress) {
+           const std::string& out, bool report, bool full_pcast, int zoo_layers, int zoo_tokens, bool progress) {
   using namespace attnum;
   study::check_conditions(conditions, true, "conditions");
   pipeline::study_config c;
@@ -330,8 +328,9 @@ f64_array predict(const f32_array& q, const f32_array& k, const f32_array& v, co
   f64_array out(lv.n_head);
   double* dst = out.mutable_data();
   compute_scope scope;
-  const auto run = attnum::study::prepare_run(spec_of(kernel, {}), cond, {lv.q, lv.k, lv.v, lv.n_head, lv.n_head_kv, n, d},
-                                              {rotation_of(rotation, rotation_matrix), false});
+  const auto run =
+      attnum::study::prepare_run(spec_of(kernel, {}), cond, {lv.q, lv.k, lv.v, lv.n_head, lv.n_head_kv, n, d},
+                                 {rotation_of(rotation, rotation_matrix), false});
   for (int h = 0; h < lv.n_head; ++h) {
     const float* qh = lv.q + h * hd;
     const float* kh = lv.k + (h / group) * hd;
@@ -359,10 +358,14 @@ py::tuple cast(const f64_array& x, const std::string& to, bool saturate, double 
   if (f == format::fp32) fail("cast: to='fp32' is the identity; expected e4m3fn, e5m2, bf16, fp16 or int8");
   if (!(scale > 0) || !std::isfinite(scale)) fail("cast: scale {}: expected a positive finite number", scale);
   rounding r;
-  if (round == "rne" || round == "nearest_even") r = rounding::nearest_even;
-  else if (round == "away" || round == "half_away") r = rounding::half_away;
-  else if (round == "rz" || round == "toward_zero") r = rounding::toward_zero;
-  else fail("cast: round '{}': expected rne, away or rz", round);
+  if (round == "rne" || round == "nearest_even")
+    r = rounding::nearest_even;
+  else if (round == "away" || round == "half_away")
+    r = rounding::half_away;
+  else if (round == "rz" || round == "toward_zero")
+    r = rounding::toward_zero;
+  else
+    fail("cast: round '{}': expected rne, away or rz", round);
   const std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
   const bool wide = info(f).bits > 8;
   py::array codes = wide ? py::array(py::dtype::of<uint16_t>(), shape) : py::array(py::dtype::of<uint8_t>(), shape);
@@ -376,8 +379,10 @@ py::tuple cast(const f64_array& x, const std::string& to, bool saturate, double 
     for (py::ssize_t i = 0; i < n; ++i) {
       const uint32_t c = encode(f, src[i] / scale, r, saturate);
       dec[i] = decode(f, c) * scale;
-      if (wide) static_cast<uint16_t*>(cp)[i] = static_cast<uint16_t>(c);
-      else static_cast<uint8_t*>(cp)[i] = static_cast<uint8_t>(c);
+      if (wide)
+        static_cast<uint16_t*>(cp)[i] = static_cast<uint16_t>(c);
+      else
+        static_cast<uint8_t*>(cp)[i] = static_cast<uint8_t>(c);
     }
   }
   return py::make_tuple(codes, decoded);
@@ -385,7 +390,8 @@ py::tuple cast(const f64_array& x, const std::string& to, bool saturate, double 
 
 std::string kernels_json() {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& name : attnum::attention::preset_names()) rows.push_back(attnum::attention::to_json(attnum::attention::preset(name)));
+  for (const auto& name : attnum::attention::preset_names())
+    rows.push_back(attnum::attention::to_json(attnum::attention::preset(name)));
   return rows.dump();
 }
 
@@ -427,7 +433,8 @@ f64_array pcast_dp(const std::vector<double>& scales) {
 
 py::dict pcast_reverse_bound(int64_t n_tok, double scale) {
   if (n_tok < 1) fail("pcast.reverse_bound: n_tok {}: expected >= 1", n_tok);
-  if (!(scale > 0) || !std::isfinite(scale)) fail("pcast.reverse_bound: scale {}: expected a positive finite number", scale);
+  if (!(scale > 0) || !std::isfinite(scale))
+    fail("pcast.reverse_bound: scale {}: expected a positive finite number", scale);
   const attnum::pcast::reverse_bound_row r = attnum::pcast::reverse_bound(n_tok, scale);
   py::dict out;
   out["n_tok"] = r.n_tok, out["scale"] = r.scale, out["flush"] = r.flush, out["max_mean"] = r.max_mean;
@@ -502,10 +509,12 @@ PYBIND11_MODULE(_core, m) {
     check_k_sink(k_sink);
     return attnum::pcast::underflow_closed_form(delta, scale, k_sink);
   });
-  m.def("pcast_underflow_exact", [](double delta, double scale, int n_tok, int block, int k_sink, const std::string& order) {
+  m.def("pcast_underflow_exact", [](double delta, double scale, int n_tok, int block, int k_sink,
+                                    const std::string& order) {
     if (n_tok < 1 || block < 1 || k_sink < 1 || k_sink > n_tok)
-      fail("pcast.underflow_exact: n_tok {}, block {}, k_sink {}: expected n_tok >= 1, block >= 1, 1 <= k_sink <= n_tok",
-           n_tok, block, k_sink);
+      fail(
+          "pcast.underflow_exact: n_tok {}, block {}, k_sink {}: expected n_tok >= 1, block >= 1, 1 <= k_sink <= n_tok",
+          n_tok, block, k_sink);
     const auto o = attnum::pcast::parse_order(order.c_str());
     py::gil_scoped_release release;
     return attnum::pcast::underflow_exact(delta, scale, {n_tok, block, k_sink}, o);

@@ -26,9 +26,10 @@
 namespace attnum::attention {
 namespace {
 
-#define REQUIRE_AMX()    \
-  if (!amx::available()) \
-  GTEST_SKIP() << "no AMX-BF16 here (CPU, OS or ATTNUM_NO_AMX): the engine uses its double GEMMs"
+#define REQUIRE_AMX()                                                                        \
+  if (!amx::available())                                                                     \
+  GTEST_SKIP() << "no AMX-BF16 here (CPU, OS or ATTNUM_NO_AMX): the engine uses its double " \
+                  "GEMMs"
 
 enum class dist { gaussian, log_uniform, extremes, max_same_sign };
 
@@ -74,8 +75,7 @@ formats::accumulator_model model_of(const accumulator_spec& a) {
   return m;
 }
 
-const accumulator_spec kModels[] = {
-    {acc_kind::fp32, 23, 32}, {acc_kind::truncated, 13, 32}, {acc_kind::fp16, 10, 32}};
+const accumulator_spec kModels[] = {{acc_kind::fp32, 23, 32}, {acc_kind::truncated, 13, 32}, {acc_kind::fp16, 10, 32}};
 
 template <typename Acc>
 void check_qk(int n_q, int n_kv, int d, dist dq, dist dk, uint64_t seed) {
@@ -96,13 +96,12 @@ void check_qk(int n_q, int n_kv, int d, dist dq, dist dk, uint64_t seed) {
         e.run(r0, rows, j0, n, model, acc.data(), ld, kNoMask);
         for (int r = 0; r < rows; ++r)
           for (int j = 0; j < n; ++j) {
-            const float want =
-                formats::accumulate_dot(fm, 0.0f, q.data() + static_cast<size_t>(r0 + r) * d,
-                                        k.data() + static_cast<size_t>(j0 + j) * d, d);
+            const float want = formats::accumulate_dot(fm, 0.0f, q.data() + static_cast<size_t>(r0 + r) * d,
+                                                       k.data() + static_cast<size_t>(j0 + j) * d, d);
             const float got = static_cast<float>(acc[static_cast<size_t>(r) * ld + j]);
             ASSERT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(got))
-                << "row " << r0 + r << " key " << j0 + j << " d " << d << " model "
-                << static_cast<int>(model.kind) << " want " << want << " got " << got;
+                << "row " << r0 + r << " key " << j0 + j << " d " << d << " model " << static_cast<int>(model.kind)
+                << " want " << want << " got " << got;
           }
       }
   }
@@ -134,8 +133,7 @@ TEST(amx_exact, qk_causal_skip_zeroes_only_fully_masked_tiles) {
       const bool skipped = (j / 16) * 16 >= (r / 16) * 16 + 16;  // the whole 16 x 16 tile is masked
       const double want = skipped
                               ? 0.0
-                              : formats::accumulate_dot(model_of(model), 0.0f,
-                                                        q.data() + static_cast<size_t>(r) * d,
+                              : formats::accumulate_dot(model_of(model), 0.0f, q.data() + static_cast<size_t>(r) * d,
                                                         k.data() + static_cast<size_t>(j) * d, d);
       ASSERT_EQ(acc[static_cast<size_t>(r) * 96 + j], want) << "row " << r << " key " << j;
     }
@@ -206,16 +204,14 @@ void check_pv(int rows, int n_kv, int d, int j0, int n, dist dp, dist dv, uint64
   for (const auto& model : kModels) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     std::vector<float> acc(static_cast<size_t>(rows) * d);
-    for (auto& a : acc)
-      a = formats::quantize_fp16(static_cast<float>(rng() % 2001) - 1000.0f) / 8.0f;
+    for (auto& a : acc) a = formats::quantize_fp16(static_cast<float>(rng() % 2001) - 1000.0f) / 8.0f;
     const auto before = acc;
     ASSERT_TRUE(e.run(p.data(), 64, rows, live.data(), j0, n, model, acc.data(), d));
     for (int r = 0; r < rows; ++r)
       for (int ch = 0; ch < d; ++ch) {
         const size_t at = static_cast<size_t>(r) * d + ch;
         const float want =
-            live[r] ? formats::accumulate_dot(model_of(model), before[at],
-                                              p.data() + static_cast<size_t>(r) * 64,
+            live[r] ? formats::accumulate_dot(model_of(model), before[at], p.data() + static_cast<size_t>(r) * 64,
                                               v.data() + static_cast<size_t>(j0) * d + ch, n, d)
                     : before[at];
         ASSERT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(acc[at]))
@@ -243,12 +239,10 @@ TEST(amx_exact, pv_nan_in_a_live_row_falls_back_untouched) {
   amx::exact_pv e;
   ASSERT_TRUE(e.build(v.data(), 64, 32));
   p[5 * 64 + 7] = NAN;
-  EXPECT_FALSE(
-      e.run(p.data(), 64, 16, live.data(), 0, 64, {acc_kind::fp32, 23, 32}, acc.data(), 32));
+  EXPECT_FALSE(e.run(p.data(), 64, 16, live.data(), 0, 64, {acc_kind::fp32, 23, 32}, acc.data(), 32));
   for (float a : acc) ASSERT_EQ(a, 2.0f);
   live[5] = 0;  // a dead row's NaN is never read
-  EXPECT_TRUE(
-      e.run(p.data(), 64, 16, live.data(), 0, 64, {acc_kind::fp32, 23, 32}, acc.data(), 32));
+  EXPECT_TRUE(e.run(p.data(), 64, 16, live.data(), 0, 64, {acc_kind::fp32, 23, 32}, acc.data(), 32));
 }
 
 TEST(amx_exact, engine_with_tiles_equals_engine_without) {
@@ -272,8 +266,7 @@ TEST(amx_exact, engine_with_tiles_equals_engine_without) {
             ASSERT_EQ(with.size(), without.size());
             for (size_t i = 0; i < with.size(); ++i)
               ASSERT_EQ(std::bit_cast<uint32_t>(with[i]), std::bit_cast<uint32_t>(without[i]))
-                  << name << " n " << n << " d " << d << " causal " << causal << " wide " << wide
-                  << " at " << i;
+                  << name << " n " << n << " d " << d << " causal " << causal << " wide " << wide << " at " << i;
             compared += used;
           }
   }
@@ -290,8 +283,7 @@ TEST(amx_exact, engine_with_tiles_equals_engine_without_on_odd_shapes) {
     for (auto [n_q, n_kv] : {std::pair{37, 130}, std::pair{1, 77}, std::pair{64, 300}})
       for (int d : {40, 48, 256})
         for (condition cond : {condition::plain, condition::center_rotate}) {
-          if (cond != condition::plain && (d & (d - 1)))
-            continue;  // the Hadamard needs a power of two
+          if (cond != condition::plain && (d & (d - 1))) continue;  // the Hadamard needs a power of two
           auto L = test::random_layer(4, 2, n_q, n_kv, d, 77 + n_q + d, 2.0f);
           L.k[5] = 700.0f, L.v[9] = -0.001f;
           test::refresh(L);

@@ -36,9 +36,10 @@ TEST_F(attend_cli_test, output_equals_library_and_rel_err_printed) {
   io::write_npy(path("k.npy"), L.k.data(), {2, 48, 64});
   io::write_npy(path("v.npy"), L.v.data(), {2, 48, 64});
   // stderr apart: these fp32 inputs draw the transform-dtype warning (transform_dtype_test.cpp).
-  const auto r = attnum::test::run_attnum("attend --q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
-                                          path("v.npy") + " --kernel sage2pp-sm89 --condition rotate --out " +
-                                          path("o.npy") + " --json", false);
+  const auto r =
+      attnum::test::run_attnum("attend --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
+                                   " --kernel sage2pp-sm89 --condition rotate --out " + path("o.npy") + " --json",
+                               false);
   ASSERT_EQ(r.status, 0) << r.out;
   const auto rows = nlohmann::json::parse(r.out);
   ASSERT_EQ(rows.size(), 4u);

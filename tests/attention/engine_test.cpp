@@ -51,7 +51,8 @@ TEST(engine_test, exact_path_equals_reference) {
             s.block_n = bn, s.block_m = 64, s.reverse = reverse;
             // Exact path with an fp8 preset's layout knobs (scaled space, sage row sum) too.
             for (bool sage_like : {false, bn == 16}) {
-              if (sage_like) s.max = max_space::scaled, s.rowsum = rowsum_order::sage_mma, s.pv = pv_mode::fresh_per_block;
+              if (sage_like)
+                s.max = max_space::scaled, s.rowsum = rowsum_order::sage_mma, s.pv = pv_mode::fresh_per_block;
               const auto o = run_layer_f64(s, L.view, condition::plain, causal);
               EXPECT_LT(max_rel_vs_ref(o, L.view, causal), 1e-12)
                   << "n " << n << " d " << d << " bn " << bn << " reverse " << reverse << " causal " << causal;
@@ -213,7 +214,8 @@ TEST(engine_test, causal_scope_output_ignores_future_tokens) {
     cau.scope = scale_scope::causal;
     const auto a_seq = run_layer(preset(name), L.view, condition::plain, true);
     const auto a_cau = run_layer(cau, L.view, condition::plain, true);
-    for (int c = 0; c < d; ++c) L.k[(n - 1) * d + c] *= 50.0f, L.v[(n - 1) * d + c] *= 50.0f, L.q[(n - 1) * d + c] *= 50.0f;
+    for (int c = 0; c < d; ++c)
+      L.k[(n - 1) * d + c] *= 50.0f, L.v[(n - 1) * d + c] *= 50.0f, L.q[(n - 1) * d + c] *= 50.0f;
     const auto b_seq = run_layer(preset(name), L.view, condition::plain, true);
     const auto b_cau = run_layer(cau, L.view, condition::plain, true);
     const size_t early = 64 * d;  // rows 0..63 of head 0: their CTA never reaches token n-1
@@ -336,8 +338,8 @@ TEST(engine_test, prepare_without_kept_operands_casts_the_same_bits) {
       EXPECT_TRUE(same(kept->v8, lean->v8)) << what;
       EXPECT_TRUE(lean->v.empty()) << what;
       EXPECT_EQ(kept->v.size(), L.v.size()) << what;
-      const bool q_changed = cond == condition::rotate || cond == condition::center_rotate ||
-                             s.scaling == score_scaling::dequant_unit;
+      const bool q_changed =
+          cond == condition::rotate || cond == condition::center_rotate || s.scaling == score_scaling::dequant_unit;
       EXPECT_EQ(lean->q.empty(), !q_changed) << what;
       if (cond == condition::plain && !(s.smooth_k && s.enabled.k_cast)) {
         EXPECT_TRUE(lean->k.empty()) << what;
@@ -428,7 +430,8 @@ TEST(engine_test, presets_listed_and_described) {
     documented.push_back(quoted[0]);
   }
   EXPECT_FALSE(documented.empty()) << "no Presets table in docs/kernels.md";
-  EXPECT_EQ(std::set<std::string>(documented.begin(), documented.end()), std::set<std::string>(names.begin(), names.end()));
+  EXPECT_EQ(std::set<std::string>(documented.begin(), documented.end()),
+            std::set<std::string>(names.begin(), names.end()));
   EXPECT_EQ(documented.size(), names.size()) << "a preset listed twice";
   EXPECT_EQ(to_json(preset("fa3"))["reverse"], true);
   EXPECT_EQ(preset("fa3").tile_for(128).second, 224);
@@ -456,8 +459,8 @@ TEST(engine_test, knobs_the_path_ignores_are_refused) {
       EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
     }
   };
-  refused("fa3", {"p_scale=448"}, "p_scale");              // exponent_offset: P scaled by 2^p_offset
-  refused("xqa-sm90", {"p_offset=8"}, "p_offset");         // multiply
+  refused("fa3", {"p_scale=448"}, "p_scale");       // exponent_offset: P scaled by 2^p_offset
+  refused("xqa-sm90", {"p_offset=8"}, "p_offset");  // multiply
   refused("fa3", {"rescale_before_pv=true"}, "rescale_before_pv");
   refused("fa3", {"pv_acc.mant_bits=12"}, "pv_acc.mant_bits");  // fp32 accumulator
   refused("hpcops", {"fold_dq_first=true"}, "fold_dq_first");

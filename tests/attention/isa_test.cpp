@@ -78,23 +78,23 @@ TEST(isa, every_path_gives_the_scalar_bits_for_every_preset) {
   set_threads(2);
   for (const auto& name : preset_names()) {
     // (n, d, causal, wide): tails off every block grid, d not a multiple of 32, both masks
-    for (auto [n, d, causal, wide] : {std::tuple{130, 64, true, false}, std::tuple{77, 80, false, true},
-                                      std::tuple{40, 128, true, true}}) {
-          const auto L = wide ? test::wide_layer(4, 2, n, d, 31 + n + d) : test::random_layer(4, 2, n, n, d, 17 + n + d, 3.0f);
-          std::vector<float> want;
-          {
-            isa_guard g;
-            isa::set_active(path::scalar);
-            want = run_layer(preset(name), L.view, condition::plain, causal);
-          }
-          for_each_path([&](path p) {
-            if (p == path::scalar) return;
-            const auto got = run_layer(preset(name), L.view, condition::plain, causal);
-            std::ostringstream what;
-            what << name << " on " << isa::name(p) << " n " << n << " d " << d << " causal " << causal << " wide "
-                 << wide;
-            oracle_check::expect_same_bits(got, want, d, what.str());
-          });
+    for (auto [n, d, causal, wide] :
+         {std::tuple{130, 64, true, false}, std::tuple{77, 80, false, true}, std::tuple{40, 128, true, true}}) {
+      const auto L =
+          wide ? test::wide_layer(4, 2, n, d, 31 + n + d) : test::random_layer(4, 2, n, n, d, 17 + n + d, 3.0f);
+      std::vector<float> want;
+      {
+        isa_guard g;
+        isa::set_active(path::scalar);
+        want = run_layer(preset(name), L.view, condition::plain, causal);
+      }
+      for_each_path([&](path p) {
+        if (p == path::scalar) return;
+        const auto got = run_layer(preset(name), L.view, condition::plain, causal);
+        std::ostringstream what;
+        what << name << " on " << isa::name(p) << " n " << n << " d " << d << " causal " << causal << " wide " << wide;
+        oracle_check::expect_same_bits(got, want, d, what.str());
+      });
     }
   }
   set_threads(1);
@@ -123,7 +123,8 @@ std::vector<float> operand(size_t n, uint64_t seed, int kind) {
   for (auto& x : v) {
     const int c = pick(rng);
     if (kind == 0)
-      x = formats::quantize_e4m3_sat(c < 30 ? (c % 2 ? 448.0f : -0x1p-9f) : nd(rng) * std::exp2(static_cast<float>(c % 18 - 9)));
+      x = formats::quantize_e4m3_sat(c < 30 ? (c % 2 ? 448.0f : -0x1p-9f)
+                                            : nd(rng) * std::exp2(static_cast<float>(c % 18 - 9)));
     else
       x = nd(rng) * std::exp2(static_cast<float>(c % 60 - 30));
     if (kind == 2 && c == 0) x = NAN;
@@ -137,8 +138,8 @@ TEST(isa, fma_chunk_gemm_equals_the_plain_double_loop) {
   for_each_path([&](path p) {
     uint64_t seed = 5;
     for (int kind : {0, 1, 2})
-      for (auto [rows, n, kn] : {std::tuple{64, 192, 32}, std::tuple{7, 13, 5}, std::tuple{13, 33, 16}, std::tuple{1, 1, 1},
-                                 std::tuple{64, 128, 128}}) {
+      for (auto [rows, n, kn] : {std::tuple{64, 192, 32}, std::tuple{7, 13, 5}, std::tuple{13, 33, 16},
+                                 std::tuple{1, 1, 1}, std::tuple{64, 128, 128}}) {
         const int lda = kn + 3, ldb = n + 5, ldc = n + 1;
         const auto A = operand(static_cast<size_t>(rows) * lda, ++seed, kind);
         const auto B = operand(static_cast<size_t>(kn) * ldb, ++seed, kind);
@@ -190,7 +191,8 @@ TEST(isa, packed_chunk_gemm_equals_the_plain_double_loop) {
             double want = 0.0;
             for (int k = k0; k < k0 + kn; ++k)
               want += static_cast<double>(A[static_cast<size_t>(r) * lda + k]) *
-                      static_cast<double>(transposed ? B[static_cast<size_t>(j0 + j) * K + k] : B[static_cast<size_t>(k) * N + j0 + j]);
+                      static_cast<double>(transposed ? B[static_cast<size_t>(j0 + j) * K + k]
+                                                     : B[static_cast<size_t>(k) * N + j0 + j]);
             ASSERT_EQ(std::bit_cast<uint64_t>(got[static_cast<size_t>(r) * n + j]), std::bit_cast<uint64_t>(want))
                 << "transposed " << transposed << " k0 " << k0 << " j0 " << j0 << " at " << r << "," << j;
           }
@@ -217,8 +219,8 @@ TEST(isa, fused_fp32_rounding_equals_the_plain_loop_then_rounding) {
     const int W = pb.W;
     std::vector<char> live(R, 1);
     live[2] = live[9] = 0;
-    for (auto [r0, rows, k0, kn, j0, n] : {std::tuple{0, 13, 0, 32, 0, N}, std::tuple{7, 13, 32, 32, W, N - W},
-                                           std::tuple{3, 6, 64, 6, 0, 5}}) {
+    for (auto [r0, rows, k0, kn, j0, n] :
+         {std::tuple{0, 13, 0, 32, 0, N}, std::tuple{7, 13, 32, 32, W, N - W}, std::tuple{3, 6, 64, 6, 0, 5}}) {
       for (int storage : {0, 1})
         for (bool from_zero : {false, true})
           for (bool with_live : {false, true})
@@ -231,11 +233,11 @@ TEST(isa, fused_fp32_rounding_equals_the_plain_loop_then_rounding) {
                 dd[i] = f[i];
               }
               const auto f0 = f;
-              const fma::fp32_acc out{storage == 0 ? f.data() : nullptr, storage == 1 ? dd.data() : nullptr, ld, from_zero,
-                                      with_live ? live.data() + r0 : nullptr};
+              const fma::fp32_acc out{storage == 0 ? f.data() : nullptr, storage == 1 ? dd.data() : nullptr, ld,
+                                      from_zero, with_live ? live.data() + r0 : nullptr};
               const bool ran = use_pa ? fma::ordered_gemm(pa, r0, pb, k0, kn, j0, n, rows, out)
-                                      : fma::ordered_gemm(A.data() + static_cast<size_t>(r0) * K + k0, K, pb, k0, kn, j0, n,
-                                                          rows, out);
+                                      : fma::ordered_gemm(A.data() + static_cast<size_t>(r0) * K + k0, K, pb, k0, kn,
+                                                          j0, n, rows, out);
               EXPECT_EQ(ran, fma_kernels(p));
               if (!ran) continue;
               for (int r = 0; r < rows; ++r)
@@ -267,7 +269,7 @@ TEST(isa, fused_fp32_rounding_equals_the_plain_loop_then_rounding) {
     EXPECT_FALSE(fma::ordered_gemm(pa, 0, pb, 0, 32, 0, N, R, fma::fp32_acc{f.data(), dd.data(), N}));  // both
     EXPECT_FALSE(fma::ordered_gemm(pa, 0, pb, 0, 32, 0, N, R, fma::fp32_acc{nullptr, nullptr, N}));     // neither
     EXPECT_FALSE(fma::ordered_gemm(pa, 8, pb, 0, 32, 0, N, 13, fma::fp32_acc{f.data(), nullptr, N}));   // past A's rows
-    EXPECT_FALSE(fma::ordered_gemm(pa, 0, pb, 64, 8, 0, N, R, dd.data(), N));                          // past A's k
+    EXPECT_FALSE(fma::ordered_gemm(pa, 0, pb, 64, 8, 0, N, R, dd.data(), N));                           // past A's k
     if (W > 1) {
       EXPECT_FALSE(fma::ordered_gemm(pa, 0, pb, 0, 32, 1, N - W, R, fma::fp32_acc{f.data(), nullptr, N}));
     }
@@ -285,8 +287,10 @@ TEST(isa, infinite_v_reaches_masked_rows_as_nan) {
   L.v[static_cast<size_t>(key) * d + ch] = 3.4e38f;
   for_each_path([&](path p) {
     const auto o = run_layer(preset("bf16"), L.view, condition::plain, true);
-    for (int r = 0; r < key; ++r) EXPECT_TRUE(std::isnan(o[static_cast<size_t>(r) * d + ch])) << isa::name(p) << " row " << r;
-    for (int r = key; r < n; ++r) EXPECT_TRUE(std::isinf(o[static_cast<size_t>(r) * d + ch])) << isa::name(p) << " row " << r;
+    for (int r = 0; r < key; ++r)
+      EXPECT_TRUE(std::isnan(o[static_cast<size_t>(r) * d + ch])) << isa::name(p) << " row " << r;
+    for (int r = key; r < n; ++r)
+      EXPECT_TRUE(std::isinf(o[static_cast<size_t>(r) * d + ch])) << isa::name(p) << " row " << r;
     EXPECT_TRUE(std::isfinite(o[ch + 1]));
   });
 }
@@ -310,8 +314,7 @@ TEST(isa, multi_chunk_fp32_rounding_equals_one_rounding_per_chunk) {
       for (int r = 0; r < R; ++r) {
         const int up = (r * K) / (R - 1);
         k_end[r] = order == 0 ? up : order == 1 ? K - up : static_cast<int>(rng() % (K + 1));
-        for (int k = k_end[r]; k < K; ++k)
-          A[static_cast<size_t>(r) * K + k] = (k % 3) ? 0.0f : -0.0f;
+        for (int k = k_end[r]; k < K; ++k) A[static_cast<size_t>(r) * K + k] = (k % 3) ? 0.0f : -0.0f;
       }
       std::vector<char> live(R, 1);
       live[4] = live[17] = 0;
@@ -321,8 +324,7 @@ TEST(isa, multi_chunk_fp32_rounding_equals_one_rounding_per_chunk) {
             for (bool from_zero : {false, true}) {
               if (use_end && from_zero) continue;  // refused below
               std::vector<float> f(static_cast<size_t>(R) * N);
-              for (size_t i = 0; i < f.size(); ++i)
-                f[i] = static_cast<float>(i % 11) * 0.25f - 1.0f;
+              for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(i % 11) * 0.25f - 1.0f;
               const auto f0 = f;
               std::vector<int> ends(R);
               for (int r = 0; r < R; ++r) ends[r] = live[r] ? k_end[r] : 0;
@@ -344,8 +346,7 @@ TEST(isa, multi_chunk_fp32_rounding_equals_one_rounding_per_chunk) {
                       for (int k = c0; k < std::min(K, c0 + step); ++k)
                         sum += static_cast<double>(A[static_cast<size_t>(r) * K + k]) *
                                static_cast<double>(B[static_cast<size_t>(k) * N + j]);
-                      want = static_cast<float>(
-                          (from_zero && c0 == 0 ? 0.0 : static_cast<double>(want)) + sum);
+                      want = static_cast<float>((from_zero && c0 == 0 ? 0.0 : static_cast<double>(want)) + sum);
                     }
                   }
                   // a masked entry (j > r + mask_after) is computed or left as it was, nothing else
@@ -355,9 +356,8 @@ TEST(isa, multi_chunk_fp32_rounding_equals_one_rounding_per_chunk) {
                     continue;
                   }
                   ASSERT_EQ(std::bit_cast<uint32_t>(f[i]), std::bit_cast<uint32_t>(want))
-                      << isa::name(p) << " k_step " << ks << " mask_after " << mask_after
-                      << " k_end " << use_end << " from_zero " << from_zero << " order " << order
-                      << " at " << r << "," << j;
+                      << isa::name(p) << " k_step " << ks << " mask_after " << mask_after << " k_end " << use_end
+                      << " from_zero " << from_zero << " order " << order << " at " << r << "," << j;
                 }
               }
               if (mask_after < N) {
@@ -382,7 +382,8 @@ TEST(isa, int8_gemm_equals_the_integer_loop) {
   for_each_path([&](path p) {
     std::mt19937_64 rng(21);
     std::uniform_int_distribution<int> u(-128, 127), pick(0, 3);
-    for (auto [rows, n, d] : {std::tuple{64, 192, 128}, std::tuple{9, 37, 7}, std::tuple{17, 33, 200}, std::tuple{1, 1, 1}}) {
+    for (auto [rows, n, d] :
+         {std::tuple{64, 192, 128}, std::tuple{9, 37, 7}, std::tuple{17, 33, 200}, std::tuple{1, 1, 1}}) {
       std::vector<float> q(static_cast<size_t>(rows) * d), k(static_cast<size_t>(n) * d);
       for (auto* v : {&q, &k})
         for (auto& x : *v) x = static_cast<float>(pick(rng) == 0 ? (rng() & 1 ? 127 : -128) : u(rng));
@@ -397,7 +398,8 @@ TEST(isa, int8_gemm_equals_the_integer_loop) {
         ASSERT_TRUE(fma::int8_gemm_nt(q.data(), d, kp, j0, rows, nn, Cp.data(), nn));
         for (int r = 0; r < rows; ++r)
           for (int j = 0; j < nn; ++j)
-            ASSERT_EQ(Cp[static_cast<size_t>(r) * nn + j], test::int8_dot(q, r, k, j0 + j, d)) << "packed j0 " << j0 << " at " << r << "," << j;
+            ASSERT_EQ(Cp[static_cast<size_t>(r) * nn + j], test::int8_dot(q, r, k, j0 + j, d))
+                << "packed j0 " << j0 << " at " << r << "," << j;
       }
       // Q packed once too: rows [r0, r0 + rr) of it against each key block
       fma::packed_i8_a qp;
@@ -410,16 +412,17 @@ TEST(isa, int8_gemm_equals_the_integer_loop) {
         ASSERT_TRUE(fma::int8_gemm_nt(qp, r0, rr, kp, j0, nn, Cq.data(), nn));
         for (int r = 0; r < rr; ++r)
           for (int j = 0; j < nn; ++j)
-            ASSERT_EQ(Cq[static_cast<size_t>(r) * nn + j], test::int8_dot(q, r0 + r, k, j0 + j, d)) << "packed Q, j0 " << j0;
+            ASSERT_EQ(Cq[static_cast<size_t>(r) * nn + j], test::int8_dot(q, r0 + r, k, j0 + j, d))
+                << "packed Q, j0 " << j0;
       }
       if (kp.W > 1) {
         std::vector<double> Cx(4);
         EXPECT_FALSE(fma::int8_gemm_nt(q.data(), d, kp, 1, 1, 1, Cx.data(), 1));  // off the panel grid
-        EXPECT_FALSE(fma::int8_gemm_nt(qp, rows, 1, kp, 0, 1, Cx.data(), 1));    // past Q's rows
+        EXPECT_FALSE(fma::int8_gemm_nt(qp, rows, 1, kp, 0, 1, Cx.data(), 1));     // past Q's rows
         fma::packed_i8_a other;
         const std::vector<float> q2(static_cast<size_t>(d) + 1, 1.0f);
         other.build(q2.data(), d + 1, 1, d + 1);
-        EXPECT_FALSE(fma::int8_gemm_nt(other, 0, 1, kp, 0, 1, Cx.data(), 1));    // another d
+        EXPECT_FALSE(fma::int8_gemm_nt(other, 0, 1, kp, 0, 1, Cx.data(), 1));  // another d
       }
       std::vector<double> C(static_cast<size_t>(rows) * ldc, -1.0);
       const bool ran = fma::int8_gemm_nt(q.data(), d, k.data(), d, rows, n, d, C.data(), ldc);
@@ -469,8 +472,8 @@ qk_planes make_qk_planes(int n_q, int n_kv, int d, uint64_t seed_q, uint64_t see
   t.Q = e4m3_operand(static_cast<size_t>(n_q) * d, seed_q, kind_q);
   t.K = e4m3_operand(static_cast<size_t>(n_kv) * d, seed_k, kind_k);
   int sa = 0, sb = 0;
-  EXPECT_TRUE(planes::choose_shifts(formats::span_amax(t.Q.data(), t.Q.size()), formats::span_amax(t.K.data(), t.K.size()), 32,
-                                    sa, sb));
+  EXPECT_TRUE(planes::choose_shifts(formats::span_amax(t.Q.data(), t.Q.size()),
+                                    formats::span_amax(t.K.data(), t.K.size()), 32, sa, sb));
   t.qa.build(t.Q.data(), d, n_q, d, sa);
   t.kb.build(t.K.data(), d, true, d, n_kv, sb);
   return t;
@@ -521,10 +524,10 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
           }
       }
       std::vector<double> C(64);
-      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 1, 32, 0, 4, C.data(), 4));   // odd k0
-      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 0, 33, 0, 4, C.data(), 4));   // chunk above 32
-      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 0, 32, 1, 4, C.data(), 4));   // block off the panel grid
-      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 0, 15, 0, 4, C.data(), 4));   // odd chunk inside k
+      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 1, 32, 0, 4, C.data(), 4));  // odd k0
+      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 0, 33, 0, 4, C.data(), 4));  // chunk above 32
+      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 0, 32, 1, 4, C.data(), 4));  // block off the panel grid
+      EXPECT_FALSE(planes::qk_chunk(qa, kb, 0, 1, 0, 15, 0, 4, C.data(), 4));  // odd chunk inside k
       if (kind == 0) {
         EXPECT_GT(planes::stats().a_lo_terms, 0);
         EXPECT_GT(planes::stats().b_lo_terms, 0);
@@ -552,7 +555,8 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
         for (int r = 0; r < rows; ++r) {
           if (!live[r]) continue;
           for (int j = 0; j < d; ++j) {
-            const double want = exact_dot(P.data() + static_cast<size_t>(r) * ldp, 1, V.data() + static_cast<size_t>(k0) * d + j, d, kn);
+            const double want = exact_dot(P.data() + static_cast<size_t>(r) * ldp, 1,
+                                          V.data() + static_cast<size_t>(k0) * d + j, d, kn);
             ASSERT_EQ(std::bit_cast<uint64_t>(C[static_cast<size_t>(r) * d + j]), std::bit_cast<uint64_t>(want))
                 << "kind " << kind << " k0 " << k0 << " at " << r << "," << j;
           }
@@ -569,7 +573,8 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
         std::vector<float> P2 = P;
         std::uniform_real_distribution<float> small(-24.0f, 3.9f);
         for (int r = 8; r < 16; ++r)
-          for (int t = 0; t < 32; ++t) P2[static_cast<size_t>(r) * ldp + t] = formats::quantize_e4m3_sat(std::exp2(small(rng)));
+          for (int t = 0; t < 32; ++t)
+            P2[static_cast<size_t>(r) * ldp + t] = formats::quantize_e4m3_sat(std::exp2(small(rng)));
         P2[9 * ldp + 7] = 15.0f;
         planes::stats() = {};
         std::vector<double> C(static_cast<size_t>(rows) * d);
@@ -577,8 +582,9 @@ TEST(isa, plane_chunk_sums_equal_the_exact_sums) {
         EXPECT_EQ(planes::stats().pv_lo_passes, 2);
         for (int r = 0; r < rows; ++r)
           for (int j = 0; live[r] && j < d; ++j)
-            ASSERT_EQ(std::bit_cast<uint64_t>(C[static_cast<size_t>(r) * d + j]),
-                      std::bit_cast<uint64_t>(exact_dot(P2.data() + static_cast<size_t>(r) * ldp, 1, V.data() + j, d, 32)))
+            ASSERT_EQ(
+                std::bit_cast<uint64_t>(C[static_cast<size_t>(r) * d + j]),
+                std::bit_cast<uint64_t>(exact_dot(P2.data() + static_cast<size_t>(r) * ldp, 1, V.data() + j, d, 32)))
                 << "mixed shifts, kind " << kind << " at " << r << "," << j;
       }
       std::vector<double> C(static_cast<size_t>(rows) * d);
@@ -622,8 +628,10 @@ TEST(isa, plane_chunks_skip_masked_columns_and_zero_tails) {
             ASSERT_EQ(got, -7.0) << "a column past the group's range was written";
             continue;
           }
-          const double want = exact_dot(Q.data() + static_cast<size_t>(r) * d + 32, 1, K.data() + static_cast<size_t>(j) * d + 32, 1, 32);
-          ASSERT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want)) << "mask_after " << mask_after << " at " << r << "," << j;
+          const double want = exact_dot(Q.data() + static_cast<size_t>(r) * d + 32, 1,
+                                        K.data() + static_cast<size_t>(j) * d + 32, 1, 32);
+          ASSERT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want))
+              << "mask_after " << mask_after << " at " << r << "," << j;
         }
       }
       EXPECT_EQ(skipped, mask_after != kNoMask) << mask_after;
@@ -739,7 +747,8 @@ TEST(isa, accumulate_chunk_equals_the_formats_accumulator_model) {
   }
   for (int i = 0; i < 2000; ++i) {
     const double x = u(rng) * std::exp2(std::floor(u(rng) * 40.0));
-    a0.push_back(formats::quantize_fp16(static_cast<float>(x))), c.push_back(u(rng) * std::exp2(std::floor(u(rng) * 40.0)));
+    a0.push_back(formats::quantize_fp16(static_cast<float>(x))),
+        c.push_back(u(rng) * std::exp2(std::floor(u(rng) * 40.0)));
   }
   a0.insert(a0.end(), {0.0f, -0.0f, 1.0f, INFINITY, -INFINITY, NAN, 3.0f, 0.0f});
   c.insert(c.end(), {-0.0, -0.0, NAN, 1.0, -1.0, 1.0, INFINITY, 65520.0});
@@ -747,12 +756,14 @@ TEST(isa, accumulate_chunk_equals_the_formats_accumulator_model) {
     acc_kind k;
     formats::accum_kind f;
     int bits;
-  } kinds[] = {{acc_kind::fp16, formats::accum_kind::fp16, 10}, {acc_kind::fp32, formats::accum_kind::fp32, 23},
+  } kinds[] = {{acc_kind::fp16, formats::accum_kind::fp16, 10},
+               {acc_kind::fp32, formats::accum_kind::fp32, 23},
                {acc_kind::truncated, formats::accum_kind::truncated, 13}};
   for_each_path([&](path) {
     for (const auto& kd : kinds) {
       std::vector<float> a = a0;
-      accumulate_chunk({kd.k, kd.bits, 32}, a.data(), c.data(), static_cast<int>(a.size()) - 1);  // a partial last vector
+      accumulate_chunk({kd.k, kd.bits, 32}, a.data(), c.data(),
+                       static_cast<int>(a.size()) - 1);  // a partial last vector
       for (size_t i = 0; i + 1 < a.size(); ++i) {
         const float want = formats::round_accumulator({kd.f, kd.bits, 32}, static_cast<double>(a0[i]) + c[i]);
         if (std::isnan(want) && std::isnan(a[i])) continue;
@@ -767,8 +778,8 @@ TEST(isa, accumulate_chunk_equals_the_formats_accumulator_model) {
 TEST(isa, exp2f_every_path_matches_libm) {
   std::vector<float> x;
   for (float v = -140.0f; v < 130.0f; v += 0.00137f) x.push_back(v);
-  x.insert(x.end(), {-INFINITY, INFINITY, NAN, -0.0f, 0.0f, 127.99999f, -126.0f, -149.5f, -150.0f, -150.00002f, -149.99998f,
-                     -1e30f, -3.0e38f, -200.0f, -128.0f, -127.99999f, -1e30f, -1e30f, -160.0f});
+  x.insert(x.end(), {-INFINITY, INFINITY, NAN, -0.0f, 0.0f, 127.99999f, -126.0f, -149.5f, -150.0f, -150.00002f,
+                     -149.99998f, -1e30f, -3.0e38f, -200.0f, -128.0f, -127.99999f, -1e30f, -1e30f, -160.0f});
   for_each_path([&](path p) {
     std::vector<float> y(x.size()), z(x.size());
     fast::exp2f_array(x.data(), y.data(), static_cast<int>(x.size()) - 3);  // a partial last group

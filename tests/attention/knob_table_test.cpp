@@ -79,11 +79,14 @@ std::set<std::string> changed_fields(const std::map<std::string, json>& a, const
 
 TEST(knob_table_test, to_json_prints_every_knob_and_only_the_named_non_knob_fields) {
   ASSERT_EQ(table_names().size(), knob_table().size()) << "a knob name appears twice";
-  for (const auto& n : non_knob_names()) EXPECT_EQ(find_knob(n), nullptr) << n << " is both a knob and a non-knob field";
+  for (const auto& n : non_knob_names())
+    EXPECT_EQ(find_knob(n), nullptr) << n << " is both a knob and a non-knob field";
   for (const auto& [preset_name, spec] : all_specs()) {
     const auto fields = flatten(to_json(spec));
-    for (const knob& k : knob_table()) EXPECT_TRUE(fields.count(k.name)) << preset_name << ": knob " << k.name << " not in to_json";
-    for (const auto& n : non_knob_names()) EXPECT_TRUE(fields.count(n)) << preset_name << ": " << n << " not in to_json";
+    for (const knob& k : knob_table())
+      EXPECT_TRUE(fields.count(k.name)) << preset_name << ": knob " << k.name << " not in to_json";
+    for (const auto& n : non_knob_names())
+      EXPECT_TRUE(fields.count(n)) << preset_name << ": " << n << " not in to_json";
     for (const auto& [name, value] : fields)
       EXPECT_TRUE(find_knob(name) || non_knob_names().count(name))
           << preset_name << ": to_json field " << name << " is neither a knob nor a listed non-knob field";
@@ -127,9 +130,10 @@ struct unit_tables {
   std::vector<std::string> values;
   unit_tables() {
     fs::create_directories(dir);
-    const std::pair<formats::sfu_kind, formats::sfu_rule> units[] = {{formats::sfu_kind::ex2, formats::sfu_rule::ex2_frac},
-                                                                    {formats::sfu_kind::rcp, formats::sfu_rule::rcp_mant},
-                                                                    {formats::sfu_kind::div, formats::sfu_rule::div_ieee}};
+    const std::pair<formats::sfu_kind, formats::sfu_rule> units[] = {
+        {formats::sfu_kind::ex2, formats::sfu_rule::ex2_frac},
+        {formats::sfu_kind::rcp, formats::sfu_rule::rcp_mant},
+        {formats::sfu_kind::div, formats::sfu_rule::div_ieee}};
     for (const auto& [kind, rule] : units) {
       formats::sfu_table t;
       t.kind = kind, t.rule = rule, t.bits = 0;
@@ -226,7 +230,8 @@ TEST(knob_table_test, changing_any_knob_changes_to_json_at_that_knob_only) {
           }
         }
   }
-  for (const knob& k : knob_table()) EXPECT_GT(changed[k.name], 0) << k.name << " was never changed through apply_knobs";
+  for (const knob& k : knob_table())
+    EXPECT_GT(changed[k.name], 0) << k.name << " was never changed through apply_knobs";
 }
 
 // docs/kernels.md "## Knobs": one table row per knob, `name` | values | read | what it sets. The

@@ -20,7 +20,7 @@ TEST(metrics, each_name_has_one_meaning) {
   EXPECT_DOUBLE_EQ(m.rel_err, std::sqrt(e1 * e1 + e2 * e2) / std::sqrt(25.01));
   EXPECT_DOUBLE_EQ(m.log_err, std::log1p(m.rel_err));
   EXPECT_DOUBLE_EQ(m.max_row_err, std::max(e1 / 5.0, e2 / 0.1));  // relative, per row
-  EXPECT_DOUBLE_EQ(m.max_abs_err, e1);                             // absolute, over elements
+  EXPECT_DOUBLE_EQ(m.max_abs_err, e1);                            // absolute, over elements
   EXPECT_DOUBLE_EQ(m.cosine, (9 + 4.5 * 4 + double(0.2f) * 0.1) /
                                  (std::sqrt(9 + 4.5 * 4.5 + double(0.2f) * double(0.2f)) * std::sqrt(25.01)));
   // A row whose reference is zero has no relative error; NaN is never hidden.
@@ -46,8 +46,8 @@ TEST(metrics, scores_beyond_2_31_give_what_the_kernels_fp32_exp2_gives) {
   int nan_cases = 0, zero_cases = 0, exact_cases = 0;
   for (int i = 0; i < 48; ++i) {
     const float a = std::ldexp(1.0f + float(i) / 48.0f, 34);  // a * eff in [2^32, 2^34): ulp/2 = 2^8 or 2^9
-    volatile float prod = a * eff;                              // max_scaled, rounded (no contraction)
-    const float r = std::fmaf(a, eff, -prod);                   // the max column's exp2 argument
+    volatile float prod = a * eff;                            // max_scaled, rounded (no contraction)
+    const float r = std::fmaf(a, eff, -prod);                 // the max column's exp2 argument
     q[0] = a;
     const layer_view L{q.data(), k.data(), v.data(), 1, 1, 1, 1, d};
     const attend_result res = attend(spec, L, condition::plain);

@@ -33,13 +33,13 @@ inline void expect_same_bits(const std::vector<float>& got, const std::vector<fl
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < got.size(); ++i)
     if (std::memcmp(&got[i], &want[i], 4) != 0 && !bad++) first = i;
-  EXPECT_EQ(bad, 0u) << what << ": first mismatch at " << first << " (row " << first / d << "): engine "
-                     << got[first] << " oracle " << want[first];
+  EXPECT_EQ(bad, 0u) << what << ": first mismatch at " << first << " (row " << first / d << "): engine " << got[first]
+                     << " oracle " << want[first];
 }
 
 // n_kv < 0: n_kv = n (self-attention); else n_q = n keys n_kv (the causal diagonal's alignment matters).
-inline void check_preset(const std::string& name, int n, int d, bool gqa, bool causal, uint64_t seed, bool out_fp32 = false,
-                         int n_kv = -1) {
+inline void check_preset(const std::string& name, int n, int d, bool gqa, bool causal, uint64_t seed,
+                         bool out_fp32 = false, int n_kv = -1) {
   const int n_head = gqa ? 4 : 2, n_kv_head = gqa ? 2 : 2;
   if (n_kv < 0) n_kv = n;
   auto L = test::random_layer(n_head, n_kv_head, n, n_kv, d, seed, 1.5f);
@@ -51,8 +51,8 @@ inline void check_preset(const std::string& name, int n, int d, bool gqa, bool c
   for (int h = 0; h < n_head; ++h) {
     run_head(*p, h, causal, o.data());
     std::ostringstream what;
-    what << name << " n " << n << " n_kv " << n_kv << " d " << d << " gqa " << gqa << " causal " << causal << " fp32 out " << out_fp32
-         << " head " << h;
+    what << name << " n " << n << " n_kv " << n_kv << " d " << d << " gqa " << gqa << " causal " << causal
+         << " fp32 out " << out_fp32 << " head " << h;
     expect_same_bits(o, oracle_run(name, L, h, causal), d, what.str());
   }
 }

@@ -27,9 +27,12 @@ void stress(test::layer_data& L, uint64_t seed) {
   for (auto* vec : {&L.q, &L.k, &L.v})
     for (size_t i = 0; i < vec->size(); ++i) {
       const int c = pick(rng);
-      if ((i / d) % 5 == 2) (*vec)[i] = 0;  // whole zero rows
-      else if (c < 3) (*vec)[i] = 0;
-      else if (c < 5) (*vec)[i] *= std::exp2(ex(rng));
+      if ((i / d) % 5 == 2)
+        (*vec)[i] = 0;  // whole zero rows
+      else if (c < 3)
+        (*vec)[i] = 0;
+      else if (c < 5)
+        (*vec)[i] *= std::exp2(ex(rng));
     }
   test::refresh(L);
 }
@@ -62,7 +65,8 @@ TEST_P(perf_edge_test, stressed_inputs_bit_identical) {
       }
 }
 
-INSTANTIATE_TEST_SUITE_P(presets, perf_edge_test, ::testing::Values("fa3", "fa3-acc13", "bf16", "sage2pp-sm89", "hpcops"),
+INSTANTIATE_TEST_SUITE_P(presets, perf_edge_test,
+                         ::testing::Values("fa3", "fa3-acc13", "bf16", "sage2pp-sm89", "hpcops"),
                          oracle_check::preset_param_name());
 
 }  // namespace

@@ -31,7 +31,8 @@ TEST(perf_exp2, consecutive_floats_around_softmax_range) {
   // 2^20 consecutive floats from a few starting points in the range P's arguments take
   std::vector<float> x;
   for (float start : {-0.5f, -7.25f, -20.0f, -126.5f, 0.0f, 3.0f})
-    for (uint32_t u = std::bit_cast<uint32_t>(start), i = 0; i < (1u << 17); ++i) x.push_back(std::bit_cast<float>(u + i));
+    for (uint32_t u = std::bit_cast<uint32_t>(start), i = 0; i < (1u << 17); ++i)
+      x.push_back(std::bit_cast<float>(u + i));
   expect_same(x);
 }
 
@@ -60,8 +61,8 @@ TEST(perf_exp2, fused_fma_matches_scalar) {
   for (auto& v : x) v = nd(rng);
   for (float s : {-INFINITY, INFINITY, NAN, -0.0f, 0.0f, 1e30f, -1e30f, 300.0f, -300.0f})
     for (int k = 0; k < 17; ++k) x.push_back(s);
-  for (auto [a, b] : {std::pair{0.12752f, -3.5f}, std::pair{1.0f, 0.0f}, std::pair{0.0883883f, -41.0f},
-                      std::pair{2.5f, 7.0f}}) {
+  for (auto [a, b] :
+       {std::pair{0.12752f, -3.5f}, std::pair{1.0f, 0.0f}, std::pair{0.0883883f, -41.0f}, std::pair{2.5f, 7.0f}}) {
     for (int n : {static_cast<int>(x.size()), 1, 7, 15, 16, 17, 31}) {
       std::vector<float> y(n);
       fast::exp2f_fma_array(x.data(), a, b, y.data(), n);
@@ -70,7 +71,8 @@ TEST(perf_exp2, fused_fma_matches_scalar) {
         const float want = std::exp2f(std::fmaf(x[i], a, b));
         if (std::isnan(want) && std::isnan(y[i])) continue;
         if (std::bit_cast<uint32_t>(want) != std::bit_cast<uint32_t>(y[i]) && ++bad <= 5)
-          ADD_FAILURE() << "exp2f(fmaf(" << x[i] << ", " << a << ", " << b << ")) = " << want << ", fused gives " << y[i];
+          ADD_FAILURE() << "exp2f(fmaf(" << x[i] << ", " << a << ", " << b << ")) = " << want << ", fused gives "
+                        << y[i];
       }
       EXPECT_EQ(bad, 0) << "n " << n;
     }
@@ -80,7 +82,8 @@ TEST(perf_exp2, fused_fma_matches_scalar) {
 // In place (in == out), as the engine calls it, with lanes that take the scalar path.
 TEST(perf_exp2, in_place_with_scalar_lanes) {
   std::vector<float> x;
-  for (int i = 0; i < 1000; ++i) x.push_back(i % 7 == 3 ? (i % 2 ? 200.0f : -300.0f) : (i % 11 == 5 ? NAN : -0.37f * i));
+  for (int i = 0; i < 1000; ++i)
+    x.push_back(i % 7 == 3 ? (i % 2 ? 200.0f : -300.0f) : (i % 11 == 5 ? NAN : -0.37f * i));
   std::vector<float> y = x;
   fast::exp2f_array(y.data(), y.data(), static_cast<int>(y.size()));
   for (size_t i = 0; i < x.size(); ++i) {

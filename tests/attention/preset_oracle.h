@@ -39,9 +39,12 @@ inline double to_fp16(double x) {  // RNE to binary16 (normal and subnormal), ne
 enum class acc { fp32, rz13, fp16 };
 inline double acc_round(acc a, double x) {
   switch (a) {
-    case acc::fp32: return static_cast<float>(x);
-    case acc::rz13: return static_cast<float>(rz_bits(x, 13));
-    case acc::fp16: return to_fp16(x);
+    case acc::fp32:
+      return static_cast<float>(x);
+    case acc::rz13:
+      return static_cast<float>(rz_bits(x, 13));
+    case acc::fp16:
+      return to_fp16(x);
   }
   return x;
 }
@@ -76,7 +79,8 @@ inline int n_blocks_for(int i, int n_q, int n_kv, int bm, int bn, bool causal) {
 }
 
 // Exact sum of P8_j * V_jc over j in [c0, c1) (fp8 products: exact in double).
-inline double pv_chunk(const std::vector<float>& p8, int j0, int c0, int c1, const std::vector<float>& v, int d, int c) {
+inline double pv_chunk(const std::vector<float>& p8, int j0, int c0, int c1, const std::vector<float>& v, int d,
+                       int c) {
   double s = 0;
   for (int j = c0; j < c1; ++j) s += double(p8[j - j0]) * double(v[size_t(j) * d + c]);
   return s;
@@ -115,7 +119,8 @@ inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool ca
     // FA3: q_descale per (b, h_k) over the group's query heads (1.1); FlashInfer: per qo head (3.1).
     float qa = 0;
     const int h0 = cfg.kind == fa3_like::fa3 ? g * gs : h, h1 = cfg.kind == fa3_like::fa3 ? (g + 1) * gs : h + 1;
-    for (int hh = h0; hh < h1; ++hh) qa = std::max(qa, amax_of(L.q.data() + size_t(hh) * lv.n_q * d, size_t(lv.n_q) * d));
+    for (int hh = h0; hh < h1; ++hh)
+      qa = std::max(qa, amax_of(L.q.data() + size_t(hh) * lv.n_q * d, size_t(lv.n_q) * d));
     qd = qa / 448.0f, kd = amax_of(H.k.data(), H.k.size()) / 448.0f, vd = amax_of(H.v.data(), H.v.size()) / 448.0f;
     if (qd == 0) qd = 1;
     if (kd == 0) kd = 1;
@@ -126,15 +131,28 @@ inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool ca
   }
   int bm = 128, bn = 128;
   if (cfg.kind == fa3_like::fa3) {  // 1.3
-    if (d <= 64) bm = 192, bn = 160; else if (d <= 96) bm = 192, bn = 128; else if (d <= 128) bm = 128, bn = 224;
+    if (d <= 64)
+      bm = 192, bn = 160;
+    else if (d <= 96)
+      bm = 192, bn = 128;
+    else if (d <= 128)
+      bm = 128, bn = 224;
   } else if (cfg.kind == fa3_like::flashinfer) {  // 3.2
-    if (d <= 64) bm = 192, bn = 128; else if (d <= 128) bm = 128, bn = 192;
+    if (d <= 64)
+      bm = 192, bn = 128;
+    else if (d <= 128)
+      bm = 128, bn = 192;
   } else {  // FA3 bf16: flash-attention@07602adc hopper/tile_size.h tile_size_fwd_sm90, element_size 2
-    if (d <= 64) bm = 192, bn = causal ? 128 : 192;  // `return {192, is_causal ? 128 : ... 192, ...}`
-    else if (d <= 96) bm = 192, bn = 144;
-    else if (d <= 128) bm = 128, bn = causal ? 128 : 176;  // `{128, is_causal || ... ? 128 : 176, ...}`
-    else if (d <= 192) bm = 128, bn = 112;
-    else bm = 128, bn = 80;
+    if (d <= 64)
+      bm = 192, bn = causal ? 128 : 192;  // `return {192, is_causal ? 128 : ... 192, ...}`
+    else if (d <= 96)
+      bm = 192, bn = 144;
+    else if (d <= 128)
+      bm = 128, bn = causal ? 128 : 176;  // `{128, is_causal || ... ? 128 : 176, ...}`
+    else if (d <= 192)
+      bm = 128, bn = 112;
+    else
+      bm = 128, bn = 80;
   }
   const acc model = cfg.acc13 ? acc::rz13 : acc::fp32;
   const float sm = float(1.0 / std::sqrt(double(d)));
@@ -142,9 +160,11 @@ inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool ca
   if (cfg.kind == fa3_like::fa3) sl2 = float(double(sm) * std::numbers::log2e) * (qd * kd);  // 1.2
   // FlashInfer hopper/variants.cuh StandardFP8Attention: q_scale * k_scale * sm_scale * log2e,
   // evaluated left to right in float.
-  else if (cfg.kind == fa3_like::flashinfer) sl2 = ((qd * kd) * sm) * 1.44269504f;
-  else sl2 = float(double(sm) * std::numbers::log2e);
-  const float off = cfg.kind == fa3_like::fa3 ? 8.0f : 0.0f;       // 1.8 Max_offset
+  else if (cfg.kind == fa3_like::flashinfer)
+    sl2 = ((qd * kd) * sm) * 1.44269504f;
+  else
+    sl2 = float(double(sm) * std::numbers::log2e);
+  const float off = cfg.kind == fa3_like::fa3 ? 8.0f : 0.0f;            // 1.8 Max_offset
   const float pmul = cfg.kind == fa3_like::flashinfer ? 448.0f : 1.0f;  // 3.5
   std::vector<float> out(size_t(H.n_q) * d);
   for (int i = 0; i < H.n_q; ++i) {
@@ -155,7 +175,8 @@ inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool ca
     int prev_j0 = -1, prev_j1 = -1;
     auto gemm_pv = [&](const std::vector<float>& p8, int j0, int j1) {  // O += P8 V, K=32 steps (1.12)
       for (int c0 = j0; c0 < j1; c0 += 32)
-        for (int c = 0; c < d; ++c) O[c] = float(acc_round(model, double(O[c]) + pv_chunk(p8, j0, c0, std::min(j1, c0 + 32), H.v, d, c)));
+        for (int c = 0; c < d; ++c)
+          O[c] = float(acc_round(model, double(O[c]) + pv_chunk(p8, j0, c0, std::min(j1, c0 + 32), H.v, d, c)));
     };
     for (int n = nb - 1; n >= 0 && last >= 0; --n) {  // 1.4 reverse
       const int j0 = n * bn, j1 = std::min(H.n_kv, j0 + bn);
@@ -294,8 +315,10 @@ inline std::vector<float> run_sage2(const test::layer_data& L, int h, bool causa
         long long S = 0;  // 2a.7 exact
         for (int c = 0; c < d; ++c) S += (long long)H.q[size_t(i) * d + c] * (long long)H.k[size_t(j) * d + c];
         const float Sf = float(S), dq = qs[i] * ks[j];
-        if (masked_block) x[j - j0] = j > last ? -5e6f : Sf * dq, eff[j - j0] = sl2;  // 2a.8
-        else x[j - j0] = Sf, eff[j - j0] = sl2 * dq;
+        if (masked_block)
+          x[j - j0] = j > last ? -5e6f : Sf * dq, eff[j - j0] = sl2;  // 2a.8
+        else
+          x[j - j0] = Sf, eff[j - j0] = sl2 * dq;
         mt = std::max(mt, std::fmaf(x[j - j0], eff[j - j0], -8.807f));  // 2a.9
       }
       const float mn = std::max(m, mt);
@@ -328,7 +351,8 @@ inline std::vector<float> run_sage2(const test::layer_data& L, int h, bool causa
       // RO_tmp_float[0];`), fused with the rescale when cfg.fma_o
       for (int c = 0; c < d; ++c) {
         double a = 0;
-        for (int c0 = j0; c0 < j1; c0 += 32) a = acc_round(model, a + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
+        for (int c0 = j0; c0 < j1; c0 += 32)
+          a = acc_round(model, a + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
         O[c] = cfg.fma_o ? std::fmaf(O[c], alpha, float(a)) : O[c] + float(a);
       }
     }
@@ -401,7 +425,8 @@ inline std::vector<float> run_xqa(const test::layer_data& L, int h, bool causal)
       l = acc_sum;
       for (float& o : O) o *= alpha;
       for (int c = 0; c < d; ++c)
-        for (int c0 = j0; c0 < j1; c0 += 32) O[c] = float(double(O[c]) + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
+        for (int c0 = j0; c0 < j1; c0 += 32)
+          O[c] = float(double(O[c]) + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
     }
     const float xvo = (1.0f / 448.0f) * kvsc;
     const float out_scale = (l > 0 ? 1.0f / l : 0.0f) * xvo;
@@ -485,7 +510,8 @@ inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool caus
       for (float& o : O) o *= alpha;
       for (int c = 0; c < d; ++c) {
         if (s1) {
-          for (int c0 = j0; c0 < j1; c0 += 32) O[c] = float(double(O[c]) + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
+          for (int c0 = j0; c0 < j1; c0 += 32)
+            O[c] = float(double(O[c]) + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
         } else {
           double a = 0;
           for (int c0 = j0; c0 < j1; c0 += 32) a = float(a + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
@@ -585,7 +611,8 @@ inline std::vector<float> run_sage1(const test::layer_data& L, int h, bool causa
         double a16 = 0;  // the dot's fp16 accumulator, fresh per block
         for (int c0 = 0; c0 < n; c0 += 16) {
           double ch = 0;
-          for (int jj = c0; jj < std::min(n, c0 + 16); ++jj) ch += to_fp16(p[jj]) * double(H.v[size_t(j0 + jj) * d + c]);
+          for (int jj = c0; jj < std::min(n, c0 + 16); ++jj)
+            ch += to_fp16(p[jj]) * double(H.v[size_t(j0 + jj) * d + c]);
           a16 = to_fp16(a16 + ch);
         }
         acc[c] = std::fmaf(acc[c], alpha, float(a16));
@@ -646,11 +673,22 @@ inline std::vector<float> run_fp32(const test::layer_data& L, int h, bool causal
 using oracle_fn = std::vector<float> (*)(const test::layer_data& L, int h, bool causal);
 inline const std::map<std::string, oracle_fn>& oracles() {
   static const std::map<std::string, oracle_fn> m = {
-      {"fa3", [](const test::layer_data& L, int h, bool c) { return run_fa3_like(L, h, c, {false, fa3_like::fa3}); }},
-      {"fa3-acc13", [](const test::layer_data& L, int h, bool c) { return run_fa3_like(L, h, c, {true, fa3_like::fa3}); }},
+      {"fa3",
+       [](const test::layer_data& L, int h, bool c) {
+         return run_fa3_like(L, h, c, {false, fa3_like::fa3});
+       }},
+      {"fa3-acc13",
+       [](const test::layer_data& L, int h, bool c) {
+         return run_fa3_like(L, h, c, {true, fa3_like::fa3});
+       }},
       {"flashinfer-sm90",
-       [](const test::layer_data& L, int h, bool c) { return run_fa3_like(L, h, c, {false, fa3_like::flashinfer}); }},
-      {"bf16", [](const test::layer_data& L, int h, bool c) { return run_fa3_like(L, h, c, {false, fa3_like::bf16}); }},
+       [](const test::layer_data& L, int h, bool c) {
+         return run_fa3_like(L, h, c, {false, fa3_like::flashinfer});
+       }},
+      {"bf16",
+       [](const test::layer_data& L, int h, bool c) {
+         return run_fa3_like(L, h, c, {false, fa3_like::bf16});
+       }},
       {"sage2pp-sm89",
        [](const test::layer_data& L, int h, bool c) {
          bool nan = false;

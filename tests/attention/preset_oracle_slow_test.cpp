@@ -14,7 +14,6 @@ namespace attnum::attention {
 namespace {
 using oracle_check::check_preset;
 
-
 class preset_oracle_slow_test : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(preset_oracle_slow_test, bit_identical_1000) {
@@ -23,8 +22,7 @@ TEST_P(preset_oracle_slow_test, bit_identical_1000) {
   check_preset(GetParam(), 1000, 128, false, true, 9002, true);
 }
 
-INSTANTIATE_TEST_SUITE_P(presets, preset_oracle_slow_test,
-                         ::testing::ValuesIn(oracle_check::kOraclePresets),
+INSTANTIATE_TEST_SUITE_P(presets, preset_oracle_slow_test, ::testing::ValuesIn(oracle_check::kOraclePresets),
                          oracle_check::preset_param_name());
 
 }  // namespace

@@ -36,23 +36,38 @@ TEST(preset_oracle_sensitivity, changed_knob_is_detected) {
     int d;
     bool causal;
   };
-  const knob_case cases[] = {
-      {"fa3", "reverse=false", 64, true},           {"fa3", "rowsum=sequential", 64, true},
-      {"sage2pp-sm89", "p_offset=8", 64, true},     {"sage2pp-sm89", "masked_tail_blocks=0", 64, true},
-      {"sage2pp-sm89", "masked_tail_blocks=1", 64, false}, {"sage2-sm90", "masked_tail_blocks=2", 64, false},
-      {"sage2-sm90", "masked_tail_blocks=2", 64, true},    {"xqa-sm90", "p_scale=256", 64, true},
-      {"hpcops", "pv=into_o", 64, true},             {"flashinfer-sm90", "epilogue=combined", 64, true},
-      {"flashinfer-sm90", "fold_dq_first=false", 128, true}, {"fa3-acc13", "pv_acc.mant_bits=14", 64, true},
-      {"sage1", "pv_acc.k_step=32", 64, true},       {"sage1", "smooth_k=false", 64, false},
-      {"fp32", "rowsum=wgmma", 64, true},            {"generic", "reverse=true", 64, false},
-      {"sage1", "triton_fp_fusion=false", 64, true}, {"xqa-sm90", "alpha_expf=false", 64, true},
-      {"xqa-sm90", "epilogue=separate", 64, true},   {"xqa-sm90", "rowsum=sequential", 64, true},
-      {"xqa-sm90", "q.gran=tensor", 64, true},       {"hpcops", "rowsum=wgmma", 64, true},
-      {"hpcops", "k.gran=token", 64, true},          {"bf16", "block_n=128", 128, false},
-      {"hpcops", "fma_contract=false", 64, true},    {"fa3", "fma_contract=false", 64, true},
-      {"flashinfer-sm90", "fma_contract=false", 64, true}, {"bf16", "fma_contract=false", 64, false},
-      {"sage2-sm90", "fma_contract=false", 64, true},     {"sage2-sm90", "fma_contract_o=false", 64, true},
-      {"sage2pp-sm89", "fma_contract=false", 64, true},   {"sage2pp-sm89", "fma_contract_o=false", 64, true}};
+  const knob_case cases[] = {{"fa3", "reverse=false", 64, true},
+                             {"fa3", "rowsum=sequential", 64, true},
+                             {"sage2pp-sm89", "p_offset=8", 64, true},
+                             {"sage2pp-sm89", "masked_tail_blocks=0", 64, true},
+                             {"sage2pp-sm89", "masked_tail_blocks=1", 64, false},
+                             {"sage2-sm90", "masked_tail_blocks=2", 64, false},
+                             {"sage2-sm90", "masked_tail_blocks=2", 64, true},
+                             {"xqa-sm90", "p_scale=256", 64, true},
+                             {"hpcops", "pv=into_o", 64, true},
+                             {"flashinfer-sm90", "epilogue=combined", 64, true},
+                             {"flashinfer-sm90", "fold_dq_first=false", 128, true},
+                             {"fa3-acc13", "pv_acc.mant_bits=14", 64, true},
+                             {"sage1", "pv_acc.k_step=32", 64, true},
+                             {"sage1", "smooth_k=false", 64, false},
+                             {"fp32", "rowsum=wgmma", 64, true},
+                             {"generic", "reverse=true", 64, false},
+                             {"sage1", "triton_fp_fusion=false", 64, true},
+                             {"xqa-sm90", "alpha_expf=false", 64, true},
+                             {"xqa-sm90", "epilogue=separate", 64, true},
+                             {"xqa-sm90", "rowsum=sequential", 64, true},
+                             {"xqa-sm90", "q.gran=tensor", 64, true},
+                             {"hpcops", "rowsum=wgmma", 64, true},
+                             {"hpcops", "k.gran=token", 64, true},
+                             {"bf16", "block_n=128", 128, false},
+                             {"hpcops", "fma_contract=false", 64, true},
+                             {"fa3", "fma_contract=false", 64, true},
+                             {"flashinfer-sm90", "fma_contract=false", 64, true},
+                             {"bf16", "fma_contract=false", 64, false},
+                             {"sage2-sm90", "fma_contract=false", 64, true},
+                             {"sage2-sm90", "fma_contract_o=false", 64, true},
+                             {"sage2pp-sm89", "fma_contract=false", 64, true},
+                             {"sage2pp-sm89", "fma_contract_o=false", 64, true}};
   for (const auto& [name, knob, d, causal] : cases) {
     auto L = test::random_layer(2, 1, 200, 200, d, 4242, 1.5f);
     oracle::g_out_fp32 = true;
@@ -93,8 +108,7 @@ TEST_P(preset_oracle_test, bit_identical_cross_lengths) {
     for (bool causal : {true, false}) check_preset(GetParam(), nq, 64, true, causal, ++seed, true, nk);
 }
 
-INSTANTIATE_TEST_SUITE_P(presets, preset_oracle_test,
-                         ::testing::ValuesIn(oracle_check::kOraclePresets),
+INSTANTIATE_TEST_SUITE_P(presets, preset_oracle_test, ::testing::ValuesIn(oracle_check::kOraclePresets),
                          oracle_check::preset_param_name());
 
 }  // namespace

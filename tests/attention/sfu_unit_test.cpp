@@ -71,10 +71,14 @@ TEST(sfu_unit_test, the_rules_equal_the_simulated_units) {
   for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 65521) {
     const float x = std::bit_cast<float>(static_cast<uint32_t>(u));
     const float ye = te.ex2(x), se = e(x), yr = tr.rcp(x), sr = r(x);
-    if (std::isnan(se)) EXPECT_TRUE(std::isnan(ye));
-    else ASSERT_EQ(std::bit_cast<uint32_t>(ye), std::bit_cast<uint32_t>(se)) << x;
-    if (std::isnan(sr)) EXPECT_TRUE(std::isnan(yr));
-    else ASSERT_EQ(std::bit_cast<uint32_t>(yr), std::bit_cast<uint32_t>(sr)) << x;
+    if (std::isnan(se))
+      EXPECT_TRUE(std::isnan(ye));
+    else
+      ASSERT_EQ(std::bit_cast<uint32_t>(ye), std::bit_cast<uint32_t>(se)) << x;
+    if (std::isnan(sr))
+      EXPECT_TRUE(std::isnan(yr));
+    else
+      ASSERT_EQ(std::bit_cast<uint32_t>(yr), std::bit_cast<uint32_t>(sr)) << x;
     const float b = std::bit_cast<float>(static_cast<uint32_t>(u * 2654435761u));
     const float yd = td.div(x, b), sd = gpu::sim::mul_rcp_div{&r}(x, b);
     if (!std::isnan(sd)) {
@@ -94,15 +98,17 @@ TEST(sfu_unit_test, engine_with_tables_equals_the_units_in_cpp) {
   auto L = test::random_layer(H, Hkv, n, n, d, 41, 2.0f);
   const auto ieee_div = [](float a, float b) { return a / b; };
   // exp2 and 1/l
-  const auto spec = resolve_kernel("fp32", {"exp2_unit=table:" + dir.file("ex2.tbl"), "rcp_unit=table:" + dir.file("rcp.tbl")});
-  expect_same_bits(run_all(spec, L), gpu::sim::fp32_attention(L.q, L.k, L.v, H, Hkv, n, d, e, r, ieee_div, false, false));
+  const auto spec =
+      resolve_kernel("fp32", {"exp2_unit=table:" + dir.file("ex2.tbl"), "rcp_unit=table:" + dir.file("rcp.tbl")});
+  expect_same_bits(run_all(spec, L),
+                   gpu::sim::fp32_attention(L.q, L.k, L.v, H, Hkv, n, d, e, r, ieee_div, false, false));
   // exp2 with the divisions: Q cast per token to INT8 (amax / 127, x / scale) and O / l
-  const auto sd = resolve_kernel("fp32", {"q.fmt=int8", "q.gran=token", "q.scale_max=127", "q.rnd=half_away",
-                                          "epilogue=divide", "exp2_unit=table:" + dir.file("ex2.tbl"),
-                                          "div_unit=table:" + dir.file("div.tbl")});
-  expect_same_bits(run_all(sd, L), gpu::sim::fp32_attention(L.q, L.k, L.v, H, Hkv, n, d, e,
-                                                            [](float x) { return 1.0f / x; }, gpu::sim::mul_rcp_div{&r},
-                                                            true, true));
+  const auto sd =
+      resolve_kernel("fp32", {"q.fmt=int8", "q.gran=token", "q.scale_max=127", "q.rnd=half_away", "epilogue=divide",
+                              "exp2_unit=table:" + dir.file("ex2.tbl"), "div_unit=table:" + dir.file("div.tbl")});
+  expect_same_bits(run_all(sd, L), gpu::sim::fp32_attention(
+                                       L.q, L.k, L.v, H, Hkv, n, d, e, [](float x) { return 1.0f / x; },
+                                       gpu::sim::mul_rcp_div{&r}, true, true));
   // and the oracle is not blind to the units: ieee gives other bits
   const auto ieee = run_all(resolve_kernel("fp32"), L);
   const auto sim = gpu::sim::fp32_attention(L.q, L.k, L.v, H, Hkv, n, d, e, r, ieee_div, false, false);
@@ -122,7 +128,8 @@ TEST(sfu_unit_test, ieee_is_the_default_and_changes_nothing) {
     EXPECT_EQ(j.at("exp2_unit"), "ieee");
     EXPECT_EQ(j.at("rcp_unit"), "ieee");
     EXPECT_EQ(j.at("div_unit"), "ieee");
-    expect_same_bits(run_all(p, L), run_all(resolve_kernel(k, {"exp2_unit=ieee", "rcp_unit=ieee", "div_unit=ieee"}), L));
+    expect_same_bits(run_all(p, L),
+                     run_all(resolve_kernel(k, {"exp2_unit=ieee", "rcp_unit=ieee", "div_unit=ieee"}), L));
   }
 }
 
@@ -155,7 +162,8 @@ TEST(sfu_unit_test, bad_tables_and_values_fail_naming_file_and_field) {
     return std::string("no error");
   };
   EXPECT_NE(message({"exp2_unit=fast"}).find("expected ieee or table:PATH"), std::string::npos);
-  EXPECT_NE(message({"exp2_unit=table:" + dir.file("missing.tbl")}).find("missing.tbl: cannot read"), std::string::npos);
+  EXPECT_NE(message({"exp2_unit=table:" + dir.file("missing.tbl")}).find("missing.tbl: cannot read"),
+            std::string::npos);
   {
     std::ofstream o(dir.file("bad.tbl"));
     o << "attnum-sfu-table 1\nunit ex2\nrule ex2_frac\nbits 1\nentries 2\ndata\n3f800000\nzz\nend\n";
@@ -164,8 +172,10 @@ TEST(sfu_unit_test, bad_tables_and_values_fail_naming_file_and_field) {
   EXPECT_NE(m.find("bad.tbl: line 8: data: 'zz' is not 8 hex digits"), std::string::npos) << m;
   const gpu::sim::table_rcp r(4);
   formats::write_sfu_table(dir.file("rcp.tbl"), rcp_table(r));
-  EXPECT_NE(message({"exp2_unit=table:" + dir.file("rcp.tbl")}).find("unit rcp, expected a ex2 table"), std::string::npos);
-  EXPECT_NE(message({"rcp_unit=table:" + dir.file("rcp.tbl"), "arith_fp64=true"}).find("takes only ieee"), std::string::npos);
+  EXPECT_NE(message({"exp2_unit=table:" + dir.file("rcp.tbl")}).find("unit rcp, expected a ex2 table"),
+            std::string::npos);
+  EXPECT_NE(message({"rcp_unit=table:" + dir.file("rcp.tbl"), "arith_fp64=true"}).find("takes only ieee"),
+            std::string::npos);
   // a FIFO or a symlink to /dev/zero is refused at once, never read (it would block or grow
   // without end); a huge value is quoted clipped
   ASSERT_EQ(::mkfifo(dir.file("fifo.tbl").c_str(), 0600), 0);

@@ -33,7 +33,8 @@ inline layer_data random_layer(int n_head, int n_head_kv, int n_q, int n_kv, int
 inline double int8_dot(const std::vector<float>& q, int qr, const std::vector<float>& k, int kr, int d) {
   int64_t s = 0;
   for (int t = 0; t < d; ++t)
-    s += static_cast<int64_t>(q[static_cast<size_t>(qr) * d + t]) * static_cast<int64_t>(k[static_cast<size_t>(kr) * d + t]);
+    s += static_cast<int64_t>(q[static_cast<size_t>(qr) * d + t]) *
+         static_cast<int64_t>(k[static_cast<size_t>(kr) * d + t]);
   return static_cast<double>(s);
 }
 

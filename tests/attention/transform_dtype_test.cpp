@@ -170,8 +170,9 @@ TEST_F(rotation_cli_test, attend_rotation_file_matches_independent_fa3_oracle) {
     R[i * d + 2] = std::cos(0.7) * a - std::sin(0.7) * b, R[i * d + 9] = std::sin(0.7) * a + std::cos(0.7) * b;
   }
   io::write_npy(path("r.npy"), R.data(), {d, d});
-  const auto r = attnum::test::run_attnum(attend("--kernel fa3 --condition rotate --rotation " + path("r.npy") +
-                                         " --out " + path("o.npy") + " --json"), false);
+  const auto r = attnum::test::run_attnum(
+      attend("--kernel fa3 --condition rotate --rotation " + path("r.npy") + " --out " + path("o.npy") + " --json"),
+      false);
   ASSERT_EQ(r.status, 0) << r.out;
   const auto rows = nlohmann::json::parse(r.out);
   EXPECT_EQ(rows[0]["rotation"], path("r.npy"));
@@ -190,13 +191,15 @@ TEST_F(rotation_cli_test, attend_rotation_file_matches_independent_fa3_oracle) {
   const auto ref = reference_attention(q.data(), k.data(), v.data(), n, n, d, true);
   const double e_got = rel_to_ref(got, ref.o), e_want = rel_to_ref(want, ref.o);
   double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) num += std::pow(double(got[i]) - want[i], 2), den += double(want[i]) * want[i];
+  for (size_t i = 0; i < got.size(); ++i)
+    num += std::pow(double(got[i]) - want[i], 2), den += double(want[i]) * want[i];
   EXPECT_GT(e_got, 1e-3);
   EXPECT_GT(e_want, 1e-3);
   EXPECT_LT(std::sqrt(num / den), 1e-3 * e_got);
   // Without the bf16 rounding (transform_dtype fp32) the output moves away from the oracle.
-  const auto r32 = attnum::test::run_attnum(attend("--kernel fa3 --knob transform_dtype=fp32 --condition rotate --rotation " +
-                                           path("r.npy") + " --out " + path("o32.npy")));
+  const auto r32 =
+      attnum::test::run_attnum(attend("--kernel fa3 --knob transform_dtype=fp32 --condition rotate --rotation " +
+                                      path("r.npy") + " --out " + path("o32.npy")));
   ASSERT_EQ(r32.status, 0) << r32.out;
   EXPECT_NE(io::read_npy(path("o32.npy")).data, want);
   EXPECT_EQ(r32.out.find("warning"), std::string::npos) << r32.out;  // fp32: nothing is rounded
@@ -215,13 +218,21 @@ TEST_F(rotation_cli_test, default_matrix_file_is_bit_identical_to_the_default) {
   const auto R = transforms::rotation().matrix(d);
   io::write_npy(path("r.npy"), R.data(), {d, d});
   for (const char* cond : {"rotate", "center+rotate"}) {
-    ASSERT_EQ(attnum::test::run_attnum(attend(std::string("--kernel sage2pp-sm89 --condition ") + cond + " --out " + path("a.npy"))).status, 0);
-    ASSERT_EQ(attnum::test::run_attnum(attend(std::string("--kernel sage2pp-sm89 --condition ") + cond + " --rotation " +
-                                      path("r.npy") + " --out " + path("b.npy"))).status, 0);
+    ASSERT_EQ(attnum::test::run_attnum(
+                  attend(std::string("--kernel sage2pp-sm89 --condition ") + cond + " --out " + path("a.npy")))
+                  .status,
+              0);
+    ASSERT_EQ(attnum::test::run_attnum(attend(std::string("--kernel sage2pp-sm89 --condition ") + cond +
+                                              " --rotation " + path("r.npy") + " --out " + path("b.npy")))
+                  .status,
+              0);
     EXPECT_EQ(io::read_npy(path("a.npy")).data, io::read_npy(path("b.npy")).data) << cond;
   }
   // Another seed is another matrix.
-  ASSERT_EQ(attnum::test::run_attnum(attend("--kernel fa3 --condition rotate --rotation random-hadamard:7 --out " + path("c.npy"))).status, 0);
+  ASSERT_EQ(attnum::test::run_attnum(
+                attend("--kernel fa3 --condition rotate --rotation random-hadamard:7 --out " + path("c.npy")))
+                .status,
+            0);
   ASSERT_EQ(attnum::test::run_attnum(attend("--kernel fa3 --condition rotate --out " + path("a.npy"))).status, 0);
   EXPECT_NE(io::read_npy(path("a.npy")).data, io::read_npy(path("c.npy")).data);
 }
@@ -242,10 +253,14 @@ TEST_F(rotation_cli_test, bad_rotation_file_kernel_or_knob_exits_2_naming_it) {
   Rs[0] = NAN;
   io::write_npy(path("nan.npy"), Rs.data(), {d, d});
   const std::pair<std::string, std::string> cases[] = {
-      {"--kernel fa3 --condition rotate --rotation " + path("rect.npy"), path("rect.npy") + ": a rotation must be a square"},
-      {"--kernel fa3 --condition rotate --rotation " + path("r8.npy"), path("r8.npy") + ": the rotation is [8, 8] but the head dim is 16"},
-      {"--kernel fa3 --condition rotate --rotation " + path("skew.npy"), path("skew.npy") + ": rotation is not orthogonal"},
-      {"--kernel fa3 --condition rotate --rotation " + path("nan.npy"), path("nan.npy") + ": rotation entry [0, 0] is not finite"},
+      {"--kernel fa3 --condition rotate --rotation " + path("rect.npy"),
+       path("rect.npy") + ": a rotation must be a square"},
+      {"--kernel fa3 --condition rotate --rotation " + path("r8.npy"),
+       path("r8.npy") + ": the rotation is [8, 8] but the head dim is 16"},
+      {"--kernel fa3 --condition rotate --rotation " + path("skew.npy"),
+       path("skew.npy") + ": rotation is not orthogonal"},
+      {"--kernel fa3 --condition rotate --rotation " + path("nan.npy"),
+       path("nan.npy") + ": rotation entry [0, 0] is not finite"},
       {"--kernel fa3 --condition rotate --rotation " + path("missing.npy"), path("missing.npy")},
       {"--kernel fa3 --rotation nonsense", "--rotation 'nonsense'"},
       {"--kernel nope", "unknown kernel preset 'nope'"},

@@ -23,7 +23,7 @@ TEST(suggest, edit_distance_and_closest_names) {
   EXPECT_EQ(attnum::edit_distance("rotaet", "rotate"), 1u);  // a swap costs one
   EXPECT_EQ(attnum::edit_distance("", "abc"), 3u);
   EXPECT_EQ(attnum::edit_distance("kitten", "sitting"), 3u);
-  const std::vector<std::string> presets = {"fa3", "fa3-acc13", "sage2pp-sm89", "sage2-sm90", "sage2-sm90-acc13",
+  const std::vector<std::string> presets = {"fa3",   "fa3-acc13", "sage2pp-sm89", "sage2-sm90", "sage2-sm90-acc13",
                                             "sage1", "xqa-sm90"};
   EXPECT_EQ(attnum::closest_names("sage2", presets),
             (std::vector<std::string>{"sage2pp-sm89", "sage2-sm90", "sage2-sm90-acc13"}));
@@ -95,7 +95,9 @@ TEST(cli_messages, unit_memory_estimated_and_a_failed_allocation_in_a_worker_is_
                                      " --threads 1 pcast simulate --quick --rows 30000 2>&1");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("pcast simulate: 1 threads x one unit of n_tok 4096 x (d_head 128 + 2 rows 30000) needs "
-                       "0.939 GiB, more than the limit of 0.5 GiB"), std::string::npos) << r.out;
+                       "0.939 GiB, more than the limit of 0.5 GiB"),
+            std::string::npos)
+      << r.out;
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "ASan reserves terabytes of address space: no ulimit -v";
 #endif
@@ -123,20 +125,19 @@ TEST_F(cli_files, file_colon_tensor) {
   auto L0 = attnum::attention::test::random_layer(2, 1, 32, 32, 64, 3);
   auto L1 = attnum::attention::test::random_layer(2, 1, 32, 32, 64, 4);
   using attnum::io::st_dtype;
-  attnum::io::write_safetensors(path("cap.safetensors"),
-                                {{"layers.0.q", {2, 32, 64}, L0.q.data(), st_dtype::F32},
-                                 {"layers.0.k", {1, 32, 64}, L0.k.data(), st_dtype::F32},
-                                 {"layers.0.v", {1, 32, 64}, L0.v.data(), st_dtype::F32},
-                                 {"layers.1.q", {2, 32, 64}, L1.q.data(), st_dtype::F32},
-                                 {"layers.1.k", {1, 32, 64}, L1.k.data(), st_dtype::F32},
-                                 {"layers.1.v", {1, 32, 64}, L1.v.data(), st_dtype::F32}});
+  attnum::io::write_safetensors(path("cap.safetensors"), {{"layers.0.q", {2, 32, 64}, L0.q.data(), st_dtype::F32},
+                                                          {"layers.0.k", {1, 32, 64}, L0.k.data(), st_dtype::F32},
+                                                          {"layers.0.v", {1, 32, 64}, L0.v.data(), st_dtype::F32},
+                                                          {"layers.1.q", {2, 32, 64}, L1.q.data(), st_dtype::F32},
+                                                          {"layers.1.k", {1, 32, 64}, L1.k.data(), st_dtype::F32},
+                                                          {"layers.1.v", {1, 32, 64}, L1.v.data(), st_dtype::F32}});
   attnum::io::write_safetensors(path("q.safetensors"), {{"q", {2, 32, 64}, L1.q.data(), st_dtype::F32}});
   attnum::io::write_safetensors(path("k.safetensors"), {{"k", {1, 32, 64}, L1.k.data(), st_dtype::F32}});
   attnum::io::write_safetensors(path("v.safetensors"), {{"v", {1, 32, 64}, L1.v.data(), st_dtype::F32}});
   const std::string cap = path("cap.safetensors");
-  const auto picked = run_attnum("attend --q " + cap + ":layers.1.q --k " + cap + ":layers.1.k --v " + cap +
-                                     ":layers.1.v --kernel fa3 --json",
-                                 false);
+  const auto picked = run_attnum(
+      "attend --q " + cap + ":layers.1.q --k " + cap + ":layers.1.k --v " + cap + ":layers.1.v --kernel fa3 --json",
+      false);
   ASSERT_EQ(picked.status, 0) << picked.out;
   const auto alone = run_attnum("attend --q " + path("q.safetensors") + " --k " + path("k.safetensors") + " --v " +
                                     path("v.safetensors") + " --kernel fa3 --json",
@@ -149,7 +150,8 @@ TEST_F(cli_files, file_colon_tensor) {
   auto r = run_attnum("attend --q " + cap + " --k " + cap + " --v " + cap + " --kernel fa3");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("or name one: " + cap + ":TENSOR"), std::string::npos) << r.out;
-  r = run_attnum("attend --q " + cap + ":layers.1.qq --k " + cap + ":layers.1.k --v " + cap + ":layers.1.v --kernel fa3");
+  r = run_attnum("attend --q " + cap + ":layers.1.qq --k " + cap + ":layers.1.k --v " + cap +
+                 ":layers.1.v --kernel fa3");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("no tensor 'layers.1.qq': did you mean 'layers.1.q'?"), std::string::npos) << r.out;
 }

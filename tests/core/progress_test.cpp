@@ -84,12 +84,12 @@ TEST(progress_test, log_lines_when_not_a_terminal) {
 
 TEST(progress_test, log_rate_bound) {
   using attnum::progress_log_due;
-  EXPECT_TRUE(progress_log_due(1, 1000, -1, 0));     // the first update
-  EXPECT_FALSE(progress_log_due(49, 1000, 1, 9.9));  // under 5% and 10 s
-  EXPECT_TRUE(progress_log_due(51, 1000, 1, 0));     // 5% since the last line
-  EXPECT_TRUE(progress_log_due(2, 1000, 1, 10));     // 10 s since the last line
-  EXPECT_TRUE(progress_log_due(1000, 1000, 999, 0)); // the end
-  EXPECT_TRUE(progress_log_due(2, 3, 1, 0));         // small totals: every unit
+  EXPECT_TRUE(progress_log_due(1, 1000, -1, 0));      // the first update
+  EXPECT_FALSE(progress_log_due(49, 1000, 1, 9.9));   // under 5% and 10 s
+  EXPECT_TRUE(progress_log_due(51, 1000, 1, 0));      // 5% since the last line
+  EXPECT_TRUE(progress_log_due(2, 1000, 1, 10));      // 10 s since the last line
+  EXPECT_TRUE(progress_log_due(1000, 1000, 999, 0));  // the end
+  EXPECT_TRUE(progress_log_due(2, 3, 1, 0));          // small totals: every unit
 }
 
 TEST(progress_test, cli_flags) {

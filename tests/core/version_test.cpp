@@ -25,8 +25,8 @@ TEST(version_test, json_reports_fast_paths_and_no_amx_switch) {
   const std::string on = run(ATTNUM_BINARY " version --json");
   EXPECT_NE(on.find("\"version\":\"" + std::string(attnum::tool_version()) + "\""), std::string::npos) << on;
   bool known = false;
-  for (const char* v : {"amx-bf16", "int16-planes-avx512", "int16-planes-avx2", "int16-planes-neon", "double-fma-avx512", "double-fma-avx2",
-                        "double-gemm"})
+  for (const char* v : {"amx-bf16", "int16-planes-avx512", "int16-planes-avx2", "int16-planes-neon",
+                        "double-fma-avx512", "double-fma-avx2", "double-gemm"})
     known = known || on.find("\"fp8_exact_sums\":\"" + std::string(v) + "\"") != std::string::npos;
   EXPECT_TRUE(known) << on;
   const std::string off = run("ATTNUM_NO_AMX=1 " ATTNUM_BINARY " version --json");

@@ -46,8 +46,8 @@ std::vector<float> dense_floats() {
     for (size_t i = 0; i + 1 < ref.values.size(); ++i) add_mid((ref.values[i] + ref.values[i + 1]) / 2);
     add_mid((ref.values.back() + ref.beyond) / 2);
   }
-  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, FLT_MIN, FLT_TRUE_MIN, 448.0f,
-                  464.0f, 57344.0f, 61440.0f, 65504.0f, 65520.0f})
+  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, FLT_MIN, FLT_TRUE_MIN, 448.0f, 464.0f, 57344.0f,
+                  61440.0f, 65504.0f, 65520.0f})
     xs.push_back(v);
   return xs;
 }
@@ -70,8 +70,10 @@ TEST_P(float_format, decode_matches_bit_layout_for_every_code) {
     }
     if constexpr (oracle::kHaveCuda) {
       const double cu = oracle::cuda_decode(f, c);
-      if (std::isnan(cu)) EXPECT_TRUE(std::isnan(got)) << std::hex << c;
-      else ASSERT_EQ(cu, got) << std::hex << c;
+      if (std::isnan(cu))
+        EXPECT_TRUE(std::isnan(got)) << std::hex << c;
+      else
+        ASSERT_EQ(cu, got) << std::hex << c;
     }
   }
 }
@@ -142,8 +144,8 @@ std::vector<double> double_sample(format f) {
   std::mt19937_64 rng(7);
   for (size_t i = 0; i + 1 < ref.values.size(); ++i) {
     const double mid = (ref.values[i] + ref.values[i + 1]) / 2;
-    for (double d : {mid, mid * (1 + 0x1p-40), mid * (1 - 0x1p-40), std::nextafter(mid, 0.0),
-                     std::nextafter(mid, INFINITY)}) {
+    for (double d :
+         {mid, mid * (1 + 0x1p-40), mid * (1 - 0x1p-40), std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY)}) {
       xs.push_back(d);
       xs.push_back(-d);
     }
@@ -217,11 +219,24 @@ TEST_P(float_format, inline_quantize_equals_decode_of_encode) {
     const float ref_nosat = static_cast<float>(decode(f, encode(f, x, rounding::nearest_even, false)));
     float got = 0, got_nosat = 0;
     switch (f) {
-      case format::e4m3fn: got = quantize_e4m3_sat(x); got_nosat = ref_nosat; break;
-      case format::e5m2: got = quantize_e5m2_sat(x); got_nosat = ref_nosat; break;
-      case format::fp16: got = ref; got_nosat = quantize_fp16(x); break;
-      case format::bf16: got = ref; got_nosat = quantize_bf16(x); break;
-      default: break;
+      case format::e4m3fn:
+        got = quantize_e4m3_sat(x);
+        got_nosat = ref_nosat;
+        break;
+      case format::e5m2:
+        got = quantize_e5m2_sat(x);
+        got_nosat = ref_nosat;
+        break;
+      case format::fp16:
+        got = ref;
+        got_nosat = quantize_fp16(x);
+        break;
+      case format::bf16:
+        got = ref;
+        got_nosat = quantize_bf16(x);
+        break;
+      default:
+        break;
     }
     if (std::isnan(x)) {
       EXPECT_TRUE(std::isnan(got) && std::isnan(got_nosat));
@@ -254,18 +269,18 @@ TEST(format, info_and_parse) {
 TEST(format, e4m3_saturation_and_flush_boundaries) {
   const auto e = [](double x, bool sat = true) { return encode(format::e4m3fn, x, rounding::nearest_even, sat); };
   EXPECT_EQ(e(448), 0x7eu);
-  EXPECT_EQ(e(464), 0x7eu);                 // tie between 448 (even) and 480: 448
+  EXPECT_EQ(e(464), 0x7eu);                                // tie between 448 (even) and 480: 448
   EXPECT_EQ(e(std::nextafter(464.0, 1e9), false), 0x7fu);  // NaN without saturation
   EXPECT_EQ(e(std::nextafter(464.0, 1e9)), 0x7eu);
   EXPECT_EQ(e(1e30), 0x7eu);
   EXPECT_EQ(e(-1e30), 0xfeu);
-  EXPECT_EQ(e(INFINITY), 0x7eu);            // satfinite clamps Inf
+  EXPECT_EQ(e(INFINITY), 0x7eu);  // satfinite clamps Inf
   EXPECT_EQ(e(INFINITY, false), 0x7fu);
-  EXPECT_EQ(e(0x1p-10), 0x00u);             // at half the smallest subnormal: tie to 0
+  EXPECT_EQ(e(0x1p-10), 0x00u);  // at half the smallest subnormal: tie to 0
   EXPECT_EQ(e(-0x1p-10), 0x80u);
   EXPECT_EQ(e(std::nextafter(0x1p-10, 1.0)), 0x01u);
   EXPECT_EQ(e(0x1p-9), 0x01u);
-  EXPECT_EQ(e(0x3p-10), 0x02u);             // 1.5 * 2^-9: tie between codes 1 and 2 -> 2
+  EXPECT_EQ(e(0x3p-10), 0x02u);  // 1.5 * 2^-9: tie between codes 1 and 2 -> 2
   EXPECT_EQ(e(0.3), 0x2au);
   EXPECT_EQ(e(-1e-3), 0x81u);
 }
@@ -294,9 +309,17 @@ TEST(format, ties_to_even) {
 
 TEST(format, int8_half_away_versus_nearest_even) {
   const auto q = [](double x, rounding r) { return decode(format::int8, encode(format::int8, x, r)); };
-  for (auto [x, away, even] : std::vector<std::tuple<double, double, double>>{
-           {0.5, 1, 0}, {1.5, 2, 2}, {2.5, 3, 2}, {-2.5, -3, -2}, {-0.5, -1, 0}, {126.5, 127, 126},
-           {127.4, 127, 127}, {200, 127, 127}, {-128.4, -128, -128}, {-300, -128, -128}, {0.49, 0, 0}}) {
+  for (auto [x, away, even] : std::vector<std::tuple<double, double, double>>{{0.5, 1, 0},
+                                                                              {1.5, 2, 2},
+                                                                              {2.5, 3, 2},
+                                                                              {-2.5, -3, -2},
+                                                                              {-0.5, -1, 0},
+                                                                              {126.5, 127, 126},
+                                                                              {127.4, 127, 127},
+                                                                              {200, 127, 127},
+                                                                              {-128.4, -128, -128},
+                                                                              {-300, -128, -128},
+                                                                              {0.49, 0, 0}}) {
     EXPECT_EQ(q(x, rounding::half_away), away) << x;
     EXPECT_EQ(q(x, rounding::nearest_even), even) << x;
     EXPECT_EQ(quantize_int8(static_cast<float>(x), rounding::half_away), away) << x;

@@ -52,7 +52,9 @@ std::vector<float> decode_table(format f) {
   return t;
 }
 
-bool same(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (std::isnan(a) && std::isnan(b)); }
+bool same(float a, float b) {
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (std::isnan(a) && std::isnan(b));
+}
 
 TEST(formats_exhaustive, encode_matches_oracle_for_every_float) {
   const check checks[] = {{format::e4m3fn, true}, {format::e4m3fn, false}, {format::e5m2, true},
@@ -71,9 +73,10 @@ TEST(formats_exhaustive, encode_matches_oracle_for_every_float) {
         if (std::isnan(x)) return std::isnan(decode(c.f, got));
         const uint32_t s = std::signbit(x) ? sign : 0;
         const auto mag = std::isinf(x) ? std::nullopt : ref.magnitude_code(std::fabs(x));
-        const uint32_t want = mag ? (s | *mag)
-                              : c.saturate ? (s | max_code)
-                              : c.f == format::e4m3fn ? (s | 0x7f) : (s | (max_code + 1));
+        const uint32_t want = mag                     ? (s | *mag)
+                              : c.saturate            ? (s | max_code)
+                              : c.f == format::e4m3fn ? (s | 0x7f)
+                                                      : (s | (max_code + 1));
         return got == want;
       });
     }

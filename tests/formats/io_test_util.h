@@ -14,8 +14,8 @@ namespace io_test {
 
 inline std::string temp_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("attnum_io_" + std::to_string(::getpid()) + "_" + info->name());
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("attnum_io_" + std::to_string(::getpid()) + "_" + info->name());
   std::filesystem::create_directories(dir);
   return dir.string();
 }
@@ -66,7 +66,8 @@ void expect_error(Fn fn, std::initializer_list<std::string> parts) {
     fn();
     ADD_FAILURE() << "no error thrown";
   } catch (const std::exception& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
   }
 }
 

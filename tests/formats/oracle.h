@@ -28,11 +28,16 @@ struct bits_layout {
 
 inline bits_layout layout(format f) {
   switch (f) {
-    case format::e4m3fn: return {8, 4, 3, false};
-    case format::e5m2: return {8, 5, 2, true};
-    case format::bf16: return {16, 8, 7, true};
-    case format::fp16: return {16, 5, 10, true};
-    default: return {32, 8, 23, true};
+    case format::e4m3fn:
+      return {8, 4, 3, false};
+    case format::e5m2:
+      return {8, 5, 2, true};
+    case format::bf16:
+      return {16, 8, 7, true};
+    case format::fp16:
+      return {16, 5, 10, true};
+    default:
+      return {32, 8, 23, true};
   }
 }
 
@@ -94,10 +99,14 @@ struct nearest_reference {
     }
     const double mid = (values[lo] + hi_value) / 2;  // exact: few significant bits
     uint32_t pick;
-    if (mode == 2) pick = lo;
-    else if (a < mid) pick = lo;
-    else if (a > mid) pick = hi;
-    else pick = mode == 1 ? hi : ((lo & 1u) ? hi : lo);
+    if (mode == 2)
+      pick = lo;
+    else if (a < mid)
+      pick = lo;
+    else if (a > mid)
+      pick = hi;
+    else
+      pick = mode == 1 ? hi : ((lo & 1u) ? hi : lo);
     if (pick > max_code) return std::nullopt;
     return pick;
   }
@@ -108,21 +117,31 @@ inline constexpr bool kHaveCuda = true;
 inline uint32_t cuda_encode(format f, float x, bool saturate) {
   const auto sat = saturate ? __NV_SATFINITE : __NV_NOSAT;
   switch (f) {
-    case format::e4m3fn: return __nv_cvt_float_to_fp8(x, sat, __NV_E4M3);
-    case format::e5m2: return __nv_cvt_float_to_fp8(x, sat, __NV_E5M2);
-    case format::bf16: return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x;
-    case format::fp16: return static_cast<__half_raw>(__float2half_rn(x)).x;
-    default: return 0;
+    case format::e4m3fn:
+      return __nv_cvt_float_to_fp8(x, sat, __NV_E4M3);
+    case format::e5m2:
+      return __nv_cvt_float_to_fp8(x, sat, __NV_E5M2);
+    case format::bf16:
+      return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x;
+    case format::fp16:
+      return static_cast<__half_raw>(__float2half_rn(x)).x;
+    default:
+      return 0;
   }
 }
 inline uint32_t cuda_encode(format f, double x, bool saturate) {
   const auto sat = saturate ? __NV_SATFINITE : __NV_NOSAT;
   switch (f) {
-    case format::e4m3fn: return __nv_cvt_double_to_fp8(x, sat, __NV_E4M3);
-    case format::e5m2: return __nv_cvt_double_to_fp8(x, sat, __NV_E5M2);
-    case format::bf16: return static_cast<__nv_bfloat16_raw>(__double2bfloat16(x)).x;
-    case format::fp16: return static_cast<__half_raw>(__double2half(x)).x;
-    default: return 0;
+    case format::e4m3fn:
+      return __nv_cvt_double_to_fp8(x, sat, __NV_E4M3);
+    case format::e5m2:
+      return __nv_cvt_double_to_fp8(x, sat, __NV_E5M2);
+    case format::bf16:
+      return static_cast<__nv_bfloat16_raw>(__double2bfloat16(x)).x;
+    case format::fp16:
+      return static_cast<__half_raw>(__double2half(x)).x;
+    default:
+      return 0;
   }
 }
 inline double cuda_decode(format f, uint32_t code) {
@@ -141,7 +160,8 @@ inline double cuda_decode(format f, uint32_t code) {
       r.x = static_cast<unsigned short>(code);
       return __half2float(__half(r));
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 #else

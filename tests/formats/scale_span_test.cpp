@@ -159,7 +159,8 @@ TEST(scale_span, quantize_span_equals_quantize_value) {
 TEST(scale_span, strided_sweep_of_all_floats_at_scale_one) {
   std::vector<float> x;
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 2039) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
-  for (float special : {0.0f, -0.0f, 0.5f, -0.5f, 1.5f, -1.5f, 126.5f, -127.5f, -128.5f, 0x1p23f, -0x1p23f, 0x1.000002p23f})
+  for (float special :
+       {0.0f, -0.0f, 0.5f, -0.5f, 1.5f, -1.5f, 126.5f, -127.5f, -128.5f, 0x1p23f, -0x1p23f, 0x1.000002p23f})
     x.push_back(special);
   std::vector<float> out(x.size());
   for (format f : {format::e4m3fn, format::e5m2, format::bf16, format::fp16, format::int8, format::fp32})
@@ -195,11 +196,16 @@ TEST(scale_span, amax_equals_plain_loop_and_skips_na_n) {
 // span_all_finite against std::isfinite at every position of a span, Inf of both signs and NaN
 // payloads (quiet, signalling, negative), with the largest finite value and subnormals finite.
 TEST(scale_span, all_finite_equals_isfinite_at_every_position) {
-  const float bad[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), std::nanf(""),
-                       -std::nanf(""), std::numeric_limits<float>::signaling_NaN(), std::bit_cast<float>(0x7f800001u)};
+  const float bad[] = {std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity(),
+                       std::nanf(""),
+                       -std::nanf(""),
+                       std::numeric_limits<float>::signaling_NaN(),
+                       std::bit_cast<float>(0x7f800001u)};
   std::vector<float> x(77);  // finite patterns over every exponent (0: subnormal .. 254)
   for (size_t i = 0; i < x.size(); ++i)
-    x[i] = std::bit_cast<float>(static_cast<uint32_t>((i % 2) << 31 | (i * 37 % 255) << 23 | (i * 2654435761u & 0x7fffffu)));
+    x[i] = std::bit_cast<float>(
+        static_cast<uint32_t>((i % 2) << 31 | (i * 37 % 255) << 23 | (i * 2654435761u & 0x7fffffu)));
   x[5] = std::numeric_limits<float>::max(), x[6] = -std::numeric_limits<float>::denorm_min();
   for (float v : x) ASSERT_TRUE(std::isfinite(v));
   EXPECT_TRUE(span_all_finite(x.data(), x.size()));
@@ -225,7 +231,7 @@ TEST(scale_span, prepare_layer_same_bits_on_one_and_two_threads) {
   std::vector<float> q(static_cast<size_t>(n_head) * n * d), k(static_cast<size_t>(n_head_kv) * n * d), v(k.size());
   for (auto* x : {&q, &k, &v})
     for (float& e : *x) e = nd(rng);
-  q[17] = 900.0f;  // an outlier row
+  q[17] = 900.0f;                                                        // an outlier row
   for (int t = 0; t < n; ++t) v[static_cast<size_t>(t) * d + 5] = 0.0f;  // an all-zero V channel (Sage: NaN, flagged)
   const layer_view lv{q.data(), k.data(), v.data(), n_head, n_head_kv, n, n, d};
   const int threads_before = attnum::threads();
@@ -247,7 +253,8 @@ TEST(scale_span, prepare_layer_same_bits_on_one_and_two_threads) {
         same(one->q, two->q, "q");
         same(one->k, two->k, "k");
         same(one->v, two->v, "v");
-        for (auto [a, b, op] : {std::tuple{&one->q8, &two->q8, "q8"}, {&one->k8, &two->k8, "k8"}, {&one->v8, &two->v8, "v8"}}) {
+        for (auto [a, b, op] :
+             {std::tuple{&one->q8, &two->q8, "q8"}, {&one->k8, &two->k8, "k8"}, {&one->v8, &two->v8, "v8"}}) {
           same(a->values, b->values, op);
           same(a->row_scale, b->row_scale, op);
           same(a->col_scale, b->col_scale, op);
@@ -273,9 +280,9 @@ TEST(scale_span, prepare_layer_names_the_first_non_finite_input_on_threads) {
     condition cond;
     bool keep;
   };
-  for (const run& c : {run{"fa3", condition::plain, true}, run{"fa3", condition::plain, false},
-                       run{"fa3", condition::rotate, false}, run{"sage2pp-sm89", condition::plain, false},
-                       run{"sage2pp-sm89", condition::center, false}}) {
+  for (const run& c :
+       {run{"fa3", condition::plain, true}, run{"fa3", condition::plain, false}, run{"fa3", condition::rotate, false},
+        run{"sage2pp-sm89", condition::plain, false}, run{"sage2pp-sm89", condition::center, false}}) {
     std::vector<float> q(static_cast<size_t>(n) * d, 0.5f), k(q.size(), 0.5f), v(q.size(), 0.5f);
     const layer_view lv{q.data(), k.data(), v.data(), 1, 1, n, n, d};
     auto message = [&] {
@@ -286,13 +293,15 @@ TEST(scale_span, prepare_layer_names_the_first_non_finite_input_on_threads) {
       }
       return std::string("no error");
     };
-    const std::string what = std::string(c.kernel) + " " + std::string(condition_name(c.cond)) + (c.keep ? " kept" : "");
+    const std::string what =
+        std::string(c.kernel) + " " + std::string(condition_name(c.cond)) + (c.keep ? " kept" : "");
     v[5] = std::numeric_limits<float>::infinity();
     k[30000] = std::nanf("");
     k[30001] = std::numeric_limits<float>::infinity();
     EXPECT_NE(message().find("input k: element 30000 is not finite"), std::string::npos) << what << ": " << message();
     q[20000] = -std::numeric_limits<float>::infinity();
-    EXPECT_NE(message().find("input q: element 20000 is not finite (-inf)"), std::string::npos) << what << ": " << message();
+    EXPECT_NE(message().find("input q: element 20000 is not finite (-inf)"), std::string::npos)
+        << what << ": " << message();
     q[20000] = 0.0f, k[30000] = 0.0f, k[30001] = 0.0f;
     EXPECT_NE(message().find("input v: element 5 is not finite"), std::string::npos) << what << ": " << message();
     v[5] = 0.5f;

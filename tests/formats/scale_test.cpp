@@ -58,8 +58,8 @@ void check_groups(const std::vector<float>& x, int cols, const scale_spec& spec,
 TEST(scale, tensor_block_token_channel) {
   const int rows = 70, cols = 12;
   const auto x = matrix(rows, cols, 1);
-  for (auto gran : {scale_granularity::tensor, scale_granularity::block, scale_granularity::token,
-                    scale_granularity::channel}) {
+  for (auto gran :
+       {scale_granularity::tensor, scale_granularity::block, scale_granularity::token, scale_granularity::channel}) {
     scale_spec s;
     s.gran = gran;
     s.block_rows = 32;
@@ -71,7 +71,7 @@ TEST(scale, tensor_block_token_channel) {
     if (gran == scale_granularity::channel) groups.resize(cols);
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) {
-        const int g = gran == scale_granularity::tensor ? 0
+        const int g = gran == scale_granularity::tensor  ? 0
                       : gran == scale_granularity::block ? r / 32
                       : gran == scale_granularity::token ? r
                                                          : c;
@@ -124,8 +124,7 @@ TEST(scale, sage_v_per_channel_reciprocal_and_zero_channel) {
     for (int r = 0; r < rows; ++r) amax = std::max(amax, std::fabs(x[r * cols + c]));
     const float recip = 2.25f / amax;
     EXPECT_EQ(t.scales[c], amax / 2.25f);
-    for (int r = 0; r < rows; ++r)
-      EXPECT_EQ(t.grid[r * cols + c], quantize_e4m3_sat(x[r * cols + c] * recip));
+    for (int r = 0; r < rows; ++r) EXPECT_EQ(t.grid[r * cols + c], quantize_e4m3_sat(x[r * cols + c] * recip));
   }
   EXPECT_TRUE(t.has_nan);  // 0 * (2.25 / 0) is NaN, as in the kernel
   EXPECT_TRUE(std::isnan(t.grid[2]));

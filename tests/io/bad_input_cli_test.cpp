@@ -36,9 +36,8 @@ const std::string kData = ATTNUM_DATA_DIR;  // data/ in the repository (stories2
 class bad_input : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("attnum-bad-input-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("attnum-bad-input-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -66,7 +65,8 @@ class bad_input : public ::testing::Test {
   std::string qkv(int n = 8, int d = 16) const {
     std::vector<float> x(size_t(n) * d);
     for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * double(i)) * 0.5f;
-    for (const char* t : {"q", "k", "v"}) attnum::io::write_npy((dir_ / (std::string(t) + ".npy")).string(), x.data(), {n, d});
+    for (const char* t : {"q", "k", "v"})
+      attnum::io::write_npy((dir_ / (std::string(t) + ".npy")).string(), x.data(), {n, d});
     return "attend --q " + (dir_ / "q.npy").string() + " --k " + (dir_ / "k.npy").string() + " --v " +
            (dir_ / "v.npy").string();
   }
@@ -86,7 +86,8 @@ class bad_input : public ::testing::Test {
     const fs::path d = dir_ / name;
     file(name + "/config.json",
          "{\"model_type\": \"llama\", \"intermediate_size\": 16, \"num_hidden_layers\": 1, "
-         "\"num_attention_heads\": 2, \"vocab_size\": 32, " + extra + "}");
+         "\"num_attention_heads\": 2, \"vocab_size\": 32, " +
+             extra + "}");
     return d;
   }
   fs::path dir_;
@@ -99,14 +100,15 @@ TEST_F(bad_input, tokenizer_json_ids_outside_the_range) {
   const fs::path text = file("t.txt", "Once upon a time");
   const fs::path out = dir_ / "out";
   for (const char* id : {"-1", "-2147483648", "2147483647", "1e3", "true", "\"3\""}) {
-    const fs::path tok = file("tok.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": " + std::string(id) +
-                                              "}, \"merges\": []}}");
+    const fs::path tok = file(
+        "tok.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": " + std::string(id) + "}, \"merges\": []}}");
     refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " + text.string() +
                 " --out " + out.string(),
             {tok.string(), "model.vocab[\"a\"]", "token id"}, out);
   }
-  const fs::path tok = file("tok.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
-                                        "\"added_tokens\": [{\"content\": \"<s>\", \"id\": -5}]}");
+  const fs::path tok = file("tok.json",
+                            "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+                            "\"added_tokens\": [{\"content\": \"<s>\", \"id\": -5}]}");
   refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " + text.string() +
               " --out " + out.string(),
           {tok.string(), "added_tokens[0].id"}, out);
@@ -116,13 +118,14 @@ TEST_F(bad_input, tokenizer_json_type_errors_name_the_file) {
   ASSERT_TRUE(fs::exists(stories())) << stories();
   const fs::path text = file("t.txt", "Once upon a time");
   for (const std::string& body :
-       {std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": [{\"content\": 5, \"id\": 1}]}"),
+       {std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": "
+                    "[{\"content\": 5, \"id\": 1}]}"),
         std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": 7}"),
         std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": 3}"),
         std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}")}) {
     const fs::path tok = file("tok.json", body);
-    const run_result r = refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " +
-                                     text.string() + " --out " + (dir_ / "out").string(),
+    const run_result r = refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() +
+                                     " --text " + text.string() + " --out " + (dir_ / "out").string(),
                                  {tok.string()}, dir_ / "out");
   }
 }
@@ -133,8 +136,9 @@ TEST_F(bad_input, tokenizer_json_sentencepiece_fields_malformed) {
   const fs::path out = dir_ / "out";
   const std::string model = "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []";
   for (const auto& [body, field] : std::initializer_list<std::pair<std::string, std::string>>{
-           {"{" + model + "}, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"_\", "
-                          "\"prepend_scheme\": \"sometimes\"}}",
+           {"{" + model +
+                "}, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"_\", "
+                "\"prepend_scheme\": \"sometimes\"}}",
             "pre_tokenizer.prepend_scheme"},
            {"{" + model + "}, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": 5}}",
             "pre_tokenizer.replacement"},
@@ -142,7 +146,8 @@ TEST_F(bad_input, tokenizer_json_sentencepiece_fields_malformed) {
             "pre_tokenizer.split"},
            {"{" + model + ", \"byte_fallback\": \"yes\"}}", "model.byte_fallback"},
            {"{" + model + ", \"unk_token\": \"<unk>\"}}", "model.unk_token"},
-           {"{" + model + "}, \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": 3}}",
+           {"{" + model +
+                "}, \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": 3}}",
             "normalizer.content"},
            {"{" + model + "}, \"normalizer\": {\"type\": \"NFKD\"}}", "normalizer.type"}}) {
     const fs::path tok = file("tok.json", body);
@@ -167,8 +172,10 @@ TEST_F(bad_input, tokenizer_json_split_regex_malformed_or_unsupported) {
     const fs::path tok = file("tok.json",
                               "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
                               "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
-                              "\"pattern\": {\"Regex\": \"" + re + "\"}, \"behavior\": \"Isolated\"}, "
-                              "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}}");
+                              "\"pattern\": {\"Regex\": \"" +
+                                  re +
+                                  "\"}, \"behavior\": \"Isolated\"}, "
+                                  "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}}");
     refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " + text.string() +
                 " --out " + out.string(),
             {tok.string(), "pre_tokenizer.pretokenizers[0].pattern.Regex", construct}, out);
@@ -219,13 +226,20 @@ TEST_F(bad_input, knobs_outside_their_range_are_refused_before_any_work) {
   const std::string args = qkv();
   const fs::path out = dir_ / "o.npy";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"pv_acc.k_step=0", "pv_acc.k_step"},   {"qk_acc.k_step=-1", "qk_acc.k_step"},
-      {"block_n=1000000000", "block_n"},      {"block_m=0", "block_m"},
-      {"p_scale=nan", "p_scale"},             {"p_scale=0", "p_scale"},
-      {"p_scale=-1", "p_scale"},              {"k.scale_max=-448", "k.scale_max"},
-      {"k.group_div=0", "k.group_div"},       {"k.group_div=3", "k.group_div"},
-      {"qk_acc.kind=truncated --knob qk_acc.mant_bits=99", "qk_acc.mant_bits"}, {"block_n=1e300", "block_n"},
-      {"mask_value=nan", "mask_value"},       {"k.eps=-1", "k.eps"}};
+      {"pv_acc.k_step=0", "pv_acc.k_step"},
+      {"qk_acc.k_step=-1", "qk_acc.k_step"},
+      {"block_n=1000000000", "block_n"},
+      {"block_m=0", "block_m"},
+      {"p_scale=nan", "p_scale"},
+      {"p_scale=0", "p_scale"},
+      {"p_scale=-1", "p_scale"},
+      {"k.scale_max=-448", "k.scale_max"},
+      {"k.group_div=0", "k.group_div"},
+      {"k.group_div=3", "k.group_div"},
+      {"qk_acc.kind=truncated --knob qk_acc.mant_bits=99", "qk_acc.mant_bits"},
+      {"block_n=1e300", "block_n"},
+      {"mask_value=nan", "mask_value"},
+      {"k.eps=-1", "k.eps"}};
   for (const auto& [knob, field] : cases)
     refused(args + " --kernel fa3 --knob " + knob + " --out " + out.string(), {field}, out);
 }
@@ -235,14 +249,14 @@ TEST_F(bad_input, knobs_outside_their_range_are_refused_before_any_work) {
 TEST_F(bad_input, shard_names_must_stay_inside_the_model_folder) {
   const std::string secret = "root:x:0:0:SECRET-BYTES";
   file("outside/secret.safetensors", std::string("\x10\0\0\0\0\0\0\0", 8) + secret);
-  for (const std::string& name : {std::string("../outside/secret.safetensors"), std::string("../../../../../../etc/passwd"),
-                                  (dir_ / "outside/secret.safetensors").string(), std::string("a/../../x")}) {
+  for (const std::string& name :
+       {std::string("../outside/secret.safetensors"), std::string("../../../../../../etc/passwd"),
+        (dir_ / "outside/secret.safetensors").string(), std::string("a/../../x")}) {
     const fs::path m = hf("m", "\"hidden_size\": 8");
-    file("m/model.safetensors.index.json",
-         "{\"weight_map\": {\"model.embed_tokens.weight\": \"" + name + "\"}}");
+    file("m/model.safetensors.index.json", "{\"weight_map\": {\"model.embed_tokens.weight\": \"" + name + "\"}}");
     const fs::path ids = file("ids.txt", "1 2 3 4");
-    const run_result r = refused("capture --model " + m.string() + " --token-ids " + ids.string() + " --tokens 4 --out " +
-                                     (dir_ / "out").string(),
+    const run_result r = refused("capture --model " + m.string() + " --token-ids " + ids.string() +
+                                     " --tokens 4 --out " + (dir_ / "out").string(),
                                  {"model.safetensors.index.json", "weight_map"}, dir_ / "out");
     EXPECT_EQ(r.out.find("SECRET"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("root:"), std::string::npos) << r.out;
@@ -329,7 +343,9 @@ TEST_F(bad_input, nan_output_is_never_reported_as_error_zero) {
   std::string header, line;
   std::getline(in, header);
   size_t col = 0, at = 0;
-  for (size_t p = 0; (p = header.find(',', at)) != std::string::npos && header.substr(at, p - at) != "rel_err"; at = p + 1) ++col;
+  for (size_t p = 0; (p = header.find(',', at)) != std::string::npos && header.substr(at, p - at) != "rel_err";
+       at = p + 1)
+    ++col;
   int rows = 0;
   while (std::getline(in, line)) {
     std::vector<std::string> cells;
@@ -340,7 +356,8 @@ TEST_F(bad_input, nan_output_is_never_reported_as_error_zero) {
     }
     ASSERT_LT(col, cells.size()) << header;
     const std::string& cell = cells[col];
-    EXPECT_TRUE(cell.empty() || std::isnan(std::strtod(cell.c_str(), nullptr)) || std::strtod(cell.c_str(), nullptr) > 0)
+    EXPECT_TRUE(cell.empty() || std::isnan(std::strtod(cell.c_str(), nullptr)) ||
+                std::strtod(cell.c_str(), nullptr) > 0)
         << "rel_err '" << cell << "' for a NaN output: " << line;
     ++rows;
   }
@@ -355,8 +372,8 @@ TEST_F(bad_input, fifo_is_refused_without_blocking) {
   fs::remove(fifo);
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // timeout: a regression blocks forever; 124 would be its status.
-  const run_result r = attnum::test::run_command("timeout 60 " + std::string(ATTNUM_BINARY) + " " + args +
-                                                 " --kernel fa3 2>&1");
+  const run_result r =
+      attnum::test::run_command("timeout 60 " + std::string(ATTNUM_BINARY) + " " + args + " --kernel fa3 2>&1");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("FIFO"), std::string::npos) << r.out;
   const fs::path ids = dir_ / "ids.txt";
@@ -391,7 +408,8 @@ TEST_F(bad_input, capture_hashes_read_one_descriptor_fifo_and_dev_zero_refused) 
                                   {});
   }
   const fs::path out = dir_ / "out";
-  const std::string heads = "heads --kernel fa3 --conditions plain,rotate --quiet --out " + out.string() + " --captures ";
+  const std::string heads =
+      "heads --kernel fa3 --conditions plain,rotate --quiet --out " + out.string() + " --captures ";
   ASSERT_EQ(run_attnum(heads + caps[0].string()).status, 0);
   const nlohmann::json study = attnum::read_json(out / "checkpoints" / "study.json");
   const std::string bytes = attnum::read_file(caps[0]);
@@ -474,12 +492,13 @@ TEST_F(bad_input, unclear_messages_now_name_the_problem) {
               (dir_ / "out").string(),
           {ids_dir.string(), "is a folder"}, dir_ / "out");
   if (fs::exists(stories()))
-    refused("capture --model " + stories() + " --text " + ids_dir.string() + " --tokens 4 --out " +
-                (dir_ / "out").string(),
-            {ids_dir.string(), "is a folder"}, dir_ / "out");
+    refused(
+        "capture --model " + stories() + " --text " + ids_dir.string() + " --tokens 4 --out " + (dir_ / "out").string(),
+        {ids_dir.string(), "is a folder"}, dir_ / "out");
   // An --out whose folder cannot be created: the system's reason, not "No such file".
   const fs::path blocker = file("blocker", "a file, not a folder");
-  const run_result r = refused(args + " --kernel fa3 --out " + (blocker / "o.npy").string(), {"blocker", "Not a directory"});
+  const run_result r =
+      refused(args + " --kernel fa3 --out " + (blocker / "o.npy").string(), {"blocker", "Not a directory"});
   EXPECT_EQ(r.out.find("No such file"), std::string::npos) << r.out;
 }
 
@@ -503,7 +522,8 @@ TEST_F(bad_input, huge_values_are_clipped_in_messages) {
   clipped(args + " --kernel fa3 --knob qk_acc.kind=" + v, {"knob qk_acc.kind", "unknown value"});
   clipped(args + " --kernel fa3 --knob exp2_unit=" + v, {"knob exp2_unit", "unknown value"});
   clipped(args + " --kernel fa3 --knob transform_dtype=" + v, {"knob transform_dtype"});
-  clipped("heads --zoo --quiet --conditions plain," + v + " --out " + out.string(), {"--conditions", "unknown condition"});
+  clipped("heads --zoo --quiet --conditions plain," + v + " --out " + out.string(),
+          {"--conditions", "unknown condition"});
   clipped("heads --zoo --quiet --predictor-model " + v + " --out " + out.string(), {"--predictor-model"});
   clipped("heads --zoo --quiet --rotation random-hadamard:" + v + " --out " + out.string(), {"--rotation", "SEED"});
   clipped("heads --zoo --quiet --shard " + v + " --out " + out.string(), {"--shard"});
@@ -521,7 +541,8 @@ TEST_F(bad_input, huge_values_are_clipped_in_messages) {
 // --- a finished folder says so ----------------------------------------------------------------
 
 TEST_F(bad_input, completion_marker_written_last_and_required) {
-  const std::string small = "heads --zoo --n-tok 16 --layers 1 --texts 1 --quiet --kernel fa3 --conditions plain,rotate ";
+  const std::string small =
+      "heads --zoo --n-tok 16 --layers 1 --texts 1 --quiet --kernel fa3 --conditions plain,rotate ";
   const fs::path a = dir_ / "a", b = dir_ / "b", merged = dir_ / "merged";
   // A temp file of a killed run whose token the folder's lock file records goes on the next
   // run; user files named like temp files stay.
@@ -540,7 +561,8 @@ TEST_F(bad_input, completion_marker_written_last_and_required) {
   ASSERT_EQ(run_attnum(small + "--shard 1/2 --out " + b.string()).status, 0);
   // A shard killed before its marker is refused by merge.
   fs::remove(b / "complete.json");
-  refused("merge " + a.string() + " " + b.string() + " --out " + merged.string(), {b.string(), "complete.json"}, merged);
+  refused("merge " + a.string() + " " + b.string() + " --out " + merged.string(), {b.string(), "complete.json"},
+          merged);
   ASSERT_EQ(run_attnum(small + "--shard 1/2 --out " + b.string()).status, 0);
   ASSERT_EQ(run_attnum("merge " + a.string() + " " + b.string() + " --out " + merged.string()).status, 0);
   ASSERT_TRUE(fs::exists(merged / "complete.json"));
@@ -555,7 +577,8 @@ TEST_F(bad_input, completion_marker_written_last_and_required) {
 // A symlink to /dev/zero or a FIFO in place of a file of a folder read back (report, merge,
 // resume): refused at once, naming the file, without reading it (memory capped at 2 GiB here).
 TEST_F(bad_input, dev_zero_and_fifo_in_a_result_folder_refused_naming_the_file) {
-  const std::string small = "heads --zoo --n-tok 16 --layers 1 --texts 1 --quiet --kernel fa3 --conditions plain,rotate ";
+  const std::string small =
+      "heads --zoo --n-tok 16 --layers 1 --texts 1 --quiet --kernel fa3 --conditions plain,rotate ";
   const fs::path full = dir_ / "full", s0 = dir_ / "s0", s1 = dir_ / "s1";
   ASSERT_EQ(run_attnum(small + "--out " + full.string()).status, 0);
   ASSERT_EQ(run_attnum(small + "--shard 0/2 --out " + s0.string()).status, 0);
@@ -566,8 +589,10 @@ TEST_F(bad_input, dev_zero_and_fifo_in_a_result_folder_refused_naming_the_file) 
     fs::remove_all(d);
     fs::copy(src, d, fs::copy_options::recursive);
     fs::remove(d / name);
-    if (fifo) EXPECT_EQ(::mkfifo((d / name).c_str(), 0600), 0);
-    else fs::create_symlink("/dev/zero", d / name);
+    if (fifo)
+      EXPECT_EQ(::mkfifo((d / name).c_str(), 0600), 0);
+    else
+      fs::create_symlink("/dev/zero", d / name);
     return d;
   };
   auto check = [&](const std::string& args, const fs::path& file, bool fifo, const fs::path& out) {
@@ -577,7 +602,8 @@ TEST_F(bad_input, dev_zero_and_fifo_in_a_result_folder_refused_naming_the_file) 
 #else
     const std::string cap = "ulimit -v 2097152; ";
 #endif
-    const run_result r = attnum::test::run_command(cap + "timeout 60 " + std::string(ATTNUM_BINARY) + " " + args + " 2>&1");
+    const run_result r =
+        attnum::test::run_command(cap + "timeout 60 " + std::string(ATTNUM_BINARY) + " " + args + " 2>&1");
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << args;
     EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
     for (const std::string& f : {file.string(), std::string(fifo ? "is a FIFO" : "is not a regular file"),
@@ -627,8 +653,8 @@ TEST_F(bad_input, non_finite_weights_refused_and_non_finite_outputs_flagged) {
   attnum::io::write_npy((dir_ / "q.npy").string(), q.data(), {1, n, d});
   attnum::io::write_npy((dir_ / "k.npy").string(), k.data(), {1, n, d});
   attnum::io::write_npy((dir_ / "v.npy").string(), v.data(), {1, n, d});
-  const std::string huge = "attend --q " + (dir_ / "q.npy").string() + " --k " + (dir_ / "k.npy").string() +
-                           " --v " + (dir_ / "v.npy").string();
+  const std::string huge = "attend --q " + (dir_ / "q.npy").string() + " --k " + (dir_ / "k.npy").string() + " --v " +
+                           (dir_ / "v.npy").string();
   // exp2_arg_max of --json, by plain fp64 loops: max over rows of |row max of q.k / sqrt(d)| * log2 e
   // (causal, so row i sees keys 0..i).
   auto exp2_arg_max = [&] {
@@ -709,7 +735,8 @@ TEST_F(bad_input, second_run_into_a_locked_folder_and_out_inside_an_input_refuse
   refused("merge " + d.string() + " --out " + d.string(), {"is the input"});
   const fs::path m = llama2c("m.bin", 300);
   refused("capture --model " + m.string() + " --token-ids " + file("ids.txt", "1 2 3 4").string() +
-              " --tokens 4 --out " + m.string(), {"is the input"});
+              " --tokens 4 --out " + m.string(),
+          {"is the input"});
 }
 
 }  // namespace

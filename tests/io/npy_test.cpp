@@ -49,7 +49,8 @@ TEST(npy, reads_float64_and_float16_and_version2) {
   const std::string dir = io_test::temp_dir();
   std::string d64;
   for (double v : {0.1, -7.0}) d64 += raw(v);
-  io_test::write_bytes(dir + "/d.npy", npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 2), }", d64, 2));
+  io_test::write_bytes(dir + "/d.npy",
+                       npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 2), }", d64, 2));
   const npy_array a = read_npy(dir + "/d.npy");
   EXPECT_EQ(a.shape, (std::vector<int64_t>{1, 1, 2}));
   EXPECT_EQ(a.source_dtype, npy_dtype::f64);
@@ -92,8 +93,9 @@ TEST(npy, round_trips) {
   write_npy(dir + "/h.npy", x.data(), {4, 6}, npy_dtype::f16);
   const npy_array h = read_npy(dir + "/h.npy");
   for (size_t i = 0; i < x.size(); ++i)
-    EXPECT_EQ(h.data[i], static_cast<float>(attnum::formats::decode(
-                             attnum::formats::format::fp16, attnum::formats::encode(attnum::formats::format::fp16, x[i]))));
+    EXPECT_EQ(h.data[i],
+              static_cast<float>(attnum::formats::decode(
+                  attnum::formats::format::fp16, attnum::formats::encode(attnum::formats::format::fp16, x[i]))));
   const std::vector<double> y = {0.1, 1e-300, -3.0};
   write_npy(dir + "/y.npy", y.data(), {3, 1});
   std::vector<int64_t> shape;
@@ -103,7 +105,8 @@ TEST(npy, round_trips) {
 
 TEST(npy, bad_files_name_the_file_and_the_field) {
   const std::string dir = io_test::temp_dir();
-  const std::string good = npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", std::string(16, '\0'));
+  const std::string good =
+      npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", std::string(16, '\0'));
   io_test::write_bytes(dir + "/t.npy", good.substr(0, good.size() - 3));
   io_test::expect_error([&] { read_npy(dir + "/t.npy"); }, {dir + "/t.npy", "truncated"});
   io_test::write_bytes(dir + "/x.npy", good + "xx");
@@ -114,7 +117,8 @@ TEST(npy, bad_files_name_the_file_and_the_field) {
   io_test::expect_error([&] { read_npy(dir + "/b.npy"); }, {"b.npy", "descr", ">f4"});
   io_test::write_bytes(dir + "/o.npy", npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }", "abcd"));
   io_test::expect_error([&] { read_npy(dir + "/o.npy"); }, {"o.npy", "fortran_order"});
-  io_test::write_bytes(dir + "/s.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1, x), }", "abcd"));
+  io_test::write_bytes(dir + "/s.npy",
+                       npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1, x), }", "abcd"));
   io_test::expect_error([&] { read_npy(dir + "/s.npy"); }, {"s.npy", "dimension"});
   io_test::expect_error([&] { read_npy(dir + "/missing.npy"); }, {"missing.npy"});
 }

@@ -97,7 +97,10 @@ TEST(readback_test, messages_quote_at_most_about_200_bytes_of_a_value) {
   const json stored = {{"kernels", std::string(2 << 20, 'x')}};
   const json current = {{"kernels", "fa3"}};
   const std::string m = what([&] { attnum::core::require_same_config(stored, current, "f.json", "hint"); });
-  EXPECT_NE(m.find("f.json: the stored configuration differs from this run's in 1 field (stored -> this run): kernels:"), std::string::npos) << m.substr(0, 300);
+  EXPECT_NE(
+      m.find("f.json: the stored configuration differs from this run's in 1 field (stored -> this run): kernels:"),
+      std::string::npos)
+      << m.substr(0, 300);
   EXPECT_LT(m.size(), 600u);
   const std::string bad = "{\"a\": \"" + std::string(2 << 20, 'y') + "\x01\"}";
   const std::string e = what([&] { attnum::parse_json_text(bad, "g.json"); });
@@ -117,9 +120,10 @@ TEST(readback_test, huge_strings_in_study_json_are_clipped_naming_the_field) {
     std::string field;
     json value;
   };
-  for (const edit& e : {edit{"zoo_dtype", v}, edit{"kernels", json::array({v})}, edit{"knobs", json::array({v})},
-                        edit{"knobs", json::array({"qk_acc.k_step=" + v})}, edit{"conditions", json::array({"plain", v})},
-                        edit{"rotation", "random-hadamard:" + v}, edit{"predictor_model", v}, edit{v, 1}}) {
+  for (const edit& e :
+       {edit{"zoo_dtype", v}, edit{"kernels", json::array({v})}, edit{"knobs", json::array({v})},
+        edit{"knobs", json::array({"qk_acc.k_step=" + v})}, edit{"conditions", json::array({"plain", v})},
+        edit{"rotation", "random-hadamard:" + v}, edit{"predictor_model", v}, edit{v, 1}}) {
     json j = good;
     j[e.field] = e.value;
     put(d / "checkpoints/study.json", j.dump());
@@ -172,7 +176,9 @@ TEST(readback_test, unit_checkpoints_are_verified_on_resume) {
   }
   // An empty unit with a valid marker.
   {
-    const json marker = {{"end", 0}, {"n_rows", 0}, {"unit", attnum::study::unit_key(p, 0)},
+    const json marker = {{"end", 0},
+                         {"n_rows", 0},
+                         {"unit", attnum::study::unit_key(p, 0)},
                          {"rows_fnv1a", attnum::core::fnv1a_hex("", 0)}};
     put(u0, marker.dump() + "\n");
     m = what([&] { attnum::study::read_unit(d, p, 0); });
@@ -235,13 +241,17 @@ TEST(readback_test, loss_shards_are_validated_field_by_field) {
   refused([](json& s) { s["units"][0]["top1_same"] = {4, 1}; }, "top1_same 4");
   refused([](json& s) { s["units"][0]["dp"] = {1.5, 0}; }, "dp 1.5");
   refused([](json& s) { s["units"][0]["nll_ref"] = {-1.0, 1.0}; }, "nll_ref -1");
-  refused([](json& s) {
-    for (const char* k : {"nll_ref", "nll_var", "kl", "dp", "top1_same"}) s["units"][0][k] = json::array();
-  }, "no labels");
-  refused([](json& s) {
-    for (const char* k : {"nll_ref", "nll_var", "kl", "dp"}) s["units"][0][k] = {0.5};
-    s["units"][0]["top1_same"] = {1};
-  }, "with 1 labels does not fit");
+  refused(
+      [](json& s) {
+        for (const char* k : {"nll_ref", "nll_var", "kl", "dp", "top1_same"}) s["units"][0][k] = json::array();
+      },
+      "no labels");
+  refused(
+      [](json& s) {
+        for (const char* k : {"nll_ref", "nll_var", "kl", "dp"}) s["units"][0][k] = {0.5};
+        s["units"][0]["top1_same"] = {1};
+      },
+      "with 1 labels does not fit");
   refused([](json& s) { s["tool_version"] = "0.0.1"; }, "written by attnum \"0.0.1\"");
   refused([](json& s) { s["params"]["n_sources"] = 1000000000000; }, "n_sources 1000000000000");
   // Every field of params is read inside the validation (the fuzzer found "model" read outside it).

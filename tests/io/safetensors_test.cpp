@@ -56,7 +56,7 @@ TEST(safetensors, integer_and_half_dtypes) {
   d += raw(int64_t{-5});
   d += raw(int32_t{7});
   d += raw(uint16_t{0x3555});  // fp16 0.333251953125
-  d += "\xff\x80";            // U8 255, I8 -128 (two 1-byte tensors)
+  d += "\xff\x80";             // U8 255, I8 -128 (two 1-byte tensors)
   const std::string h =
       R"({"l":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},"i":{"dtype":"I32","shape":[1],"data_offsets":[8,12]},)"
       R"("h":{"dtype":"F16","shape":[1],"data_offsets":[12,14]},"u":{"dtype":"U8","shape":[1],"data_offsets":[14,15]},)"
@@ -90,7 +90,8 @@ TEST(safetensors, write_read_round_trip_with_metadata) {
     EXPECT_EQ(bf[i], attnum::formats::quantize_bf16(x[i]));
     EXPECT_EQ(h[i], static_cast<float>(attnum::formats::decode(
                         attnum::formats::format::fp16,
-                        attnum::formats::encode(attnum::formats::format::fp16, x[i], attnum::formats::rounding::nearest_even, false))));
+                        attnum::formats::encode(attnum::formats::format::fp16, x[i],
+                                                attnum::formats::rounding::nearest_even, false))));
   }
   EXPECT_TRUE(std::isinf(h[7]));
   EXPECT_EQ(f.at("f32").to_float(), x);
@@ -124,8 +125,9 @@ TEST(safetensors, rejects_bad_files_naming_file_tensor_and_field) {
   bad("dtype", st_bytes(R"({"a":{"dtype":"F8","shape":[2],"data_offsets":[0,2]}})", std::string(2, '\0')),
       {"dtype", "'a'", "F8"});
   bad("overlap",
-      st_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-               std::string(8, '\0')),
+      st_bytes(
+          R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          std::string(8, '\0')),
       {"overlap", "'b'", "overlaps"});
   bad("gap", st_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", std::string(8, '\0')),
       {"gap", "'a'", "gap"});
@@ -137,8 +139,11 @@ TEST(safetensors, rejects_bad_files_naming_file_tensor_and_field) {
       {"neg", "'a'", "shape"});
   io_test::expect_error([&] { safetensors_file f(dir + "/none"); }, {"none"});
   std::vector<float> x(2);
-  io_test::expect_error([&] { write_safetensors(dir + "/d", {{"a", {2}, x.data()}, {"a", {2}, x.data()}}); },
-                        {"'a'", "twice"});
+  io_test::expect_error(
+      [&] {
+        write_safetensors(dir + "/d", {{"a", {2}, x.data()}, {"a", {2}, x.data()}});
+      },
+      {"'a'", "twice"});
   io_test::expect_error([&] { write_safetensors(dir + "/d", {{"a", {2}, x.data(), st_dtype::I8}}); }, {"'a'", "I8"});
 }
 

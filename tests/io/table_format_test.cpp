@@ -94,7 +94,7 @@ TEST(table_format, md_is_a_pipe_table_with_numeric_columns_right_aligned) {
   EXPECT_EQ(rule[1].substr(rule[1].size() - 2), ": ");
   EXPECT_EQ(rule[2].substr(rule[2].size() - 2), ": ");
   EXPECT_NE(md[2].find(" 0.0123457 |"), std::string::npos) << md[2];  // six significant digits
-  EXPECT_NE(md[2].find("a\\|b, \"c\""), std::string::npos) << md[2];   // | escaped
+  EXPECT_NE(md[2].find("a\\|b, \"c\""), std::string::npos) << md[2];  // | escaped
   EXPECT_NE(md[3].find("[1,2]"), std::string::npos) << md[3];
   for (const auto& l : md) EXPECT_EQ(l.size(), md[0].size()) << "padded columns: " << l;
 }
@@ -172,12 +172,13 @@ TEST(output_flag, loss_csv_is_the_files_it_writes) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path text = dir / "story.txt";
-  write_file_atomic(text, "Once upon a time, there was a little girl named Lily. She loved to play in the park "
-                          "with her big red ball. One day, she saw a dog.\n");
-  const auto r = run_attnum("loss --model " ATTNUM_DATA_DIR "/stories260K.bin --text " + text.string() +
-                                " --tokens 24 --conditions plain,rotate --kernel fa3 --out " + (dir / "out").string() +
-                                " -o csv",
-                            false);
+  write_file_atomic(text,
+                    "Once upon a time, there was a little girl named Lily. She loved to play in the park "
+                    "with her big red ball. One day, she saw a dog.\n");
+  const auto r =
+      run_attnum("loss --model " ATTNUM_DATA_DIR "/stories260K.bin --text " + text.string() +
+                     " --tokens 24 --conditions plain,rotate --kernel fa3 --out " + (dir / "out").string() + " -o csv",
+                 false);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out, slurp(dir / "out" / "loss.csv") + "\n" + slurp(dir / "out" / "loss_paired.csv"));
   EXPECT_EQ(lines_of(r.out).size(), 3u + 1u + 2u) << r.out;  // header + 2 conditions, gap, header + 1 pair

@@ -19,8 +19,8 @@ TEST(capture_test, file_holds_bf16_post_rope_operands_and_metadata) {
   round_to_bf16(w);
   std::vector<int> ids(17);
   for (int i = 0; i < 17; ++i) ids[i] = (5 * i + 3) % 48;
-  const std::string path = std::filesystem::temp_directory_path() /
-                           ("attnum_capture_" + std::to_string(::getpid()) + ".safetensors");
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("attnum_capture_" + std::to_string(::getpid()) + ".safetensors");
   write_capture(w, ids, {"text-a", "abc", "tok", "", ""}, linear_precision::bf16, path);
   // The operands the forward hands to attention, recomputed independently of the writer.
   std::vector<std::vector<float>> q(3), k(3), v(3);

@@ -126,16 +126,25 @@ struct tiny_qwen {
       }
     }
     add("model.norm.weight", {D}, 0, "F32");
-    for (auto* n : {"model.norm.weight"}) for (double& x : ts[n].data) x += 1.0;
+    for (auto* n : {"model.norm.weight"})
+      for (double& x : ts[n].data) x += 1.0;
     if (!o.tied) add("lm_head.weight", {V, D}, 1, "BF16");
     for (int i = 0; i < dh / 2; ++i) inv_freq.push_back(std::pow(theta, -2.0 * i / dh));
   }
   nlohmann::json config() const {
-    nlohmann::json c = {{"model_type", o.family}, {"hidden_size", D}, {"intermediate_size", H},
-            {"num_hidden_layers", L}, {"num_attention_heads", nh}, {"num_key_value_heads", nkv},
-            {"rms_norm_eps", eps}, {"rope_theta", theta}, {"vocab_size", V},
-            {"tie_word_embeddings", o.tied}, {"max_position_embeddings", 64},
-            {"hidden_act", "silu"}, {"rope_scaling", nullptr}};
+    nlohmann::json c = {{"model_type", o.family},
+                        {"hidden_size", D},
+                        {"intermediate_size", H},
+                        {"num_hidden_layers", L},
+                        {"num_attention_heads", nh},
+                        {"num_key_value_heads", nkv},
+                        {"rms_norm_eps", eps},
+                        {"rope_theta", theta},
+                        {"vocab_size", V},
+                        {"tie_word_embeddings", o.tied},
+                        {"max_position_embeddings", 64},
+                        {"hidden_act", "silu"},
+                        {"rope_scaling", nullptr}};
     if (dh != D / nh) c["head_dim"] = dh;
     for (auto it = o.extra.begin(); it != o.extra.end(); ++it) c[it.key()] = it.value();
     return c;
@@ -197,8 +206,9 @@ struct tiny_qwen {
         }
     };
     std::vector<vec> x(n);
-    for (int t = 0; t < n; ++t) x[t] = vec(W("model.embed_tokens.weight").begin() + ids[t] * D,
-                                           W("model.embed_tokens.weight").begin() + (ids[t] + 1) * D);
+    for (int t = 0; t < n; ++t)
+      x[t] = vec(W("model.embed_tokens.weight").begin() + ids[t] * D,
+                 W("model.embed_tokens.weight").begin() + (ids[t] + 1) * D);
     for (int l = 0; l < L; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       std::vector<vec> q(n), k(n), v(n);
@@ -212,7 +222,8 @@ struct tiny_qwen {
           add_bias(k[t], p + "self_attn.k_proj.bias");
           add_bias(v[t], p + "self_attn.v_proj.bias");
         }
-        if (o.qk_norm) head_norm(q[t], nh, W(p + "self_attn.q_norm.weight")), head_norm(k[t], nkv, W(p + "self_attn.k_norm.weight"));
+        if (o.qk_norm)
+          head_norm(q[t], nh, W(p + "self_attn.q_norm.weight")), head_norm(k[t], nkv, W(p + "self_attn.k_norm.weight"));
         rope(q[t], nh, t), rope(k[t], nkv, t);
       }
       for (int t = 0; t < n; ++t) {
@@ -333,8 +344,14 @@ std::vector<double> default_freq(double theta, int dh) {
 
 TEST(hf_checkpoint_test, qwen3_q_norm_k_norm_head_dim_match_plain_loops) {
   // head_dim 12 != hidden_size / heads = 8; no biases; untied head.
-  tiny_qwen m(21, {.family = "qwen3", .qkv_bias = false, .qk_norm = true, .tied = false, .dh = 12,
-                   .extra = {{"attention_bias", false}, {"use_sliding_window", false}, {"sliding_window", nullptr},
+  tiny_qwen m(21, {.family = "qwen3",
+                   .qkv_bias = false,
+                   .qk_norm = true,
+                   .tied = false,
+                   .dh = 12,
+                   .extra = {{"attention_bias", false},
+                             {"use_sliding_window", false},
+                             {"sliding_window", nullptr},
                              {"max_window_layers", 28}}});
   const fs::path cfg_dir = temp_dir("qwen3cfg");
   m.write(cfg_dir, false);
@@ -345,16 +362,28 @@ TEST(hf_checkpoint_test, qwen3_q_norm_k_norm_head_dim_match_plain_loops) {
   fs::remove_all(cfg_dir);
   expect_family_matches(m, temp_dir("qwen3"));
   // attention_bias: q/k/v/o biases
-  tiny_qwen b(22, {.family = "qwen3", .qkv_bias = true, .o_bias = true, .qk_norm = true, .extra = {{"attention_bias", true}}});
+  tiny_qwen b(
+      22, {.family = "qwen3", .qkv_bias = true, .o_bias = true, .qk_norm = true, .extra = {{"attention_bias", true}}});
   expect_family_matches(b, temp_dir("qwen3b"));
 }
 
 TEST(hf_checkpoint_test, llama_attention_bias_and_mlp_bias_match_plain_loops) {
-  tiny_qwen m(23, {.family = "llama", .qkv_bias = true, .o_bias = true, .mlp_bias = true, .tied = false,
-                   .extra = {{"attention_bias", true}, {"mlp_bias", true}, {"pretraining_tp", 1},
-                             {"architectures", {"LlamaForCausalLM"}}, {"torch_dtype", "bfloat16"},
-                             {"transformers_version", "4.45.0"}, {"use_cache", true}, {"eos_token_id", {1, 2}},
-                             {"bos_token_id", 3}, {"initializer_range", 0.02}, {"attention_dropout", 0.0}}});
+  tiny_qwen m(23, {.family = "llama",
+                   .qkv_bias = true,
+                   .o_bias = true,
+                   .mlp_bias = true,
+                   .tied = false,
+                   .extra = {{"attention_bias", true},
+                             {"mlp_bias", true},
+                             {"pretraining_tp", 1},
+                             {"architectures", {"LlamaForCausalLM"}},
+                             {"torch_dtype", "bfloat16"},
+                             {"transformers_version", "4.45.0"},
+                             {"use_cache", true},
+                             {"eos_token_id", {1, 2}},
+                             {"bos_token_id", 3},
+                             {"initializer_range", 0.02},
+                             {"attention_dropout", 0.0}}});
   expect_family_matches(m, temp_dir("llamabias"));
   // Without the biases the o_proj/mlp bias tensors would be unread: refused by name.
   tiny_qwen none(23, {.family = "llama", .qkv_bias = true, .o_bias = true, .mlp_bias = true, .tied = false});
@@ -368,20 +397,29 @@ TEST(hf_checkpoint_test, llama_attention_bias_and_mlp_bias_match_plain_loops) {
 TEST(hf_checkpoint_test, rope_scaling_types_match_plain_loops) {
   const fs::path dir = temp_dir("rope");
   const auto base = default_freq(10000.0, 8);  // wavelengths 6.3, 63, 628, 6283
-  {  // linear: inv_freq / factor
-    tiny_qwen m(31, {.family = "llama", .qkv_bias = false, .extra = {{"rope_scaling", {{"rope_type", "linear"}, {"factor", 4.0}}}}});
+  {                                            // linear: inv_freq / factor
+    tiny_qwen m(31, {.family = "llama",
+                     .qkv_bias = false,
+                     .extra = {{"rope_scaling", {{"rope_type", "linear"}, {"factor", 4.0}}}}});
     for (int i = 0; i < 4; ++i) m.inv_freq[i] = base[i] / 4.0;
     expect_family_matches(m, dir);
   }
   {  // dynamic NTK at lengths within max_position_embeddings: the default frequencies
-    tiny_qwen m(32, {.family = "llama", .qkv_bias = false, .extra = {{"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}}});
+    tiny_qwen m(
+        32,
+        {.family = "llama", .qkv_bias = false, .extra = {{"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}}});
     expect_family_matches(m, dir);
   }
   {  // llama3 with original context 1024, low 1, high 4: wavelengths 6.3 and 63 < 256 kept,
      // 628 in [256, 1024] smoothed, 6283 > 1024 divided by the factor
-    tiny_qwen m(33, {.family = "llama", .qkv_bias = false,
-                     .extra = {{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                                                 {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 1024}}}}});
+    tiny_qwen m(33, {.family = "llama",
+                     .qkv_bias = false,
+                     .extra = {{"rope_scaling",
+                                {{"rope_type", "llama3"},
+                                 {"factor", 8.0},
+                                 {"low_freq_factor", 1.0},
+                                 {"high_freq_factor", 4.0},
+                                 {"original_max_position_embeddings", 1024}}}}});
     const double wl2 = 2 * M_PI / base[2], smooth = (1024 / wl2 - 1.0) / (4.0 - 1.0);
     m.inv_freq = {base[0], base[1], (1 - smooth) * base[2] / 8 + smooth * base[2], base[3] / 8};
     expect_family_matches(m, dir);
@@ -396,9 +434,15 @@ TEST(hf_checkpoint_test, rope_scaling_types_match_plain_loops) {
     expect_family_matches(m, dir);
   }
   {  // yarn with mscale / mscale_all_dim and original_max_position_embeddings 16 (= 64 / 4)
-    tiny_qwen m(35, {.family = "qwen2", .extra = {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0},
-                                     {"original_max_position_embeddings", 16}, {"mscale", 0.707}, {"mscale_all_dim", 1.0},
-                                     {"beta_fast", 16}, {"beta_slow", 2}}}}});
+    tiny_qwen m(35, {.family = "qwen2",
+                     .extra = {{"rope_scaling",
+                                {{"rope_type", "yarn"},
+                                 {"factor", 4.0},
+                                 {"original_max_position_embeddings", 16},
+                                 {"mscale", 0.707},
+                                 {"mscale_all_dim", 1.0},
+                                 {"beta_fast", 16},
+                                 {"beta_slow", 2}}}}});
     // correction dims: 8 ln(16 / (r 2 pi)) / (2 ln 1e4) for r = 16, 2: -0.80 -> 0, 0.105 -> 1
     const double lo = 0, hi = 1;
     for (int i = 0; i < 4; ++i) {
@@ -413,7 +457,9 @@ TEST(hf_checkpoint_test, rope_scaling_types_match_plain_loops) {
 TEST(hf_checkpoint_test, mistral_and_sliding_windows) {
   const fs::path dir = temp_dir("mistral");
   // sliding_window 4096 over 20 tokens: plain causal attention
-  tiny_qwen m(41, {.family = "mistral", .qkv_bias = false, .tied = false,
+  tiny_qwen m(41, {.family = "mistral",
+                   .qkv_bias = false,
+                   .tied = false,
                    .extra = {{"sliding_window", 4096}, {"bos_token_id", 1}}});
   expect_family_matches(m, dir);
   // A window shorter than the forward is refused, naming the field.
@@ -455,17 +501,23 @@ TEST(hf_checkpoint_test, unsupported_fields_and_tensors_are_refused_by_name) {
   expect_has(config_error({{"quantization_config", {{"quant_method", "gptq"}}}}), "field quantization_config");
   expect_has(config_error({{"attention_bias", true}}), "field attention_bias");  // qwen2 has no such field
   expect_has(config_error({{"partial_rotary_factor", 0.5}}), "field partial_rotary_factor");
-  expect_has(config_error({{"rope_scaling", {{"rope_type", "longrope"}, {"factor", 2}}}}), "rope_type 'longrope' not supported");
+  expect_has(config_error({{"rope_scaling", {{"rope_type", "longrope"}, {"factor", 2}}}}),
+             "rope_type 'longrope' not supported");
   expect_has(config_error({{"rope_scaling", {{"rope_type", "linear"}, {"factor", -2}}}}), "factor = -2");
   expect_has(config_error({{"rope_scaling", {{"rope_type", "linear"}, {"factor", "2"}}}}), "factor = \"2\"");
   expect_has(config_error({{"rope_scaling", {{"rope_type", "linear"}}}}), "missing field factor");
   expect_has(config_error({{"rope_scaling", {{"rope_type", "linear"}, {"factor", 2}, {"low_freq_factor", 1}}}}),
              "field low_freq_factor");
   expect_has(config_error({{"rope_scaling", {{"factor", 2}}}}), "missing rope_type");
-  expect_has(config_error({{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8}, {"low_freq_factor", 4},
-                                             {"high_freq_factor", 1}, {"original_max_position_embeddings", 8192}}}}),
+  expect_has(config_error({{"rope_scaling",
+                            {{"rope_type", "llama3"},
+                             {"factor", 8},
+                             {"low_freq_factor", 4},
+                             {"high_freq_factor", 1},
+                             {"original_max_position_embeddings", 8192}}}}),
              "high_freq_factor 1 must exceed low_freq_factor 4");
-  expect_has(config_error({{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4}, {"original_max_position_embeddings", 32}}}}),
+  expect_has(config_error(
+                 {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4}, {"original_max_position_embeddings", 32}}}}),
              "transformers versions disagree");
   expect_has(config_error({{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4}, {"attention_factor", 0}}}}),
              "attention_factor = 0");
@@ -611,9 +663,9 @@ TEST(hf_checkpoint_test, cli_exits_2_with_a_clear_message) {
 TEST(hf_checkpoint_test, llama_config_conventions) {
   const fs::path dir = temp_dir("llama");
   fs::create_directories(dir);
-  nlohmann::json c = {{"model_type", "llama"}, {"hidden_size", 64}, {"intermediate_size", 128},
+  nlohmann::json c = {{"model_type", "llama"},  {"hidden_size", 64},        {"intermediate_size", 128},
                       {"num_hidden_layers", 2}, {"num_attention_heads", 8}, {"num_key_value_heads", 2},
-                      {"vocab_size", 100}, {"bos_token_id", 7}, {"max_position_embeddings", 256}};
+                      {"vocab_size", 100},      {"bos_token_id", 7},        {"max_position_embeddings", 256}};
   std::ofstream(dir / "config.json") << c.dump();
   attnum::model::config cfg = attnum::model::read_hf_config((dir / "config.json").string());
   EXPECT_EQ(cfg.bos_id, 7);

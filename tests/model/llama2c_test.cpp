@@ -20,8 +20,10 @@ using attnum::model::weights;
 void write_llama2c(const fs::path& path, const weights& w, bool shared, int32_t vocab_override = 0) {
   const auto& c = w.cfg;
   std::ofstream f(path, std::ios::binary);
-  const int32_t h[7] = {c.dim, c.hidden_dim, c.n_layers, c.n_head, c.n_head_kv,
-                        vocab_override ? vocab_override : (shared ? c.vocab_size : -c.vocab_size), c.seq_len};
+  const int32_t h[7] = {c.dim,       c.hidden_dim,
+                        c.n_layers,  c.n_head,
+                        c.n_head_kv, vocab_override ? vocab_override : (shared ? c.vocab_size : -c.vocab_size),
+                        c.seq_len};
   f.write(reinterpret_cast<const char*>(h), sizeof h);
   auto put = [&](const std::vector<float>& v) { f.write(reinterpret_cast<const char*>(v.data()), v.size() * 4); };
   auto put_matrix = [&](const attnum::model::matrix& m) { put(m.to_float()); };

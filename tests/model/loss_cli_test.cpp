@@ -22,8 +22,8 @@ struct result {
 result run(const std::string& args) {
   const fs::path dir = fs::temp_directory_path() / ("attnum_loss_cli_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string cmd = std::string(ATTNUM_BINARY) + " " + args + " >" + (dir / "out").string() +
-                          " 2>" + (dir / "err").string();
+  const std::string cmd =
+      std::string(ATTNUM_BINARY) + " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
   const int rc = std::system(cmd.c_str());
   auto slurp = [](const fs::path& p) {
     std::ifstream f(p);
@@ -38,14 +38,16 @@ TEST(loss_cli_test, json_contract_out_files_and_errors) {
   const fs::path out = fs::temp_directory_path() / ("attnum_loss_out_" + std::to_string(::getpid()));
   const std::string model = " --model " + kData + "stories260K.bin";
   const std::string text = " --text " + kBook;
-  result r = run("loss" + model + text + " --tokens 64 --windows 2 --kernel fa3 --conditions plain,center "
-                 "--json --out " + out.string());
+  result r = run("loss" + model + text +
+                 " --tokens 64 --windows 2 --kernel fa3 --conditions plain,center "
+                 "--json --out " +
+                 out.string());
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.size(), 2u);
-  for (const char* f : {"condition", "kernel", "n_labels", "ce_ref", "ce_variant", "ppl_ratio",
-                        "ppl_ratio_lo", "ppl_ratio_hi", "kl_mean", "top1_agreement", "dp_p50",
-                        "dp_p90", "dp_p99", "model", "reference"})
+  for (const char* f :
+       {"condition", "kernel", "n_labels", "ce_ref", "ce_variant", "ppl_ratio", "ppl_ratio_lo", "ppl_ratio_hi",
+        "kl_mean", "top1_agreement", "dp_p50", "dp_p90", "dp_p99", "model", "reference"})
     EXPECT_TRUE(j[0].contains(f)) << f;
   EXPECT_EQ(j[0]["n_labels"], 128);
   EXPECT_EQ(j[1]["condition"], "center");
@@ -54,14 +56,14 @@ TEST(loss_cli_test, json_contract_out_files_and_errors) {
   // --json keeps its array; the paired rows are in DIR/loss_paired.json.
   const auto paired = nlohmann::json::parse(std::ifstream(out / "loss_paired.json"));
   ASSERT_EQ(paired.size(), 1u);
-  for (const char* f : {"kernel", "condition_a", "condition_b", "n_labels", "delta_ce", "delta_ce_lo",
-                        "delta_ce_hi", "delta_kl", "delta_top1", "block_length", "ci_method"})
+  for (const char* f : {"kernel", "condition_a", "condition_b", "n_labels", "delta_ce", "delta_ce_lo", "delta_ce_hi",
+                        "delta_kl", "delta_top1", "block_length", "ci_method"})
     EXPECT_TRUE(paired[0].contains(f)) << f;
   EXPECT_EQ(paired[0]["condition_a"], "center");
   EXPECT_EQ(paired[0]["condition_b"], "plain");
   EXPECT_EQ(paired[0]["n_labels"], 128);
-  EXPECT_NEAR(paired[0]["delta_ce"].get<double>(),
-              j[1]["ce_variant"].get<double>() - j[0]["ce_variant"].get<double>(), 1e-12);
+  EXPECT_NEAR(paired[0]["delta_ce"].get<double>(), j[1]["ce_variant"].get<double>() - j[0]["ce_variant"].get<double>(),
+              1e-12);
   fs::remove_all(out);
 
   // Longer than the context: clamped to it with a message, as attnum study does (the window

@@ -79,8 +79,8 @@ std::vector<model::unit_result> draw(stats::splitmix64& rng, int g) {
 }
 
 constexpr int kStats = 9;
-const char* kNames[kStats] = {"ppl_ratio", "kl_mean", "kl_p50", "kl_p90", "top1_agreement",
-                              "dp_rms", "delta_ce", "delta_kl", "delta_top1"};
+const char* kNames[kStats] = {"ppl_ratio", "kl_mean",  "kl_p50",   "kl_p90",    "top1_agreement",
+                              "dp_rms",    "delta_ce", "delta_kl", "delta_top1"};
 
 // The population values (closed forms of the process above).
 std::vector<double> truths() {
@@ -89,8 +89,15 @@ std::vector<double> truths() {
   const double sd_log = std::sqrt(kSw * kSw + kSk * kSk), z90 = 1.2815515655446004;
   const double top = normal_cdf(kCPlain / std::sqrt(1 + kSz * kSz)),
                top_rot = normal_cdf(kCRotate / std::sqrt(1 + kSz * kSz));
-  return {std::exp(kMuPlain), ekl, std::exp(kMPlain), std::exp(kMPlain + z90 * sd_log), top,
-          0.3 * std::sqrt(ekl), kMuRotate - kMuPlain, ekl_rot - ekl, top_rot - top};
+  return {std::exp(kMuPlain),
+          ekl,
+          std::exp(kMPlain),
+          std::exp(kMPlain + z90 * sd_log),
+          top,
+          0.3 * std::sqrt(ekl),
+          kMuRotate - kMuPlain,
+          ekl_rot - ekl,
+          top_rot - top};
 }
 
 struct ci {
@@ -105,10 +112,15 @@ std::vector<ci> after(const model::loss_params& p, const std::vector<model::unit
   const model::paired_row q = model::summarize_paired(p, "sim", res).at(0);
   EXPECT_FALSE(std::isfinite(r.kl_p99_lo));  // a high quantile gets none
   EXPECT_FALSE(r.kl_p99_ci_reason.empty());
-  return {{r.ppl_ratio_lo, r.ppl_ratio_hi}, {r.kl_mean_lo, r.kl_mean_hi}, {r.kl_p50_lo, r.kl_p50_hi},
-          {r.kl_p90_lo, r.kl_p90_hi},       {r.top1_agreement_lo, r.top1_agreement_hi},
-          {r.dp_rms_lo, r.dp_rms_hi},       {q.delta_ce_lo, q.delta_ce_hi},
-          {q.delta_kl_lo, q.delta_kl_hi},   {q.delta_top1_lo, q.delta_top1_hi}};
+  return {{r.ppl_ratio_lo, r.ppl_ratio_hi},
+          {r.kl_mean_lo, r.kl_mean_hi},
+          {r.kl_p50_lo, r.kl_p50_hi},
+          {r.kl_p90_lo, r.kl_p90_hi},
+          {r.top1_agreement_lo, r.top1_agreement_hi},
+          {r.dp_rms_lo, r.dp_rms_hi},
+          {q.delta_ce_lo, q.delta_ce_hi},
+          {q.delta_kl_lo, q.delta_kl_hi},
+          {q.delta_top1_lo, q.delta_top1_hi}};
 }
 
 // The intervals the loss study printed before: the percentile moving-block bootstrap over token
@@ -174,11 +186,14 @@ bool kl_p99_jackknife_covers(const std::vector<model::unit_result>& res, double 
   }
   stats::bootstrap_options o;
   o.scale = stats::ci_scale::log;
-  const stats::interval iv = stats::cluster_jackknife_t(window, [&](std::span<const int> idx) -> std::optional<double> {
-    std::vector<double> v(idx.size());
-    for (size_t i = 0; i < idx.size(); ++i) v[i] = kl[static_cast<size_t>(idx[i])];
-    return stats::percentile(std::move(v), 0.99);
-  }, o);
+  const stats::interval iv = stats::cluster_jackknife_t(
+      window,
+      [&](std::span<const int> idx) -> std::optional<double> {
+        std::vector<double> v(idx.size());
+        for (size_t i = 0; i < idx.size(); ++i) v[i] = kl[static_cast<size_t>(idx[i])];
+        return stats::percentile(std::move(v), 0.99);
+      },
+      o);
   return iv.lo && *iv.lo <= truth && truth <= *iv.hi;
 }
 
@@ -206,13 +221,11 @@ TEST(loss_interval_coverage_slow_test, every_printed_loss_interval_covers_92_to_
       p99_covered += kl_p99_jackknife_covers(res, kl_p99_truth);
       const std::vector<ci> a = after(p, res);
       for (size_t k = 0; k < kStats; ++k)
-        if (a[k].reported())
-          t[k].reported_after++, t[k].covered_after += a[k].lo <= truth[k] && truth[k] <= a[k].hi;
+        if (a[k].reported()) t[k].reported_after++, t[k].covered_after += a[k].lo <= truth[k] && truth[k] <= a[k].hi;
       if (r >= reps_before) continue;
       const std::vector<ci> b = before(res);
       for (size_t k = 0; k < kStats; ++k)
-        if (b[k].reported())
-          t[k].reported_before++, t[k].covered_before += b[k].lo <= truth[k] && truth[k] <= b[k].hi;
+        if (b[k].reported()) t[k].reported_before++, t[k].covered_before += b[k].lo <= truth[k] && truth[k] <= b[k].hi;
     }
     std::printf("| %d | %d (%d) |", g, reps, reps_before);
     for (int k = 0; k < kStats; ++k) {

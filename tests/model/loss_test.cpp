@@ -85,7 +85,8 @@ TEST(loss_test, swapping_one_layer_keeps_earlier_layers_bit_identical) {
     forward(w, ids, opt);
     return r;
   };
-  const attention_fn base = reference_attention("bf16"), other = kernel_attention(attnum::attention::preset("fa3"), "rotate");
+  const attention_fn base = reference_attention("bf16"),
+                     other = kernel_attention(attnum::attention::preset("fa3"), "rotate");
   const auto a = residuals(base);
   for (int swap = 0; swap < n_layers; ++swap) {
     const auto b = residuals([&](int l, const qkv_view& x, float* o) { (l == swap ? other : base)(l, x, o); });
@@ -198,7 +199,8 @@ TEST(loss_test, shard_files_merged_write_the_single_run_files) {
   weights w = attnum::test::tiny_model(9);
   round_to_bf16(w);
   const loss_params p = tiny_params();
-  const std::string base = std::filesystem::temp_directory_path() / ("attnum_loss_shards_" + std::to_string(::getpid()));
+  const std::string base =
+      std::filesystem::temp_directory_path() / ("attnum_loss_shards_" + std::to_string(::getpid()));
   write_loss_files(base + "/single", run_loss(w, p));
   for (int i = 0; i < 3; ++i)
     write_shard_file(base + "/shards", i, 3, shard_to_json(p, w.id, i, 3, compute_units(w, p, shard_units(p, i, 3))));
@@ -262,9 +264,9 @@ TEST(loss_test, paired_rows_from_known_unit_results) {
   EXPECT_NEAR(rows[0].delta_kl, -0.001, 1e-15);
   EXPECT_NEAR(rows[0].delta_top1, 0.9 - 0.8, 1e-12);
   EXPECT_EQ(rows[0].n_labels, 1000);
-  EXPECT_GT(rows[0].block_length, 10);              // AR(1) 0.8: dependence over ~15 lags
+  EXPECT_GT(rows[0].block_length, 10);  // AR(1) 0.8: dependence over ~15 lags
   EXPECT_NEAR(rows[0].ce_diff_lag1_autocorrelation, 0.8, 0.06);
-  EXPECT_EQ(rows[1].block_length, 10);              // independent noise: the ceil(1000^(1/3)) floor
+  EXPECT_EQ(rows[1].block_length, 10);  // independent noise: the ceil(1000^(1/3)) floor
   // The window means of the AR(1) difference spread about sqrt((1+phi)/(1-phi)) = 3x as far as
   // i.i.d. labels' would; the interval over windows sees it.
   const double sd = 0.05 / std::sqrt(1 - 0.64), iid_half = 1.96 * sd / std::sqrt(1000.0);
@@ -353,10 +355,10 @@ TEST(loss_test, kl_distribution_and_intervals_from_known_unit_results) {
   EXPECT_NEAR(r.dp_rms, 0.1, 1e-15);
   // Every interval brackets its statistic and has width; a constant series' (dp_rms: 0.1 in
   // every window) has zero width and so none; kl_p99, a high quantile, has none.
-  for (const auto& [v, lo, hi] : {std::tuple{r.kl_mean, r.kl_mean_lo, r.kl_mean_hi},
-                                  std::tuple{r.kl_p50, r.kl_p50_lo, r.kl_p50_hi},
-                                  std::tuple{r.kl_p90, r.kl_p90_lo, r.kl_p90_hi},
-                                  std::tuple{r.top1_agreement, r.top1_agreement_lo, r.top1_agreement_hi}}) {
+  for (const auto& [v, lo, hi] :
+       {std::tuple{r.kl_mean, r.kl_mean_lo, r.kl_mean_hi}, std::tuple{r.kl_p50, r.kl_p50_lo, r.kl_p50_hi},
+        std::tuple{r.kl_p90, r.kl_p90_lo, r.kl_p90_hi},
+        std::tuple{r.top1_agreement, r.top1_agreement_lo, r.top1_agreement_hi}}) {
     EXPECT_LT(lo, v);
     EXPECT_GT(hi, v);
   }
@@ -421,9 +423,9 @@ TEST(loss_test, too_few_text_windows_give_no_interval_with_the_reason) {
   EXPECT_EQ(r.n_text_windows, 2);
   EXPECT_EQ(r.ci_method, "none: 2 text windows (an interval over text windows needs at least 3)");
   const std::string why = "2 text windows: an interval over text windows needs at least 3";
-  for (const std::string& reason : {r.ppl_ratio_ci_reason, r.kl_mean_ci_reason, r.kl_p50_ci_reason,
-                                    r.kl_p90_ci_reason, r.top1_agreement_ci_reason, r.dp_rms_ci_reason,
-                                    q.delta_ce_ci_reason, q.delta_kl_ci_reason, q.delta_top1_ci_reason})
+  for (const std::string& reason :
+       {r.ppl_ratio_ci_reason, r.kl_mean_ci_reason, r.kl_p50_ci_reason, r.kl_p90_ci_reason, r.top1_agreement_ci_reason,
+        r.dp_rms_ci_reason, q.delta_ce_ci_reason, q.delta_kl_ci_reason, q.delta_top1_ci_reason})
     EXPECT_EQ(reason, why);
   const nlohmann::json j = to_json(r), k = to_json(q);
   for (const char* s : {"ppl_ratio", "kl_mean", "kl_p50", "kl_p90", "kl_p99", "top1_agreement", "dp_rms"}) {

@@ -113,8 +113,11 @@ TEST(reference_logits_test, a_file_of_another_run_is_refused_naming_the_field) {
   // Other texts: opened, but no window has their ids.
   other = params(99);
   other.reference_file = reference_logits::open(path, w, other);
-  expect_error([&] { compute_window(w, other, {{0, 0, 0}}); },
-               {path, "none of its 4 windows has the input ids of source 0 window 0"});
+  expect_error(
+      [&] {
+        compute_window(w, other, {{0, 0, 0}});
+      },
+      {path, "none of its 4 windows has the input ids of source 0 window 0"});
   // Not a reference file: a safetensors file of something else, and a file that is not one.
   const std::string plain = dir + "/plain.safetensors";
   const std::vector<float> x = {1, 2};
@@ -176,8 +179,8 @@ TEST(reference_logits_test, streaming_writer_writes_write_safetensors_bytes_and_
   }
   EXPECT_EQ(io_test::read_bytes(dir + "/one.safetensors"), io_test::read_bytes(dir + "/two.safetensors"));
   {
-    attnum::io::safetensors_writer w(dir + "/three.safetensors", {{"a", attnum::io::st_dtype::F32, {3}},
-                                                                  {"b", attnum::io::st_dtype::F32, {2, 2}}});
+    attnum::io::safetensors_writer w(dir + "/three.safetensors",
+                                     {{"a", attnum::io::st_dtype::F32, {3}}, {"b", attnum::io::st_dtype::F32, {2, 2}}});
     expect_error([&] { w.write_next(a.data(), 8); }, {"tensor 'a': 8 bytes given, its shape needs 12"});
     w.write_next(a.data(), 12);
     expect_error([&] { w.commit(); }, {"1 of 2 tensors written (next: 'b')"});

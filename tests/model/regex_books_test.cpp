@@ -73,7 +73,8 @@ TEST(regex_books_test, engine_and_hand_written_split_agree_on_the_books) {
   } catch (const std::exception& e) {
     GTEST_SKIP() << e.what();
   }
-  for (const auto& [pattern, digits] : {std::pair{attnum::model::kQwen2Split, 1}, std::pair{attnum::model::kLlama3Split, 3}}) {
+  for (const auto& [pattern, digits] :
+       {std::pair{attnum::model::kQwen2Split, 1}, std::pair{attnum::model::kLlama3Split, 3}}) {
     const attnum::model::regex re(pattern);
     for (const std::string& path : books) {
       std::ifstream f(path, std::ios::binary);
@@ -90,8 +91,9 @@ TEST(regex_books_test, engine_and_hand_written_split_agree_on_the_books) {
       for (; at < u.size() && k < got.size(); ++k) {
         const size_t want = match_at(u, at, digits);
         if (got[k].begin != at || got[k].end != want) {
-          if (++mismatches <= 5) ADD_FAILURE() << path << ": code point " << at << ": engine [" << got[k].begin << ", "
-                                                << got[k].end << "), hand-written [" << at << ", " << want << ")";
+          if (++mismatches <= 5)
+            ADD_FAILURE() << path << ": code point " << at << ": engine [" << got[k].begin << ", " << got[k].end
+                          << "), hand-written [" << at << ", " << want << ")";
           break;
         }
         at = want;

@@ -55,17 +55,17 @@ std::string first(const std::string& pattern, const std::string& text) {
 using v = std::vector<std::string>;
 
 TEST(regex_test, alternation_is_leftmost_first_not_longest) {
-  EXPECT_EQ(first("a|ab", "ab"), "a");        // the first alternative that matches wins
+  EXPECT_EQ(first("a|ab", "ab"), "a");  // the first alternative that matches wins
   EXPECT_EQ(first("ab|a", "ab"), "ab");
   EXPECT_EQ(first("(a|ab)(c|bcd)", "abcd"), "abcd");  // backtracks into the group: a, then bcd
-  EXPECT_EQ(first("x|b", "abc"), "b");        // leftmost start first
+  EXPECT_EQ(first("x|b", "abc"), "b");                // leftmost start first
 }
 
 TEST(regex_test, quantifiers_greedy_lazy_counted) {
   EXPECT_EQ(first("a+", "baaa"), "aaa");
   EXPECT_EQ(first("a+?", "baaa"), "a");
   EXPECT_EQ(first("a*b", "aaab"), "aaab");
-  EXPECT_EQ(first("a?a", "a"), "a");          // ? gives its character back
+  EXPECT_EQ(first("a?a", "a"), "a");  // ? gives its character back
   EXPECT_EQ(all("a{2}", "aaaaa"), (v{"aa", "aa"}));
   EXPECT_EQ(all("a{2,3}", "aaaaa"), (v{"aaa", "aa"}));
   EXPECT_EQ(all("a{2,3}?", "aaaaa"), (v{"aa", "aa"}));
@@ -95,36 +95,36 @@ TEST(regex_test, lookahead) {
 TEST(regex_test, classes_by_general_category) {
   EXPECT_EQ(all("\\p{Lu}", "aÉéZ"), (v{"É", "Z"}));
   EXPECT_EQ(all("\\p{Ll}", "aÉéZ"), (v{"a", "é"}));
-  EXPECT_EQ(all("\\p{Lt}", "ǅx"), (v{"ǅ"}));              // U+01C5
-  EXPECT_EQ(all("\\p{Lm}", "ʰx"), (v{"ʰ"}));              // U+02B0
+  EXPECT_EQ(all("\\p{Lt}", "ǅx"), (v{"ǅ"}));  // U+01C5
+  EXPECT_EQ(all("\\p{Lm}", "ʰx"), (v{"ʰ"}));  // U+02B0
   EXPECT_EQ(all("\\p{Lo}", "aあ"), (v{"あ"}));
-  EXPECT_EQ(all("\\p{M}", "e\u0301"), (v{"\u0301"}));     // combining acute, Mn
+  EXPECT_EQ(all("\\p{M}", "e\u0301"), (v{"\u0301"}));  // combining acute, Mn
   EXPECT_EQ(all("\\p{P}", "a«b!"), (v{"«", "!"}));
   EXPECT_EQ(all("\\p{S}", "5€+"), (v{"€", "+"}));
-  EXPECT_EQ(all("\\p{N}", "a½٣7"), (v{"½", "٣", "7"}));   // No, Nd (Arabic-Indic three), Nd
+  EXPECT_EQ(all("\\p{N}", "a½٣7"), (v{"½", "٣", "7"}));  // No, Nd (Arabic-Indic three), Nd
   EXPECT_EQ(all("\\pL+", "ab1c"), (v{"ab", "c"}));
   EXPECT_EQ(all("\\P{L}+", "ab12c!"), (v{"12", "!"}));
   EXPECT_EQ(all("\\p{^L}+", "ab12c!"), (v{"12", "!"}));
-  EXPECT_EQ(all("\\d", "a½٣7"), (v{"٣", "7"}));            // Nd only
-  EXPECT_EQ(all("\\w+", "a_b\u0301½ c-d"), (v{"a_b\u0301½", "c", "d"}));  // L, Pc, M, N
+  EXPECT_EQ(all("\\d", "a½٣7"), (v{"٣", "7"}));                                       // Nd only
+  EXPECT_EQ(all("\\w+", "a_b\u0301½ c-d"), (v{"a_b\u0301½", "c", "d"}));              // L, Pc, M, N
   EXPECT_EQ(all("\\s", "a\u0085b\u3000c\u200Bd\te"), (v{"\u0085", "\u3000", "\t"}));  // U+200B is Cf
   EXPECT_EQ(all("[^\\s\\p{L}\\p{N}]+", "ab, c1 !?"), (v{",", "!?"}));
   EXPECT_EQ(all("[^\\r\\n\\p{L}\\p{N}]?\\p{L}+", "\nab cd"), (v{"ab", " cd"}));
   EXPECT_EQ(all("[a-c]+", "abcdcba"), (v{"abc", "cba"}));
   EXPECT_EQ(all("[-a]+", "x-a-"), (v{"-a-"}));
-  EXPECT_EQ(all(".", "a\nb"), (v{"a", "b"}));              // . is any code point but \n
+  EXPECT_EQ(all(".", "a\nb"), (v{"a", "b"}));  // . is any code point but \n
   EXPECT_EQ(all("\\x{1F600}|\\u00e9|\\x41", "é😀A"), (v{"é", "😀", "A"}));
   EXPECT_EQ(all("\\.\\+", "a.+b"), (v{".+"}));
 }
 
 TEST(regex_test, case_insensitive_groups_fold_case) {
   EXPECT_EQ(all("(?i:'s|'ll)", "'S 'ſ 'Ll 's"), (v{"'S", "'ſ", "'Ll", "'s"}));  // U+017F folds to s
-  EXPECT_EQ(all("(?i:k)", "kK\u212A"), (v{"k", "K", "\u212A"}));               // Kelvin sign folds to k
+  EXPECT_EQ(all("(?i:k)", "kK\u212A"), (v{"k", "K", "\u212A"}));                // Kelvin sign folds to k
   EXPECT_EQ(all("'s", "'S's"), (v{"'s"}));                                      // no (?i): exact
   EXPECT_EQ(all("(?i)ab|c", "ABC"), (v{"AB", "C"}));                            // (?i) to the group's end
   EXPECT_EQ(all("ab(?i)c|def", "abC DEF abDEF"), (v{"abC", "abDEF"}));          // = ab(?i:c|def)
   EXPECT_EQ(all("(?i:[a-c]+)", "xABcy"), (v{"ABc"}));
-  EXPECT_EQ(all("(?i:[^a])", "aAb"), (v{"b"}));                                 // fold, then negate
+  EXPECT_EQ(all("(?i:[^a])", "aAb"), (v{"b"}));  // fold, then negate
   EXPECT_EQ(all("(?i:a(?-i:b))", "ABAb"), (v{"Ab"}));
 }
 
@@ -133,7 +133,8 @@ TEST(regex_test, qwen2_llama3_gpt2_split_patterns) {
   using attnum::model::kLlama3Split;
   using attnum::model::kQwen2Split;
   const std::string text = "Hello world's 1234  x   \n  y 'LL ok?!  ";
-  const v qwen2 = {"Hello", " world", "'s", " ", "1", "2", "3", "4", " ", " x", "   \n", " ", " y", " '", "LL", " ok", "?!", "  "};
+  const v qwen2 = {"Hello", " world", "'s", " ",  "1",  "2",  "3",   "4",  " ",
+                   " x",    "   \n",  " ",  " y", " '", "LL", " ok", "?!", "  "};
   EXPECT_EQ(all(kQwen2Split, text), qwen2);
   v llama3 = qwen2;
   llama3.erase(llama3.begin() + 4, llama3.begin() + 8);
@@ -155,14 +156,36 @@ TEST(regex_test, can_match_empty) {
 
 TEST(regex_test, unsupported_and_malformed_patterns_are_refused_by_name) {
   const std::pair<const char*, const char*> cases[] = {
-      {"^a", "anchor"},           {"a$", "anchor"},          {"\\bx", "anchor"},        {"\\Ax", "anchor"},
-      {"(?<=a)b", "lookbehind"},  {"(?<!a)b", "lookbehind"}, {"(?<n>a)", "named group"}, {"(a)\\1", "escape '\\1'"},
-      {"[[:alpha:]]", "nested class"}, {"[a&&b]", "intersection"}, {"\\p{Han}", "\\p{Han}"}, {"\\p{L", "'}'"},
-      {"a{2,1}", "m < n"},        {"a{1001}", "above 1000"}, {"a{x}", "'{'"},           {"(a", "')'"},
-      {"a)", "unmatched ')'"},    {"[a", "']'"},             {"*a", "nothing to repeat"}, {"a**", "quantifier on a quantifier"},
-      {"(a*)*", "can match empty"}, {"\\p{N}{1,3}+", "'+' after {n,m}"}, {"(?m:a)", "(?m"},
-      {"(?#c)", "group kind"},    {"a(?=b)*", "quantifier on a lookahead"}, {"\\q", "escape '\\q'"},
-      {"[z-a]", "end precedes"},  {"[\\s-z]", "starts at a class"}, {"\\x{110000}", "\\x{"},  {"a\\", "trailing"},
+      {"^a", "anchor"},
+      {"a$", "anchor"},
+      {"\\bx", "anchor"},
+      {"\\Ax", "anchor"},
+      {"(?<=a)b", "lookbehind"},
+      {"(?<!a)b", "lookbehind"},
+      {"(?<n>a)", "named group"},
+      {"(a)\\1", "escape '\\1'"},
+      {"[[:alpha:]]", "nested class"},
+      {"[a&&b]", "intersection"},
+      {"\\p{Han}", "\\p{Han}"},
+      {"\\p{L", "'}'"},
+      {"a{2,1}", "m < n"},
+      {"a{1001}", "above 1000"},
+      {"a{x}", "'{'"},
+      {"(a", "')'"},
+      {"a)", "unmatched ')'"},
+      {"[a", "']'"},
+      {"*a", "nothing to repeat"},
+      {"a**", "quantifier on a quantifier"},
+      {"(a*)*", "can match empty"},
+      {"\\p{N}{1,3}+", "'+' after {n,m}"},
+      {"(?m:a)", "(?m"},
+      {"(?#c)", "group kind"},
+      {"a(?=b)*", "quantifier on a lookahead"},
+      {"\\q", "escape '\\q'"},
+      {"[z-a]", "end precedes"},
+      {"[\\s-z]", "starts at a class"},
+      {"\\x{110000}", "\\x{"},
+      {"a\\", "trailing"},
       {"\xff", "UTF-8"},
   };
   for (const auto& [pattern, fragment] : cases) {

@@ -91,8 +91,8 @@ TEST(text_window_test, windows_follow_each_other_in_the_body_on_word_boundaries)
       EXPECT_TRUE(t[w.byte_start - 1] == ' ' || t[w.byte_start - 1] == '\n');
     }
   }
-  EXPECT_EQ(text_window_json(ws[0]),
-            "{\"byte_start\": " + std::to_string(kHeader.size()) + ", \"byte_end\": " + std::to_string(ws[0].byte_end) + "}");
+  EXPECT_EQ(text_window_json(ws[0]), "{\"byte_start\": " + std::to_string(kHeader.size()) +
+                                         ", \"byte_end\": " + std::to_string(ws[0].byte_end) + "}");
   // no bos: all 13 ids from the text
   const auto nb = take_windows(t, tok, -1, 12, 1, "synthetic");
   EXPECT_EQ(nb[0].ids[0], 'C');

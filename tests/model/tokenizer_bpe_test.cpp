@@ -26,9 +26,10 @@ struct toy {
 // Merges over the letters a, b, c (GPT-2's byte alphabet maps ASCII letters to themselves).
 toy make_toy() {
   toy t;
-  t.merges = {{"a", "a"}, {"a", "b"}, {"aa", "a"}, {"b", "c"}, {"ab", "c"}, {"aa", "aa"},
-              {"c", "a"}, {"aaa", "a"}, {"b", "b"}, {"aaaa", "aaaa"}, {"c", "c"}, {"ca", "b"},
-              {"bc", "a"}, {"aaaaaaaa", "aaaaaaaa"}, {"cc", "c"}, {"a", "c"}};
+  t.merges = {
+      {"a", "a"},   {"a", "b"}, {"aa", "a"},      {"b", "c"}, {"ab", "c"}, {"aa", "aa"}, {"c", "a"},
+      {"aaa", "a"}, {"b", "b"}, {"aaaa", "aaaa"}, {"c", "c"}, {"ca", "b"}, {"bc", "a"},  {"aaaaaaaa", "aaaaaaaa"},
+      {"cc", "c"},  {"a", "c"}};
   int id = 0;
   for (const char* s : {"a", "b", "c"}) t.vocab[s] = id++;
   for (const auto& [x, y] : t.merges)
@@ -77,7 +78,8 @@ TEST(tokenizer_bpe_test, heap_merge_matches_the_rescanning_definition) {
     for (size_t i = 0; i < n; ++i) s.push_back("aaaabc"[rng() % 6]);
     ASSERT_EQ(tok->encode(s), oracle(t, s)) << s;
   }
-  for (const std::string& s : {std::string(1500, 'a'), std::string(1499, 'a') + "b", std::string(1, 'c').append(1001, 'a')})
+  for (const std::string& s :
+       {std::string(1500, 'a'), std::string(1499, 'a') + "b", std::string(1, 'c').append(1001, 'a')})
     EXPECT_EQ(tok->encode(s), oracle(t, s)) << s.size();
 }
 
@@ -88,8 +90,13 @@ const char* const kLlama3Re = attnum::model::kLlama3Split;
 
 nlohmann::json digits_tokenizer(const char* regex, bool ignore_merges) {
   nlohmann::json j;
-  j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
-                {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false},
+  j["model"] = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", ""},
+                {"end_of_word_suffix", ""},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
                 {"ignore_merges", ignore_merges}};
   // ids: 0-9 digits, 10 a, 11 b, 12 c, 13 "Ġ" (space), then merged symbols
   nlohmann::json v;
@@ -98,17 +105,21 @@ nlohmann::json digits_tokenizer(const char* regex, bool ignore_merges) {
   v["\u0120a"] = 17, v["\u0120ab"] = 18, v["\u0120abc"] = 19;  // no merge builds "Ġabc"
   j["model"]["vocab"] = v;
   j["model"]["merges"] = {"1 2", "12 3", "4 5", "\u0120 a", "\u0120a b"};
-  j["pre_tokenizer"] = {{"type", "Sequence"},
-                        {"pretokenizers",
-                         {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
-                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
   return j;
 }
 
 std::unique_ptr<attnum::model::tokenizer> load_json(const nlohmann::json& j) {
   const fs::path p = fs::temp_directory_path() / ("attnum-bpe-flags-" + std::to_string(::getpid()) + ".json");
   std::ofstream(p) << j.dump();
-  struct rm { fs::path p; ~rm() { fs::remove(p); } } guard{p};
+  struct rm {
+    fs::path p;
+    ~rm() { fs::remove(p); }
+  } guard{p};
   return attnum::model::load_hf_tokenizer(p.string());
 }
 
@@ -127,7 +138,8 @@ TEST(tokenizer_bpe_test, llama3_digit_runs_and_ignore_merges) {
             (std::vector<int>{1, 2, 3, 4, 5, 18, 12}));
   // Llama 3: digits in runs of up to three ("123", "45"); ignore_merges takes "Ġabc" whole.
   EXPECT_EQ(load_json(digits_tokenizer(kLlama3Re, true))->encode("12345 abc"), (std::vector<int>{15, 16, 19}));
-  EXPECT_EQ(load_json(digits_tokenizer(kLlama3Re, true))->encode("1234567"), (std::vector<int>{15, 16, 6, 7}));  // 123 456 7
+  EXPECT_EQ(load_json(digits_tokenizer(kLlama3Re, true))->encode("1234567"),
+            (std::vector<int>{15, 16, 6, 7}));  // 123 456 7
   EXPECT_EQ(load_json(digits_tokenizer(kLlama3Re, false))->encode("12345 abc"), (std::vector<int>{15, 16, 18, 12}));
 }
 
@@ -179,7 +191,7 @@ nlohmann::json behaviour_tokenizer(nlohmann::json steps) {
   nlohmann::json j;
   j["model"] = {{"type", "BPE"}};
   // ids: 0 a, 1 b, 2 c, 3 1, 4 2, 5 Ġ (space), 6 ab, 7 bb, 8 aa, 9 12, 10 Ġa, 11 ., 12 aĠ
-  j["model"]["vocab"] = {{"a", 0}, {"b", 1}, {"c", 2}, {"1", 3}, {"2", 4}, {"\u0120", 5}, {"ab", 6},
+  j["model"]["vocab"] = {{"a", 0},  {"b", 1},  {"c", 2},  {"1", 3},        {"2", 4},  {"\u0120", 5},  {"ab", 6},
                          {"bb", 7}, {"aa", 8}, {"12", 9}, {"\u0120a", 10}, {".", 11}, {"a\u0120", 12}};
   j["model"]["merges"] = {"a b", "b b", "a a", "1 2", "\u0120 a", "a \u0120"};
   steps.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}});
@@ -197,14 +209,14 @@ TEST(tokenizer_bpe_test, split_behaviours_invert_digits_and_byte_level_regex) {
   using ids = std::vector<int>;
   EXPECT_EQ(encode_with(nlohmann::json::array(), "abab"), (ids{6, 6}));  // one piece: a b, a b merge
   // Pattern "b" on "abba": matches b, b; between them a, (nothing), a.
-  EXPECT_EQ(encode_with({split("b", "Isolated")}, "abba"), (ids{0, 1, 1, 0}));           // a|b|b|a
-  EXPECT_EQ(encode_with({split("b", "Removed")}, "abba"), (ids{0, 0}));                  // a, a
-  EXPECT_EQ(encode_with({split("b", "MergedWithPrevious")}, "abba"), (ids{6, 1, 0}));    // ab|b|a
-  EXPECT_EQ(encode_with({split("b", "MergedWithNext")}, "abba"), (ids{0, 1, 1, 0}));     // a|b|ba: b a no merge
-  EXPECT_EQ(encode_with({split("a", "MergedWithNext")}, "abab"), (ids{6, 6}));           // ab|ab
-  EXPECT_EQ(encode_with({split("b", "Contiguous")}, "abba"), (ids{0, 7, 0}));            // a|bb|a
+  EXPECT_EQ(encode_with({split("b", "Isolated")}, "abba"), (ids{0, 1, 1, 0}));         // a|b|b|a
+  EXPECT_EQ(encode_with({split("b", "Removed")}, "abba"), (ids{0, 0}));                // a, a
+  EXPECT_EQ(encode_with({split("b", "MergedWithPrevious")}, "abba"), (ids{6, 1, 0}));  // ab|b|a
+  EXPECT_EQ(encode_with({split("b", "MergedWithNext")}, "abba"), (ids{0, 1, 1, 0}));   // a|b|ba: b a no merge
+  EXPECT_EQ(encode_with({split("a", "MergedWithNext")}, "abab"), (ids{6, 6}));         // ab|ab
+  EXPECT_EQ(encode_with({split("b", "Contiguous")}, "abba"), (ids{0, 7, 0}));          // a|bb|a
   // invert: the text between matches becomes the match.
-  EXPECT_EQ(encode_with({split("b", "Removed", true)}, "abba"), (ids{1, 1}));            // the b's stay
+  EXPECT_EQ(encode_with({split("b", "Removed", true)}, "abba"), (ids{1, 1}));                   // the b's stay
   EXPECT_EQ(encode_with({split("b", "MergedWithPrevious", true)}, "abba"), (ids{0, 1, 1, 0}));  // a|b|ba
   // Digits
   EXPECT_EQ(encode_with({{{"type", "Digits"}, {"individual_digits", true}}}, "a12"), (ids{0, 3, 4}));
@@ -218,7 +230,8 @@ TEST(tokenizer_bpe_test, split_behaviours_invert_digits_and_byte_level_regex) {
   EXPECT_EQ(load_json(j)->encode("a b"), (ids{12, 1}));
   j["pre_tokenizer"]["pretokenizers"][0]["use_regex"] = true;
   EXPECT_EQ(load_json(j)->encode("a b"), (ids{0, 5, 1}));
-  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}};  // use_regex defaults to true
+  j["pre_tokenizer"] = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}};  // use_regex defaults to true
   EXPECT_EQ(load_json(j)->encode("a b"), (ids{0, 5, 1}));
   // A String pattern is a literal: "." splits at the dot only (as a regex it would match every character).
   nlohmann::json lit = split("", "Isolated");

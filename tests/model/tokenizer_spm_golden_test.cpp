@@ -24,7 +24,10 @@ const std::string kTokenizer =
 const std::string kVectors = std::string(ATTNUM_DATA_DIR) + "/tokenizer/llama2";
 
 nlohmann::json metaspace(const char* scheme) {
-  return {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", false},
+  return {{"type", "Metaspace"},
+          {"replacement", "\u2581"},
+          {"prepend_scheme", scheme},
+          {"split", false},
           {"add_prefix_space", true}};
 }
 
@@ -37,7 +40,8 @@ nlohmann::json variant(const std::string& name) {
   } else if (name == "no-byte-fallback") {
     j["model"]["byte_fallback"] = false;
   } else if (name == "nfkc") {
-    j["normalizer"]["normalizers"].insert(j["normalizer"]["normalizers"].begin(), nlohmann::json::object({{"type", "NFKC"}}));
+    j["normalizer"]["normalizers"].insert(j["normalizer"]["normalizers"].begin(),
+                                          nlohmann::json::object({{"type", "NFKC"}}));
   }
   return j;
 }
@@ -46,7 +50,10 @@ void expect_every_vector(const std::string& name) {
   ASSERT_TRUE(fs::exists(kTokenizer)) << "absent (run scripts/setup): " << kTokenizer;
   const fs::path p = fs::temp_directory_path() / ("attnum-spm-" + name + "-" + std::to_string(::getpid()) + ".json");
   std::ofstream(p) << variant(name).dump();
-  struct rm { fs::path p; ~rm() { fs::remove(p); } } guard{p};
+  struct rm {
+    fs::path p;
+    ~rm() { fs::remove(p); }
+  } guard{p};
   const auto tok = attnum::model::load_hf_tokenizer(p.string());
   const auto [inputs, want] = attnum::test::read_vocab_vectors(kVectors + ".inp", kVectors + "-" + name + ".out");
   ASSERT_EQ(inputs.size(), want.size());

@@ -24,19 +24,34 @@ namespace {
 // ids: 0 <unk>, 1 <s>, 2 ▁, 3 a, 4 b, 5 ▁a, 6 a▁, 7 <0xC3>, 8 <0xA9>, 9 ab
 nlohmann::json toy() {
   nlohmann::json j;
-  j["model"] = {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true},
-                {"vocab", {{"<unk>", 0}, {"\u2581", 2}, {"a", 3}, {"b", 4}, {"\u2581a", 5}, {"a\u2581", 6},
-                           {"<0xC3>", 7}, {"<0xA9>", 8}, {"ab", 9}}},
+  j["model"] = {{"type", "BPE"},
+                {"unk_token", "<unk>"},
+                {"fuse_unk", true},
+                {"byte_fallback", true},
+                {"vocab",
+                 {{"<unk>", 0},
+                  {"\u2581", 2},
+                  {"a", 3},
+                  {"b", 4},
+                  {"\u2581a", 5},
+                  {"a\u2581", 6},
+                  {"<0xC3>", 7},
+                  {"<0xA9>", 8},
+                  {"ab", 9}}},
                 {"merges", {"a \u2581", "\u2581 a", "a b"}}};
   j["added_tokens"] = {{{"id", 1}, {"content", "<s>"}}};
-  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}, {"split", true}};
+  j["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}, {"split", true}};
   return j;
 }
 
 std::unique_ptr<attnum::model::tokenizer> load_json(const nlohmann::json& j) {
   const fs::path p = fs::temp_directory_path() / ("attnum-spm-unit-" + std::to_string(::getpid()) + ".json");
   std::ofstream(p) << j.dump();
-  struct rm { fs::path p; ~rm() { fs::remove(p); } } guard{p};
+  struct rm {
+    fs::path p;
+    ~rm() { fs::remove(p); }
+  } guard{p};
   return attnum::model::load_hf_tokenizer(p.string());
 }
 

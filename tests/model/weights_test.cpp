@@ -156,7 +156,8 @@ TEST(weights_test, activation_formulas_and_the_up_front_memory_refusal) {
   weights w = attnum::test::tiny_model(31);
   const config& c = w.cfg;
   const int n = 40;
-  const size_t f = forward_activation_bytes(c, n), hd = size_t(c.n_head) * c.d_head, kvd = size_t(c.n_head_kv) * c.d_head;
+  const size_t f = forward_activation_bytes(c, n), hd = size_t(c.n_head) * c.d_head,
+               kvd = size_t(c.n_head_kv) * c.d_head;
   EXPECT_EQ(capture_activation_bytes(c, n) - f, 4 * size_t(c.n_layers) * n * (hd + 2 * kvd));
   EXPECT_EQ(loss_activation_bytes(c, n, false) - f, 4 * size_t(n) * c.vocab_size);
   EXPECT_EQ(loss_activation_bytes(c, n, true), f);
@@ -175,7 +176,8 @@ TEST(weights_test, activation_formulas_and_the_up_front_memory_refusal) {
   } catch (const attnum::error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("loss: tiny with windows of 40 tokens needs"), std::string::npos) << m;
-    EXPECT_NE(m.find(fmt::format("weights {:.3g} GiB as bf16", double(as_bf16) / double(1u << 30))), std::string::npos) << m;
+    EXPECT_NE(m.find(fmt::format("weights {:.3g} GiB as bf16", double(as_bf16) / double(1u << 30))), std::string::npos)
+        << m;
     EXPECT_NE(m.find("activations"), std::string::npos) << m;
   }
   ::unsetenv("ATTNUM_MAX_ALLOC_GIB");

@@ -47,19 +47,24 @@ TEST(pcast_cli_test, dp_contract) {
 TEST(pcast_cli_test, simulate_contract_and_out_files) {
   const auto dir = std::filesystem::temp_directory_path() / "attnum_pcast_cli_test";
   std::filesystem::remove_all(dir);
-  const auto r = run("pcast simulate --delta 0,8 --scale 1,256 --n-tok 512 --d-head 32 --rows 4 "
-                     "--seeds 2 --json --out " + dir.string());
+  const auto r =
+      run("pcast simulate --delta 0,8 --scale 1,256 --n-tok 512 --d-head 32 --rows 4 "
+          "--seeds 2 --json --out " +
+          dir.string());
   ASSERT_EQ(r.status, 0);
   const auto rows = nlohmann::json::parse(r.out);
   EXPECT_EQ(rows.size(), 8u);  // 2 deltas x 2 scales x 2 orders
-  expect_fields(rows, {"delta", "scale", "order", "underflow_measured", "underflow_predicted", "mse",
-                       "mse_sd", "seeds", "kernel", "n_tok", "d_head", "block"});
+  expect_fields(rows, {"delta", "scale", "order", "underflow_measured", "underflow_predicted", "mse", "mse_sd", "seeds",
+                       "kernel", "n_tok", "d_head", "block"});
   std::ifstream f(dir / "pcast_simulate.csv");
   ASSERT_TRUE(f.good());
   std::string header;
   std::getline(f, header);
   EXPECT_EQ(header.rfind("delta,scale,order,kernel,underflow_measured,underflow_predicted,mse,mse_sd,"
-                         "seeds,n_tok,d_head,block", 0), 0u) << header;
+                         "seeds,n_tok,d_head,block",
+                         0),
+            0u)
+      << header;
   int lines = 0;
   for (std::string line; std::getline(f, line);) ++lines;
   EXPECT_EQ(lines, 8);

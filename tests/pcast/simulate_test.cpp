@@ -112,8 +112,8 @@ TEST(simulate_test, measured_underflow_matches_direct_count_and_exact) {
     for (double f : frac) var += (f - mean) * (f - mean) / (direct_rows - 1);
     const double se_sim = r.underflow_sd / std::sqrt(double(r.seeds));
     const double se = std::sqrt(se_sim * se_sim + var / direct_rows);
-    const std::string what = "delta " + std::to_string(r.delta) + " S " + std::to_string(r.scale) +
-                             " " + order_name(r.order);
+    const std::string what =
+        "delta " + std::to_string(r.delta) + " S " + std::to_string(r.scale) + " " + order_name(r.order);
     EXPECT_NEAR(r.underflow_measured, mean, 5 * se + 2e-4) << what;
     EXPECT_NEAR(r.underflow_measured, r.underflow_exact, 5 * se_sim + 2e-4) << what;
   }
@@ -252,8 +252,7 @@ TEST(simulate_test, engine_and_ideal_kernel_flush_the_same_values) {
     EXPECT_EQ(engine[i].order, block_order::forward);
     EXPECT_EQ(engine[i].scale, 1.0);
     EXPECT_GT(ideal[i].underflow_measured, 0.0);
-    EXPECT_NEAR(engine[i].underflow_measured, ideal[i].underflow_measured,
-                1e-3 * ideal[i].underflow_measured)
+    EXPECT_NEAR(engine[i].underflow_measured, ideal[i].underflow_measured, 1e-3 * ideal[i].underflow_measured)
         << "delta " << ideal[i].delta;
   }
 }

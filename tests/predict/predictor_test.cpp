@@ -16,12 +16,12 @@ using namespace attnum;
 using formats::format;
 
 TEST(predictor_test, grid_spacing_closed_forms) {
-  EXPECT_EQ(predict::grid_spacing(format::e4m3fn, 1.0), 0.125);         // 2^0 * 2^-3
-  EXPECT_EQ(predict::grid_spacing(format::e4m3fn, 300.0), 32.0);        // 2^8 * 2^-3
-  EXPECT_EQ(predict::grid_spacing(format::e4m3fn, 0.004), 0x1p-9);      // subnormal spacing
+  EXPECT_EQ(predict::grid_spacing(format::e4m3fn, 1.0), 0.125);     // 2^0 * 2^-3
+  EXPECT_EQ(predict::grid_spacing(format::e4m3fn, 300.0), 32.0);    // 2^8 * 2^-3
+  EXPECT_EQ(predict::grid_spacing(format::e4m3fn, 0.004), 0x1p-9);  // subnormal spacing
   EXPECT_EQ(predict::grid_spacing(format::e5m2, 1.5), 0.25);
   EXPECT_EQ(predict::grid_spacing(format::bf16, 1.0), 0x1p-7);
-  EXPECT_EQ(predict::grid_spacing(format::fp16, 1000.0), 0.5);          // 2^9 * 2^-10
+  EXPECT_EQ(predict::grid_spacing(format::fp16, 1000.0), 0.5);  // 2^9 * 2^-10
   EXPECT_EQ(predict::grid_spacing(format::int8, 3.0), 1.0);
 }
 
@@ -83,8 +83,7 @@ double monte_carlo(const mc_case& c, int which, int trials) {
   return acc / trials;
 }
 
-predict::prediction predict_case(const mc_case& c, const study::reference& ref, int which,
-                                 int probes) {
+predict::prediction predict_case(const mc_case& c, const study::reference& ref, int which, int probes) {
   predict::head_inputs in;
   in.n_q = c.n, in.n_kv = c.n, in.d = c.d;
   in.p = ref.p.data(), in.o = ref.o.data(), in.row_sum = ref.row_sum.data();
@@ -173,9 +172,9 @@ TEST(predictor_v2_test, versions_parse_and_record) {
 
 TEST(predictor_v2_test, mean_pair_covariance_closed_forms) {
   // Equal values on one grid: every pair's errors are identical (t = 0), covariance u^2/12.
-  EXPECT_DOUBLE_EQ(predict::mean_pair_covariance(std::vector<double>(5, 0.3).data(),
-                                                 std::vector<double>(5, 0.25).data(), 5),
-                   0.25 * 0.25 / 12);
+  EXPECT_DOUBLE_EQ(
+      predict::mean_pair_covariance(std::vector<double>(5, 0.3).data(), std::vector<double>(5, 0.25).data(), 5),
+      0.25 * 0.25 / 12);
   // Two groups of m equal values on two grids: the cross pairs are independent.
   const int m = 4;
   std::vector<double> x(2 * m, 1.1), u(2 * m, 0.5);

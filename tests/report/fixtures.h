@@ -56,9 +56,9 @@ inline int write_heads_fixture(const std::filesystem::path& dir, const fixture_s
             for (size_t t = 0; t < s.texts.size(); ++t) {
               const double e = fixture_rel_err(int(m), l, h, int(t), c, false);
               const double p = fixture_rel_err(int(m), l, h, int(t), c, true);
-              rows += fmt::format("{},{},{},{},{},{},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},0.1.0,p1\n",
-                                  s.models[m], l, h, h / 2, s.texts[t], k, conds[c], e,
-                                  std::log1p(e), p, 2 * e, 1 - e * e / 2);
+              rows +=
+                  fmt::format("{},{},{},{},{},{},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},0.1.0,p1\n", s.models[m], l,
+                              h, h / 2, s.texts[t], k, conds[c], e, std::log1p(e), p, 2 * e, 1 - e * e / 2);
               mean[c] += std::log1p(e) / double(s.texts.size());
               pmean[c] += std::log1p(p) / double(s.texts.size());
             }
@@ -66,9 +66,10 @@ inline int write_heads_fixture(const std::filesystem::path& dir, const fixture_s
             const double obs = mean[c] - mean[0], pred = pmean[c] - pmean[0];
             // Head 0 of every layer lies within its noise floor (label null).
             const char* label = h == 0 ? "null" : obs > 0 ? "harmed" : "helped";
-            heads += fmt::format("{},{},{},{},{},{:.17g},{:.17g},{},{},{:.17g},{:.17g},{:.17g},{:.17g},{},0.01,{},kernel,0.1.0,p1\n",
-                                 s.models[m], l, h, k, conds[c], obs, pred, obs > 0, pred > 0,
-                                 mean[0], mean[c], pmean[0], pmean[c], s.texts.size(), label);
+            heads += fmt::format(
+                "{},{},{},{},{},{:.17g},{:.17g},{},{},{:.17g},{:.17g},{:.17g},{:.17g},{},0.01,{},kernel,0.1.0,p1\n",
+                s.models[m], l, h, k, conds[c], obs, pred, obs > 0, pred > 0, mean[0], mean[c], pmean[0], pmean[c],
+                s.texts.size(), label);
             ++n_heads;
           }
         }
@@ -98,7 +99,8 @@ inline double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0))
 /// Writes pcast_theory.csv, pcast_dp.csv, pcast_simulate.csv into dir.
 inline void write_pcast_fixture(const std::filesystem::path& dir) {
   std::string th = "delta,scale,k_sink,delta_k,underflow_fraction,underflow_exact,delta_c\n";
-  std::string sim = "delta,scale,order,kernel,underflow_measured,underflow_predicted,mse,mse_sd,seeds,n_tok,d_head,block\n";
+  std::string sim =
+      "delta,scale,order,kernel,underflow_measured,underflow_predicted,mse,mse_sd,seeds,n_tok,d_head,block\n";
   for (double S : {1.0, 256.0}) {
     const double dc = 6.93 + std::log(S) - 1.03;
     for (int i = 0; i <= 24; ++i) {
@@ -108,8 +110,8 @@ inline void write_pcast_fixture(const std::filesystem::path& dir) {
     for (int i = 0; i <= 6; ++i)
       for (const char* order : {"forward", "reverse"}) {
         const double d = 2.0 * i, f = normal_cdf(d - dc) * (order[0] == 'f' ? 1.0 : 0.0);
-        sim += fmt::format("{},{},{},generic,{:.17g},{:.17g},{:.17g},{:.17g},8,4096,64,128\n", d, S,
-                           order, f, f, 1e-6 * (1 + 50 * f), 1e-7);
+        sim += fmt::format("{},{},{},generic,{:.17g},{:.17g},{:.17g},{:.17g},8,4096,64,128\n", d, S, order, f, f,
+                           1e-6 * (1 + 50 * f), 1e-7);
       }
   }
   std::string dp = "scale,dp\n";
@@ -129,18 +131,20 @@ inline void write_pcast_fixture(const std::filesystem::path& dir) {
 inline void write_loss_fixture(const std::filesystem::path& dir) {
   const char* conds[4] = {"plain", "rotate", "center", "center+rotate"};
   const double ratio[4] = {1.071, 2.032, 1.018, 1.056};
-  std::string csv = "condition,kernel,n_labels,ce_ref,ce_variant,ppl_ratio,ppl_ratio_lo,ppl_ratio_hi,kl_mean,top1_agreement,dp_p50,dp_p90,dp_p99,model,reference\n";
+  std::string csv =
+      "condition,kernel,n_labels,ce_ref,ce_variant,ppl_ratio,ppl_ratio_lo,ppl_ratio_hi,kl_mean,top1_agreement,dp_p50,"
+      "dp_p90,dp_p99,model,reference\n";
   std::string json = "[";
   for (int c = 0; c < 4; ++c) {
     const double ce = 2.5, cv = ce + std::log(ratio[c]);
-    csv += fmt::format("{},fa3,3072,{},{:.17g},{},{},{},{},{},0.001,0.01,0.05,toy-a,bf16\n", conds[c], ce,
-                       cv, ratio[c], ratio[c] * 0.97, ratio[c] * 1.03, 0.01 * (c + 1), 0.99 - 0.01 * c);
-    json += fmt::format("{}{{\"condition\":\"{}\",\"kernel\":\"fa3\",\"n_labels\":3072,\"ce_ref\":{},"
-                        "\"ce_variant\":{:.17g},\"ppl_ratio\":{},\"ppl_ratio_lo\":{},\"ppl_ratio_hi\":{},"
-                        "\"kl_mean\":{},\"top1_agreement\":{},\"dp_p50\":0.001,\"dp_p90\":0.01,"
-                        "\"dp_p99\":0.05,\"model\":\"toy-a\",\"reference\":\"bf16\"}}",
-                        c ? "," : "", conds[c], ce, cv, ratio[c], ratio[c] * 0.97, ratio[c] * 1.03,
-                        0.01 * (c + 1), 0.99 - 0.01 * c);
+    csv += fmt::format("{},fa3,3072,{},{:.17g},{},{},{},{},{},0.001,0.01,0.05,toy-a,bf16\n", conds[c], ce, cv, ratio[c],
+                       ratio[c] * 0.97, ratio[c] * 1.03, 0.01 * (c + 1), 0.99 - 0.01 * c);
+    json += fmt::format(
+        "{}{{\"condition\":\"{}\",\"kernel\":\"fa3\",\"n_labels\":3072,\"ce_ref\":{},"
+        "\"ce_variant\":{:.17g},\"ppl_ratio\":{},\"ppl_ratio_lo\":{},\"ppl_ratio_hi\":{},"
+        "\"kl_mean\":{},\"top1_agreement\":{},\"dp_p50\":0.001,\"dp_p90\":0.01,"
+        "\"dp_p99\":0.05,\"model\":\"toy-a\",\"reference\":\"bf16\"}}",
+        c ? "," : "", conds[c], ce, cv, ratio[c], ratio[c] * 0.97, ratio[c] * 1.03, 0.01 * (c + 1), 0.99 - 0.01 * c);
   }
   write_text(dir / "loss.csv", csv);
   write_text(dir / "loss.json", json + "]\n");

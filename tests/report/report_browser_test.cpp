@@ -63,9 +63,8 @@ TEST(report_browser_test, page_works_in_headless_chromium) {
   ASSERT_EQ(r.status, 0) << r.out;
   r = run(q(bin) + " report --results " + q(pcast) + " --out " + q(art / "report-pcast.html"));
   ASSERT_EQ(r.status, 0) << r.out;
-  r = run("node " + q(src / "tests/report/browser_check.mjs") + " --page " + q(art / "report.html") +
-          " --subset " + q(art / "report-pcast.html") + " --fixture " + q(full) + " --binary " +
-          q(bin) + " --out " + q(art));
+  r = run("node " + q(src / "tests/report/browser_check.mjs") + " --page " + q(art / "report.html") + " --subset " +
+          q(art / "report-pcast.html") + " --fixture " + q(full) + " --binary " + q(bin) + " --out " + q(art));
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("browser_check: all passed"), std::string::npos) << r.out;
   std::printf("%s", r.out.c_str());
@@ -95,8 +94,8 @@ TEST(report_browser_test, bad_input_exits_2_without_writing) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --results"), std::string::npos) << r.out;
   attnum::test::write_loss_fixture(art / "ok");
-  r = run(q(ATTNUM_BINARY) + " report --results " + q(art / "ok") + " --assets " + q(art / "nowhere") +
-          " --out " + q(out));
+  r = run(q(ATTNUM_BINARY) + " report --results " + q(art / "ok") + " --assets " + q(art / "nowhere") + " --out " +
+          q(out));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--assets"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(out));

@@ -70,12 +70,12 @@ namespace {
 TEST_F(report_cli, working_directory_node_modules_never_inlined) {
   // A downloaded folder shipping its own "Vega runtime": never read from the working directory.
   const fs::path hostile = dir_ / "download", res = dir_ / "res", html = dir_ / "r.html";
-  for (const char* f : {"vega/build/vega.min.js", "vega-lite/build/vega-lite.min.js", "vega-embed/build/vega-embed.min.js"})
+  for (const char* f :
+       {"vega/build/vega.min.js", "vega-lite/build/vega-lite.min.js", "vega-embed/build/vega-embed.min.js"})
     attnum::test::write_text(hostile / "node_modules" / f, "window.HOSTILE_ASSET_RAN = 1;\n");
   attnum::test::write_pcast_fixture(res);
-  const auto r = attnum::test::run_command("cd '" + hostile.string() + "' && env -u ATTNUM_ASSETS " +
-                                           ATTNUM_BINARY + " report --results " + res.string() + " --out " +
-                                           html.string() + " 2>&1");
+  const auto r = attnum::test::run_command("cd '" + hostile.string() + "' && env -u ATTNUM_ASSETS " + ATTNUM_BINARY +
+                                           " report --results " + res.string() + " --out " + html.string() + " 2>&1");
   if (r.status != 0 && r.out.find("Vega runtime") != std::string::npos) {
     // No runtime in the tool's own tree: the hostile one must not have been tried either.
     EXPECT_EQ(r.out.find(hostile.string()), std::string::npos) << r.out;
@@ -108,7 +108,8 @@ TEST_F(report_cli, altered_asset_refused_and_scripts_allowed_by_hash_only) {
   for (size_t p = 0; (p = page.find("<script>", p)) != std::string::npos; ++p) ++n_script;
   EXPECT_EQ(n_hash, n_script);  // one hash per inline script, nothing else allowed
   // A copy of the runtime with one byte more: refused, nothing written.
-  for (const char* f : {"vega/build/vega.min.js", "vega-lite/build/vega-lite.min.js", "vega-embed/build/vega-embed.min.js"})
+  for (const char* f :
+       {"vega/build/vega.min.js", "vega-lite/build/vega-lite.min.js", "vega-embed/build/vega-embed.min.js"})
     attnum::test::write_text(alt / f, attnum::read_file(nm / f));
   attnum::test::write_text(alt / "vega/build/vega.min.js", attnum::read_file(nm / "vega/build/vega.min.js") + " ");
   const fs::path html2 = dir_ / "r2.html";

@@ -50,15 +50,21 @@ TEST(report_integration_slow_test, report_reads_the_producers_folders) {
   const std::string bin = std::string("'") + ATTNUM_BINARY + "'";
   std::string out;
   ASSERT_EQ(run(bin + " --threads 2 heads --zoo --n-tok 128 --layers 1 --texts 2 --quiet --out '" +
-                    (dir / "heads").string() + "'", &out), 0) << out;
+                    (dir / "heads").string() + "'",
+                &out),
+            0)
+      << out;
   ASSERT_EQ(run(bin + " --threads 2 pcast all --quick --out '" + (dir / "pcast").string() + "'", &out), 0) << out;
   std::string results = std::string("'").append((dir / "heads").string()) + "' '" + (dir / "pcast").string() + "'";
   // stories260K ships in data/; the book comes from a Debian package (scripts/setup).
   const fs::path data_dir = ATTNUM_DATA_DIR;
   const fs::path book = "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/pg1661.txt";
-  ASSERT_EQ(run(bin + " --threads 2 loss --model '" + (data_dir / "stories260K.bin").string() +
-                    "' --tokenizer '" + (data_dir / "tok512.bin").string() + "' --text '" +
-                    book.string() + "' --tokens 128 --out '" + (dir / "loss").string() + "'", &out), 0) << out;
+  ASSERT_EQ(run(bin + " --threads 2 loss --model '" + (data_dir / "stories260K.bin").string() + "' --tokenizer '" +
+                    (data_dir / "tok512.bin").string() + "' --text '" + book.string() + "' --tokens 128 --out '" +
+                    (dir / "loss").string() + "'",
+                &out),
+            0)
+      << out;
   results += " '" + (dir / "loss").string() + "'";
   const fs::path html = dir / "report.html";
   const int rc = run(bin + " report --results " + results + " --out '" + html.string() + "'", &out);
@@ -67,14 +73,13 @@ TEST(report_integration_slow_test, report_reads_the_producers_folders) {
   const auto data = embedded(html);
   ASSERT_TRUE(data.is_object());
   EXPECT_EQ(data["heads"]["rows"].size(), data_lines(dir / "heads/heads.csv"));
-  EXPECT_EQ(data["summary"]["rows"].size(),
-            nlohmann::json::parse(std::ifstream(dir / "heads/summary.json")).size());
+  EXPECT_EQ(data["summary"]["rows"].size(), nlohmann::json::parse(std::ifstream(dir / "heads/summary.json")).size());
   for (const char* t : {"pcast_theory", "pcast_dp", "pcast_simulate", "pcast_overflow"})
     EXPECT_EQ(data[t]["rows"].size(), data_lines(dir / "pcast" / (std::string(t) + ".csv"))) << t;
   // Every head of heads.csv has its per-text details from rows.csv.
   for (const auto& r : data["heads"]["rows"]) {
-    const std::string key = r["model"].get<std::string>() + "|" + r["layer"].dump() + "|" +
-                            r["head"].dump() + "|" + r["kernel"].get<std::string>();
+    const std::string key = r["model"].get<std::string>() + "|" + r["layer"].dump() + "|" + r["head"].dump() + "|" +
+                            r["kernel"].get<std::string>();
     ASSERT_TRUE(data["details"].contains(key)) << key;
     EXPECT_EQ(data["details"][key]["conditions"].size(), 4u) << key;
   }

@@ -37,8 +37,7 @@ std::string what_of(const std::function<void()>& f) {
 
 TEST(results_test, csv_quoting_and_types) {
   const fs::path d = fresh_dir("csv");
-  attnum::test::write_text(d / "t.csv",
-                           "a,b,c,d\r\n\"x,y\",\"say \"\"hi\"\"\",1.5,true\n,nan,-3,\"multi\nline\"\n");
+  attnum::test::write_text(d / "t.csv", "a,b,c,d\r\n\"x,y\",\"say \"\"hi\"\"\",1.5,true\n,nan,-3,\"multi\nline\"\n");
   const auto t = attnum::report::read_csv_table(d / "t.csv");
   ASSERT_EQ(t.columns.size(), 4u);
   ASSERT_EQ(t.size(), 2u);
@@ -64,8 +63,7 @@ TEST(results_test, ragged_and_unterminated_csv_name_the_file) {
   EXPECT_NE(m.find("r.csv"), std::string::npos) << m;
   EXPECT_NE(m.find("row 3"), std::string::npos) << m;
   attnum::test::write_text(d / "q.csv", "a,b\n\"1,2\n");
-  EXPECT_NE(what_of([&] { attnum::report::read_csv_table(d / "q.csv"); }).find("unterminated"),
-            std::string::npos);
+  EXPECT_NE(what_of([&] { attnum::report::read_csv_table(d / "q.csv"); }).find("unterminated"), std::string::npos);
   fs::remove_all(d);
 }
 
@@ -85,8 +83,8 @@ TEST(results_test, reads_a_full_heads_folder) {
   EXPECT_EQ(rs.meta.size(), 1u);
   // The page says what is absent: P cast and loss here.
   bool pcast = false, loss = false;
-  for (const auto& a : rs.absent) pcast |= a.find("pcast_theory") != std::string::npos,
-                                  loss |= a.find("loss.json") != std::string::npos;
+  for (const auto& a : rs.absent)
+    pcast |= a.find("pcast_theory") != std::string::npos, loss |= a.find("loss.json") != std::string::npos;
   EXPECT_TRUE(pcast && loss);
   for (const auto& r : rs.heads->rows) EXPECT_TRUE(r["harmed"].is_boolean());
   fs::remove_all(d);
@@ -202,18 +200,22 @@ TEST(results_test, answer_words_follow_the_intervals) {
   rs.loss_paired = paired;
   const auto a = attnum::report::answer(rs);
   ASSERT_EQ(a.size(), 4u);
-  EXPECT_EQ(a[0]["text"], "fa3, rotate: 197 of 672 heads harmed above the noise floor (386 by sign "
-                          "alone); predictor AUC 0.90 [0.78, 1.00], better than chance");
-  EXPECT_EQ(a[0]["loss"][0]["text"], "loss on m: perplexity ratio to the reference 1.000 [0.999, 1.002]; "
-                                     "paired with plain, CE 0.0004 [-0.0001, 0.0009] nats, not "
-                                     "distinguishable from plain");
+  EXPECT_EQ(a[0]["text"],
+            "fa3, rotate: 197 of 672 heads harmed above the noise floor (386 by sign "
+            "alone); predictor AUC 0.90 [0.78, 1.00], better than chance");
+  EXPECT_EQ(a[0]["loss"][0]["text"],
+            "loss on m: perplexity ratio to the reference 1.000 [0.999, 1.002]; "
+            "paired with plain, CE 0.0004 [-0.0001, 0.0009] nats, not "
+            "distinguishable from plain");
   // n_harmed_sign, where present, is the sign count; an interval across 0.5 claims nothing.
   EXPECT_EQ(a[1]["n_harmed_sign"], 301);
   EXPECT_NE(a[1]["text"].get<std::string>().find("(301 by sign alone); predictor AUC 0.55 [0.45, 0.65], "
-                                                  "not distinguishable from chance"), std::string::npos);
+                                                 "not distinguishable from chance"),
+            std::string::npos);
   EXPECT_NE(a[1]["loss"][0]["text"].get<std::string>().find("better than plain"), std::string::npos);
-  EXPECT_EQ(a[2]["text"], "sage, rotate: 4 of 10 heads harmed by sign (no noise floor in these "
-                          "results); predictor AUC 0.30 [0.10, 0.45], worse than chance");
+  EXPECT_EQ(a[2]["text"],
+            "sage, rotate: 4 of 10 heads harmed by sign (no noise floor in these "
+            "results); predictor AUC 0.30 [0.10, 0.45], worse than chance");
   EXPECT_TRUE(a[2]["loss"].empty());
   EXPECT_NE(a[3]["text"].get<std::string>().find("no predictor AUC"), std::string::npos);
 }
@@ -226,7 +228,8 @@ TEST(results_test, loss_intervals_not_available_read_as_n_a) {
   sum.rows = nlohmann::json::parse(R"([{"kernel":"fa3","transform":"rotate","n_heads":10,"n_harmed":4,"auc":null}])");
   loss.rows = nlohmann::json::parse(R"([{"model":"m","kernel":"fa3","condition":"rotate","ppl_ratio":1.0004,
     "ppl_ratio_lo":null,"ppl_ratio_hi":null,"ppl_ratio_ci_reason":"2 text windows: an interval over text windows needs at least 3"}])");
-  paired.rows = nlohmann::json::parse(R"([{"kernel":"fa3","condition_a":"rotate","condition_b":"plain","delta_ce":0.0004,
+  paired.rows =
+      nlohmann::json::parse(R"([{"kernel":"fa3","condition_a":"rotate","condition_b":"plain","delta_ce":0.0004,
     "delta_ce_lo":null,"delta_ce_hi":null,"delta_ce_ci_reason":"2 text windows: an interval over text windows needs at least 3"}])");
   rs.summary = sum;
   rs.loss = loss;
@@ -234,16 +237,16 @@ TEST(results_test, loss_intervals_not_available_read_as_n_a) {
   const auto a = attnum::report::answer(rs);
   ASSERT_EQ(a.size(), 1u);
   ASSERT_EQ(a[0]["loss"].size(), 1u);
-  EXPECT_EQ(a[0]["loss"][0]["text"], "loss on m: perplexity ratio to the reference 1.000 [n/a]; paired with plain, "
-                                     "CE 0.0004 [n/a] nats, no interval");
+  EXPECT_EQ(a[0]["loss"][0]["text"],
+            "loss on m: perplexity ratio to the reference 1.000 [n/a]; paired with plain, "
+            "CE 0.0004 [n/a] nats, no interval");
   EXPECT_FALSE(a[0]["loss"][0].contains("ppl_ratio_lo"));
   EXPECT_EQ(a[0]["loss"][0]["delta_ce_verdict"], "no interval");
 }
 
 TEST(results_test, legacy_tile_label_reads_as_plain) {
   const fs::path d = fresh_dir("tile");
-  attnum::test::write_text(d / "rows.csv",
-                           "model,layer,head,text,kernel,condition,rel_err\nm,0,0,t,fa3,tile,0.1\n");
+  attnum::test::write_text(d / "rows.csv", "model,layer,head,text,kernel,condition,rel_err\nm,0,0,t,fa3,tile,0.1\n");
   const auto rs = read_results({d});
   EXPECT_EQ(rs.rows->rows[0]["condition"], "plain");
   fs::remove_all(d);

@@ -28,13 +28,13 @@ bool have_mpirun() { return sh("command -v mpirun").status == 0; }
 
 // Skips in a build without MPI (scripts/test's sanitizer build, -DATTNUM_MPI=OFF) and where
 // mpirun is absent, except under CI, where an MPI build without mpirun is a failure.
-#define REQUIRE_MPIRUN()                                                             \
-  do {                                                                               \
-    if (!kMpiBuilt) GTEST_SKIP() << "attnum built without MPI (ATTNUM_MPI=OFF): mpirun runs skipped"; \
-    if (!have_mpirun()) {                                                            \
+#define REQUIRE_MPIRUN()                                                                               \
+  do {                                                                                                 \
+    if (!kMpiBuilt) GTEST_SKIP() << "attnum built without MPI (ATTNUM_MPI=OFF): mpirun runs skipped";  \
+    if (!have_mpirun()) {                                                                              \
       if (std::getenv("CI")) FAIL() << "mpirun missing under CI (scripts/setup installs openmpi-bin)"; \
-      GTEST_SKIP() << "mpirun not installed (openmpi-bin): MPI tests skipped";       \
-    }                                                                                \
+      GTEST_SKIP() << "mpirun not installed (openmpi-bin): MPI tests skipped";                         \
+    }                                                                                                  \
   } while (0)
 
 const std::string kBin = ATTNUM_BINARY;
@@ -52,8 +52,8 @@ fs::path scratch(const std::string& name) {
 }
 
 // The result files of a head-study folder (checkpoints excluded: their set may differ).
-const std::vector<std::string> kHeadFiles = {"meta.json",   "rows.csv",  "rows.jsonl",
-                                             "heads.csv",   "heads.jsonl", "summary.json"};
+const std::vector<std::string> kHeadFiles = {"meta.json", "rows.csv",    "rows.jsonl",
+                                             "heads.csv", "heads.jsonl", "summary.json"};
 
 void expect_same_files(const fs::path& a, const fs::path& b, const std::vector<std::string>& files) {
   for (const auto& f : files) {
@@ -90,9 +90,9 @@ TEST(mpi_test, heads_killed_rank_fails_then_rerun_resumes_identically) {
   ASSERT_EQ(single.status, 0) << single.out;
   // Rank 1 dies after delivering 2 units: the run must fail, leave no result files, and keep the
   // units rank 0 stored.
-  auto killed = sh("cd " + d.string() + " && ATTNUM_TEST_DIE_RANK=1 ATTNUM_TEST_DIE_AFTER=2 " +
-                   kMpirun + "-x ATTNUM_TEST_DIE_RANK -x ATTNUM_TEST_DIE_AFTER -n 2 " + kBin +
-                   " --threads 1" + kHeadsArgs + "mpi");
+  auto killed =
+      sh("cd " + d.string() + " && ATTNUM_TEST_DIE_RANK=1 ATTNUM_TEST_DIE_AFTER=2 " + kMpirun +
+         "-x ATTNUM_TEST_DIE_RANK -x ATTNUM_TEST_DIE_AFTER -n 2 " + kBin + " --threads 1" + kHeadsArgs + "mpi");
   EXPECT_NE(killed.status, 0) << killed.out;
   EXPECT_FALSE(fs::exists(d / "mpi" / "summary.json"));
   int stored = 0;
@@ -118,8 +118,8 @@ TEST(mpi_test, heads_three_shards_merged_equal_single_run) {
   ASSERT_EQ(single.status, 0) << single.out;
   std::string dirs;
   for (int i = 0; i < 3; ++i) {
-    auto r = sh("cd " + d.string() + " && " + kBin + kHeadsArgs + "shard" + std::to_string(i) +
-                " --shard " + std::to_string(i) + "/3");
+    auto r = sh("cd " + d.string() + " && " + kBin + kHeadsArgs + "shard" + std::to_string(i) + " --shard " +
+                std::to_string(i) + "/3");
     ASSERT_EQ(r.status, 0) << r.out;
     dirs += " shard" + std::to_string(i);
   }
@@ -148,8 +148,8 @@ TEST(mpi_test, loss_two_ranks_and_shards_equal_single_process) {
   }
   std::string dirs;
   for (int i = 0; i < 3; ++i) {
-    auto r = sh("cd " + d.string() + " && " + kBin + args + "lshard" + std::to_string(i) +
-                " --shard " + std::to_string(i) + "/3");
+    auto r = sh("cd " + d.string() + " && " + kBin + args + "lshard" + std::to_string(i) + " --shard " +
+                std::to_string(i) + "/3");
     ASSERT_EQ(r.status, 0) << r.out;
     dirs += " lshard" + std::to_string(i);
   }
@@ -161,8 +161,7 @@ TEST(mpi_test, loss_two_ranks_and_shards_equal_single_process) {
 TEST(mpi_test, study_two_ranks_equal_single_process) {
   REQUIRE_MPIRUN();
   const fs::path d = scratch("study");
-  const std::string args =
-      " study --zoo-layers 1 --zoo-tokens 96 --kernels fa3 --no-report --quiet --out ";
+  const std::string args = " study --zoo-layers 1 --zoo-tokens 96 --kernels fa3 --no-report --quiet --out ";
   auto single = sh("cd " + d.string() + " && " + kBin + " --threads 2" + args + "single");
   ASSERT_EQ(single.status, 0) << single.out;
   auto two = sh("cd " + d.string() + " && " + kMpirun + "-n 2 " + kBin + " --threads 1" + args + "two");

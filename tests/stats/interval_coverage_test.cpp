@@ -1,7 +1,7 @@
 // Coverage of stats::cluster_interval on its own scale (identity, no bias correction) for a
 // pooled mean on synthetic clustered data with a known effect (the study's statistics, on the
-// logit scale: summary_interval_coverage_slow_test.cpp), at the cluster counts the study meets: 5 and 6 (the zoo's models, a captured
-// model's layers), 10, 24 (a 24-layer model) and 40 (where the percentile bootstrap takes over).
+// logit scale: summary_interval_coverage_slow_test.cpp), at the cluster counts the study meets: 5 and 6 (the zoo's
+// models, a captured model's layers), 10, 24 (a 24-layer model) and 40 (where the percentile bootstrap takes over).
 // Nominal 95% intervals must cover the truth in 90-99% of the replications. Seeds are fixed, so
 // the measured coverage is the same on every run (printed for the closing notes).
 #include <gtest/gtest.h>
@@ -71,8 +71,8 @@ TEST(interval_coverage_test, nominal_95_covers_90_to_99_percent) {
       const int reps = g < kMinBootstrapClusters ? 1000 : 300;
       std::string method;
       const double cov = coverage(g, binary, reps, 0xc0feULL + static_cast<uint64_t>(g), &method);
-      std::printf("coverage %s G=%d: %.3f (%s, %d replications)\n", binary ? "proportion" : "mean", g,
-                  cov, method.c_str(), reps);
+      std::printf("coverage %s G=%d: %.3f (%s, %d replications)\n", binary ? "proportion" : "mean", g, cov,
+                  method.c_str(), reps);
       EXPECT_EQ(method, g < kMinBootstrapClusters ? "cluster-jackknife-t" : "cluster-bootstrap-percentile");
       EXPECT_GE(cov, 0.90) << "G=" << g;
       EXPECT_LE(cov, 0.99) << "G=" << g;

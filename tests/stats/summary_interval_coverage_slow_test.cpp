@@ -52,8 +52,8 @@ heads draw(splitmix64& rng, int g, int min_size = 20, int size_range = 60) {
 }
 
 constexpr int kStats = 7;
-const char* kNames[kStats] = {"auc", "precision", "recall", "spearman", "auc_nonnull",
-                              "precision_nonnull", "recall_nonnull"};
+const char* kNames[kStats] = {"auc",         "precision",         "recall",        "spearman",
+                              "auc_nonnull", "precision_nonnull", "recall_nonnull"};
 
 // Statistic k on the items idx, as study::summarize computes it.
 std::optional<double> statistic(const heads& d, int k, std::span<const int> idx) {
@@ -116,8 +116,8 @@ TEST(summary_interval_coverage_slow_test, every_printed_interval_covers_92_to_98
         std::vector<uint8_t> ys;
         for (size_t i = 0; i < d.pred.size(); ++i)
           if (k < 4 || d.nonnull[i]) ps.push_back(d.pred[i]), ys.push_back(d.harmed[i]);
-        const interval a = cluster_jackknife_t(d.cluster, replay,
-                                               study::interval_options(w, 0, 0, study::interval_count(w, ps, ys)));
+        const interval a =
+            cluster_jackknife_t(d.cluster, replay, study::interval_options(w, 0, 0, study::interval_count(w, ps, ys)));
         ASSERT_EQ(next, memo.size());
         if (b.lo) t[k].reported_before++, t[k].covered_before += *b.lo <= truth[k] && truth[k] <= *b.hi;
         if (a.lo) t[k].reported_after++, t[k].covered_after += *a.lo <= truth[k] && truth[k] <= *a.hi;

@@ -39,8 +39,7 @@ errs run_condition(const study::head_params& hp, int cond, int texts) {
     const auto ref = study::reference_causal(z.q.data(), z.k.data(), z.v.data(), n, d);
     const auto runs = study::run_group(attention::preset("fa3"), cond, z.q.data(), z.k.data(), z.v.data(), 1, n, d);
     double num = 0, den = 0;
-    for (size_t i = 0; i < ref.o.size(); ++i)
-      num += std::pow(runs[0].o[i] - ref.o[i], 2), den += ref.o[i] * ref.o[i];
+    for (size_t i = 0; i < ref.o.size(); ++i) num += std::pow(runs[0].o[i] - ref.o[i], 2), den += ref.o[i] * ref.o[i];
     predict::head_inputs in;
     in.n_q = n, in.n_kv = n, in.d = d;
     in.p = ref.p.data(), in.o = ref.o.data(), in.row_sum = ref.row_sum.data();
@@ -98,8 +97,7 @@ TEST(head_study_test, predictor_within_factor_two_where_first_order_holds) {
       const auto ref = study::reference_causal(z.q.data(), z.k.data(), z.v.data(), n, d);
       const auto r = study::run_group(attention::preset("fa3"), cond, z.q.data(), z.k.data(), z.v.data(), 1, n, d)[0];
       double num = 0, den = 0;
-      for (size_t i = 0; i < ref.o.size(); ++i)
-        num += std::pow(r.o[i] - ref.o[i], 2), den += ref.o[i] * ref.o[i];
+      for (size_t i = 0; i < ref.o.size(); ++i) num += std::pow(r.o[i] - ref.o[i], 2), den += ref.o[i] * ref.o[i];
       predict::head_inputs in;
       in.n_q = n, in.n_kv = n, in.d = d;
       in.p = ref.p.data(), in.o = ref.o.data(), in.row_sum = ref.row_sum.data();
@@ -220,7 +218,7 @@ TEST(head_study_test, zoo_is_deterministic_and_records_parameters) {
   EXPECT_EQ(a.q, b.q);
   EXPECT_EQ(a.k, b.k);
   const auto c = study::zoo_generate(zo, 2, 3, 1, 1);
-  EXPECT_NE(a.k, c.k);  // another text is another draw
+  EXPECT_NE(a.k, c.k);            // another text is another draw
   EXPECT_EQ(a.heads.size(), 4u);  // model c: 8 heads, 2 kv heads
   EXPECT_EQ(a.heads[0].kv_head, 1);
 }
@@ -234,7 +232,8 @@ TEST(head_study_test, run_prepared_computes_only_the_parts_asked_for) {
   const auto z = study::zoo_generate(zo, 2, 0, 0, 0);  // model c: d 64, 4 query heads per kv head
   const int g = static_cast<int>(z.heads.size());
   for (const char* kernel : {"fa3", "sage2pp-sm89"}) {
-    const auto run = study::prepare_run(attention::preset(kernel), 3, {z.q.data(), z.k.data(), z.v.data(), g, 1, 64, 64});
+    const auto run =
+        study::prepare_run(attention::preset(kernel), 3, {z.q.data(), z.k.data(), z.v.data(), g, 1, 64, 64});
     for (int h = 0; h < g; ++h) {
       const study::head_run full = study::run_prepared(*run, h);
       ASSERT_EQ(full.o.size(), 64u * 64u);
@@ -310,8 +309,8 @@ TEST(head_study_test, result_files_follow_the_one_field_list_per_row_type) {
   EXPECT_EQ(header("rows.csv"), joined(study::row_columns(false)));
   EXPECT_EQ(header("heads.csv"), joined(study::head_columns(false)));
   EXPECT_EQ(header("zoo_heads.csv"), joined(study::zoo_head_columns()));
-  for (const auto& [file, cols] : {std::pair{"rows.jsonl", study::row_columns(false)},
-                                   std::pair{"heads.jsonl", study::head_columns(false)}}) {
+  for (const auto& [file, cols] :
+       {std::pair{"rows.jsonl", study::row_columns(false)}, std::pair{"heads.jsonl", study::head_columns(false)}}) {
     std::istringstream in(slurp(d / file));
     int n = 0;
     for (std::string line; std::getline(in, line); ++n) {

@@ -33,8 +33,8 @@ TEST(heads_cli_test, json_summary_contract) {
   ASSERT_TRUE(j.is_array());
   ASSERT_EQ(j.size(), 3u);  // one per transform
   for (const auto& s : j)
-    for (const char* f : {"kernel", "transform", "n_heads", "n_harmed", "auc", "precision",
-                          "recall", "spearman", "auc_lo", "auc_hi", "tp", "fp", "fn", "tn", "n_models"})
+    for (const char* f : {"kernel", "transform", "n_heads", "n_harmed", "auc", "precision", "recall", "spearman",
+                          "auc_lo", "auc_hi", "tp", "fp", "fn", "tn", "n_models"})
       EXPECT_TRUE(s.contains(f)) << f;
   EXPECT_EQ(j[0]["n_heads"], 72);
   EXPECT_EQ(j[0]["n_models"], 6);
@@ -63,9 +63,11 @@ TEST(heads_cli_test, shards_merged_equal_single_run) {
     dirs.append(" ").append(d.string());
   }
   ASSERT_EQ(run("merge" + dirs + " --out " + (base / "merged").string()).status, 0);
-  for (const char* f : {"meta.json", "rows.csv", "rows.jsonl", "heads.csv", "heads.jsonl",
-                        "summary.json", "zoo_heads.csv"})
-    EXPECT_EQ(attnum::test::comparable_result(base / "single" / f), attnum::test::comparable_result(base / "merged" / f)) << f;
+  for (const char* f :
+       {"meta.json", "rows.csv", "rows.jsonl", "heads.csv", "heads.jsonl", "summary.json", "zoo_heads.csv"})
+    EXPECT_EQ(attnum::test::comparable_result(base / "single" / f),
+              attnum::test::comparable_result(base / "merged" / f))
+        << f;
   fs::remove_all(base);
 }
 
@@ -87,8 +89,8 @@ TEST(heads_cli_test, fixed_predictor_scores_every_kernel_alike) {
       const auto h = nlohmann::json::parse(line);
       EXPECT_EQ(h["predictor_model"], std::string(d) == "fixed" ? "fa3" : "kernel");
       EXPECT_TRUE(h.contains("observed_se") && h.contains("label"));
-      const std::string key = h["model"].get<std::string>() + "/" + std::to_string(h["layer"].get<int>()) +
-                              "/" + std::to_string(h["head"].get<int>());
+      const std::string key = h["model"].get<std::string>() + "/" + std::to_string(h["layer"].get<int>()) + "/" +
+                              std::to_string(h["head"].get<int>());
       by_head[key][h["kernel"]] = h["predicted_score"];
     }
     return by_head;
@@ -103,8 +105,8 @@ TEST(heads_cli_test, fixed_predictor_scores_every_kernel_alike) {
   for (const auto& [key, k] : fixed) EXPECT_EQ(k.at("fa3"), aware.at(key).at("fa3")) << key;
   const auto j = nlohmann::json::parse(r.out);
   for (const auto& s : j)
-    for (const char* f : {"predictor_model", "n_null", "n_clusters", "ci_method", "ci_dropped",
-                          "auc_nonnull", "precision_nonnull", "recall_nonnull", "n_predicted_harmed"})
+    for (const char* f : {"predictor_model", "n_null", "n_clusters", "ci_method", "ci_dropped", "auc_nonnull",
+                          "precision_nonnull", "recall_nonnull", "n_predicted_harmed"})
       EXPECT_TRUE(s.contains(f)) << f;
   EXPECT_EQ(j[0]["predictor_model"], "fa3");
   EXPECT_EQ(j[0]["ci_method"], "cluster-jackknife-t");  // 6 models
@@ -122,15 +124,20 @@ TEST(heads_cli_test, fixed_predictor_scores_every_kernel_alike) {
 TEST(heads_cli_test, knobs_and_rotation_recorded_and_merged) {
   const fs::path base = fs::temp_directory_path() / "attnum_heads_cli_knob_test";
   fs::remove_all(base);
-  const std::string c = "heads --zoo --n-tok 32 --layers 1 --texts 1 --quiet --kernels fa3,sage2pp-sm89 "
-                        "--knob transform_dtype=fp16 --rotation hadamard --conditions plain,rotate ";
+  const std::string c =
+      "heads --zoo --n-tok 32 --layers 1 --texts 1 --quiet --kernels fa3,sage2pp-sm89 "
+      "--knob transform_dtype=fp16 --rotation hadamard --conditions plain,rotate ";
   ASSERT_EQ(run(c + "--out " + (base / "single").string()).status, 0);
   ASSERT_EQ(run(c + "--shard 0/2 --out " + (base / "s0").string()).status, 0);
   ASSERT_EQ(run(c + "--shard 1/2 --out " + (base / "s1").string()).status, 0);
-  ASSERT_EQ(run("merge " + (base / "s0").string() + " " + (base / "s1").string() + " --out " +
-                (base / "merged").string()).status, 0);
+  ASSERT_EQ(
+      run("merge " + (base / "s0").string() + " " + (base / "s1").string() + " --out " + (base / "merged").string())
+          .status,
+      0);
   for (const char* f : {"meta.json", "rows.csv", "summary.json"})
-    EXPECT_EQ(attnum::test::comparable_result(base / "single" / f), attnum::test::comparable_result(base / "merged" / f)) << f;
+    EXPECT_EQ(attnum::test::comparable_result(base / "single" / f),
+              attnum::test::comparable_result(base / "merged" / f))
+        << f;
   const auto meta = nlohmann::json::parse(slurp(base / "single" / "meta.json"));
   EXPECT_EQ(meta["knobs"], nlohmann::json::array({"transform_dtype=fp16"}));
   EXPECT_EQ(meta["rotation"], "hadamard");
@@ -139,7 +146,10 @@ TEST(heads_cli_test, knobs_and_rotation_recorded_and_merged) {
   for (const auto& k : meta["kernel_specs"]) EXPECT_EQ(k["transform_dtype"], "fp16");
   // The knob and rotation change the rotate rows (plain rows are the same).
   ASSERT_EQ(run("heads --zoo --n-tok 32 --layers 1 --texts 1 --quiet --kernels fa3,sage2pp-sm89 "
-                "--conditions plain,rotate --out " + (base / "default").string()).status, 0);
+                "--conditions plain,rotate --out " +
+                (base / "default").string())
+                .status,
+            0);
   EXPECT_NE(slurp(base / "single" / "rows.csv"), slurp(base / "default" / "rows.csv"));
   // A [64, 64] rotation file on a zoo with d 128 heads: exit 2 naming the file and the dims.
   fs::create_directories(base);
@@ -157,8 +167,10 @@ TEST(heads_cli_test, knobs_and_rotation_recorded_and_merged) {
         f.write(reinterpret_cast<const char*>(&v), 8);
       }
   }
-  const result bad = attnum::test::run_attnum("heads --zoo --n-tok 32 --layers 1 --texts 1 --quiet --kernel fa3 "
-                                              "--rotation " + (base / "r64.npy").string() + " --conditions plain,rotate");
+  const result bad = attnum::test::run_attnum(
+      "heads --zoo --n-tok 32 --layers 1 --texts 1 --quiet --kernel fa3 "
+      "--rotation " +
+      (base / "r64.npy").string() + " --conditions plain,rotate");
   EXPECT_EQ(bad.status, 2) << bad.out;
   EXPECT_NE(bad.out.find("r64.npy: the rotation is [64, 64] but the head dim is 128"), std::string::npos) << bad.out;
   const result badk = attnum::test::run_attnum(kSmall + "--knob transform_dtype=e5m2 --conditions plain,rotate");

@@ -25,9 +25,14 @@ json heads_of(int n_models, int n_layers, int n_heads) {
       for (int h = 0; h < n_heads; ++h) {
         const double obs = rng.uniform() - 0.5;
         const double pred = obs + (rng.uniform() - 0.5) * 0.3 * (1 + l % 3);
-        out.push_back({{"model", std::string("m").append(std::to_string(m))}, {"layer", l}, {"head", h},
-                       {"kernel", "fa3"}, {"transform", "rotate"}, {"observed_score", obs},
-                       {"predicted_score", pred}, {"harmed", obs > 0}});
+        out.push_back({{"model", std::string("m").append(std::to_string(m))},
+                       {"layer", l},
+                       {"head", h},
+                       {"kernel", "fa3"},
+                       {"transform", "rotate"},
+                       {"observed_score", obs},
+                       {"predicted_score", pred},
+                       {"harmed", obs > 0}});
       }
   return out;
 }
@@ -171,16 +176,23 @@ TEST(summary_test, degenerate_intervals_are_not_available_with_the_reason) {
       const bool harmed = m < 2 && h < 4;
       const double obs = harmed ? 0.5 + h : -0.5 - h - m;
       const double pred = harmed ? obs : -0.5 - (h * 7 + m * 3) % 11;
-      heads.push_back({{"model", std::string("m").append(std::to_string(m))}, {"layer", 0}, {"head", h}, {"kernel", "fa3"},
-                       {"transform", "rotate"}, {"observed_score", obs}, {"predicted_score", pred},
-                       {"harmed", harmed}, {"observed_se", 0.1},
+      heads.push_back({{"model", std::string("m").append(std::to_string(m))},
+                       {"layer", 0},
+                       {"head", h},
+                       {"kernel", "fa3"},
+                       {"transform", "rotate"},
+                       {"observed_score", obs},
+                       {"predicted_score", pred},
+                       {"harmed", harmed},
+                       {"observed_se", 0.1},
                        {"label", harmed ? (m == 0 ? "harmed" : "null") : "helped"}});
     }
   const json s = study::summarize(heads, 100, 5)[0];
   for (const char* f : {"auc", "precision", "recall"}) {
     EXPECT_EQ(s[f], 1.0) << f;
     EXPECT_TRUE(s[std::string(f) + "_lo"].is_null() && s[std::string(f) + "_hi"].is_null()) << f;
-    EXPECT_EQ(s[std::string(f) + "_ci_reason"], "zero width: every leave-one-cluster-out value equals the estimate") << f;
+    EXPECT_EQ(s[std::string(f) + "_ci_reason"], "zero width: every leave-one-cluster-out value equals the estimate")
+        << f;
     EXPECT_EQ(study::interval_text(s, f), "n/a");
   }
   ASSERT_TRUE(s["auc_nonnull"].is_number());

@@ -25,8 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Writes one capture file and one kernel-output file (preset `kernel`) per text.
-void make_files(const fs::path& dir, int texts, const std::string& kernel,
-                std::vector<std::string>& caps, std::vector<std::string>& outs) {
+void make_files(const fs::path& dir, int texts, const std::string& kernel, std::vector<std::string>& caps,
+                std::vector<std::string>& outs) {
   study::zoo_options zo;
   zo.n_tok = 64;
   const int model = 2, n_layer = 2;  // zoo-c: d 64, 8 heads, 2 kv heads
@@ -176,13 +176,23 @@ TEST(transfer_test, kernel_aware_and_fixed_predictors_from_one_run_equal_two_run
   ASSERT_TRUE(study::run_study(plans, together, ctl));
   ASSERT_TRUE(study::run_study(plans[0], dir / "alone-aware", ctl));
   ASSERT_TRUE(study::run_study(plans[1], dir / "alone-fixed", ctl));
-  const std::vector<std::string> files = {"meta.json", "rows.csv", "rows.jsonl", "heads.csv", "heads.jsonl",
-                                          "summary.json", "checkpoints/study.json",
-                                          "checkpoints/unit-000000.jsonl", "checkpoints/unit-000003.jsonl"};
+  const std::vector<std::string> files = {"meta.json",
+                                          "rows.csv",
+                                          "rows.jsonl",
+                                          "heads.csv",
+                                          "heads.jsonl",
+                                          "summary.json",
+                                          "checkpoints/study.json",
+                                          "checkpoints/unit-000000.jsonl",
+                                          "checkpoints/unit-000003.jsonl"};
   for (const auto& name : files) {
     ASSERT_TRUE(fs::exists(together[0] / name)) << name;
-    EXPECT_EQ(attnum::test::comparable_result(together[0] / name), attnum::test::comparable_result(dir / "alone-aware" / name)) << name;
-    EXPECT_EQ(attnum::test::comparable_result(together[1] / name), attnum::test::comparable_result(dir / "alone-fixed" / name)) << name;
+    EXPECT_EQ(attnum::test::comparable_result(together[0] / name),
+              attnum::test::comparable_result(dir / "alone-aware" / name))
+        << name;
+    EXPECT_EQ(attnum::test::comparable_result(together[1] / name),
+              attnum::test::comparable_result(dir / "alone-fixed" / name))
+        << name;
   }
   // The two predictors differ here (sage2pp-sm89 vs an fa3 model), so the comparison can fail.
   EXPECT_NE(slurp(together[0] / "rows.csv"), slurp(together[1] / "rows.csv"));
@@ -192,9 +202,11 @@ TEST(transfer_test, kernel_aware_and_fixed_predictors_from_one_run_equal_two_run
   fs::remove(together[1] / "rows.csv");
   ASSERT_TRUE(study::run_study(plans, together, ctl));
   for (const auto& name : files)
-    EXPECT_EQ(attnum::test::comparable_result(together[1] / name), attnum::test::comparable_result(dir / "alone-fixed" / name))
+    EXPECT_EQ(attnum::test::comparable_result(together[1] / name),
+              attnum::test::comparable_result(dir / "alone-fixed" / name))
         << name;
-  EXPECT_EQ(slurp(together[1] / "checkpoints/unit-000001.jsonl"), slurp(dir / "alone-fixed/checkpoints/unit-000001.jsonl"));
+  EXPECT_EQ(slurp(together[1] / "checkpoints/unit-000001.jsonl"),
+            slurp(dir / "alone-fixed/checkpoints/unit-000001.jsonl"));
   // Another study (another rotation) cannot share the units: refused naming the field.
   study::study_options other = f;
   other.rotation = *transforms::rotation::parse_builtin("hadamard");
@@ -227,9 +239,10 @@ TEST(transfer_test, zero_value_channel_under_per_channel_scale_fails_loudly) {
   auto z = study::zoo_generate(zo, 0, 0, 0, 0);  // 1 query head, 1 kv head, d 64
   for (int t = 0; t < 32; ++t) z.v[t * 64 + 5] = 0.0f;
   const std::string f = (dir / "m__t.safetensors").string();
-  io::write_safetensors(f, {{"layers.0.q", {1, 32, 64}, z.q.data()},
-                            {"layers.0.k", {1, 32, 64}, z.k.data()},
-                            {"layers.0.v", {1, 32, 64}, z.v.data()}},
+  io::write_safetensors(f,
+                        {{"layers.0.q", {1, 32, 64}, z.q.data()},
+                         {"layers.0.k", {1, 32, 64}, z.k.data()},
+                         {"layers.0.v", {1, 32, 64}, z.v.data()}},
                         {{"model", "m"}});
   study::study_options o;
   o.zoo = false;

@@ -188,7 +188,8 @@ TEST(transforms_test, dense_rotation_is_x_times_r_rounded_once) {
       for (int j = 0; j < d; ++j) {
         long double y = 0;
         for (int i = 0; i < d; ++i) y += static_cast<long double>(in[r * d + i]) * R[i * d + j];
-        ASSERT_EQ(x[r * d + j], oracle_round(f, static_cast<double>(y))) << formats::info(f).name << " " << r << " " << j;
+        ASSERT_EQ(x[r * d + j], oracle_round(f, static_cast<double>(y)))
+            << formats::info(f).name << " " << r << " " << j;
       }
   }
 }
@@ -203,18 +204,28 @@ TEST(transforms_test, explicit_matrix_validation_names_the_file_and_problem) {
     return std::string("no error");
   };
   const auto I4 = rotation::hadamard().matrix(4);
-  EXPECT_NE(message([&] { rotation::from_matrix(std::vector<double>(12, 0.0), {3, 4}, "a.npy"); }).find("a.npy: a rotation must be a square"), std::string::npos);
+  EXPECT_NE(message([&] {
+              rotation::from_matrix(std::vector<double>(12, 0.0), {3, 4}, "a.npy");
+            }).find("a.npy: a rotation must be a square"),
+            std::string::npos);
   EXPECT_NE(message([&] { rotation::from_matrix(I4, {16}, "b.npy"); }).find("square"), std::string::npos);
   auto bad = I4;
   bad[5] = NAN;
-  EXPECT_NE(message([&] { rotation::from_matrix(bad, {4, 4}, "c.npy"); }).find("c.npy: rotation entry [1, 1] is not finite"), std::string::npos);
+  EXPECT_NE(message([&] {
+              rotation::from_matrix(bad, {4, 4}, "c.npy");
+            }).find("c.npy: rotation entry [1, 1] is not finite"),
+            std::string::npos);
   bad = I4;
   for (auto& e : bad) e *= 1.00001;  // |R R^T - I| = 2e-5
-  EXPECT_NE(message([&] { rotation::from_matrix(bad, {4, 4}, "d.npy"); }).find("d.npy: rotation is not orthogonal"), std::string::npos);
+  EXPECT_NE(message([&] {
+              rotation::from_matrix(bad, {4, 4}, "d.npy");
+            }).find("d.npy: rotation is not orthogonal"),
+            std::string::npos);
   for (auto& e : bad) e = e / 1.00001 * (1 + 1e-8);  // within 1e-6: accepted
   EXPECT_EQ(message([&] { rotation::from_matrix(bad, {4, 4}, "e.npy"); }), "no error");
   const rotation r4 = rotation::from_matrix(I4, {4, 4}, "f.npy");
-  EXPECT_NE(message([&] { r4.check(8); }).find("f.npy: the rotation is [4, 4] but the head dim is 8"), std::string::npos);
+  EXPECT_NE(message([&] { r4.check(8); }).find("f.npy: the rotation is [4, 4] but the head dim is 8"),
+            std::string::npos);
   EXPECT_NE(message([] { rotation().check(96); }).find("head dim 96 is not a power of two"), std::string::npos);
   // A [3, 3] permutation: no power of two needed for an explicit matrix.
   const rotation p3 = rotation::from_matrix({0, 1, 0, 0, 0, 1, 1, 0, 0}, {3, 3}, "p.npy");
