@@ -22,7 +22,7 @@
 //    on per-tensor scaled data nearly every 16 x 32 block holds values from planes 0 and 1 of
 //    both operands, i.e. four plane pairs, four fp32 FMAs per product. One double FMA costs two
 //    fp32 lanes, so the double kernel is twice as fast and needs no plane split, no occupancy
-//    masks and no fallback (NaN propagates as in the ordered loop). docs/kernels.md (Performance)
+//    masks and no fallback (NaN propagates as in the ordered loop). docs/speed.md
 //    has the measurement.
 //
 // The kernels pack B (a chunk of kn rows) into doubles once per call, in column panels, and the
