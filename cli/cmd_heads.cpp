@@ -80,7 +80,7 @@ void setup(CLI::App& app) {
   attnum::cli::add_predictor_version_option(app, a->predictor_version);
   attnum::cli::add_output_options(app, a->output, "Print the summary as a JSON array");
   app.add_flag("--quiet", a->quiet, "No progress bar");
-  app.callback([a, &app] {
+  app.callback([a] {
     using namespace attnum;
     if (a->zoo == !a->captures.empty()) fail("heads: give exactly one of --zoo or --captures");
     if (a->texts < 1) fail("heads: --texts {}: expected a count >= 1", a->texts);
