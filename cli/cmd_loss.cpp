@@ -9,7 +9,7 @@
 #include "attnum/attention/condition.h"
 #include "attnum/core/error.h"
 #include "attnum/core/progress.h"
-#include "attnum/model/loss.h"
+#include "attnum/loss/loss_study.h"
 #include "attnum/pipeline/loss_texts.h"
 #include "attnum/scaleout/world.h"
 #include "attnum/study/rotation_spec.h"
@@ -31,6 +31,7 @@ struct loss_options {
 
 void run(const loss_options& o) {
   using namespace attnum::model;
+  using namespace attnum::loss;
   attnum::pipeline::loss_request q;
   q.model = o.model, q.tokenizer = o.tokenizer, q.texts = o.texts, q.token_ids = o.token_ids;
   q.tokens = o.tokens, q.windows = o.windows;

@@ -6,7 +6,7 @@
 
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
-#include "attnum/model/loss.h"
+#include "attnum/loss/loss_study.h"
 #include "attnum/study/head_study.h"
 #include "cli/command.h"
 #include "cli/output_option.h"
@@ -46,7 +46,7 @@ void setup(CLI::App& app) {
       for (const auto& s : summary) printed.push_back(s);
     }
     if (loss) {
-      const auto rows = attnum::model::merge_shard_dirs(*dirs, *out);
+      const auto rows = attnum::loss::merge_shard_dirs(*dirs, *out);
       if (table) fmt::print("loss: {} rows merged\n", rows.size());
     }
     attnum::write_complete_marker(*out, fmt::format("attnum merge {}", fmt::join(*dirs, " ")));

@@ -11,7 +11,7 @@
 #include "attnum/core/parallel.h"
 #include "attnum/core/progress.h"
 #include "attnum/io/json_file.h"
-#include "attnum/model/reference_logits.h"
+#include "attnum/loss/reference_logits.h"
 #include "attnum/scaleout/world.h"
 
 namespace fs = std::filesystem;
@@ -99,7 +99,7 @@ fs::path loss_window_path(const fs::path& dir, int source, int window) {
 
 namespace {
 
-json params_json(const model::loss_params& p, const std::string& model_id) {
+json params_json(const loss::loss_params& p, const std::string& model_id) {
   json j = {{"model", model_id},
             {"kernel", p.kernel.name},
             {"knobs", p.knobs},
@@ -141,14 +141,14 @@ void check_params(const fs::path& dir, const json& want) {
 }
 
 // A window's checkpoint: one verified unit result per condition, of this window and study.
-std::vector<model::unit_result> read_window(const fs::path& f, const model::loss_params& p, int source, int window) {
+std::vector<loss::unit_result> read_window(const fs::path& f, const loss::loss_params& p, int source, int window) {
   const json arr = io::read_json_file(f);
   if (!arr.is_array() || arr.size() != p.conditions.size())
     fail("{}: expected an array of {} unit results (one per condition)", f.string(), p.conditions.size());
-  std::vector<model::unit_result> out;
+  std::vector<loss::unit_result> out;
   for (size_t c = 0; c < arr.size(); ++c) {
     try {
-      out.push_back(model::unit_result_from_json(arr[c]));
+      out.push_back(loss::unit_result_from_json(arr[c]));
     } catch (const error& e) {
       fail("{}: {}", f.string(), e.what());
     }
@@ -165,9 +165,9 @@ std::vector<model::unit_result> read_window(const fs::path& f, const model::loss
 
 }  // namespace
 
-std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss_params& p, const std::string& model_id,
-                                      const fs::path& dir, int shard_index, int shard_count, bool progress,
-                                      std::vector<model::paired_row>* paired) {
+std::vector<loss::loss_row> run_loss(const model::weights& w, const loss::loss_params& p, const std::string& model_id,
+                                     const fs::path& dir, int shard_index, int shard_count, bool progress,
+                                     std::vector<loss::paired_row>* paired) {
   const auto& world = scaleout::here();
   if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count)
     fail("--shard {}/{}: expected 0 <= I < N", shard_index, shard_count);
@@ -184,18 +184,18 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
     todo_text = join_ints(todo);
   }
   const std::vector<int> todo = split_ints(scaleout::broadcast(todo_text));
-  std::map<int, std::vector<model::unit_result>> got;  // rank 0 without a folder keeps them here
+  std::map<int, std::vector<loss::unit_result>> got;  // rank 0 without a folder keeps them here
   attnum::progress bar("loss", static_cast<int64_t>(todo.size()), "windows", progress && world.root(),
                        "one window of --tokens labels of one text, run under every condition");
   // Windows run one at a time per rank: a window's forward passes are parallel inside.
   scaleout::distribute(
       todo,
       [&](int k) -> std::string {
-        std::vector<model::loss_unit> units;
+        std::vector<loss::loss_unit> units;
         for (int c = 0; c < static_cast<int>(p.conditions.size()); ++c)
           units.push_back({k / p.windows, k % p.windows, c});
         json arr = json::array();
-        for (const auto& r : model::compute_window(w, p, units)) arr.push_back(model::to_json(r));
+        for (const auto& r : loss::compute_window(w, p, units)) arr.push_back(loss::to_json(r));
         return arr.dump();
       },
       [&](int k, const std::string& bytes) {
@@ -204,27 +204,27 @@ std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss
           fs::create_directories(f.parent_path());
           write_file_atomic(f, bytes);
         } else {
-          std::vector<model::unit_result> rs;
-          for (const auto& j : json::parse(bytes)) rs.push_back(model::unit_result_from_json(j));
+          std::vector<loss::unit_result> rs;
+          for (const auto& j : json::parse(bytes)) rs.push_back(loss::unit_result_from_json(j));
           got[k] = std::move(rs);
         }
       },
       1, [&bar](int d, int) { bar.update(d); });
   if (!world.root() || shard_count != 1) return {};
-  std::vector<model::unit_result> all;
+  std::vector<loss::unit_result> all;
   for (int k = 0; k < n_windows; ++k) {
-    std::vector<model::unit_result> rs =
+    std::vector<loss::unit_result> rs =
         keep ? read_window(loss_window_path(dir, k / p.windows, k % p.windows), p, k / p.windows, k % p.windows)
              : got.at(k);
     all.insert(all.end(), rs.begin(), rs.end());
   }
   // Paired comparisons between conditions (DIR/loss_paired.json) where there is a folder.
   if (keep || paired) {
-    std::vector<model::paired_row> pr = model::summarize_paired(p, model_id, all);
-    if (keep) model::write_paired_files(dir.string(), pr);
+    std::vector<loss::paired_row> pr = loss::summarize_paired(p, model_id, all);
+    if (keep) loss::write_paired_files(dir.string(), pr);
     if (paired) *paired = std::move(pr);
   }
-  return model::summarize(p, model_id, std::move(all));
+  return loss::summarize(p, model_id, std::move(all));
 }
 
 }  // namespace attnum::pipeline

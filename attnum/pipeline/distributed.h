@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "attnum/model/loss.h"
+#include "attnum/loss/loss_study.h"
 #include "attnum/model/weights.h"
 #include "attnum/study/head_study.h"
 
@@ -28,11 +28,11 @@ bool run_heads(std::span<const study::plan> plans, std::span<const std::filesyst
 /// its conditions, checkpointed in dir/checkpoints/ when dir is given (so a killed `attnum
 /// study` resumes); returns the rows on rank 0 (empty on other ranks). With shard_count > 1 it
 /// computes only this shard's windows into dir and returns no rows. (`attnum loss --shard` writes
-/// model::write_shard_file files instead, which `attnum merge` combines.) The paired comparisons
+/// loss::write_shard_file files instead, which `attnum merge` combines.) The paired comparisons
 /// go to dir/loss_paired.{json,csv} when dir is given, and into *paired (rank 0) when given.
-std::vector<model::loss_row> run_loss(const model::weights& w, const model::loss_params& p, const std::string& model_id,
-                                      const std::filesystem::path& dir, int shard_index = 0, int shard_count = 1,
-                                      bool progress = true, std::vector<model::paired_row>* paired = nullptr);
+std::vector<loss::loss_row> run_loss(const model::weights& w, const loss::loss_params& p, const std::string& model_id,
+                                     const std::filesystem::path& dir, int shard_index = 0, int shard_count = 1,
+                                     bool progress = true, std::vector<loss::paired_row>* paired = nullptr);
 
 /// Loss checkpoint folder layout: dir/checkpoints/loss-params.json and window-S-W.json.
 std::filesystem::path loss_window_path(const std::filesystem::path& dir, int source, int window);

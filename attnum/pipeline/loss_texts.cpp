@@ -7,7 +7,7 @@
 #include "attnum/core/error.h"
 #include "attnum/core/file.h"
 #include "attnum/model/loader.h"
-#include "attnum/model/reference_logits.h"
+#include "attnum/loss/reference_logits.h"
 #include "attnum/pipeline/distributed.h"
 #include "attnum/scaleout/world.h"
 
@@ -15,6 +15,7 @@ namespace attnum::pipeline {
 
 loss_outcome run_loss_request(const loss_request& r) {
   using namespace attnum::model;
+  using namespace attnum::loss;
   const auto& world = scaleout::here();
   const bool mpi = world.size > 1;
   if (!r.texts.empty() && !r.token_ids.empty()) fail("loss: give --text or --token-ids, not both");

@@ -1,14 +1,14 @@
 #pragma once
 // `attnum loss` as a library call (the CLI and Python's attnum.loss): the teacher-forced loss of
 // a model on text or token-id files with every attention layer swapped for each kernel under
-// each condition (model/loss.h), checkpointed in the result folder so that a killed run resumes;
-// the reference logits computed, or read from a file that an earlier run saved (reference_logits.h).
+// each condition (loss/loss_study.h), checkpointed in the result folder so that a killed run resumes;
+// the reference logits computed, or read from a file that an earlier run saved (loss/reference_logits.h).
 #include <string>
 #include <vector>
 
 #include "attnum/attention/condition.h"
 #include "attnum/attention/kernel_spec.h"
-#include "attnum/model/loss.h"
+#include "attnum/loss/loss_study.h"
 #include "attnum/transforms/hadamard.h"
 
 namespace attnum::pipeline {
@@ -33,10 +33,10 @@ struct loss_request {
 
 struct loss_outcome {
   std::string model_id;
-  int n_tokens = 0;                       ///< labels per window after clamping to the context
-  std::vector<model::loss_row> rows;      ///< per kernel (in the order given) and condition
-  std::vector<model::paired_row> paired;  ///< the paired comparisons (model::kPairedComparisons)
-  int shard_units = -1;                   ///< a shard run: the units written (rows stay empty)
+  int n_tokens = 0;                      ///< labels per window after clamping to the context
+  std::vector<loss::loss_row> rows;      ///< per kernel (in the order given) and condition
+  std::vector<loss::paired_row> paired;  ///< the paired comparisons (loss::kPairedComparisons)
+  int shard_units = -1;                  ///< a shard run: the units written (rows stay empty)
 };
 
 /// Checks every input before any work, then runs the loss of each kernel: into r.out (DIR/loss.json,

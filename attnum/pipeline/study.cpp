@@ -15,7 +15,7 @@
 #include "attnum/io/json_file.h"
 #include "attnum/model/capture.h"
 #include "attnum/model/loader.h"
-#include "attnum/model/loss.h"
+#include "attnum/loss/loss_study.h"
 #include "attnum/model/text_window.h"
 #include "attnum/pcast/output.h"
 #include "attnum/pcast/simulate.h"
@@ -180,9 +180,9 @@ json run_study(const study_config& c) {
   json loss_rows = json::array(), loss_paired = json::array();
   if (w) {
     t0 = clock_type::now();
-    std::vector<model::loss_row> rows;
+    std::vector<loss::loss_row> rows;
     for (const auto& k : c.kernels) {
-      model::loss_params p;
+      loss::loss_params p;
       p.sources = inputs.ids;
       p.source_names = inputs.names;
       p.n_tokens = inputs.n;
@@ -191,7 +191,7 @@ json run_study(const study_config& c) {
       p.rotation = c.rotation;
       p.conditions = c.conditions;
       p.linear = lp;
-      model::validate(p, *w);
+      loss::validate(p, *w);
       say(c, fmt::format("loss: {} on {} texts x {} labels", k.name, p.sources.size(), p.n_tokens));
       auto r = run_loss(*w, p, w->id, c.out / "loss" / k.name, 0, 1, c.progress);
       if (root) write_complete_marker(c.out / "loss" / k.name, c.command + " (loss step, " + k.name + ")");
@@ -200,13 +200,13 @@ json run_study(const study_config& c) {
       if (root && fs::exists(c.out / "loss" / k.name / "loss_paired.json"))
         for (const auto& j : io::read_json_file(c.out / "loss" / k.name / "loss_paired.json")) loss_paired.push_back(j);
     }
-    if (root) model::write_loss_files((c.out / "loss").string(), rows);
+    if (root) loss::write_loss_files((c.out / "loss").string(), rows);
     if (root) {
       write_file_atomic(c.out / "loss" / "loss_paired.json", loss_paired.dump(2) + "\n");
       write_file_atomic(c.out / "loss" / "loss_paired.csv", io::csv_table(loss_paired));
       write_complete_marker(c.out / "loss", c.command + " (loss step)");
     }
-    for (const auto& r : rows) loss_rows.push_back(model::to_json(r));
+    for (const auto& r : rows) loss_rows.push_back(loss::to_json(r));
     timings["loss_s"] = seconds_since(t0);
   }
   if (!root) return json::object();
@@ -270,9 +270,9 @@ std::string loss_intervals_line(const json& rows) {
   if (!rows[0].contains("n_text_windows"))  // rows written before the field existed: their method
     return fmt::format("Loss intervals: 95% {}.\n", rows[0].value("ci_method", std::string("(not recorded)")));
   const int g = rows[0].value("n_text_windows", 0);
-  if (g < model::kMinLossWindows)
+  if (g < loss::kMinLossWindows)
     return fmt::format("Loss intervals: n/a, {} text window{} (an interval over text windows needs at least {}).\n", g,
-                       g == 1 ? "" : "s", model::kMinLossWindows);
+                       g == 1 ? "" : "s", loss::kMinLossWindows);
   return fmt::format(
       "Loss intervals: 95% delete-one-window jackknife over the {} text windows with t({}) critical "
       "values (ppl_ratio on the log scale), so they include the variation between texts; n/a: none "

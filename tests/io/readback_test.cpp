@@ -17,7 +17,7 @@
 #include "attnum/core/hash.h"
 #include "attnum/core/same_config.h"
 #include "attnum/core/version.h"
-#include "attnum/model/loss.h"
+#include "attnum/loss/loss_study.h"
 #include "attnum/study/checkpoint.h"
 #include "attnum/study/head_study.h"
 
@@ -211,8 +211,8 @@ TEST(readback_test, completion_marker_lists_checkpoints_so_merge_sees_changed_sh
 }
 
 namespace {
-attnum::model::loss_params loss_params_2() {
-  attnum::model::loss_params p;
+attnum::loss::loss_params loss_params_2() {
+  attnum::loss::loss_params p;
   p.sources = {{1, 2, 3, 4, 5}};
   p.source_names = {"t"};
   p.n_tokens = 2;
@@ -222,19 +222,19 @@ attnum::model::loss_params loss_params_2() {
   return p;
 }
 json loss_shard(const std::function<void(json&)>& edit = {}) {
-  attnum::model::unit_result r;
+  attnum::loss::unit_result r;
   r.unit = {0, 0, 0};
   r.nll_ref = {1.0, 2.0}, r.nll_var = {1.5, 2.5}, r.kl = {0.1, 0.2}, r.dp = {-0.1, 0.05}, r.top1_same = {1, 0};
-  json s = attnum::model::shard_to_json(loss_params_2(), "m", 0, 1, {r});
+  json s = attnum::loss::shard_to_json(loss_params_2(), "m", 0, 1, {r});
   if (edit) edit(s);
   return s;
 }
 }  // namespace
 
 TEST(readback_test, loss_shards_are_validated_field_by_field) {
-  EXPECT_EQ(attnum::model::merge_shards({loss_shard()}).size(), 1u);
+  EXPECT_EQ(attnum::loss::merge_shards({loss_shard()}).size(), 1u);
   auto refused = [](const std::function<void(json&)>& edit, const std::string& fragment) {
-    const std::string m = what([&] { attnum::model::merge_shards({loss_shard(edit)}); });
+    const std::string m = what([&] { attnum::loss::merge_shards({loss_shard(edit)}); });
     EXPECT_NE(m.find(fragment), std::string::npos) << fragment << " in: " << m;
   };
   refused([](json& s) { s["units"][0]["nll_var"] = {1.0}; }, "nll_var holds 1 values, nll_ref 2");

@@ -3,7 +3,7 @@
 // windows differ at random: each window shifts the CE difference of each condition (the kernel's
 // effect), the KL's level and the top-1 agreement, and labels within a window are AR(1)
 // dependent, as neighbouring tokens are. The truth is the statistic of the population of windows
-// (closed forms below). At 3, 5 and 10 windows, model::summarize's and summarize_paired's
+// (closed forms below). At 3, 5 and 10 windows, loss::summarize's and summarize_paired's
 // interval (the delete-one-window jackknife, t(G-1), log / logit / identity scale) must cover the
 // truth in 92-98% of replications; the moving-block bootstrap over token positions it replaced
 // (stats::block_bootstrap, blocks within a window, as the loss study computed it) is measured
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "attnum/model/loss.h"
+#include "attnum/loss/loss_study.h"
 #include "attnum/stats/stats.h"
 
 using namespace attnum;
@@ -50,17 +50,17 @@ std::vector<double> ar1(stats::splitmix64& rng, int n) {
 }
 
 // g windows (one source each, as the study passes them), conditions plain (0) and rotate (1).
-std::vector<model::unit_result> draw(stats::splitmix64& rng, int g) {
-  std::vector<model::unit_result> out;
+std::vector<loss::unit_result> draw(stats::splitmix64& rng, int g) {
+  std::vector<loss::unit_result> out;
   const double c = std::sqrt(1 - kRho * kRho);
   for (int t = 0; t < g; ++t) {
     const double v = kSv * rng.normal(), v2 = kRho * v + c * kSv * rng.normal();
     const double w = kSw * rng.normal(), z = kSz * rng.normal();
     const auto e0 = ar1(rng, kLabels), e1 = ar1(rng, kLabels), e1b = ar1(rng, kLabels);
-    model::unit_result a, b;
+    loss::unit_result a, b;
     a.unit = {t, 0, 0}, b.unit = {t, 0, 1};
     for (int cond = 0; cond < 2; ++cond) {
-      model::unit_result& r = cond == 0 ? a : b;
+      loss::unit_result& r = cond == 0 ? a : b;
       const auto e2 = ar1(rng, kLabels), e3 = ar1(rng, kLabels);
       for (size_t i = 0; i < static_cast<size_t>(kLabels); ++i) {
         const double ref = 2 + 0.5 * e0[i];
@@ -107,9 +107,9 @@ struct ci {
 
 // The intervals the loss study prints now (summarize: the plain row; summarize_paired:
 // rotate - plain).
-std::vector<ci> after(const model::loss_params& p, const std::vector<model::unit_result>& res) {
-  const model::loss_row r = model::summarize(p, "sim", res).at(0);
-  const model::paired_row q = model::summarize_paired(p, "sim", res).at(0);
+std::vector<ci> after(const loss::loss_params& p, const std::vector<loss::unit_result>& res) {
+  const loss::loss_row r = loss::summarize(p, "sim", res).at(0);
+  const loss::paired_row q = loss::summarize_paired(p, "sim", res).at(0);
   EXPECT_FALSE(std::isfinite(r.kl_p99_lo));  // a high quantile gets none
   EXPECT_FALSE(r.kl_p99_ci_reason.empty());
   return {{r.ppl_ratio_lo, r.ppl_ratio_hi},
@@ -127,11 +127,11 @@ std::vector<ci> after(const model::loss_params& p, const std::vector<model::unit
 // positions, blocks within a window, block length stats::block_length of the CE differences
 // (at most a window), 200 resamples (the study's default was 1000; the percentile interval is
 // the same up to resampling noise).
-std::vector<ci> before(const std::vector<model::unit_result>& res) {
+std::vector<ci> before(const std::vector<loss::unit_result>& res) {
   std::vector<double> diff, kl, same, dp2, dce, dkl, dtop;
   const size_t g = res.size() / 2;
   for (size_t t = 0; t < g; ++t) {
-    const model::unit_result &a = res[2 * t], &b = res[2 * t + 1];
+    const loss::unit_result &a = res[2 * t], &b = res[2 * t + 1];
     for (size_t i = 0; i < a.kl.size(); ++i) {
       diff.push_back(a.nll_var[i] - a.nll_ref[i]), kl.push_back(a.kl[i]), same.push_back(a.top1_same[i]);
       dp2.push_back(a.dp[i] * a.dp[i]);
@@ -177,7 +177,7 @@ struct tally {
 
 // The jackknife kl_p99 would get if it had one (log scale, t(G-1), over windows): it undercovers,
 // which is why the loss rows give kl_p99 no interval.
-bool kl_p99_jackknife_covers(const std::vector<model::unit_result>& res, double truth) {
+bool kl_p99_jackknife_covers(const std::vector<loss::unit_result>& res, double truth) {
   std::vector<double> kl;
   std::vector<int> window;
   for (size_t t = 0; t < res.size() / 2; ++t) {
@@ -209,7 +209,7 @@ TEST(loss_interval_coverage_slow_test, every_printed_loss_interval_covers_92_to_
   const double kl_p99_truth = std::exp(kMPlain + 2.3263478740408408 * std::sqrt(kSw * kSw + kSk * kSk));
   for (int g : {3, 5, 10}) {
     const int reps = 1000, reps_before = 200;
-    model::loss_params p;
+    loss::loss_params p;
     p.n_tokens = kLabels, p.windows = 1, p.conditions = {"plain", "rotate"};
     p.sources.assign(static_cast<size_t>(g), std::vector<int>(kLabels + 1, 0));
     p.source_names.assign(static_cast<size_t>(g), "w");
@@ -217,7 +217,7 @@ TEST(loss_interval_coverage_slow_test, every_printed_loss_interval_covers_92_to_
     tally t[kStats];
     int p99_covered = 0;
     for (int r = 0; r < reps; ++r) {
-      const std::vector<model::unit_result> res = draw(rng, g);
+      const std::vector<loss::unit_result> res = draw(rng, g);
       p99_covered += kl_p99_jackknife_covers(res, kl_p99_truth);
       const std::vector<ci> a = after(p, res);
       for (size_t k = 0; k < kStats; ++k)

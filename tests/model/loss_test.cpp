@@ -15,12 +15,13 @@
 #include "attnum/core/error.h"
 #include "attnum/formats/format.h"
 #include "attnum/model/hooks.h"
-#include "attnum/model/loss.h"
+#include "attnum/loss/loss_study.h"
 #include "attnum/model/transformer.h"
 #include "tiny_model.h"
 
 namespace {
 using namespace attnum::model;
+using namespace attnum::loss;
 
 loss_params tiny_params() {
   loss_params p;

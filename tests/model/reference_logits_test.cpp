@@ -1,4 +1,4 @@
-// Reference logits saved once and reused (model/reference_logits.h): a run that reads them gives
+// Reference logits saved once and reused (loss/reference_logits.h): a run that reads them gives
 // the rows of a run that computes them, bit for bit; a file of another run (weights, reference,
 // precision, N, texts, version, format) is refused naming the field; the weights' fingerprint
 // sees one changed byte and one changed config field and not the thread count; the streaming
@@ -13,14 +13,15 @@
 
 #include "attnum/core/error.h"
 #include "attnum/io/safetensors.h"
-#include "attnum/model/loss.h"
-#include "attnum/model/reference_logits.h"
+#include "attnum/loss/loss_study.h"
+#include "attnum/loss/reference_logits.h"
 #include "formats/io_test_util.h"
 #include "tiny_model.h"
 
 namespace {
 namespace fs = std::filesystem;
 using namespace attnum::model;
+using namespace attnum::loss;
 using io_test::expect_error;
 
 loss_params params(uint64_t seed = 11, int windows = 2) {

@@ -23,7 +23,7 @@
 #include "attnum/io/safetensors.h"
 #include "attnum/model/weights.h"
 
-namespace attnum::model {
+namespace attnum::loss {
 
 struct loss_params;
 
@@ -34,7 +34,8 @@ class reference_logits {
   /// weights as the run uses them), the reference attention, the linear precision, N and the
   /// vocabulary. Throws attnum::error naming the file and the field that differs (stored ->
   /// this run).
-  static std::shared_ptr<const reference_logits> open(const std::string& path, const weights& w, const loss_params& p);
+  static std::shared_ptr<const reference_logits> open(const std::string& path, const model::weights& w,
+                                                      const loss_params& p);
 
   /// The stored logits [n_tokens * vocab] of the window whose input ids are `inputs`. Throws
   /// attnum::error naming the file and `what` (e.g. "source 0 window 2") when it holds none.
@@ -60,6 +61,6 @@ class reference_logits {
 /// and writes them to `path` atomically, a window at a time (a file of windows x N x vocab x 4
 /// bytes; memory: one window's logits). Refuses non-finite logits. `progress` draws the progress
 /// line. Returns the number of windows written.
-int save_reference_logits(const std::string& path, const weights& w, const loss_params& p, bool progress);
+int save_reference_logits(const std::string& path, const model::weights& w, const loss_params& p, bool progress);
 
-}  // namespace attnum::model
+}  // namespace attnum::loss

@@ -1,4 +1,4 @@
-#include "attnum/model/reference_logits.h"
+#include "attnum/loss/reference_logits.h"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -8,9 +8,10 @@
 #include "attnum/core/hash.h"
 #include "attnum/core/progress.h"
 #include "attnum/core/version.h"
-#include "attnum/model/loss.h"
+#include "attnum/loss/compute.h"
+#include "attnum/loss/plan.h"
 
-namespace attnum::model {
+namespace attnum::loss {
 namespace {
 
 constexpr const char* kFormat = "attnum-reference-logits";
@@ -22,7 +23,7 @@ uint64_t ids_hash(std::span<const int> ids) {
 }
 
 // What a run needs the stored logits to have been computed from, as metadata strings.
-std::map<std::string, std::string> run_fields(const weights& w, const loss_params& p) {
+std::map<std::string, std::string> run_fields(const model::weights& w, const loss_params& p) {
   return {{"weights_fingerprint", fingerprint(w)},           {"reference", p.reference},
           {"linear_precision", std::string(name(p.linear))}, {"n_tokens", std::to_string(p.n_tokens)},
           {"vocab", std::to_string(w.cfg.vocab_size)},       {"tool_version", std::string(tool_version())}};
@@ -47,7 +48,7 @@ int int_field(const std::string& path, const std::map<std::string, std::string>&
 
 reference_logits::reference_logits(const std::string& path) : file_(path) {}
 
-std::shared_ptr<const reference_logits> reference_logits::open(const std::string& path, const weights& w,
+std::shared_ptr<const reference_logits> reference_logits::open(const std::string& path, const model::weights& w,
                                                                const loss_params& p) {
   std::shared_ptr<reference_logits> r(new reference_logits(path));
   const auto& m = r->file_.metadata();
@@ -115,7 +116,7 @@ const float* reference_logits::find(std::span<const int> inputs, const std::stri
       path(), ids_.size(), what);
 }
 
-int save_reference_logits(const std::string& path, const weights& w, const loss_params& p, bool progress) {
+int save_reference_logits(const std::string& path, const model::weights& w, const loss_params& p, bool progress) {
   validate(p, w);
   const int n = p.n_tokens, vocab = w.cfg.vocab_size;
   const int windows = int(p.sources.size()) * p.windows;
@@ -149,4 +150,4 @@ int save_reference_logits(const std::string& path, const weights& w, const loss_
   return windows;
 }
 
-}  // namespace attnum::model
+}  // namespace attnum::loss
