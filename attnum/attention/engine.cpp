@@ -23,8 +23,6 @@
 // exp2: with every quantization point off it is exact attention up to fp64 rounding.
 #include <omp.h>
 
-#include <Eigen/Dense>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -35,13 +33,11 @@
 #include <memory>
 #include <numeric>
 
-#include "attnum/attention/amx.h"
+#include "attnum/attention/causal.h"
+#include "attnum/attention/chunk_sums.h"
 #include "attnum/attention/engine.h"
 #include "attnum/attention/engine_detail.h"
 #include "attnum/attention/fast_exp2.h"
-#include "attnum/attention/fma_gemm.h"
-#include "attnum/attention/isa.h"
-#include "attnum/attention/plane_gemm.h"
 #include "attnum/attention/row_kernels.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
@@ -69,59 +65,26 @@ struct head_ctx {
   long causal_off = 0;  // causal: key j is masked for row i when j > i + causal_off (causal.h)
   kernel_spec s;        // effective spec (disabled points resolved)
   T sm, sl2, offset, p_scale;
-  const float *q8, *qs;       // q8: [n_q, d]; qs: row scales
-  std::vector<float> kT;      // [d, n_kv] cast K transposed (vectorised QK over keys)
+  const float* qs;            // [n_q] Q row scales
   const float* ks;            // [n_kv]
   std::vector<float> v;       // [n_kv, d] V dequantised, when its scale varies over tokens
   const float* vp = nullptr;  // [n_kv, d] V fed to PV: the cast values, or v
   std::vector<T> vs;          // [d] V scale applied in the epilogue (with 1/S in multiply mode)
   bool v_nan = false;
   bool v_finite = true;  // every value of vp finite: pv_tile may skip products of P8 = +-0
-  // Exact-GEMM fast paths: where every product and every chunk sum is exact in double (E4M3 x
-  // E4M3: 8-bit products in [2^-18, 2^17.6], 32 of them need < 42 bits; INT8 x INT8), any
-  // summation order gives the same chunk sums, so Eigen's blocked GEMM is bit-identical to the
-  // plain ascending loop.
-  bool gemm_qk = false, gemm_pv = false;
-  // INT8 x INT8 with d < 1024: every partial sum is an integer of magnitude <= d * 2^14 < 2^24,
-  // exact in fp32 (with or without FMA), so the fp32 GEMM gives the same sums at twice the rate.
-  bool qk_f32 = false;
-  const float* k8 = nullptr;       // [n_kv, d] cast K of this head's kv group
-  std::vector<double> qd, kd, vd;  // [n_q, d], [n_kv, d], [n_kv, d] the cast values as double
-  // The same exact E4M3 chunk sums from AMX-BF16 tiles where the CPU has them (amx.h): the
-  // double GEMMs above are then not built. PV falls back to the ordered loop for a block whose
-  // P8 holds a NaN.
-  bool amx_qk = false, amx_pv = false;
-  // The QK of the AMX tiles, the int16 planes or the packed double-FMA kernels rounds its fp32
-  // scores straight into the x buffer of the fused FA3 softmax path (fold_raw_row), skipping a
-  // pass and half the accumulator bytes: fp32/truncated accumulators hold float values anyway,
-  // and acc + sum is formed in double from the float as from the same value held as a double.
+  // The chunk sums of S = Q K^T and of P8 V, each from the backend make_ctx chose for this head
+  // (chunk_sums.h: AMX tiles, int16 planes, double-FMA kernels, the ordered loop or Eigen). Their
+  // packed operands live in the thread-local storage of the thread that built the context, reused
+  // from head to head (no fresh pages per head); run_heads_t builds one context per thread and the
+  // workers only read them.
+  qk_sums qk;
+  pv_sums pv;
+  // The QK of the AMX tiles, the int16 planes or the packed double-FMA kernels (qk.float_scores())
+  // rounds its fp32 scores straight into the x buffer of the fused FA3 softmax path (fold_raw_row),
+  // skipping a pass and half the accumulator bytes: fp32/truncated accumulators hold float values
+  // anyway, and acc + sum is formed in double from the float as from the same value held as a double.
   // (The scalar path keeps the double accumulators: the reference the other paths are tested on.)
   bool qk_to_x = false;
-  // Thread-local planes of the thread that built the context, reused from head to head (no fresh
-  // pages per head); run_heads_t builds one context per thread and the workers only read them.
-  amx::exact_qk* aqk = nullptr;
-  amx::exact_pv* apv = nullptr;
-  bool amx_i8 = false;  // INT8 QK with int32 sums on AMX-INT8 tiles (Sage)
-  amx::int8_qk* ai8 = nullptr;
-  // Without AMX, on an AVX2 / AVX-512 path (isa.h): the exact E4M3 chunk sums come from the
-  // double-FMA chunk GEMM (fma_gemm.h: the ascending double sum of a chunk is its exact sum),
-  // through the ordered loop's code (K transposed) instead of Eigen's double GEMM.
-  bool fma_qk = false, fma_pv = false;
-  // K (QK: B = K^T) and V (PV) of the head packed once into the kernels' double panels, for the
-  // ordered / double-FMA chunk GEMMs on AVX2 / AVX-512 (thread-local storage reused from head to
-  // head, as the AMX planes); null where not used.
-  const fma::packed_b* kpack = nullptr;
-  const fma::packed_b* vpack = nullptr;
-  const fma::packed_a* qpack = nullptr;  // Q as doubles beside kpack (once per head, not per call)
-  // The same exact E4M3 chunk sums from int16 exponent planes on the integer units (plane_gemm.h),
-  // where the head's operands allow (no NaN, sparse low planes): Q and K, or V, split once per
-  // head (thread-local storage, as above); the double-FMA kernels remain for what they refuse.
-  const fma::packed_i8_b* ki8 = nullptr;  // Sage's INT8 K and Q packed once per head (vpmaddwd)
-  const fma::packed_i8_a* qi8 = nullptr;
-  bool iqk = false, ipv = false;
-  const planes::plane_a* qa = nullptr;
-  const planes::plane_b* kb = nullptr;
-  const planes::plane_b* vb = nullptr;
   // The measured units of exp2_unit / rcp_unit / div_unit (float path only; null: ieee).
   const formats::sfu_table* ex2 = nullptr;
   const formats::sfu_table* rcp = nullptr;
@@ -205,7 +168,6 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
   c.offset = c.s.p_mode == p_scale_mode::exponent_offset ? static_cast<T>(c.s.p_offset) : T(0);
   c.p_scale = c.s.p_mode == p_scale_mode::multiply ? static_cast<T>(c.s.p_scale) : T(1);
   const size_t qoff = static_cast<size_t>(h) * c.n_q, koff = static_cast<size_t>(c.g) * c.n_kv;
-  c.q8 = L.q8.values.data() + qoff * c.d;
   c.qs = L.q8.row_scale.data() + qoff;
   c.ks = L.k8.row_scale.data() + koff;
   // V scale: per channel in the epilogue when constant over tokens, else dequantise V up front.
@@ -230,102 +192,8 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
                                                    : static_cast<T>((T(1) / c.p_scale) * x);
   c.v_nan = v8.nan_flagged;
   c.v_finite = formats::span_all_finite(c.vp, static_cast<size_t>(c.n_kv) * c.d);
-  using formats::format;
-  const auto& e = L.spec.enabled;
-  const bool q_e4 = e.q_cast && L.spec.q.fmt == format::e4m3fn, k_e4 = e.k_cast && L.spec.k.fmt == format::e4m3fn;
-  const bool q_i8 = e.q_cast && L.spec.q.fmt == format::int8, k_i8 = e.k_cast && L.spec.k.fmt == format::int8;
-  c.gemm_qk =
-      ((q_e4 && k_e4 && c.s.qk_acc.k_step <= 32) || (q_i8 && k_i8)) && L.spec.scaling != score_scaling::dequant_unit;
-  c.gemm_pv =
-      e.v_cast && L.spec.v.fmt == format::e4m3fn && uniform && c.s.p_fmt == format::e4m3fn && c.s.pv_acc.k_step <= 32;
-  c.k8 = L.k8.values.data() + koff * c.d;
-  c.qk_f32 = c.gemm_qk && q_i8 && k_i8 && c.d < 1024;
-  if (amx::available()) {
-    const bool rows16 = std::gcd(c.bm, kTileRows) % 16 == 0;  // tiles of rows start at multiples of 16
-    if (c.gemm_qk && q_e4 && k_e4 && c.s.qk_acc.k_step == 32 && c.s.qk_acc.kind != acc_kind::int32 && c.bn % 16 == 0 &&
-        rows16) {
-      static thread_local amx::exact_qk planes;
-      c.aqk = &planes;
-      c.amx_qk = planes.build(c.q8, c.n_q, c.k8, c.n_kv, c.d);
-    }
-    if (c.qk_f32 && c.s.qk_acc.kind == acc_kind::int32 && c.bn % 16 == 0 && rows16) {
-      static thread_local amx::int8_qk planes;
-      c.ai8 = &planes;
-      c.amx_i8 = planes.build(c.q8, c.n_q, c.k8, c.n_kv, c.d);
-    }
-    if (std::is_same_v<T, float> && c.gemm_pv && c.s.pv_acc.k_step == 32 && c.bn % 32 == 0 && c.d % 16 == 0) {
-      static thread_local amx::exact_pv planes;
-      c.apv = &planes;
-      c.amx_pv = planes.build(c.vp, c.n_kv, c.d);
-    }
-  }
-  // fma_qk / fma_pv: these sums go through the chunk kernels (planes, else double FMA) rather than
-  // Eigen's double GEMMs. NEON has the planes but no double-FMA kernels: below, a head whose planes
-  // could not be built goes back to Eigen there.
-  const bool neon = isa::at_least(isa::path::neon);
-  if (isa::at_least(isa::path::avx2) || neon) {
-    c.fma_qk = c.gemm_qk && q_e4 && k_e4 && !c.amx_qk;
-    c.fma_pv = std::is_same_v<T, float> && c.gemm_pv && !c.amx_pv;
-  }
-  if (c.qk_f32 && !c.amx_i8 && planes::panel_width() > 0) {
-    static thread_local fma::packed_i8_b kp;
-    static thread_local fma::packed_i8_a qp;
-    kp.build(c.k8, c.d, c.n_kv, c.d);
-    if (kp.W > 0 && c.bn % kp.W == 0) {
-      qp.build(c.q8, c.d, c.n_q, c.d);
-      c.ki8 = &kp, c.qi8 = &qp;
-    }
-  }
-  if (const int W = planes::panel_width(); W > 0 && planes::enabled()) {
-    const int kq = c.s.qk_acc.k_step, kv = c.s.pv_acc.k_step;
-    int sa = 0, sb = 0;
-    double qmax = 0, kmax = 0;  // each operand's amax read once, for the shifts and the builds
-    if (c.fma_qk && kq <= 32 && kq % 2 == 0 && c.bn % W == 0 &&
-        planes::choose_shifts(qmax = L.q8.amax(h, 0, c.n_q), kmax = L.k8.amax(c.g, 0, c.n_kv), kq, sa, sb)) {
-      static thread_local planes::plane_a qa;
-      static thread_local planes::plane_b kb;
-      qa.build(c.q8, c.d, c.n_q, c.d, sa, qmax);
-      if (qa.ok) kb.build(c.k8, c.d, true, c.d, c.n_kv, sb, kmax);
-      c.iqk = qa.ok && kb.ok, c.qa = &qa, c.kb = &kb;
-    }
-    if (c.fma_pv && kv <= 32 && kv % 2 == 0 && c.bn % 2 == 0) {
-      static thread_local planes::plane_b vb;
-      // V gets 13 bits, leaving P 2^31 / (32 * 2^13) = 2^13: per-tensor scaled P8 up to 256 (FA3's
-      // exponent offset 8) keeps values down to 2^-10 of its maximum in the hi plane, so the
-      // second P plane runs only for rows with smaller probabilities.
-      const double vmax =
-          uniform ? L.v8.amax(c.g, 0, c.n_kv) : formats::span_amax(c.vp, static_cast<size_t>(c.n_kv) * c.d);
-      const int sv = planes::shift_for(vmax, 13);
-      if (sv >= 0) vb.build(c.vp, c.d, false, c.n_kv, c.d, sv, vmax);
-      c.ipv = sv >= 0 && vb.ok, c.vb = &vb;
-    }
-  }
-  if (neon) c.fma_qk = c.fma_qk && c.iqk, c.fma_pv = c.fma_pv && c.ipv;
-  if (c.gemm_qk && !c.qk_f32 && !c.amx_qk && !c.fma_qk) {
-    c.qd.assign(c.q8, c.q8 + static_cast<size_t>(c.n_q) * c.d);
-    c.kd.assign(L.k8.values.begin() + koff * c.d, L.k8.values.begin() + (koff + c.n_kv) * c.d);
-  }
-  if (c.gemm_pv && !c.amx_pv && !c.fma_pv) c.vd.assign(c.vp, c.vp + static_cast<size_t>(c.n_kv) * c.d);
-  if (const int W = isa::at_least(isa::path::avx2) ? fma::panel_width() : 0; W > 0) {
-    if ((!c.gemm_qk || c.fma_qk) && !c.iqk && c.bn % W == 0) {
-      static thread_local fma::packed_b kp;
-      kp.build(c.k8, c.d, true, c.d, c.n_kv);
-      c.kpack = &kp;
-      static thread_local fma::packed_a qp;
-      qp.build(c.q8, c.d, c.n_q, c.d);
-      c.qpack = &qp;
-    }
-    if (std::is_same_v<T, float> && (!c.gemm_pv || c.fma_pv) && !c.ipv) {
-      static thread_local fma::packed_b vp;
-      vp.build(c.vp, c.d, false, c.n_kv, c.d);
-      c.vpack = &vp;
-    }
-  }
-  if ((!c.gemm_qk || c.fma_qk) && !c.kpack && !c.iqk) {  // the ordered QK loop reads K transposed
-    c.kT.resize(static_cast<size_t>(c.d) * c.n_kv);
-    for (int j = 0; j < c.n_kv; ++j)
-      for (int k = 0; k < c.d; ++k) c.kT[static_cast<size_t>(k) * c.n_kv + j] = c.k8[static_cast<size_t>(j) * c.d + k];
-  }
+  c.qk = qk_sums::make(L, h, c.s, std::gcd(c.bm, kTileRows), c.bn);
+  c.pv = pv_sums::make(L, c.g, c.s, c.bn, c.vp, uniform, std::is_same_v<T, float>);
   // Raw-space max needs one eff per row: with K scales varying over keys, dequantise S first.
   if (c.s.max == max_space::raw && c.s.scaling == score_scaling::fold)
     for (int t = 1; t < c.n_kv; ++t)
@@ -335,8 +203,7 @@ head_ctx<T> make_ctx(const prepared_layer& L, int h, bool causal) {
       }
   // (after the line above: the fused path needs the fold scaling for every block and row)
   if constexpr (std::is_same_v<T, float>)
-    c.qk_to_x = (c.amx_qk || c.iqk || c.kpack) &&
-                (c.s.qk_acc.kind == acc_kind::fp32 || c.s.qk_acc.kind == acc_kind::truncated) &&
+    c.qk_to_x = c.qk.float_scores() && (c.s.qk_acc.kind == acc_kind::fp32 || c.s.qk_acc.kind == acc_kind::truncated) &&
                 c.s.scaling == score_scaling::fold && c.s.max == max_space::raw && !c.s.mask_on_x &&
                 c.s.masked_tail_blocks == 0;
   return c;
@@ -516,11 +383,6 @@ void wgmma_rowsum_rows(T* l, const T* p, int ldp, int rows, const std::vector<ch
   }
 }
 
-using dmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using dmap = Eigen::Map<const dmat>;
-using fmat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using fmap = Eigen::Map<const fmat>;
-
 // Scratch of one tile of rows: per row r, bn scores and d outputs.
 template <typename T>
 struct tile_buf {
@@ -533,8 +395,7 @@ struct tile_buf {
   std::vector<T> m, l;           // [rows], [rows, 4]
   std::vector<T> alpha;          // [rows] the rescale factor of the current block
   std::vector<int> p_end;        // [rows] per row: P8 is +-0 from this column of the block on
-  dmat c, pm;                    // GEMM results, P8 of a tile as double
-  fmat cf;                       // fp32 GEMM results (exact INT8 products)
+  chunk_scratch sums;            // the chunk-sum backends' scratch (chunk_sums.h)
   tile_buf(int bn_, int d_)
       : bn(bn_),
         d(d_),
@@ -553,180 +414,28 @@ struct tile_buf {
         p_end(kTileRows) {}
 };
 
-// a[i] = model(a[i] + c[i]) for i < n, with the model's switch hoisted out of the loop so the
-// common cases (fp32, truncation) vectorise. kFromZero: a[i] is taken as +0 and not read (a fresh
-// accumulator: the first chunk of a QK sum).
-template <bool kFromZero = false, typename A>
-void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
-  auto at = [a](int i) { return kFromZero ? 0.0 : static_cast<double>(a[i]); };
-  switch (m.kind) {
-    case acc_kind::fp32:
-      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(static_cast<float>(at(i) + c[i]));
-      break;
-    case acc_kind::truncated: {
-      const uint64_t mask = m.mant_bits >= 52 ? ~uint64_t{0} : ~((uint64_t{1} << (52 - m.mant_bits)) - 1);
-      for (int i = 0; i < n; ++i) {
-        const uint64_t u = std::bit_cast<uint64_t>(at(i) + c[i]) & mask;
-        a[i] = static_cast<A>(static_cast<float>(std::bit_cast<double>(u)));
-      }
-      break;
-    }
-    case acc_kind::fp16: {
-      int i = 0;
-      if constexpr (std::is_same_v<A, float> && !kFromZero) i = rowk::round_add_fp16(a, c, n);
-      for (; i < n; ++i) a[i] = static_cast<A>(round_fp16(at(i) + c[i]));
-      break;
-    }
-    default:
-      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(round_acc(m, at(i) + c[i]));
-  }
-}
-
-// round_add over rows [0, nr) of a block: accumulator row r at a + r * lda, its sums at c + r *
-// ldc, nc of each. One call over the whole block where both are contiguous (nc == lda == ldc): an
-// element-wise step, so the same bits as row by row, without a call's set-up per row.
-template <bool kFromZero = false, typename A>
-void round_add_rows(const accumulator_spec& m, A* a, int lda, const double* c, int ldc, int nc, int nr) {
-  if (nc == lda && nc == ldc) return round_add<kFromZero>(m, a, c, nr * nc);
-  for (int r = 0; r < nr; ++r)
-    round_add<kFromZero>(m, a + static_cast<size_t>(r) * lda, c + static_cast<size_t>(r) * ldc, nc);
-}
-
 }  // namespace
 
 void accumulate_chunk(const accumulator_spec& m, float* a, const double* c, int n) { round_add(m, a, c, n); }
 
 namespace {
 
-// C[r][j] = sum over k in [0, kn) of A[r*lda + k] * B[k*ldb + j], each sum in ascending k (separate
-// multiply and add, as the plain loop): blocks of 32 columns whose accumulators stay in vector
-// registers. The order of every sum is unchanged.
-template <typename TA>
-void ordered_rows(const TA* A, int lda, const float* B, int ldb, int r0, int rows, int n, int kn, double* C, int ldc) {
-  constexpr int kJ = 32;  // 4 AVX-512 double vectors of accumulators per row
-  for (int r = r0; r < rows; ++r) {
-    const TA* ar = A + static_cast<size_t>(r) * lda;
-    double* cr = C + static_cast<size_t>(r) * ldc;
-    for (int j = 0; j < n; j += kJ) {
-      const int jn = std::min(kJ, n - j);
-      double acc[kJ] = {};
-      for (int k = 0; k < kn; ++k) {
-        const double a = static_cast<double>(ar[k]);
-        const float* b = B + static_cast<size_t>(k) * ldb + j;
-#if !defined(__clang__)
-#pragma GCC ivdep
-#endif
-        for (int jj = 0; jj < jn; ++jj) acc[jj] += a * static_cast<double>(b[jj]);
-      }
-      for (int jj = 0; jj < jn; ++jj) cr[j + jj] = acc[jj];
-    }
-  }
-}
-
-// Float A: the double-FMA micro-kernels of fma_gemm.h on AVX2 / AVX-512 (same order, same bits:
-// a float product is exact in double, so the FMA rounds as the separate add does); double A (the
-// fp64 presets) and the scalar path: the loop above.
-template <typename TA>
-void ordered_gemm(const TA* A, int lda, const float* B, int ldb, int rows, int n, int kn, double* C, int ldc) {
-  if constexpr (std::is_same_v<TA, float>)
-    if (fma::ordered_gemm(A, lda, B, ldb, rows, n, kn, C, ldc)) return;
-  ordered_rows(A, lda, B, ldb, 0, rows, n, kn, C, ldc);
-}
-
 // Step 1 for rows [r0, r1): sacc[r][jj]. Only keys [j0, jc) are computed: the keys from jc on are
 // masked for every row of the tile (causal), and a masked score is replaced by the mask value
 // before any use, so its accumulator is left 0.
 template <typename T>
 void qk_tile(const head_ctx<T>& c, int r0, int r1, int j0, int j1, int jc, tile_buf<T>& b) {
-  const int rows = r1 - r0, d = c.d, n = jc - j0;
+  const int rows = r1 - r0, n = jc - j0;
   if (!c.qk_to_x)  // (with qk_to_x the scores go to x, whose masked columns the softmax fills)
     for (int r = 0; r < rows; ++r)
       std::fill(b.sacc.begin() + static_cast<size_t>(r) * b.bn + std::max(n, 0),
                 b.sacc.begin() + static_cast<size_t>(r) * b.bn + (j1 - j0), 0.0);
   if (n <= 0) return;
   const long off = c.causal ? c.causal_off : kNoMask;  // key j masked for row i when j > i + off (causal.h)
-  if (c.amx_qk) {
-    if constexpr (std::is_same_v<T, float>)
-      if (c.qk_to_x) {
-        c.aqk->run(r0, rows, j0, n, c.s.qk_acc, b.x.data(), b.bn, off);
-        return;
-      }
-    c.aqk->run(r0, rows, j0, n, c.s.qk_acc, b.sacc.data(), b.bn, off);
-  } else if (!c.gemm_qk || c.fma_qk) {
-    const int ks = c.s.qk_acc.k_step;
-    b.c.resize(rows, n);
-    float* xq = nullptr;
-    if constexpr (std::is_same_v<T, float>)
-      if (c.qk_to_x) xq = b.x.data();
-    // packed Q and K with the fp32 model: every chunk of d rounded into its accumulator in the
-    // kernels' epilogue, all chunks in one call (fma_gemm.h, fp32_acc::k_step); micro-tiles wholly
-    // above the diagonal are skipped (the softmax gives masked scores the mask value)
-    const bool fused = c.kpack && c.s.qk_acc.kind == acc_kind::fp32;
-    if (fused) {
-      fma::fp32_acc out{xq, xq ? nullptr : b.sacc.data(), b.bn, true, nullptr, ks};
-      out.mask_after = off + r0 - j0;
-      const bool ran = fma::ordered_gemm(*c.qpack, r0, *c.kpack, 0, d, j0, n, rows, out);
-      ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
-    }
-    for (int k0 = 0; k0 < d && !fused; k0 += ks) {
-      const int kn = std::min(d, k0 + ks) - k0;
-      // rows [g, g + nr) of the chunk's sums (C at row g) rounded into their accumulators: the
-      // fp32 scores in x (qk_to_x) or sacc
-      auto add = [&](int g, int nr, const double* C, int ldc, int nc) {
-        auto into = [&](auto* acc) {
-          if (k0 == 0)
-            round_add_rows<true>(c.s.qk_acc, acc + static_cast<size_t>(g) * b.bn, b.bn, C, ldc, nc, nr);
-          else
-            round_add_rows(c.s.qk_acc, acc + static_cast<size_t>(g) * b.bn, b.bn, C, ldc, nc, nr);
-        };
-        if (xq)
-          into(xq);
-        else
-          into(b.sacc.data());
-      };
-      if (c.iqk) {  // make_ctx built the planes for this path, k_step and block width: no refusal
-        // each group of rows is rounded as soon as its chunk sums are done, over the columns
-        // that hold its unmasked scores (the softmax gives the others the mask value)
-        const bool ran = planes::qk_chunk(*c.qa, *c.kb, r0, rows, k0, kn, j0, n, b.c.data(), n, planes::make_sink(add),
-                                          off + r0 - j0);
-        ATTNUM_ASSERT(ran, "qk_tile: the QK planes refused chunk {} of block {}", k0, j0);
-        continue;
-      } else if (c.kpack) {  // make_ctx packed Q and K for this path and block width: no refusal
-        const bool ran = fma::ordered_gemm(*c.qpack, r0, *c.kpack, k0, kn, j0, n, rows, b.c.data(), n);
-        ATTNUM_ASSERT(ran, "qk_tile: packed K refused (block {} width {})", j0, c.kpack->W);
-      } else {
-        ordered_gemm(c.q8 + static_cast<size_t>(r0) * d + k0, d, c.kT.data() + static_cast<size_t>(k0) * c.n_kv + j0,
-                     c.n_kv, rows, n, kn, b.c.data(), n);
-      }
-      add(0, rows, b.c.data(), n, n);
-    }
-  } else if (c.amx_i8) {  // the same exact int32 sums from AMX-INT8 tiles
-    c.ai8->run(r0, rows, j0, n, b.sacc.data(), b.bn, off);
-  } else if (c.qk_f32) {  // int32 accumulator: one exact sum over all of d (see head_ctx)
-    // AVX2 / AVX-512: integer pair products (fma_gemm.h), the same exact sums
-    const bool packed = c.ki8 && fma::int8_gemm_nt(*c.qi8, r0, rows, *c.ki8, j0, n, b.sacc.data(), b.bn);
-    if (!packed && !fma::int8_gemm_nt(c.q8 + static_cast<size_t>(r0) * d, d, c.k8 + static_cast<size_t>(j0) * d, d,
-                                      rows, n, d, b.sacc.data(), b.bn)) {
-      const fmap Q(c.q8 + static_cast<size_t>(r0) * d, rows, d), K(c.k8 + static_cast<size_t>(j0) * d, n, d);
-      b.cf.noalias() = Q * K.transpose();
-      for (int r = 0; r < rows; ++r)
-        for (int j = 0; j < n; ++j) b.sacc[static_cast<size_t>(r) * b.bn + j] = static_cast<double>(b.cf(r, j));
-    }
-  } else {
-    const dmap Q(c.qd.data() + static_cast<size_t>(r0) * d, rows, d),
-        K(c.kd.data() + static_cast<size_t>(j0) * d, n, d);
-    // INT8: every partial sum is an integer below 2^53: one GEMM over all of d is exact.
-    const int ks = c.s.qk_acc.kind == acc_kind::int32 ? d : c.s.qk_acc.k_step;
-    for (int k0 = 0; k0 < d; k0 += ks) {
-      const int kn = std::min(d, k0 + ks) - k0;
-      b.c.noalias() = Q.middleCols(k0, kn) * K.middleCols(k0, kn).transpose();
-      for (int r = 0; r < rows; ++r) {
-        double* acc = b.sacc.data() + static_cast<size_t>(r) * b.bn;
-        if (k0 == 0) std::fill(acc, acc + n, 0.0);
-        round_add(c.s.qk_acc, acc, &b.c(r, 0), n);
-      }
-    }
-  }
+  float* x = nullptr;  // the fp32 scores straight into x (qk_to_x), else the accumulators in sacc
+  if constexpr (std::is_same_v<T, float>)
+    if (c.qk_to_x) x = b.x.data();
+  c.qk.run(r0, rows, j0, n, off, c.s.qk_acc, b.sacc.data(), x, b.bn, b.sums);
   if (c.s.qk_acc.kind == acc_kind::int32 && std::is_same_v<T, float>)  // __int2float_rz (2a.7)
     for (int r = 0; r < rows; ++r)
       for (int j = 0; j < n; ++j) {
@@ -749,7 +458,7 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
   // since an accumulator is never -0 (it starts at +0 and a rounded sum is -0 only when both
   // addends are). NaN P8 counts as nonzero. A V holding NaN or Inf skips nothing: 0 * NaN and
   // 0 * Inf are NaN in the kernel's MMA over the whole block. p_end[r]: row r's P8 is +-0 from
-  // there on (0 for a row that is not live), for the fused fp32 call below.
+  // there on (0 for a row that is not live), for the backends' fused fp32 call (chunk_sums.h).
   int n_nz = 0;
   for (int r = 0; r < rows; ++r) {
     int& e = b.p_end[r];
@@ -764,63 +473,8 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
   // still adds the zero chunks' +0 into O and rounds, so nothing is skipped
   if (!fresh && c.s.pv_acc.kind != acc_kind::fp32 && c.s.pv_acc.kind != acc_kind::exact) n_nz = j1 - j0;
   const int n = std::min(j1 - j0, (n_nz + ks - 1) / ks * ks);  // whole chunks from j0
-  j1 = j0 + n;
-  bool done = false;
-  if constexpr (std::is_same_v<T, float>)
-    if (c.amx_pv) done = c.apv->run(b.p8.data(), b.bn, rows, live.data(), j0, n, c.s.pv_acc, acc.data(), d);
-  if (done) {
-  } else if (c.gemm_pv && !c.vd.empty()) {
-    b.pm.resize(rows, n);
-    for (int r = 0; r < rows; ++r)
-      for (int j = 0; j < n; ++j) b.pm(r, j) = static_cast<double>(b.p8[static_cast<size_t>(r) * b.bn + j]);
-    const dmap V(c.vd.data() + static_cast<size_t>(j0) * d, n, d);
-    for (int c0 = 0; c0 < n; c0 += ks) {
-      const int cn = std::min(n, c0 + ks) - c0;
-      b.c.noalias() = b.pm.middleCols(c0, cn) * V.middleRows(c0, cn);
-      for (int r = 0; r < rows; ++r) {
-        if (!live[r]) continue;
-        round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, &b.c(r, 0), d);
-      }
-    }
-  } else {
-    // packed V with the fp32 model (no V planes then): every chunk rounded into the live rows'
-    // accumulators in the kernels' epilogue, all chunks of the block in one call, each row's
-    // products stopping at its last nonzero P8 (fp32_acc::k_step, k_end)
-    bool fused = false;
-    if constexpr (std::is_same_v<T, float>)
-      if (c.vpack && c.s.pv_acc.kind == acc_kind::fp32) {
-        fma::fp32_acc out{acc.data(), nullptr, d, false, live.data(), ks};
-        if (c.v_finite) out.k_end = b.p_end.data();
-        fused = fma::ordered_gemm(b.p8.data(), b.bn, *c.vpack, j0, n, 0, d, rows, out);
-      }
-    b.c.resize(rows, d);
-    for (int c0 = j0; c0 < j1 && !fused; c0 += ks) {
-      const int cn = std::min(j1, c0 + ks) - c0;
-      // rows [g, g + nr) of the chunk's sums (C at row g) rounded into the live rows' accumulators
-      // (all live: the group as one block)
-      auto add = [&](int g, int nr, const double* C, int ldc, int nc) {
-        if (std::all_of(live.begin() + g, live.begin() + g + nr, [](char x) { return x != 0; })) {
-          round_add_rows(c.s.pv_acc, acc.data() + static_cast<size_t>(g) * d, d, C, ldc, nc, nr);
-          return;
-        }
-        for (int r = g; r < g + nr; ++r)
-          if (live[r])
-            round_add(c.s.pv_acc, acc.data() + static_cast<size_t>(r) * d, C + static_cast<size_t>(r - g) * ldc, nc);
-      };
-      bool packed = false;
-      if constexpr (std::is_same_v<T, float>) {
-        // the V planes refuse a chunk whose live P8 holds a NaN: the double kernels take it
-        if (c.ipv && planes::pv_chunk(b.p8.data() + (c0 - j0), b.bn, live.data(), rows, c0, cn, *c.vb, b.c.data(), d,
-                                      planes::make_sink(add)))
-          continue;  // rounded into acc group by group
-        packed =
-            (c.vpack && fma::ordered_gemm(b.p8.data() + (c0 - j0), b.bn, *c.vpack, c0, cn, 0, d, rows, b.c.data(), d));
-      }
-      if (!packed)
-        ordered_gemm(b.p8.data() + (c0 - j0), b.bn, c.vp + static_cast<size_t>(c0) * d, d, rows, d, cn, b.c.data(), d);
-      add(0, rows, b.c.data(), d, d);
-    }
-  }
+  c.pv.run(b.p8.data(), b.bn, rows, live.data(), j0, n, c.s.pv_acc, acc.data(), d,
+           c.v_finite ? b.p_end.data() : nullptr, b.sums);
   if (fresh && fused_o_rescale(c)) {
     // Sage v1 `acc = acc * alpha[:, None]; acc += tl.dot(p, v, out_dtype=tl.float16)`
     // (attn_qk_int8_per_block.py:63,68): one fmaf under Triton's enable_fp_fusion. Sage2

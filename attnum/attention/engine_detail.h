@@ -1,11 +1,12 @@
 #pragma once
-// Internals of the engine shared by engine.cpp, prepare.cpp and the tests' independent oracles
+// Internals of the engine shared by engine.cpp, chunk_sums.cpp, prepare.cpp and the tests' independent oracles
 // only through the formats layer (tests do NOT include this file: they write their own).
 #include <bit>
 #include <cmath>
 #include <cstdint>
 
 #include "attnum/attention/kernel_spec.h"
+#include "attnum/attention/row_kernels.h"
 #include "attnum/formats/format.h"
 
 namespace attnum::attention {
@@ -55,6 +56,45 @@ inline double round_acc(const accumulator_spec& a, double x) {
       return round_fp16(x);
   }
   return x;
+}
+
+// a[i] = model(a[i] + c[i]) for i < n, with the model's switch hoisted out of the loop so the
+// common cases (fp32, truncation) vectorise. kFromZero: a[i] is taken as +0 and not read (a fresh
+// accumulator: the first chunk of a QK sum).
+template <bool kFromZero = false, typename A>
+void round_add(const accumulator_spec& m, A* a, const double* c, int n) {
+  auto at = [a](int i) { return kFromZero ? 0.0 : static_cast<double>(a[i]); };
+  switch (m.kind) {
+    case acc_kind::fp32:
+      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(static_cast<float>(at(i) + c[i]));
+      break;
+    case acc_kind::truncated: {
+      const uint64_t mask = m.mant_bits >= 52 ? ~uint64_t{0} : ~((uint64_t{1} << (52 - m.mant_bits)) - 1);
+      for (int i = 0; i < n; ++i) {
+        const uint64_t u = std::bit_cast<uint64_t>(at(i) + c[i]) & mask;
+        a[i] = static_cast<A>(static_cast<float>(std::bit_cast<double>(u)));
+      }
+      break;
+    }
+    case acc_kind::fp16: {
+      int i = 0;
+      if constexpr (std::is_same_v<A, float> && !kFromZero) i = rowk::round_add_fp16(a, c, n);
+      for (; i < n; ++i) a[i] = static_cast<A>(round_fp16(at(i) + c[i]));
+      break;
+    }
+    default:
+      for (int i = 0; i < n; ++i) a[i] = static_cast<A>(round_acc(m, at(i) + c[i]));
+  }
+}
+
+// round_add over rows [0, nr) of a block: accumulator row r at a + r * lda, its sums at c + r *
+// ldc, nc of each. One call over the whole block where both are contiguous (nc == lda == ldc): an
+// element-wise step, so the same bits as row by row, without a call's set-up per row.
+template <bool kFromZero = false, typename A>
+void round_add_rows(const accumulator_spec& m, A* a, int lda, const double* c, int ldc, int nc, int nr) {
+  if (nc == lda && nc == ldc) return round_add<kFromZero>(m, a, c, nr * nc);
+  for (int r = 0; r < nr; ++r)
+    round_add<kFromZero>(m, a + static_cast<size_t>(r) * lda, c + static_cast<size_t>(r) * ldc, nc);
 }
 
 }  // namespace attnum::attention
