@@ -20,7 +20,7 @@
 #include "attnum/attention/engine.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/parallel.h"
-#include "attnum/formats/accumulator.h"
+#include "oracles/accumulator_oracle.h"
 #include "attnum/formats/format.h"
 
 namespace attnum::attention {
@@ -65,13 +65,13 @@ std::vector<float> e4m3_values(size_t n, uint64_t seed, dist d) {
   return v;
 }
 
-formats::accumulator_model model_of(const accumulator_spec& a) {
-  formats::accumulator_model m;
+oracle::accumulator_model model_of(const accumulator_spec& a) {
+  attnum::oracle::accumulator_model m;
   m.k_step = a.k_step;
   m.mantissa_bits = a.mant_bits;
-  m.kind = a.kind == acc_kind::truncated ? formats::accum_kind::truncated
-           : a.kind == acc_kind::fp16    ? formats::accum_kind::fp16
-                                         : formats::accum_kind::fp32;
+  m.kind = a.kind == acc_kind::truncated ? attnum::oracle::accum_kind::truncated
+           : a.kind == acc_kind::fp16    ? attnum::oracle::accum_kind::fp16
+                                         : attnum::oracle::accum_kind::fp32;
   return m;
 }
 
@@ -96,8 +96,8 @@ void check_qk(int n_q, int n_kv, int d, dist dq, dist dk, uint64_t seed) {
         e.run(r0, rows, j0, n, model, acc.data(), ld, kNoMask);
         for (int r = 0; r < rows; ++r)
           for (int j = 0; j < n; ++j) {
-            const float want = formats::accumulate_dot(fm, 0.0f, q.data() + static_cast<size_t>(r0 + r) * d,
-                                                       k.data() + static_cast<size_t>(j0 + j) * d, d);
+            const float want = attnum::oracle::accumulate_dot(fm, 0.0f, q.data() + static_cast<size_t>(r0 + r) * d,
+                                                              k.data() + static_cast<size_t>(j0 + j) * d, d);
             const float got = static_cast<float>(acc[static_cast<size_t>(r) * ld + j]);
             ASSERT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(got))
                 << "row " << r0 + r << " key " << j0 + j << " d " << d << " model " << static_cast<int>(model.kind)
@@ -131,10 +131,10 @@ TEST(amx_exact, qk_causal_skip_zeroes_only_fully_masked_tiles) {
   for (int r = 0; r < 64; ++r)
     for (int j = 0; j < 96; ++j) {
       const bool skipped = (j / 16) * 16 >= (r / 16) * 16 + 16;  // the whole 16 x 16 tile is masked
-      const double want = skipped
-                              ? 0.0
-                              : formats::accumulate_dot(model_of(model), 0.0f, q.data() + static_cast<size_t>(r) * d,
-                                                        k.data() + static_cast<size_t>(j) * d, d);
+      const double want =
+          skipped ? 0.0
+                  : attnum::oracle::accumulate_dot(model_of(model), 0.0f, q.data() + static_cast<size_t>(r) * d,
+                                                   k.data() + static_cast<size_t>(j) * d, d);
       ASSERT_EQ(acc[static_cast<size_t>(r) * 96 + j], want) << "row " << r << " key " << j;
     }
 }
@@ -210,10 +210,10 @@ void check_pv(int rows, int n_kv, int d, int j0, int n, dist dp, dist dv, uint64
     for (int r = 0; r < rows; ++r)
       for (int ch = 0; ch < d; ++ch) {
         const size_t at = static_cast<size_t>(r) * d + ch;
-        const float want =
-            live[r] ? formats::accumulate_dot(model_of(model), before[at], p.data() + static_cast<size_t>(r) * 64,
-                                              v.data() + static_cast<size_t>(j0) * d + ch, n, d)
-                    : before[at];
+        const float want = live[r] ? attnum::oracle::accumulate_dot(model_of(model), before[at],
+                                                                    p.data() + static_cast<size_t>(r) * 64,
+                                                                    v.data() + static_cast<size_t>(j0) * d + ch, n, d)
+                                   : before[at];
         ASSERT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(acc[at]))
             << "row " << r << " channel " << ch << " model " << static_cast<int>(model.kind);
       }

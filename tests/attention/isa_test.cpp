@@ -29,7 +29,7 @@
 #include "attnum/attention/plane_gemm.h"
 #include "attnum/core/error.h"
 #include "attnum/core/parallel.h"
-#include "attnum/formats/accumulator.h"
+#include "oracles/accumulator_oracle.h"
 #include "attnum/formats/format.h"
 #include "attnum/formats/scale.h"
 
@@ -730,7 +730,7 @@ TEST(isa, scalar_path_enters_no_vector_kernel_and_each_path_only_its_own) {
   set_threads(1);
 }
 
-// The accumulator step against the formats layer's accumulator model (formats::round_accumulator,
+// The accumulator step against the formats layer's accumulator model (attnum::oracle::round_accumulator,
 // its own implementation of fp16 / fp32 / truncated rounding): sums at fp16's overflow boundary
 // (65504, 65520), in its subnormal range, at ties, and NaN / Inf / signed zeros.
 TEST(isa, accumulate_chunk_equals_the_formats_accumulator_model) {
@@ -754,18 +754,18 @@ TEST(isa, accumulate_chunk_equals_the_formats_accumulator_model) {
   c.insert(c.end(), {-0.0, -0.0, NAN, 1.0, -1.0, 1.0, INFINITY, 65520.0});
   const struct {
     acc_kind k;
-    formats::accum_kind f;
+    attnum::oracle::accum_kind f;
     int bits;
-  } kinds[] = {{acc_kind::fp16, formats::accum_kind::fp16, 10},
-               {acc_kind::fp32, formats::accum_kind::fp32, 23},
-               {acc_kind::truncated, formats::accum_kind::truncated, 13}};
+  } kinds[] = {{acc_kind::fp16, attnum::oracle::accum_kind::fp16, 10},
+               {acc_kind::fp32, attnum::oracle::accum_kind::fp32, 23},
+               {acc_kind::truncated, attnum::oracle::accum_kind::truncated, 13}};
   for_each_path([&](path) {
     for (const auto& kd : kinds) {
       std::vector<float> a = a0;
       accumulate_chunk({kd.k, kd.bits, 32}, a.data(), c.data(),
                        static_cast<int>(a.size()) - 1);  // a partial last vector
       for (size_t i = 0; i + 1 < a.size(); ++i) {
-        const float want = formats::round_accumulator({kd.f, kd.bits, 32}, static_cast<double>(a0[i]) + c[i]);
+        const float want = attnum::oracle::round_accumulator({kd.f, kd.bits, 32}, static_cast<double>(a0[i]) + c[i]);
         if (std::isnan(want) && std::isnan(a[i])) continue;
         ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(want))
             << "kind " << static_cast<int>(kd.k) << " a " << a0[i] << " c " << c[i];

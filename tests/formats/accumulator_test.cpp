@@ -1,5 +1,5 @@
 // Accumulator models against plain loops, closed forms and hand-computed cases.
-#include "attnum/formats/accumulator.h"
+#include "oracles/accumulator_oracle.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 
 namespace {
 using namespace attnum::formats;
+using namespace attnum::oracle;
 
 std::vector<float> random_floats(int n, uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 rng(seed);

@@ -1,5 +1,7 @@
 #pragma once
-// Accumulator models for the two GEMMs of attention (S = Q K^T and O += P V).
+// Test oracle: accumulator models for the two GEMMs of attention (S = Q K^T and O += P V),
+// written independently of the engine's round_acc (attention/engine_detail.h), which the tests
+// check against it.
 //
 // Semantics (the reference the engine must match bit for bit, however it vectorises):
 //   - Products a*b are formed exactly (they are exact in double for fp8, int8, fp16, bf16 and
@@ -24,7 +26,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace attnum::formats {
+namespace attnum::oracle {
 
 enum class accum_kind : uint8_t { fp32, truncated, fp16 };
 
@@ -48,4 +50,4 @@ float truncate_mantissa(float x, int bits);
 /// Returns c + sum_i a[i] * b[i * stride_b] (i = 0..n-1) under model m, in ascending i.
 float accumulate_dot(const accumulator_model& m, float c, const float* a, const float* b, int n, int stride_b = 1);
 
-}  // namespace attnum::formats
+}  // namespace attnum::oracle

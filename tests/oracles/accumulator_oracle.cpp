@@ -1,5 +1,5 @@
-// Accumulator models (see accumulator.h for the semantics and citations).
-#include "attnum/formats/accumulator.h"
+// Accumulator models (see accumulator_oracle.h for the semantics and citations).
+#include "oracles/accumulator_oracle.h"
 
 #include <bit>
 #include <cfloat>
@@ -10,7 +10,8 @@
 #include "attnum/formats/format.h"
 #include "attnum/core/file.h"
 
-namespace attnum::formats {
+namespace attnum::oracle {
+using namespace attnum::formats;
 namespace {
 
 // Knuth's TwoSum: s + err == a + b exactly (round-to-nearest, no overflow).
@@ -124,4 +125,4 @@ float accumulate_dot(const accumulator_model& m, float c, const float* a, const 
   return acc;
 }
 
-}  // namespace attnum::formats
+}  // namespace attnum::oracle
