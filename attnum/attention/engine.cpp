@@ -497,7 +497,8 @@ void pv_tile(const head_ctx<T>& c, int rows, int j0, int j1, const std::vector<c
 // P8 = cast(P * p_scale) over one block row, the format's switch hoisted out of the loop so each
 // case vectorises; counts over the first n_live (unmasked) columns.
 template <typename T, typename Q>
-void cast_p_loop(Q quant, const T* p, T* p8, T p_scale, int n, int n_live, double fmax, run_stats& st) {
+__attribute__((flatten)) void cast_p_loop(Q quant, const T* p, T* p8, T p_scale, int n, int n_live, double fmax,
+                                          run_stats& st) {
   for (int jj = 0; jj < n; ++jj) p8[jj] = quant(p[jj] * p_scale);
   int under = 0, sat = 0;  // a block has < 2^31 columns: 32-bit counts vectorise without widening
   for (int jj = 0; jj < n_live; ++jj) {
@@ -513,23 +514,30 @@ void cast_p(const head_ctx<T>& c, const T* p, T* p8, int n, int n_live, run_stat
   using formats::format;
   const format f = c.s.p_fmt;
   const double fmax = formats::info(f).max_finite;
-  auto via = [](auto q) { return [q](T v) { return static_cast<T>(q(static_cast<float>(v))); }; };
+  // Each cast named directly (not through a function pointer), so it inlines into the loop and
+  // the loop vectorises: through a pointer GCC's inliner may leave a call per value.
   switch (f) {
     case format::fp32:
       cast_p_loop([](T v) { return v; }, p, p8, c.p_scale, n, n_live, fmax, st);
       break;
     case format::e4m3fn:
-      cast_p_loop(via(formats::quantize_e4m3_sat), p, p8, c.p_scale, n, n_live, fmax, st);
+      cast_p_loop([](T v) { return static_cast<T>(formats::quantize_e4m3_sat(static_cast<float>(v))); }, p, p8,
+                  c.p_scale, n, n_live, fmax, st);
       break;
     case format::bf16:
-      cast_p_loop(via(formats::quantize_bf16), p, p8, c.p_scale, n, n_live, fmax, st);
+      cast_p_loop([](T v) { return static_cast<T>(formats::quantize_bf16(static_cast<float>(v))); }, p, p8, c.p_scale,
+                  n, n_live, fmax, st);
       break;
     case format::fp16:
-      cast_p_loop(via(formats::quantize_fp16), p, p8, c.p_scale, n, n_live, fmax, st);
+      cast_p_loop([](T v) { return static_cast<T>(formats::quantize_fp16(static_cast<float>(v))); }, p, p8, c.p_scale,
+                  n, n_live, fmax, st);
       break;
     default:
-      cast_p_loop(via([f](float v) { return quantize_value(f, v, formats::rounding::nearest_even); }), p, p8, c.p_scale,
-                  n, n_live, fmax, st);
+      cast_p_loop(
+          [f](T v) {
+            return static_cast<T>(quantize_value(f, static_cast<float>(v), formats::rounding::nearest_even));
+          },
+          p, p8, c.p_scale, n, n_live, fmax, st);
   }
 }
 
