@@ -389,8 +389,6 @@ struct tile_buf {
   int bn, d;
   std::vector<double> sacc;      // [rows, bn] QK accumulators
   std::vector<T> x, eff, p, p8;  // [rows, bn]
-  std::vector<double> cs;        // [bn] QK chunk sums (scalar path)
-  std::vector<double> chunk;     // [d] PV chunk sums (scalar path)
   std::vector<T> o, acc;         // [rows, d]
   std::vector<T> m, l;           // [rows], [rows, 4]
   std::vector<T> alpha;          // [rows] the rescale factor of the current block
@@ -404,8 +402,6 @@ struct tile_buf {
         eff(kTileRows * bn_),
         p(kTileRows * bn_),
         p8(kTileRows * bn_),
-        cs(bn_),
-        chunk(d_),
         o(kTileRows * d_),
         acc(kTileRows * d_),
         m(kTileRows),
