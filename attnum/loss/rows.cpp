@@ -11,6 +11,7 @@
 #include "attnum/core/file.h"
 #include "attnum/core/version.h"
 #include "attnum/io/csv.h"
+#include "attnum/io/row_field.h"
 
 namespace attnum::loss {
 
@@ -18,19 +19,15 @@ using nlohmann::json;
 
 namespace {
 
-// One field of a row type R: its name and its value.
 template <typename R>
-struct field {
-  const char* name;
-  json (*get)(const R&);
-};
+using field = io::row_field<R>;
+using io::tool_version_json;
 
 // A bound as JSON: null when the interval is not available.
 json bound(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 // A reason as JSON: null when the interval is available.
 json reason(const std::string& r) { return r.empty() ? json(nullptr) : json(r); }
 
-json tool_version_json() { return std::string(tool_version()); }
 // Every interval is a 95% interval.
 json ci_level_json() { return 0.95; }
 

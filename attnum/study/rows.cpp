@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "attnum/core/version.h"
+#include "attnum/io/row_field.h"
 #include "attnum/predict/predictor.h"
 
 namespace attnum::study {
@@ -12,19 +13,10 @@ using nlohmann::json;
 
 namespace {
 
-// One field of a row type R: its name, how it is written and (for rows read back from
-// checkpoints) how it is read.
 template <typename R>
-struct field {
-  const char* name;
-  json (*get)(const R&);
-  void (*set)(R&, const json&) = nullptr;
-  bool transfer_only = false;  ///< a column of transfer studies only
-  bool optional = false;       ///< may be absent when read back (older checkpoints)
-  bool version = false;        ///< in the result files, not in the checkpoints
-};
+using field = io::row_field<R>;
+using io::tool_version_json;
 
-json tool_version_json() { return std::string(tool_version()); }
 json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
 #define ATTNUM_FIELD(R, f)                                                                \
