@@ -63,6 +63,44 @@ void ordered_gemm(const TA* A, int lda, const float* B, int ldb, int rows, int n
 
 }  // namespace
 
+std::string_view name(qk_kind k) {
+  switch (k) {
+    case qk_kind::amx_bf16:
+      return "amx_bf16";
+    case qk_kind::amx_int8:
+      return "amx_int8";
+    case qk_kind::int16_planes:
+      return "int16_planes";
+    case qk_kind::double_fma:
+      return "double_fma";
+    case qk_kind::ordered_loop:
+      return "ordered_loop";
+    case qk_kind::eigen_double:
+      return "eigen_double";
+    case qk_kind::int8_vpmaddwd:
+      return "int8_vpmaddwd";
+    case qk_kind::int8_fp32_gemm:
+      return "int8_fp32_gemm";
+  }
+  return "?";
+}
+
+std::string_view name(pv_kind k) {
+  switch (k) {
+    case pv_kind::amx_bf16:
+      return "amx_bf16";
+    case pv_kind::int16_planes:
+      return "int16_planes";
+    case pv_kind::double_fma:
+      return "double_fma";
+    case pv_kind::ordered_loop:
+      return "ordered_loop";
+    case pv_kind::eigen_double:
+      return "eigen_double";
+  }
+  return "?";
+}
+
 // The first kind that applies, in the order of the list. The kernels that need packed operands
 // pack them here, into this thread's thread-local storage: run_heads_t builds one head per thread
 // and the workers only read them.

@@ -14,6 +14,7 @@
 // planes (plane_gemm.h) and the double-FMA kernels (fma_gemm.h) are bit-identical to the plain
 // ascending loop. Elsewhere (the ordered presets: bf16, fp32 operands, ...) the chunk sum is
 // defined as the ascending double sum, which the ordered loop and the double-FMA kernels give.
+#include <string_view>
 #include <vector>
 
 #include "attnum/attention/kernel_spec.h"
@@ -66,6 +67,10 @@ enum class pv_kind {
   ordered_loop,  ///< ascending double sums (the unpacked double-FMA kernels where the path has them)
   eigen_double,  ///< Eigen's double GEMM per chunk (exact sums only: E4M3 P8 and V, k_step <= 32)
 };
+
+/// The kinds' names as written above (run_stats reports the kinds each head ran).
+std::string_view name(qk_kind k);
+std::string_view name(pv_kind k);
 
 /// S = Q K^T of one head through its accumulator model.
 class qk_sums {

@@ -839,7 +839,10 @@ void run_heads_t(const prepared_layer& L, int h0, int h1, bool causal, OutT* o, 
         tile = std::gcd(ctx[0].bm, kTileRows);  // tiles never straddle a CTA (bm: the spec's)
         n_tiles = (L.n_q + tile - 1) / tile;
         total.resize(nb);
-        for (int i = 0; i < nb; ++i) total[i].nan_flagged = ctx[i].v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
+        for (int i = 0; i < nb; ++i) {
+          total[i].nan_flagged = ctx[i].v_nan || L.q8.nan_flagged || L.k8.nan_flagged;
+          total[i].qk = ctx[i].qk.kind(), total[i].pv = ctx[i].pv.kind();
+        }
         for (auto& x : next) x.store(0);
       });
       // scratch reused across heads on this thread (fresh pages cost more than the work here)

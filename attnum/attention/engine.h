@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "attnum/attention/chunk_sums.h"
 #include "attnum/attention/condition.h"
 #include "attnum/attention/kernel_spec.h"
 #include "attnum/core/allocator.h"
@@ -103,6 +104,10 @@ struct run_stats {
   int64_t p_saturated = 0;   ///< P values whose scaled value exceeded the P format's max
   int64_t p_count = 0;       ///< P values cast (unmasked)
   bool nan_flagged = false;  ///< a NaN arose where the real kernel would produce it (e.g. zero V channel)
+  /// What gave the head's chunk sums (chunk_sums.h): chosen per head from the ISA path and the
+  /// operands; every kind gives the same bits, so this says only how fast the head ran.
+  qk_kind qk = qk_kind::ordered_loop;
+  pv_kind pv = pv_kind::ordered_loop;
 };
 
 /// Runs the kernel on query head h of a prepared layer: o is [n_q, d_head] (fp32 values of the

@@ -730,6 +730,74 @@ TEST(isa, scalar_path_enters_no_vector_kernel_and_each_path_only_its_own) {
   set_threads(1);
 }
 
+// Which chunk-sum kind each head runs (chunk_sums.h, reported in run_stats): the kinds that need
+// exact chunk sums (AMX tiles, int16 planes, Eigen's GEMM, the INT8 kernels) only where every
+// product and chunk sum is exact, the ordered presets on the ascending double sums, no vector kind
+// on the scalar path, and FA3's FP8 and Sage's INT8 heads on the kernels `attnum version` names
+// for this path (isa::fp8_sums, isa::int8_sums).
+TEST(isa, each_head_runs_the_chunk_sums_its_path_and_operands_allow) {
+  set_threads(2);
+  const auto L = test::random_layer(2, 1, 150, 150, 64, 93, 3.0f);
+  // version's names -> the kinds they stand for
+  auto fp8_kind = [](std::string_view v) {
+    if (v == "amx-bf16") return std::string("amx_bf16");
+    if (v.starts_with("int16-planes")) return std::string("int16_planes");
+    if (v.starts_with("double-fma")) return std::string("double_fma");
+    return std::string(v == "double-gemm" ? "eigen_double" : "unknown fp8_sums name");
+  };
+  auto int8_kind = [](std::string_view v) {
+    if (v == "amx-int8") return std::string("amx_int8");
+    if (v.starts_with("vpmaddwd") || v == "smlal-neon") return std::string("int8_vpmaddwd");
+    return std::string(v == "fp32-gemm" ? "int8_fp32_gemm" : "unknown int8_sums name");
+  };
+  for_each_path([&](path p) {
+    for (const auto& name : preset_names()) {
+      SCOPED_TRACE(name);
+      const kernel_spec& s = preset(name);
+      const auto P = prepare_layer(s, L.view, condition::plain);
+      std::vector<float> o(static_cast<size_t>(2) * 150 * 64);
+      run_stats st[2];
+      run_heads(*P, 0, 2, true, o.data(), st);
+      const std::string qk(attention::name(st[0].qk)), pv(attention::name(st[0].pv));
+      EXPECT_EQ(attention::name(st[1].qk), qk);  // one layer, one kind
+      using formats::format;
+      const bool e4 = s.enabled.q_cast && s.q.fmt == format::e4m3fn && s.enabled.k_cast && s.k.fmt == format::e4m3fn;
+      const bool i8 = s.enabled.q_cast && s.q.fmt == format::int8 && s.enabled.k_cast && s.k.fmt == format::int8;
+      const bool qk_exact = ((e4 && s.qk_acc.k_step <= 32) || i8) && s.scaling != score_scaling::dequant_unit;
+      const bool pv_exact =
+          s.enabled.v_cast && s.v.fmt == format::e4m3fn && s.p_fmt == format::e4m3fn && s.pv_acc.k_step <= 32;
+      const std::set<std::string> ordered = {"double_fma", "ordered_loop"};
+      EXPECT_TRUE(qk_exact || ordered.count(qk)) << "QK of an ordered preset on " << qk;
+      EXPECT_TRUE(pv_exact || ordered.count(pv)) << "PV of an ordered preset on " << pv;
+      if (!fma_kernels(p)) {
+        EXPECT_NE(qk, "double_fma");
+        EXPECT_NE(pv, "double_fma");
+      }
+      if (p == path::scalar) {
+        EXPECT_TRUE(qk == "ordered_loop" || qk == "eigen_double" || qk == "int8_fp32_gemm") << qk;
+        EXPECT_TRUE(pv == "ordered_loop" || pv == "eigen_double") << pv;
+      }
+      if (p != path::amx) {
+        EXPECT_FALSE(qk.starts_with("amx")) << qk;
+        EXPECT_FALSE(pv.starts_with("amx")) << pv;
+      }
+      if (name == "fa3") {
+        EXPECT_EQ(qk, fp8_kind(isa::fp8_sums()));
+        EXPECT_EQ(pv, fp8_kind(isa::fp8_sums()));
+      }
+      if (name == "sage2-sm90") {
+        EXPECT_EQ(qk, int8_kind(isa::int8_sums()));
+        EXPECT_EQ(pv, fp8_kind(isa::fp8_sums()));
+      }
+      if (name == "bf16" || name == "fp32") {
+        EXPECT_EQ(qk, fma_kernels(p) ? "double_fma" : "ordered_loop");
+        EXPECT_EQ(pv, fma_kernels(p) ? "double_fma" : "ordered_loop");
+      }
+    }
+  });
+  set_threads(1);
+}
+
 // The accumulator step against the formats layer's accumulator model (attnum::oracle::round_accumulator,
 // its own implementation of fp16 / fp32 / truncated rounding): sums at fp16's overflow boundary
 // (65504, 65520), in its subnormal range, at ties, and NaN / Inf / signed zeros.
