@@ -9,6 +9,9 @@
 // with ignore_merges, taken whole when the vocabulary has it), a code point outside the vocabulary
 // becoming its <0xXX> byte tokens (byte_fallback) or the unknown token (fused when fuse_unk). The
 // regexes run on attnum/model/regex.h (Oniguruma's match semantics, as the tokenizers library uses).
+// "file@3ba8ad0 line N" below: huggingface/tokenizers@3ba8ad0061a885baf052bbb7bbd22857e73e0c4e,
+// tokenizers/src/<file> (pre_tokenizers/whitespace.rs, models/bpe/model.rs,
+// tokenizer/added_vocabulary.rs).
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
