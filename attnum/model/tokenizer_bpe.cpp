@@ -9,6 +9,9 @@
 // with ignore_merges, taken whole when the vocabulary has it), a code point outside the vocabulary
 // becoming its <0xXX> byte tokens (byte_fallback) or the unknown token (fused when fuse_unk). The
 // regexes run on attnum/model/regex.h (Oniguruma's match semantics, as the tokenizers library uses).
+// "file@3ba8ad0 line N" below: huggingface/tokenizers@3ba8ad0061a885baf052bbb7bbd22857e73e0c4e,
+// tokenizers/src/<file> (pre_tokenizers/whitespace.rs, models/bpe/model.rs,
+// tokenizer/added_vocabulary.rs).
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -36,13 +39,43 @@ struct pre_step {
   std::shared_ptr<const regex> re;  // null: a Digits step (\p{N} code points, Rust's char::is_numeric)
   split_behavior behavior = split_behavior::isolated;
   bool invert = false;
+  // Whitespace: runs of word characters and runs of other non-space characters, the spaces
+  // dropped; WhitespaceSplit: runs of non-space characters.
+  enum kind_t { split, whitespace, whitespace_split } kind = split;
 };
+
+// Whitespace and WhitespaceSplit (tokenizers' pre_tokenizers/whitespace.rs@3ba8ad0: line 22, the
+// regex \w+|[^\w\s]+ of the Rust regex crate, split with Invert and Removed, so its matches are
+// the pieces; line 38, a split on char::is_whitespace, Removed). Rust's char::is_whitespace and
+// the regex crate's \s are Unicode's White_Space property; its \w is Alphabetic, Mark,
+// Decimal_Number, Connector_Punctuation and Join_Control (regex crate, UNICODE.md, "Perl character
+// classes"). Alphabetic is the letters, Nl and Other_Alphabetic, whose code points are marks but
+// for the circled, squared and negative circled/squared Latin letters (So). General categories
+// come from unicode_category (Unicode 14): a code point assigned later is not a word character here.
+bool is_white_space(char32_t c) {
+  return (c >= 0x9 && c <= 0xD) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+bool is_word_char(char32_t c) {
+  const int k = unicode_category(c);
+  if (k <= 9 || k == 11) return true;  // Lu Ll Lt Lm Lo Mn Mc Me Nd Nl, Pc
+  return c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+         (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189);
+}
 // A normalizer step: NFC, NFKC, Prepend (text before a non-empty piece) or Replace (every match
 // of re, a scan left to right, by text).
 struct norm_step {
   enum kind_t { nfc, nfkc, prepend, replace } kind = nfc;
   std::string text;
   std::shared_ptr<const regex> re;
+};
+// An added token: its content, id, whether it is matched on the normalized text, and the text
+// it is matched as (the content, or the normalizer's output of it when normalized).
+struct added_token {
+  std::string content;
+  int id = 0;
+  bool normalized = false;
+  std::string match;
 };
 // Metaspace's prepend_scheme.
 enum class prepend_scheme { always, first, never };
@@ -78,8 +111,15 @@ class bpe_tokenizer final : public tokenizer {
       fail("{}: unexpected JSON content: {}", path, clip(e.what()));
     }
     // Longest added token first, so a prefix never shadows a longer one.
-    std::sort(added_.begin(), added_.end(), [](auto& x, auto& y) { return x.first.size() > y.first.size(); });
-    build_added_trie();
+    std::sort(added_.begin(), added_.end(), [](auto& x, auto& y) { return x.content.size() > y.content.size(); });
+    // A normalized token is matched by its content as the normalizer writes it (tokenizers'
+    // tokenizer/added_vocabulary.rs@3ba8ad0 add_tokens, lines 316-323: normalized with the
+    // tokenizer's normalizer; refresh_added_tokens, lines 386-398: the cached form, else the content).
+    {
+      scratch s;
+      for (added_token& a : added_) a.match = a.normalized ? normalize(a.content, s) : a.content;
+    }
+    build_added_tries();
     int max_id = -1;
     for (const auto& [s, id] : vocab_) max_id = std::max(max_id, id);
     if (max_id < 0) fail("{}: model.vocab is empty", path);
@@ -97,27 +137,31 @@ class bpe_tokenizer final : public tokenizer {
   }
 
  public:
+  // Added tokens as the tokenizers library extracts them (tokenizer/added_vocabulary.rs@3ba8ad0,
+  // extract_and_normalize, lines 523-566): those with normalized false split out of the raw text;
+  // each piece between them normalized; those with normalized true split out of that.
   std::vector<int> encode(std::string_view text) const override {
     std::vector<int> ids;
+    scratch s;
     size_t start = 0;
     for (size_t i = 0; i < text.size();) {
-      const auto* hit = added_at(text, i);
+      const added_token* hit = added_at(raw_trie_, text, i);
       if (!hit) {
         ++i;
         continue;
       }
-      encode_plain(text.substr(start, i - start), start == 0, ids);
-      ids.push_back(hit->second);
-      i += hit->first.size();
+      encode_plain(text.substr(start, i - start), start == 0, ids, s);
+      ids.push_back(hit->id);
+      i += hit->match.size();
       start = i;
     }
-    encode_plain(text.substr(start), start == 0, ids);
+    encode_plain(text.substr(start), start == 0, ids, s);
     return ids;
   }
 
   std::string decode(int, int id) const override {
     if (id < 0 || id >= size()) fail("token id {} outside the vocabulary (0..{})", id, size() - 1);
-    if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return added_[it->second].first;
+    if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return added_[it->second].content;
     std::string out;
     const std::string& p = pieces_[id];
     if (!byte_level_) {  // the piece's text, a byte token as its byte, the metaspace character as a space
@@ -190,17 +234,26 @@ class bpe_tokenizer final : public tokenizer {
       for (const auto& t : j["added_tokens"]) {
         if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id"))
           fail("{}: added_tokens[{}] must be an object with a string content and an integer id", path, k);
-        added_.emplace_back(t["content"].get<std::string>(),
-                            token_id(t["id"], path, fmt::format("added_tokens[{}].id", k)));
-        vocab_[added_.back().first] = added_.back().second;
+        added_token a;
+        a.content = t["content"].get<std::string>();
+        a.id = token_id(t["id"], path, fmt::format("added_tokens[{}].id", k));
+        // normalized: matched on the normalized text (absent: false, matched on the raw text).
+        if (t.contains("normalized")) {
+          if (!t["normalized"].is_boolean())
+            fail("{}: added_tokens[{}].normalized = {}: expected true or false", path, k,
+                 io::json_brief(t["normalized"]));
+          a.normalized = t["normalized"].get<bool>();
+        }
+        added_.push_back(std::move(a));
+        vocab_[added_.back().content] = added_.back().id;
         ++k;
       }
     }
   }
 
   // The BPE model's flags (tokenizers' models/bpe/model.rs): ignore_merges, byte_fallback,
-  // fuse_unk and unk_token are implemented; dropout, continuing_subword_prefix and
-  // end_of_word_suffix must be off.
+  // fuse_unk, unk_token, continuing_subword_prefix and end_of_word_suffix are implemented (a
+  // string, or null for none; "" adds nothing); dropout must be off.
   void read_model_flags(const nlohmann::json& m, const std::string& path) {
     for (auto it = m.begin(); it != m.end(); ++it) {
       const std::string& k = it.key();
@@ -220,9 +273,13 @@ class bpe_tokenizer final : public tokenizer {
         unk_piece_ = v.get<std::string>();
         continue;
       }
-      const bool off = v.is_null() || ((k == "continuing_subword_prefix" || k == "end_of_word_suffix") && v == "");
-      const bool known = k == "dropout" || k == "continuing_subword_prefix" || k == "end_of_word_suffix";
-      if (!known || !off) fail("{}: model.{} = {} not supported", path, k, io::json_brief(v));
+      if (k == "continuing_subword_prefix" || k == "end_of_word_suffix") {
+        if (v.is_null()) continue;
+        if (!v.is_string()) fail("{}: model.{} = {}: expected a string or null", path, k, io::json_brief(v));
+        (k == "continuing_subword_prefix" ? subword_prefix_ : word_suffix_) = v.get<std::string>();
+        continue;
+      }
+      if (k != "dropout" || !v.is_null()) fail("{}: model.{} = {} not supported", path, k, io::json_brief(v));
     }
   }
 
@@ -332,7 +389,9 @@ class bpe_tokenizer final : public tokenizer {
     } else {
       items.emplace_back(&pt, "");
     }
-    const std::string expected = "expected ByteLevel or Metaspace, alone or ending a Sequence of Split and Digits";
+    const std::string expected =
+        "expected ByteLevel or Metaspace, alone or ending a Sequence of Split, Digits, Whitespace and WhitespaceSplit; "
+        "or Whitespace or WhitespaceSplit, alone or anywhere in such a Sequence";
     for (size_t k = 0; k < items.size(); ++k) {
       const nlohmann::json& st = *items[k].first;
       const std::string& field = items[k].second;
@@ -346,6 +405,8 @@ class bpe_tokenizer final : public tokenizer {
         read_split(st, path, field);
       else if (type == "Digits" && !last)
         read_digits(st, path, field);
+      else if (type == "Whitespace" || type == "WhitespaceSplit")
+        read_whitespace(st, path, field);
       else
         refuse(field + ".type", type, expected);
     }
@@ -389,6 +450,14 @@ class bpe_tokenizer final : public tokenizer {
     if (!have_pattern) refuse_field(path, field + ".pattern", nlohmann::json(), "expected a pattern");
     if (!sp.contains("behavior"))
       refuse_field(path, field + ".behavior", nlohmann::json(), "required, as the tokenizers library requires it");
+    steps_.push_back(std::move(step));
+  }
+
+  void read_whitespace(const nlohmann::json& w, const std::string& path, const std::string& field) {
+    for (auto it = w.begin(); it != w.end(); ++it)
+      if (it.key() != "type") refuse_field(path, field + "." + it.key(), it.value(), "unknown field");
+    pre_step step;
+    step.kind = w["type"] == "Whitespace" ? pre_step::whitespace : pre_step::whitespace_split;
     steps_.push_back(std::move(step));
   }
 
@@ -482,39 +551,42 @@ class bpe_tokenizer final : public tokenizer {
     return s;
   }
 
-  // The added tokens as a byte trie: edges (node << 8 | byte) -> child, and the added_ index
-  // that ends at a node (the first of equal strings, as the longest-first scan found it).
-  void build_added_trie() {
-    trie_end_.assign(1, -1);
-    size_t bytes = 0;
-    for (const auto& a : added_) bytes += a.first.size();
-    trie_.reserve(bytes);
-    trie_end_.reserve(bytes + 1);
+  // The added tokens as two byte tries, one of the raw contents and one of the normalized
+  // tokens' normalized forms: edges (node << 8 | byte) -> child, and the added_ index that ends at a
+  // node (the first of equal strings, as the longest-first sort left them).
+  struct added_trie {
+    std::unordered_map<uint64_t, uint64_t> edges;
+    std::vector<int64_t> end = {-1};
+  };
+  void build_added_tries() {
     for (size_t k = 0; k < added_.size(); ++k) {
-      const std::string& s = added_[k].first;
-      added_by_id_.try_emplace(added_[k].second, k);
+      const std::string& s = added_[k].match;
+      added_by_id_.try_emplace(added_[k].id, k);
       if (s.empty()) continue;
+      added_trie& t = added_[k].normalized ? norm_trie_ : raw_trie_;
       uint64_t node = 0;
       for (unsigned char c : s) {
-        auto [it, fresh] = trie_.try_emplace(node << 8 | c, trie_end_.size());
-        if (fresh) trie_end_.push_back(-1);
+        auto [it, fresh] = t.edges.try_emplace(node << 8 | c, t.end.size());
+        if (fresh) t.end.push_back(-1);
         node = it->second;
       }
-      if (trie_end_[node] < 0) trie_end_[node] = static_cast<int64_t>(k);
+      if (t.end[node] < 0) t.end[node] = static_cast<int64_t>(k);
     }
   }
 
-  // The longest added token that starts at text[i], or nullptr: one trie walk, at most as many
-  // steps as the longest added token has bytes (never a comparison with every added token).
-  const std::pair<std::string, int>* added_at(std::string_view text, size_t i) const {
-    if (trie_.empty()) return nullptr;
+  // The added token of trie `t` that is longest among those starting at text[i], or nullptr: one
+  // trie walk, at most as many steps as the longest added token has bytes. A scan that tries each
+  // i in turn so finds the leftmost-longest matches of the tokenizers library's Aho-Corasick
+  // automaton (added_vocabulary.rs@3ba8ad0 lines 401-418, MatchKind::LeftmostLongest).
+  const added_token* added_at(const added_trie& t, std::string_view text, size_t i) const {
+    if (t.edges.empty()) return nullptr;
     uint64_t node = 0;
     int64_t best = -1;
     for (size_t j = i; j < text.size(); ++j) {
-      const auto it = trie_.find(node << 8 | static_cast<unsigned char>(text[j]));
-      if (it == trie_.end()) break;
+      const auto it = t.edges.find(node << 8 | static_cast<unsigned char>(text[j]));
+      if (it == t.edges.end()) break;
       node = it->second;
-      if (trie_end_[node] >= 0) best = trie_end_[node];
+      if (t.end[node] >= 0) best = t.end[node];
     }
     return best < 0 ? nullptr : &added_[static_cast<size_t>(best)];
   }
@@ -560,9 +632,25 @@ class bpe_tokenizer final : public tokenizer {
 
   // `raw`: the text between two added tokens; `at_origin`: whether it starts the text (offset 0
   // of the original, what Metaspace's prepend_scheme first asks).
-  void encode_plain(std::string_view raw, bool at_origin, std::vector<int>& ids) const {
-    scratch s;
+  void encode_plain(std::string_view raw, bool at_origin, std::vector<int>& ids, scratch& s) const {
     const std::string normalized = normalize(raw, s);
+    size_t start = 0;
+    for (size_t i = 0; i < normalized.size();) {
+      const added_token* hit = added_at(norm_trie_, normalized, i);
+      if (!hit) {
+        ++i;
+        continue;
+      }
+      encode_normalized(normalized.substr(start, i - start), at_origin && start == 0, ids, s);
+      ids.push_back(hit->id);
+      i += hit->match.size();
+      start = i;
+    }
+    encode_normalized(start == 0 ? normalized : normalized.substr(start), at_origin && start == 0, ids, s);
+  }
+
+  // `normalized`: normalized text between added tokens; `at_origin`: whether it starts the text.
+  void encode_normalized(const std::string& normalized, bool at_origin, std::vector<int>& ids, scratch& s) const {
     std::vector<std::pair<size_t, size_t>> pieces = {{0, normalized.size()}}, next;  // byte ranges
     for (const pre_step& step : steps_) {
       next.clear();
@@ -619,6 +707,18 @@ class bpe_tokenizer final : public tokenizer {
   static void split_piece(const pre_step& step, const std::string& text, size_t b, size_t e, scratch& s,
                           std::vector<std::pair<size_t, size_t>>& out) {
     code_points(text, b, e, s);
+    if (step.kind != pre_step::split) {  // runs of one class, the spaces dropped
+      const bool words = step.kind == pre_step::whitespace;
+      auto cls = [words](char32_t c) { return is_white_space(c) ? 0 : !words ? 1 : is_word_char(c) ? 1 : 2; };
+      for (size_t k = 0; k < s.cps.size();) {
+        const int c = cls(s.cps[k]);
+        size_t m = k + 1;
+        while (m < s.cps.size() && cls(s.cps[m]) == c) ++m;
+        if (c != 0) out.push_back({s.at[k], s.at[m]});
+        k = m;
+      }
+      return;
+    }
     s.matches.clear(), s.parts.clear();
     if (step.re) {
       step.re->find_all(s.cps, s.matches);
@@ -704,17 +804,21 @@ class bpe_tokenizer final : public tokenizer {
         return;
       }
     }
-    // The initial symbols (tokenizers' models/bpe/model.rs, merge_word): each code point in the
-    // vocabulary; else, with byte_fallback, its UTF-8 bytes as <0xXX> tokens when all of them are
-    // in the vocabulary; else the unknown token (consecutive ones fused into one with fuse_unk; a
-    // pending unknown is written only before the next code point found in the vocabulary, or at
-    // the end, as there); else nothing.
+    // The initial symbols (tokenizers' models/bpe/model.rs, merge_word): each code point, with
+    // continuing_subword_prefix before it unless it is the first and end_of_word_suffix after it
+    // when it is the last (model.rs@3ba8ad0 lines 481-492), in the vocabulary; else, with
+    // byte_fallback, that string's UTF-8 bytes (the prefix's and suffix's too, lines 501-509) as
+    // <0xXX> tokens when all of them are in the vocabulary; else the unknown token (consecutive
+    // ones fused into one with fuse_unk; a pending unknown is written only before the next code
+    // point found in the vocabulary, or at the end, as there); else nothing.
     std::vector<std::string> sym;
     bool unk_pending = false;
     for (size_t i = 0; i < word.size();) {
       const int len = decode_utf8_at(word, i).len;
-      const std::string c(word.substr(i, size_t(len)));
+      std::string c(word.substr(i, size_t(len)));
+      if (i > 0) c.insert(0, subword_prefix_);
       i += size_t(len);
+      if (i == word.size()) c += word_suffix_;
       if (model_vocab_.count(c)) {
         if (unk_pending) sym.push_back(unk_piece_), unk_pending = false;
         sym.push_back(c);
@@ -763,7 +867,11 @@ class bpe_tokenizer final : public tokenizer {
       const cand c = heap.top();
       heap.pop();
       if (version[c.left] != c.lv || version[c.right] != c.rv || next[c.left] != c.right) continue;  // stale
-      sym[c.left] += sym[c.right];
+      // The merge of a and b is a followed by b less its continuing_subword_prefix
+      // (model.rs@3ba8ad0 lines 246-272).
+      const std::string& right = sym[c.right];
+      const size_t skip = !subword_prefix_.empty() && right.starts_with(subword_prefix_) ? subword_prefix_.size() : 0;
+      sym[c.left].append(right, skip, std::string::npos);
       sym[c.right].clear();
       ++version[c.left];
       ++version[c.right];
@@ -800,12 +908,14 @@ class bpe_tokenizer final : public tokenizer {
   int unk_id_ = -1;             // model.unk_token's id, or -1
   std::string unk_piece_;       // model.unk_token
   bool ignore_merges_ = false;  // model.ignore_merges: a piece in the vocabulary is one token
+  std::string subword_prefix_;  // model.continuing_subword_prefix: before every symbol but a word's first
+  std::string word_suffix_;     // model.end_of_word_suffix: after a word's last symbol
   std::unordered_map<std::string, int> vocab_;
   std::unordered_map<std::string, int> model_vocab_;  // model.vocab only (not added tokens)
   std::unordered_map<std::string, int> ranks_;
-  std::vector<std::pair<std::string, int>> added_;
-  std::unordered_map<uint64_t, uint64_t> trie_;  // added tokens: (node << 8 | byte) -> node
-  std::vector<int64_t> trie_end_;                // node -> index into added_, or -1
+  std::vector<added_token> added_;
+  added_trie raw_trie_;                          // the contents of the tokens with normalized false
+  added_trie norm_trie_;                         // the normalized forms of the tokens with normalized true
   std::unordered_map<int, size_t> added_by_id_;  // id -> index into added_
   std::vector<std::string> pieces_;
   std::string byte_char_[256];

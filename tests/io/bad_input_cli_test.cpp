@@ -149,7 +149,12 @@ TEST_F(bad_input, tokenizer_json_sentencepiece_fields_malformed) {
            {"{" + model +
                 "}, \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": 3}}",
             "normalizer.content"},
-           {"{" + model + "}, \"normalizer\": {\"type\": \"NFKD\"}}", "normalizer.type"}}) {
+           {"{" + model + "}, \"normalizer\": {\"type\": \"NFKD\"}}", "normalizer.type"},
+           {"{" + model + ", \"continuing_subword_prefix\": 1}}", "model.continuing_subword_prefix"},
+           {"{" + model + ", \"end_of_word_suffix\": []}}", "model.end_of_word_suffix"},
+           {"{" + model + "}, \"pre_tokenizer\": {\"type\": \"Whitespace\", \"x\": 1}}", "pre_tokenizer.x"},
+           {"{" + model + "}, \"added_tokens\": [{\"id\": 0, \"content\": \"a\", \"normalized\": 1}]}",
+            "added_tokens[0].normalized"}}) {
     const fs::path tok = file("tok.json", body);
     refused("capture --model " + stories() + " --tokens 4 --tokenizer " + tok.string() + " --text " + text.string() +
                 " --out " + out.string(),

@@ -154,8 +154,8 @@ TEST(tokenizer_bpe_test, unsupported_tokenizer_fields_are_refused_by_name) {
   j["model"]["ignore_merges"] = 1;
   expect_has(load_error(j), "model.ignore_merges = 1");
   j = digits_tokenizer(kQwen2Re, false);
-  j["model"]["continuing_subword_prefix"] = "##";
-  expect_has(load_error(j), "model.continuing_subword_prefix");
+  j["model"]["continuing_subword_prefix"] = {"##"};
+  expect_has(load_error(j), "model.continuing_subword_prefix = an array of 1 items: expected a string or null");
   j = digits_tokenizer(R"((?<= )\p{L}+| ?\p{N}+)", false);
   expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].pattern.Regex: regex: a lookbehind");
   j = digits_tokenizer(R"( ?\p{L}*)", false);
@@ -176,8 +176,8 @@ TEST(tokenizer_bpe_test, unsupported_tokenizer_fields_are_refused_by_name) {
   std::swap(j["pre_tokenizer"]["pretokenizers"][0], j["pre_tokenizer"]["pretokenizers"][1]);
   expect_has(load_error(j), "pre_tokenizer.pretokenizers[0].type = \"ByteLevel\"");
   j = digits_tokenizer(kQwen2Re, false);
-  j["pre_tokenizer"] = {{"type", "WhitespaceSplit"}};
-  expect_has(load_error(j), "pre_tokenizer.type = \"WhitespaceSplit\"");
+  j["pre_tokenizer"] = {{"type", "CharDelimiterSplit"}, {"delimiter", " "}};
+  expect_has(load_error(j), "pre_tokenizer.type = \"CharDelimiterSplit\"");
 }
 
 // Split's behaviours, invert, Digits and ByteLevel's own regex, seen through which bytes may merge:

@@ -187,11 +187,23 @@ TEST(tokenizer_spm_test, malformed_fields_are_refused_by_name) {
   j["normalizer"] = {{"type", "Lowercase"}};
   expect_has(j, "normalizer.type = \"Lowercase\"");
   j = toy();
-  j["pre_tokenizer"] = {{"type", "Whitespace"}};
-  expect_has(j, "pre_tokenizer.type = \"Whitespace\"");
+  j["pre_tokenizer"] = {{"type", "Whitespace"}, {"split", true}};
+  expect_has(j, "pre_tokenizer.split = true not supported (unknown field)");
   j = toy();
-  j["model"]["continuing_subword_prefix"] = "##";
-  expect_has(j, "model.continuing_subword_prefix = \"##\"");
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "WhitespaceSplit"}, {"x", 1}}}}};
+  expect_has(j, "pre_tokenizer.pretokenizers[0].x = 1");
+  j = toy();
+  j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+  expect_has(j, "pre_tokenizer.type = \"BertPreTokenizer\"");
+  j = toy();
+  j["model"]["continuing_subword_prefix"] = 5;
+  expect_has(j, "model.continuing_subword_prefix = 5: expected a string or null");
+  j = toy();
+  j["model"]["end_of_word_suffix"] = true;
+  expect_has(j, "model.end_of_word_suffix = true: expected a string or null");
+  j = toy();
+  j["added_tokens"] = {{{"id", 1}, {"content", "<s>"}, {"normalized", "no"}}};
+  expect_has(j, "added_tokens[0].normalized = \"no\": expected true or false");
 }
 
 }  // namespace
