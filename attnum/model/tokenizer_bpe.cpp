@@ -244,6 +244,17 @@ class bpe_tokenizer final : public tokenizer {
                  io::json_brief(t["normalized"]));
           a.normalized = t["normalized"].get<bool>();
         }
+        // single_word, lstrip and rstrip change what a match consumes (added_vocabulary.rs@3ba8ad0
+        // find_matches): not implemented, so a token that sets one is refused; false (every shipped
+        // Qwen2, Qwen3, Llama 2 and Llama 3 file) and absent are what the matching above does.
+        for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
+          if (!t.contains(flag) || t[flag].is_null()) continue;
+          if (!t[flag].is_boolean())
+            fail("{}: added_tokens[{}].{} = {}: expected true or false", path, k, flag, io::json_brief(t[flag]));
+          if (t[flag].get<bool>())
+            fail("{}: added_tokens[{}].{} = true is not supported (added tokens are matched as written)", path, k,
+                 flag);
+        }
         added_.push_back(std::move(a));
         vocab_[added_.back().content] = added_.back().id;
         ++k;

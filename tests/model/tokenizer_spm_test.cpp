@@ -204,6 +204,15 @@ TEST(tokenizer_spm_test, malformed_fields_are_refused_by_name) {
   j = toy();
   j["added_tokens"] = {{{"id", 1}, {"content", "<s>"}, {"normalized", "no"}}};
   expect_has(j, "added_tokens[0].normalized = \"no\": expected true or false");
+  for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
+    j = toy();
+    j["added_tokens"] = {{{"id", 1}, {"content", "<s>"}, {flag, true}}};
+    expect_has(j, "added_tokens[0]." + std::string(flag) + " = true is not supported");
+    j["added_tokens"][0][flag] = 1;
+    expect_has(j, "added_tokens[0]." + std::string(flag) + " = 1: expected true or false");
+    j["added_tokens"][0][flag] = false;  // as every shipped file: read
+    EXPECT_NO_THROW(load_json(j)) << flag;
+  }
 }
 
 }  // namespace
