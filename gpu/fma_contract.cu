@@ -1,8 +1,12 @@
-// Snippets that reproduce the statements where the FA3, FlashInfer and Sage2 kernels leave a
+// Snippets that reproduce the statements where the FA3, FlashInfer, Sage2 and hpc-ops kernels leave a
 // float multiply and its one add to nvcc's --fmad=true contraction (docs/kernels.md, "FMA
 // contraction"). Not part of any build: compile to PTX and look for fma.rn(.ftz).f32:
 //   nvcc -arch=sm_90a -O3 --use_fast_math -ptx gpu/fma_contract.cu -o - | grep -E 'fma|mul\.|add\.'
 // With --fmad=false each pair stays a mul and an add.
+// hpcops_o_rescale (below) follows hpc-ops' build, which has no --use_fast_math: compile it also with
+//   nvcc -arch=sm_90a -O3 -ptx gpu/fma_contract.cu -o -
+
+#include <cuda_fp8.h>
 
 // FA3 hopper/softmax.h:120 `row_sum(mi) *= scores_scale(mi)` (max_get_scale), then the exp2 loop
 // and :134 reduce_sum with zero_init=false (hopper/utils.h:30); FlashInfer attention_updater.cuh
@@ -82,4 +86,84 @@ __global__ void sage_sm89_o_rescale(const float* s, const unsigned* h, float* ou
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) out[threadIdx.x * 8 + i] = ro[i];
+}
+
+// hpc-ops (Tencent/hpc-ops@6e2ecede9d6d47b2e680e839cc7ad7422bc8d88b, built without --use_fast_math:
+// CMakeLists.txt:5 Release, :97-106, so compile this one also without it) FP8 prefill,
+// src/attention/prefill/kernels.cuh: :85 `scale = exp2f_ftz(last_max - gMax(im))` (utils.cuh:300-304,
+// asm volatile ex2.approx.ftz), :90 `tYr_mn(im, in) = tYr_mn(im, in) * scale`; :1347 `tAttr(i) *=
+// kFp8PrefillPScale`; :1356 `__nv_fp8x4_e4m3(float4)`; :1364-1365 `__byte_perm`; :1369
+// wait_barrier (cute copy_sm90_desc.hpp:92-110, one asm volatile spin loop); :1377
+// warpgroup_fence_operand(tOr) (cute mma_sm90_gmma.hpp:99-103, `asm volatile("" : "+f"(reg) ::
+// "memory")`); per `in`: :1389 fence_view_async_shared, :1392 warpgroup_arrive, :1393 the wgmma
+// into tOr (ScaleOut::Zero first, :1378, then One, :1396), :1395 commit; :1399 warpgroup_wait<0>,
+// :1400 warpgroup_fence_operand(tOr); :1403 `tYr(i) += tOr(i)`. The V transpose of each `in`
+// (:1383-1387, utils.cuh:512-520: an LDSM_T copy, __byte_perm, an STSM copy) is one ldmatrix.trans
+// and one stmatrix here. Fused if 8 fma (tYr * scale + tOr).
+__device__ __forceinline__ void hpc_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+
+__global__ void hpcops_o_rescale(const float* s, const float* p, unsigned* p8out, float* out, float last_max,
+                                 float gmax, unsigned long long* bar, unsigned long long vdesc, unsigned smem_v) {
+  float tyr[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) tyr[i] = s[threadIdx.x * 8 + i];
+  float scale;
+  asm volatile("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(scale) : "f"(last_max - gmax));
+#pragma unroll
+  for (int i = 0; i < 8; ++i) tyr[i] = tyr[i] * scale;
+  float tattr[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) tattr[i] = p[threadIdx.x * 16 + i];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) tattr[i] *= 256.0f;
+  unsigned a8[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_fp8x4_e4m3 q(make_float4(tattr[4 * i], tattr[4 * i + 1], tattr[4 * i + 2], tattr[4 * i + 3]));
+    a8[i] = q.__x;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const unsigned up = a8[2 * i], lo = a8[2 * i + 1];
+    a8[2 * i] = __byte_perm(up, lo, 0x5410);
+    a8[2 * i + 1] = __byte_perm(up, lo, 0x7632);
+  }
+  const unsigned mbar = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(mbar),
+      "r"(0));
+  float tor[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) hpc_fence(tor[i]);
+#pragma unroll
+  for (int in = 0; in < 2; ++in) {
+    unsigned v[4];
+    const unsigned vaddr = smem_v + in * 512 + threadIdx.x * 16;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                 : "r"(vaddr));
+    const unsigned t0 = __byte_perm(v[0], v[1], 0x6420), t1 = __byte_perm(v[0], v[1], 0x7531);
+    const unsigned t2 = __byte_perm(v[2], v[3], 0x6420), t3 = __byte_perm(v[2], v[3], 0x7531);
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(vaddr + 4096), "r"(t0),
+                 "r"(t1), "r"(t2), "r"(t3)
+                 : "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
+        "%12, p, 1, 1;\n}\n"
+        : "+f"(tor[0]), "+f"(tor[1]), "+f"(tor[2]), "+f"(tor[3]), "+f"(tor[4]), "+f"(tor[5]), "+f"(tor[6]), "+f"(tor[7])
+        : "r"(a8[0]), "r"(a8[1]), "r"(a8[2]), "r"(a8[3]), "l"(vdesc + in), "r"(in));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < 8; ++i) hpc_fence(tor[i]);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) tyr[i] += tor[i];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[threadIdx.x * 8 + i] = tyr[i];
+  p8out[threadIdx.x] = a8[0] ^ a8[3];
 }
