@@ -258,6 +258,10 @@ kernel_spec make_hpcops(int variant) {
   // kernel with the same loop; fmad=false gives mul + add). The pre-4b402c8 kernel (hpcops-s1)
   // is taken to compile the same online_softmax the same way [inferred].
   s.fma_contract = true;
+  // :90 `tYr = tYr * scale` and :1403 `tYr(i) += tOr(i)` (the fresh PV tile): the same build
+  // contracts them to one fma.rn.f32 per element (PTX of gpu/fma_contract.cu hpcops_o_rescale, the
+  // statements between included). hpcops-s1 accumulates PV into O: no add to contract.
+  s.fma_contract_o = !s1;
   s.block_n = 128;  // warp_spec_with_kvcache_fp8_dim128.cu:118-119 kTileM, kTileN
   s.block_m = 128;
   s.reverse = false;                                       // 5.5 prefill forward
@@ -279,6 +283,10 @@ kernel_spec make_bf16() {
   s.p_offset = 0;
   s.rowsum = rowsum_order::wgmma;
   s.fma_contract = true;  // softmax.h:120 `row_sum *= scale` + the first add (utils.h:30), as fa3
+  // The BF16 wgmma is m64nNk16 (cute SM90_64xNx16_F32BF16BF16_SS): at most 16 products reach the
+  // fp32 accumulator per instruction, so a chunk is 16, not the FP8 instruction's 32 [I: the
+  // grouping inside one instruction].
+  s.qk_acc = s.pv_acc = {acc_kind::fp32, 23, 16};
   // hopper/tile_size.h tile_size_fwd_sm90, element_size 2, headdim_v = headdim, no local/paged/
   // softcap, two MMA warpgroups: d<=64 {192, causal ? 128 : 192}; d<=96 {192, 144}; d<=128
   // {128, causal ? 128 : 176}; d<=192 {128, 112} (headdim_v > 128); else {128, 80}

@@ -453,7 +453,7 @@ def hpc_thread_partials(p):
     return t4
 
 
-def hpcops_oracle(q, k, v, causal, fuse_sum=True, out_cast=True):
+def hpcops_oracle(q, k, v, causal, fuse_sum=True, out_cast=True, fuse_o=True):
     H, N, D = q.shape
     group = H // k.shape[0]
     qs = np.abs(q).max(axis=2).astype(np.float32) / E4M3_MAX  # [I] per token per head
@@ -499,7 +499,9 @@ def hpcops_oracle(q, k, v, causal, fuse_sum=True, out_cast=True):
                 vb = np.zeros((T, D), np.float32)
                 vb[valid] = v8[hk][cols[valid]]
                 o = _acc_fp32(np.zeros((R, D), np.float32), p8, vb)  # fresh fp32 PV tile
-                y = y * scale[:, None] + o  # :90 `tYr * scale`, then :1403 `tYr(i) += tOr(i)`
+                # :90 `tYr * scale`, then :1403 `tYr(i) += tOr(i)`: nvcc contracts the two into one
+                # fma.rn.f32 (the PTX of gpu/fma_contract.cu hpcops_o_rescale, same statements between)
+                y = _fma(y, scale[:, None], o) if fuse_o else y * scale[:, None] + o
             # utils.cuh:405-409 the quad reduction xor 1 then xor 2: (l0 + l1) + (l2 + l3)
             l = (g_sum[:, 0] + g_sum[:, 1]) + (g_sum[:, 2] + g_sum[:, 3])
             # :1419-1427 the epilogue: y * (1 / gSum), then * (vscale / 256)
@@ -523,4 +525,13 @@ def test_hpcops_fma_contract_knob_is_the_unfused_update():
     fused = _engine(q, k, v, "hpcops", True, knobs={"out_fmt": "fp32"})
     unfused = _engine(q, k, v, "hpcops", True, knobs={"out_fmt": "fp32", "fma_contract": False})
     _assert_same_bits(unfused, hpcops_oracle(q, k, v, True, fuse_sum=False, out_cast=False))
+    assert not np.array_equal(_bits(fused), _bits(unfused))
+
+
+def test_hpcops_fma_contract_o_knob_is_the_unfused_o_update():
+    """fma_contract_o=false is the O update as written (tYr * scale, then += the fresh PV tile)."""
+    q, k, v = _sage_inputs(128, 256, True)
+    fused = _engine(q, k, v, "hpcops", True, knobs={"out_fmt": "fp32"})
+    unfused = _engine(q, k, v, "hpcops", True, knobs={"out_fmt": "fp32", "fma_contract_o": False})
+    _assert_same_bits(unfused, hpcops_oracle(q, k, v, True, out_cast=False, fuse_o=False))
     assert not np.array_equal(_bits(fused), _bits(unfused))

@@ -86,14 +86,15 @@ inline double pv_chunk(const std::vector<float>& p8, int j0, int c0, int c1, con
   return s;
 }
 
-// Q_i . K_j for a fresh accumulator: exact sums of 32 consecutive products, each added into the
-// accumulator and rounded once under `model` (kernels.md 1.5; Sage's mma and hpc-ops do the same).
-inline double qk_chunks(const head_ops& H, int i, int j, acc model) {
+// Q_i . K_j for a fresh accumulator: exact sums of `step` consecutive products (the mma's K: 32 for
+// FP8 and INT8, 16 for BF16), each added into the accumulator and rounded once under `model`
+// (kernels.md 1.5; Sage's mma and hpc-ops do the same).
+inline double qk_chunks(const head_ops& H, int i, int j, acc model, int step = 32) {
   const int d = H.d;
   double a = 0;
-  for (int k0 = 0; k0 < d; k0 += 32) {
+  for (int k0 = 0; k0 < d; k0 += step) {
     double ch = 0;
-    for (int k = k0; k < k0 + 32 && k < d; ++k) ch += double(H.q[size_t(i) * d + k]) * H.k[size_t(j) * d + k];
+    for (int k = k0; k < k0 + step && k < d; ++k) ch += double(H.q[size_t(i) * d + k]) * H.k[size_t(j) * d + k];
     a = acc_round(model, a + ch);
   }
   return a;
@@ -155,6 +156,8 @@ inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool ca
       bm = 128, bn = 80;
   }
   const acc model = cfg.acc13 ? acc::rz13 : acc::fp32;
+  // wgmma's K: 32 for E4M3 operands, 16 for BF16 (cute SM90_64xNx16_F32BF16BF16)
+  const int ks = cfg.kind == fa3_like::bf16 ? 16 : 32;
   const float sm = float(1.0 / std::sqrt(double(d)));
   float sl2;
   if (cfg.kind == fa3_like::fa3) sl2 = float(double(sm) * std::numbers::log2e) * (qd * kd);  // 1.2
@@ -173,16 +176,16 @@ inline std::vector<float> run_fa3_like(const test::layer_data& L, int h, bool ca
     float m = -INFINITY, lt[4] = {0, 0, 0, 0};
     std::vector<float> O(d, 0.0f), p8_prev;
     int prev_j0 = -1, prev_j1 = -1;
-    auto gemm_pv = [&](const std::vector<float>& p8, int j0, int j1) {  // O += P8 V, K=32 steps (1.12)
-      for (int c0 = j0; c0 < j1; c0 += 32)
+    auto gemm_pv = [&](const std::vector<float>& p8, int j0, int j1) {  // O += P8 V, K-steps of ks (1.12)
+      for (int c0 = j0; c0 < j1; c0 += ks)
         for (int c = 0; c < d; ++c)
-          O[c] = float(acc_round(model, double(O[c]) + pv_chunk(p8, j0, c0, std::min(j1, c0 + 32), H.v, d, c)));
+          O[c] = float(acc_round(model, double(O[c]) + pv_chunk(p8, j0, c0, std::min(j1, c0 + ks), H.v, d, c)));
     };
     for (int n = nb - 1; n >= 0 && last >= 0; --n) {  // 1.4 reverse
       const int j0 = n * bn, j1 = std::min(H.n_kv, j0 + bn);
       std::vector<float> S(j1 - j0);
-      for (int j = j0; j < j1; ++j) {  // 1.5 fresh accumulator, chunks of 32 over d
-        const double a = qk_chunks(H, i, j, model);
+      for (int j = j0; j < j1; ++j) {  // 1.5 fresh accumulator, chunks of ks over d
+        const double a = qk_chunks(H, i, j, model, ks);
         S[j - j0] = j > last ? -INFINITY : float(a);  // 1.6
       }
       float mx = m;
@@ -507,7 +510,10 @@ inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool caus
       // kernels.cuh:86 `gSum(im) = gSum(im) * scale + row_sum`, contracted to one fmaf by nvcc's
       // default --fmad=true (the preset's fma_contract).
       for (int t = 0; t < 4; ++t) lt[t] = std::fmaf(lt[t], alpha, row_sum[t]);
-      for (float& o : O) o *= alpha;
+      // :90 `tYr * scale` then :1403 `tYr(i) += tOr(i)`: one fmaf under nvcc's contraction
+      // (fma_contract_o); hpcops-s1 rescales O and accumulates PV into it.
+      if (s1)
+        for (float& o : O) o *= alpha;
       for (int c = 0; c < d; ++c) {
         if (s1) {
           for (int c0 = j0; c0 < j1; c0 += 32)
@@ -515,7 +521,7 @@ inline std::vector<float> run_hpcops(const test::layer_data& L, int h, bool caus
         } else {
           double a = 0;
           for (int c0 = j0; c0 < j1; c0 += 32) a = float(a + pv_chunk(P8, j0, c0, std::min(j1, c0 + 32), H.v, d, c));
-          O[c] += float(a);
+          O[c] = std::fmaf(O[c], alpha, float(a));
         }
       }
     }
