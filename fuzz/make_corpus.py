@@ -249,3 +249,16 @@ put("fuzz_gguf", "truncated", good[: len(good) // 2])
 put("fuzz_gguf", "q4_0_tensor", gguf(kv, [t[0][:1] + (2,) + t[0][2:]] + t[1:]))
 put("fuzz_gguf", "alignment_64", gguf(kv + [("general.alignment", 4, 64)], t, alignment=64))
 put("fuzz_gguf", "header_only", good[:24])
+
+# A vocabulary-only GGUF (no tensors) with a SentencePiece vocabulary (tokenizer.ggml.model
+# llama): control and unknown tokens, the 256 <0xXX> byte tokens, scored pieces, a user-defined one.
+spm = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3)] + [(f"<0x{b:02X}>", 0.0, 6) for b in range(256)]
+spm += [(p, -float(i), 1) for i, p in enumerate(["\u2581", "H", "e", "l", "o", "w", "r", "d", "ll", "\u2581H",
+                                                  "\u2581w", "or", "llo", "\u2581Hello", "\u2581world", "1", "2"])]
+spm += [("<extra>", 0.0, 4)]
+put("fuzz_gguf", "spm_vocab_only", gguf([("general.architecture", 8, "llama"), ("tokenizer.ggml.model", 8, "llama"),
+                                         ("tokenizer.ggml.tokens", 9, (8, [p for p, _, _ in spm])),
+                                         ("tokenizer.ggml.scores", 9, (6, [s for _, s, _ in spm])),
+                                         ("tokenizer.ggml.token_type", 9, (5, [t for _, _, t in spm])),
+                                         ("tokenizer.ggml.bos_token_id", 4, 1),
+                                         ("tokenizer.ggml.add_bos_token", 7, True)], []))

@@ -13,6 +13,7 @@
 #include "attnum/model/gguf.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include "attnum/core/error.h"
 #include "attnum/io/mapped_file.h"
 #include "attnum/io/safetensors.h"
+#include "attnum/model/tokenizer_llamacpp_spm.h"
 
 namespace attnum::model {
 namespace fs = std::filesystem;
@@ -275,6 +277,10 @@ class gguf_file {
       order.push_back(&it->second);
     }
     data_start_ = (pos_ + alignment - 1) / alignment * alignment;
+    // A file without tensors may end before the padding: ggml's reader seeks past it
+    // (ggml-org/llama.cpp@c392e5094 ggml/src/gguf.cpp:591-592, fseek past the end succeeds), and
+    // older writers left it out (llama.cpp's vocabulary-only models/ggml-vocab-*.gguf).
+    if (data_start_ > f.size() && n_tensors == 0) data_start_ = f.size();
     if (data_start_ > f.size()) {
       pos_ = f.size();
       bad("data section: the padding after the tensor infos runs past the end of the file");
@@ -551,6 +557,62 @@ config read_config(const gguf_file& f, const meta& m, const std::string& arch, t
   return c;
 }
 
+// A SentencePiece vocabulary (tokenizer.ggml.model "llama"), read as llama.cpp's llama_vocab::load
+// does (ggml-org/llama.cpp@c392e5094 src/llama-vocab.cpp, "V" below), and refused by key where
+// llama.cpp would read past an array, assert or give ids that depend on unchecked data.
+std::unique_ptr<tokenizer> load_spm_tokenizer(const meta& m, const std::string& source) {
+  const std::string& path = m.path();
+  spm_vocab v;
+  const gguf_array& tokens = m.array("tokenizer.ggml.tokens", 8);
+  if (tokens.count < 1 || tokens.count > uint64_t(1) << 24)
+    fail("{}: tokenizer.ggml.tokens holds {} tokens (expected 1 to 2^24)", path, tokens.count);
+  const size_t n = tokens.strings.size();
+  // V:1633-1637: scores (float32), one per token. llama.cpp reads them without a length check and
+  // takes 0 for every token when the key is absent; an SPM vocabulary without scores merges in
+  // text order, not as SentencePiece does, so it is refused here.
+  if (!m.has("tokenizer.ggml.scores"))
+    fail("{}: missing metadata key tokenizer.ggml.scores (an SPM vocabulary merges by score)", path);
+  const gguf_array& scores = m.array("tokenizer.ggml.scores", 6);
+  if (scores.count != tokens.count)
+    fail("{}: tokenizer.ggml.scores has {} entries for {} tokens", path, scores.count, tokens.count);
+  // V:1639-1643: token types (int32), one per token; absent: every token normal.
+  const gguf_array* types = m.has("tokenizer.ggml.token_type") ? &m.array("tokenizer.ggml.token_type", 5) : nullptr;
+  if (types && types->count != tokens.count)
+    fail("{}: tokenizer.ggml.token_type has {} entries for {} tokens", path, types->count, tokens.count);
+  // V:1624: tokenizer.ggml.add_space_prefix, true by default for SPM (V:1600).
+  v.add_space_prefix = !m.has("tokenizer.ggml.add_space_prefix") || m.boolean("tokenizer.ggml.add_space_prefix");
+  // V:2026-2038: llama.cpp gives Phi-3 vocabularies (by general.name) rstrip attributes that
+  // change how user-defined tokens split the text; not implemented.
+  if (m.has("general.name")) {
+    std::string name = m.string("general.name");
+    std::transform(name.begin(), name.end(), name.begin(), [](char ch) { return char(std::tolower(uint8_t(ch))); });
+    if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos)
+      fail("{}: metadata general.name '{}': Phi-3 SPM vocabularies (rstrip special tokens) not supported", path,
+           m.string("general.name"));
+  }
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < n; ++i) {
+    std::string word = tokens.strings[i];
+    if (word.empty()) word = fmt::format("[EMPTY_{}]", i);  // V:1650-1653
+    // V:1655, 1676: token_to_id[word] = i, then GGML_ASSERT that no text repeats.
+    if (auto [it, fresh] = seen.emplace(word, i); !fresh)
+      fail("{}: tokenizer.ggml.tokens[{}] repeats token {}", path, i, it->second);
+    const float score = float(scores.reals[i]);
+    if (std::isnan(score)) fail("{}: tokenizer.ggml.scores[{}] is NaN", path, i);
+    const int64_t type = types ? types->ints[i] : 1;
+    if (type < 0 || type > 6)
+      fail("{}: tokenizer.ggml.token_type[{}] = {} (expected 0..6, llama_token_type)", path, i, type);
+    // V:2100 token_to_byte reads a byte token's value from its text "<0xXX>".
+    if (type == 6 && !(word.size() == 6 && word.starts_with("<0x") && word[5] == '>' &&
+                       std::isxdigit(uint8_t(word[3])) && std::isxdigit(uint8_t(word[4]))))
+      fail("{}: tokenizer.ggml.token_type[{}] = 6 (byte) but tokenizer.ggml.tokens[{}] is not <0xXX>", path, i, i);
+    v.tokens.push_back(std::move(word));
+    v.scores.push_back(score);
+    v.types.push_back(int(type));
+  }
+  return make_spm_tokenizer(std::move(v), path + ": tokenizer.ggml", source);
+}
+
 }  // namespace
 
 bool is_gguf_file(const std::string& path) {
@@ -579,10 +641,17 @@ weights load_gguf(const std::string& path) {
   if (m.has(arch + ".vocab_size") && m.integer(arch + ".vocab_size", 1, kMaxDim) != c.vocab_size)
     fail("{}: metadata {}.vocab_size differs from token_embd.weight's {} rows", path, arch, c.vocab_size);
   // BOS: tokenizer.ggml.add_bos_token when set; otherwise llama prepends it and qwen does not
-  // (as the Hugging Face families do).
+  // (as the Hugging Face families do), and an SPM vocabulary does (llama.cpp's default for SPM,
+  // ggml-org/llama.cpp@c392e5094 src/llama-vocab.cpp:1598-1602, with BOS id 1 when the file names
+  // none, :1372-1377).
+  const bool spm = m.has("tokenizer.ggml.model") && m.string("tokenizer.ggml.model") == "llama";
   const bool add_bos =
-      m.has("tokenizer.ggml.add_bos_token") ? m.boolean("tokenizer.ggml.add_bos_token") : arch == "llama";
-  c.bos_id = add_bos ? int(m.integer("tokenizer.ggml.bos_token_id", 0, c.vocab_size - 1)) : -1;
+      m.has("tokenizer.ggml.add_bos_token") ? m.boolean("tokenizer.ggml.add_bos_token") : arch == "llama" || spm;
+  c.bos_id = -1;
+  if (add_bos)
+    c.bos_id = spm && !m.has("tokenizer.ggml.bos_token_id")
+                   ? 1
+                   : int(m.integer("tokenizer.ggml.bos_token_id", 0, c.vocab_size - 1));
   validate(c, path);
   const int64_t D = c.dim, H = c.hidden_dim, V = c.vocab_size, hd = int64_t(c.n_head) * c.d_head,
                 kv = int64_t(c.n_head_kv) * c.d_head;
@@ -631,10 +700,14 @@ std::unique_ptr<tokenizer> load_gguf_tokenizer(const std::string& path) {
   const gguf_file f(path);
   const meta m(f);
   const std::string model = m.string("tokenizer.ggml.model");
+  const std::string text(reinterpret_cast<const char*>(f.file()->data()), f.header_bytes());
+  const std::string source =
+      fmt::format("{}:{}", fs::path(path).filename().string(), fnv1a_hex(text.data(), text.size()));
+  if (model == "llama") return load_spm_tokenizer(m, source);
   if (model != "gpt2")
     fail(
-        "{}: tokenizer.ggml.model '{}' not supported (expected gpt2, byte-level BPE; pass --tokenizer "
-        "tokenizer.json)",
+        "{}: tokenizer.ggml.model '{}' not supported (expected gpt2, byte-level BPE, or llama, SentencePiece; "
+        "pass --tokenizer tokenizer.json)",
         path, model);
   if (m.has("tokenizer.ggml.add_space_prefix") && m.boolean("tokenizer.ggml.add_space_prefix"))
     fail("{}: metadata tokenizer.ggml.add_space_prefix = true not supported", path);
@@ -663,10 +736,7 @@ std::unique_ptr<tokenizer> load_gguf_tokenizer(const std::string& path) {
     const gguf_array& merges = m.array("tokenizer.ggml.merges", 8);
     v.merges = merges.strings;
   }
-  const std::string text(reinterpret_cast<const char*>(f.file()->data()), f.header_bytes());
-  return make_bpe_tokenizer(
-      v, path + ": tokenizer.ggml",
-      fmt::format("{}:{}", fs::path(path).filename().string(), fnv1a_hex(text.data(), text.size())));
+  return make_bpe_tokenizer(v, path + ": tokenizer.ggml", source);
 }
 
 }  // namespace attnum::model

@@ -4,6 +4,7 @@ permuted for llama; F32, F16, BF16 or Q8_0 matrices), must give the Hugging Face
 captures bit for bit, with the tokenizer stored in the GGUF. The GGUF writer below is written from
 the format's specification (ggml-org/llama.cpp@a458664fc83b6513baea7adafcb0ef0626b006f8
 docs/gguf.md), not from attnum's reader. Malformed and unsupported files exit 2 naming the field."""
+import heapq
 import json
 import struct
 import subprocess
@@ -412,7 +413,8 @@ def edit_kv(kv, key, value=None, vtype=None, drop=False):
     ("wrong_shape", "tensor blk.0.attn_k.weight has ne"),
     ("missing_key", "missing metadata key llama.embedding_length"),
     ("wrong_key_type", "metadata llama.block_count has type string"),
-    ("spm", "tokenizer.ggml.model 'llama' not supported"),
+    ("spm", "missing metadata key tokenizer.ggml.scores"),
+    ("spm_no_byte_token", "tokenizer.ggml.tokens: no token <0xE2> (nor the byte itself)"),
     ("pre", "tokenizer.ggml.pre 'deepseek-llm' not supported"),
     ("dims", "n_dims 5"),
     ("zero_dim", "ne[1] = 0"),
@@ -435,6 +437,11 @@ def test_malformed_and_unsupported_files_exit_2_naming_the_field(tmp_path, attnu
         kv = edit_kv(kv, "llama.block_count", "2", STR)
     elif case == "spm":
         kv = edit_kv(kv, "tokenizer.ggml.model", "llama")
+    elif case == "spm_no_byte_token":
+        # SentencePiece escapes spaces to U+2581, which this byte-level vocabulary has neither as
+        # a token nor as <0xE2> byte tokens.
+        n = len(next(x for x in kv if x[0] == "tokenizer.ggml.tokens")[2][1])
+        kv = edit_kv(kv, "tokenizer.ggml.model", "llama") + [("tokenizer.ggml.scores", ARR, (F32T, [0.0] * n))]
     elif case == "pre":
         kv = edit_kv(kv, "tokenizer.ggml.pre", "deepseek-llm")
     elif case == "bad_alignment":
@@ -528,3 +535,83 @@ def test_llama3_rope_freqs_tensor_matches_the_folders_rope_scaling(tmp_path, att
     got = loss(tmp_path / "m.gguf", text)[0]["ce_ref"]
     assert abs(got - ce["scaled"]) <= 1e-5 * abs(ce["scaled"])
     assert abs(ce["plain"] - ce["scaled"]) > 100 * max(abs(got - ce["scaled"]), 1e-12)
+
+
+# --- SentencePiece vocabulary (tokenizer.ggml.model llama) --------------------------------------
+
+
+def spm_oracle(text, pieces, scores):
+    """llama.cpp's SPM tokenize (ggml-org/llama.cpp@c392e5094 src/llama-vocab.cpp:2329-2362:
+    add_special false, a space prefix, spaces escaped to U+2581; llm_tokenizer_spm_session
+    :110-233: bigrams whose text is a token, highest score first, leftmost on ties; symbols that are
+    no token as their <0xXX> byte tokens, byte_to_token :2783-2800). Inputs here are valid UTF-8
+    without user-defined tokens."""
+    ids = {p: i for i, p in enumerate(pieces)}
+    s = ("\u2581" + text.replace(" ", "\u2581"))
+    sym = [[c, i - 1, i + 1 if i + 1 < len(s) else -1] for i, c in enumerate(s)]  # text, prev, next
+    heap = []
+
+    def add(left, right):
+        if left == -1 or right == -1:
+            return
+        t = sym[left][0] + sym[right][0]
+        if t in ids:
+            heapq.heappush(heap, (-scores[ids[t]], left, right, t))
+
+    for i in range(1, len(sym)):
+        add(i - 1, i)
+    while heap:
+        _, left, right, t = heapq.heappop(heap)
+        if not sym[left][0] or not sym[right][0] or sym[left][0] + sym[right][0] != t:
+            continue
+        sym[left][0], sym[right][0] = t, ""
+        sym[left][2] = sym[right][2]
+        if sym[right][2] >= 0:
+            sym[sym[right][2]][1] = left
+        add(sym[left][1], left)
+        add(left, sym[left][2])
+    out, i = [], 0
+    while i != -1:
+        t = sym[i][0]
+        out += [ids[t]] if t in ids else [ids[f"<0x{b:02X}>"] for b in t.encode()]
+        i = sym[i][2]
+    return out
+
+
+def test_spm_vocabulary_tokenizes_as_llama_cpp_with_bos(tmp_path, attnum_cli):
+    """A llama GGUF with a SentencePiece vocabulary: `loss --text` equals `loss --token-ids` with
+    BOS (id 1: add_bos_token) and the oracle's ids; characters outside the pieces (capitals,
+    digits, the newline) take the byte fallback."""
+    cfg, tok, t = random_model("llama", "F32")
+    kv, tensors = convert(cfg, tok, t, "F32")
+    words = ["\u2581", "t", "h", "e", "o", "a", "n", "r", "s", "d", "th", "he", "\u2581t", "\u2581the", "\u2581a", "an",
+             "and", "\u2581and", "er", "re", "in", "is", "\u2581is", "on", "en", "nd"]
+    pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + words
+    scores = [0.0] * 259 + [-1.0 - 0.37 * ((7 * i) % len(words)) for i in range(len(words))]
+    types = [2, 3, 3] + [6] * 256 + [1] * len(words)
+    assert len(pieces) <= cfg["vocab_size"]
+    for key in ("tokenizer.ggml.merges", "tokenizer.ggml.pre", "tokenizer.ggml.bos_token_id",
+                "tokenizer.ggml.add_bos_token"):
+        kv = edit_kv(kv, key, drop=True)
+    kv = edit_kv(kv, "tokenizer.ggml.model", "llama")
+    kv = edit_kv(kv, "tokenizer.ggml.tokens", (STR, pieces))
+    kv = edit_kv(kv, "tokenizer.ggml.token_type", (I32, types))
+    kv += [("tokenizer.ggml.scores", ARR, (F32T, scores))]  # add_bos_token absent: true for SPM, BOS id 1
+    gg = tmp_path / "spm.gguf"
+    write_gguf(gg, kv, tensors)
+    text = tmp_path / "text.txt"
+    text.write_text(TEXT)
+    want = spm_oracle(TEXT, pieces, scores)
+    assert len(want) > 60 and 3 + ord("\n") in want and pieces.index("\u2581the") in want
+    ids = tmp_path / "ids.txt"
+    ids.write_text(" ".join(map(str, [1] + want)))
+    a = loss(gg, text)
+    b = cli("--quiet", "loss", "--model", gg, "--token-ids", ids, "--tokens", "48", "--conditions", "plain",
+            "--kernel", "fa3", "--linear-precision", "fp32", "--json", json_out=True)
+    assert len(a) == len(b) == 1 and a[0]["n_labels"] == 48
+    assert a[0]["ce_ref"] == b[0]["ce_ref"] and a[0]["ce_variant"] == b[0]["ce_variant"]
+    # Without BOS the first window differs.
+    ids.write_text(" ".join(map(str, want)))
+    c = cli("--quiet", "loss", "--model", gg, "--token-ids", ids, "--tokens", "48", "--conditions", "plain",
+            "--kernel", "fa3", "--linear-precision", "fp32", "--json", json_out=True)
+    assert c[0]["ce_ref"] != a[0]["ce_ref"]
