@@ -11,10 +11,15 @@ struct capture_request {
   std::vector<std::string> texts, token_ids;  ///< text files (tokenized) or token-id files
   int tokens = 1024;                          ///< the first N tokens of each
   bool progress = true;                       ///< the progress line (core/progress.h)
+  /// Split the model's layers across the MPI ranks (scaleout/layers.h): rank r holds only its
+  /// layers, the residual stream flows from rank to rank, and rank 0 gathers every layer's
+  /// operands and writes the files (the same bytes as one process).
+  bool pipeline_layers = false;
 };
 
 /// Checks every input, then writes one capture file per source into r.out (a failed run leaves
-/// it as it was); returns the written paths in the order given. Throws attnum::error on bad input.
+/// it as it was); returns the written paths in the order given (on rank 0; other ranks of a
+/// layer pipeline return none). Throws attnum::error on bad input.
 std::vector<std::string> capture_texts(const capture_request& r);
 
 }  // namespace attnum::pipeline

@@ -172,6 +172,43 @@ TEST(mpi_test, study_two_ranks_equal_single_process) {
                     {"pcast_theory.csv", "pcast_dp.csv", "pcast_simulate.csv", "pcast_overflow.csv"});
 }
 
+// --pipeline-layers: the model's 5 layers split across 2 and 3 ranks (3+2 and 2+2+1), the residual
+// stream sent from rank to rank: the same capture files as one process, byte for byte.
+TEST(mpi_test, capture_pipeline_layers_two_and_three_ranks_equal_single_process) {
+  REQUIRE_MPIRUN();
+  const fs::path model = fs::path(ATTNUM_DATA_DIR) / "stories260K.bin";
+  const fs::path ids = fs::path(ATTNUM_DATA_DIR) / "stories260K_greedy_reference_ids.txt";
+  const fs::path text = fs::path(ATTNUM_DATA_DIR) / "stories260K_greedy_reference.txt";
+  const fs::path d = scratch("capture-pipeline");
+  for (const std::string lin : {"fp32", "bf16"}) {
+    const std::string args = " capture --model " + model.string() + " --token-ids " + ids.string() + " --text " +
+                             text.string() + " --tokens 64 --linear-precision " + lin + " --quiet --out ";
+    auto single = sh("cd " + d.string() + " && " + kBin + " --threads 2" + args + "single-" + lin);
+    ASSERT_EQ(single.status, 0) << single.out;
+    for (const std::string ranks : {"2", "3"}) {
+      const std::string out = "pipe" + ranks + "-" + lin;
+      auto r = sh("cd " + d.string() + " && " + kMpirun + "-n " + ranks + " " + kBin + " --threads 1" + args + out +
+                  " --pipeline-layers");
+      ASSERT_EQ(r.status, 0) << r.out;
+      int files = 0;
+      for (const auto& e : fs::directory_iterator(d / ("single-" + lin))) {
+        ++files;
+        const fs::path other = d / out / e.path().filename();
+        ASSERT_TRUE(fs::exists(other)) << other;
+        EXPECT_EQ(attnum::test::run_command("cmp " + e.path().string() + " " + other.string()).status, 0)
+            << other << " differs from " << e.path();
+      }
+      EXPECT_EQ(files, 2);
+    }
+  }
+  // More ranks than layers: refused on every rank (exit 2), nothing written.
+  auto six = sh("cd " + d.string() + " && " + kMpirun + "-n 6 " + kBin + " --threads 1 capture --model " +
+                model.string() + " --token-ids " + ids.string() + " --tokens 64 --pipeline-layers --out six");
+  EXPECT_NE(six.status, 0) << six.out;
+  EXPECT_NE(six.out.find("6 ranks for a model of 5 layers"), std::string::npos) << six.out;
+  EXPECT_FALSE(fs::exists(d / "six"));
+}
+
 namespace {
 // A build without MPI started by a launcher as one of several ranks refuses (exit 2, says why)
 // instead of running the whole job once per process into the same files.
