@@ -18,8 +18,7 @@ constexpr size_t kPiece = size_t(1) << 30;  // floats per MPI message (below INT
 model::layer_slice split_layers(int n_layers, int rank, int ranks) {
   if (ranks < 1 || rank < 0 || rank >= ranks) fail("rank {} of {}", rank, ranks);
   if (ranks > n_layers)
-    fail("--pipeline-layers: {} ranks for a model of {} layers (every rank needs at least one layer)", ranks,
-         n_layers);
+    fail("--pipeline-layers: {} ranks for a model of {} layers (every rank needs at least one layer)", ranks, n_layers);
   const int base = n_layers / ranks, extra = n_layers % ranks;
   model::layer_slice s;
   s.begin = rank * base + std::min(rank, extra);
@@ -85,6 +84,20 @@ std::vector<float> forward_pipeline(const model::weights& w, std::span<const int
   }
   if (!logits) return {};
   return model::classify(w, n, x, opt);
+}
+
+std::vector<float> forward_pipeline_shared(const model::weights& w, std::span<const int> tokens,
+                                           const model::forward_options& opt) {
+  std::vector<float> logits = forward_pipeline(w, tokens, opt, true);
+  const world& me = here();
+  if (me.size == 1) return logits;
+#ifdef ATTNUM_HAVE_MPI
+  logits.resize(tokens.size() * size_t(w.cfg.vocab_size));
+  for (size_t b = 0; b < logits.size(); b += kPiece)
+    MPI_Bcast(logits.data() + b, static_cast<int>(std::min(kPiece, logits.size() - b)), MPI_FLOAT, me.size - 1,
+              MPI_COMM_WORLD);
+#endif
+  return logits;
 }
 
 }  // namespace attnum::scaleout

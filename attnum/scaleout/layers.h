@@ -26,6 +26,11 @@ model::layer_slice my_layers(int n_layers, bool head);
 std::vector<float> forward_pipeline(const model::weights& w, std::span<const int> tokens,
                                     const model::forward_options& opt, bool logits);
 
+/// forward_pipeline's logits on every rank (sent from the last rank to all): what a loss computed on
+/// every rank from the same logits needs.
+std::vector<float> forward_pipeline_shared(const model::weights& w, std::span<const int> tokens,
+                                           const model::forward_options& opt);
+
 /// Point-to-point transfers of floats (any count: sent in pieces below MPI's int limit); with no
 /// MPI world they throw (they are never called in a single process).
 void send_floats(const float* data, size_t count, int to, int tag);

@@ -30,7 +30,7 @@ TEST(layers_test, split_is_contiguous_balanced_and_covers_every_layer) {
       }
       EXPECT_EQ(next, n_layers);
     }
-  EXPECT_EQ(scaleout::split_layers(5, 0, 2).end, 3);  // 3 + 2
+  EXPECT_EQ(scaleout::split_layers(5, 0, 2).end, 3);    // 3 + 2
   EXPECT_EQ(scaleout::split_layers(5, 2, 3).begin, 4);  // 2 + 2 + 1
   EXPECT_THROW(scaleout::split_layers(5, 0, 6), error);
 }
@@ -74,7 +74,8 @@ TEST(layers_test, a_slice_holds_only_its_layers_and_keeps_the_checkpoint_precisi
   // The layers are held once across the ranks; only the tied table is held twice.
   EXPECT_EQ(sum, full.bytes() + full.tok_embeddings.bytes());
   // Under bf16 a slice's weight bytes are its own tensors' (not the whole model's).
-  model::weights w1 = model::load_model(kModel, [](const model::config& c) { return scaleout::split_layers(c.n_layers, 1, 3); });
+  model::weights w1 =
+      model::load_model(kModel, [](const model::config& c) { return scaleout::split_layers(c.n_layers, 1, 3); });
   EXPECT_LT(model::weight_bytes(w1, model::linear_precision::bf16),
             model::weight_bytes(full, model::linear_precision::bf16) / 2);
 }

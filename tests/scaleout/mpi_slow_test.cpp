@@ -209,6 +209,38 @@ TEST(mpi_test, capture_pipeline_layers_two_and_three_ranks_equal_single_process)
   EXPECT_FALSE(fs::exists(d / "six"));
 }
 
+// loss --pipeline-layers: every window's reference and variant forward passes flow through 2 and
+// 3 ranks; the rows and files are a single process's, byte for byte.
+TEST(mpi_test, loss_pipeline_layers_two_and_three_ranks_equal_single_process) {
+  REQUIRE_MPIRUN();
+  const fs::path model = fs::path(ATTNUM_DATA_DIR) / "stories260K.bin";
+  const fs::path ids = fs::path(ATTNUM_DATA_DIR) / "stories260K_greedy_reference_ids.txt";
+  const fs::path d = scratch("loss-pipeline");
+  const std::string args = " loss --model " + model.string() + " --token-ids " + ids.string() +
+                           " --tokens 48 --windows 3 --kernel fa3,sage2pp-sm89 --conditions plain,rotate --json "
+                           "--quiet --out ";
+  auto single = sh("cd " + d.string() + " && " + kBin + " --threads 2" + args + "single");
+  ASSERT_EQ(single.status, 0) << single.out;
+  const std::vector<std::string> files = {"loss.json", "loss.csv", "loss_paired.json", "loss_paired.csv"};
+  for (const std::string ranks : {"2", "3"}) {
+    const std::string out = "pipe" + ranks;
+    auto r = sh("cd " + d.string() + " && " + kMpirun + "-n " + ranks + " " + kBin + " --threads 1" + args + out +
+                " --pipeline-layers");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(single.out, r.out);
+    for (const auto& f : files)
+      EXPECT_EQ(attnum::test::run_command("cmp " + (d / "single" / f).string() + " " + (d / out / f).string()).status,
+                0)
+          << f << " differs";
+  }
+  // What a rank holding only its layers cannot do is refused (exit 2) before any work.
+  auto refused = sh("cd " + d.string() + " && " + kMpirun + "-n 2 " + kBin + " --threads 1" + args +
+                    "ref --pipeline-layers --reference-file nowhere.bin");
+  EXPECT_NE(refused.status, 0) << refused.out;
+  EXPECT_NE(refused.out.find("--reference-file and --shard are not supported"), std::string::npos) << refused.out;
+  EXPECT_FALSE(fs::exists(d / "ref"));
+}
+
 namespace {
 // A build without MPI started by a launcher as one of several ranks refuses (exit 2, says why)
 // instead of running the whole job once per process into the same files.
