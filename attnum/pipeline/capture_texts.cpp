@@ -15,9 +15,8 @@
 namespace attnum::pipeline {
 namespace {
 constexpr int kCaptureTag = 102;
+}  // namespace
 
-// A layer pipeline's capture of one text: every rank runs its layers; ranks 1.. send their layers'
-// q, k, v to rank 0, which receives them rank by rank, layer by layer, and holds them all.
 model::captured_qkv capture_pipelined(const model::weights& w, std::span<const int> ids, model::linear_precision p) {
   const auto& c = w.cfg;
   const auto& me = scaleout::here();
@@ -46,6 +45,7 @@ model::captured_qkv capture_pipelined(const model::weights& w, std::span<const i
   return cap;
 }
 
+namespace {
 std::string file_hash(const std::string& path) {
   const std::string s = read_file(path);
   return model::fnv1a_hex(s.data(), s.size());

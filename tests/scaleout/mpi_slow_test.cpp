@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 #include "cli_util.h"
@@ -239,6 +241,55 @@ TEST(mpi_test, loss_pipeline_layers_two_and_three_ranks_equal_single_process) {
   EXPECT_NE(refused.status, 0) << refused.out;
   EXPECT_NE(refused.out.find("--reference-file and --shard are not supported"), std::string::npos) << refused.out;
   EXPECT_FALSE(fs::exists(d / "ref"));
+}
+
+// study --model M --pipeline-layers: the captures and the loss through 3 ranks (2+2+1 layers), the
+// head study's units divided among them as without it: the same files as one process (the same
+// --out name in two folders, so the recorded paths agree; summary.json's timings aside).
+TEST(mpi_test, study_pipeline_layers_three_ranks_equal_single_process) {
+  REQUIRE_MPIRUN();
+  const fs::path d = scratch("study-pipeline");
+  {  // a text long enough for the study's windows: the reference story, repeated
+    const std::string story =
+        attnum::test::run_command("cat " + (fs::path(ATTNUM_DATA_DIR) / "stories260K_greedy_reference.txt").string())
+            .out;
+    std::ofstream t(d / "story.txt");
+    for (int i = 0; i < 80; ++i) t << story << "\n";
+  }
+  fs::create_directories(d / "single");
+  fs::create_directories(d / "pipe");
+  const std::string args = " study --model " + (fs::path(ATTNUM_DATA_DIR) / "stories260K.bin").string() +
+                           " --text ../story.txt --tokens 256 --kernels fa3 --conditions plain,rotate --no-report "
+                           "--quiet --out r";
+  auto single = sh("cd " + (d / "single").string() + " && " + kBin + " --threads 2" + args);
+  ASSERT_EQ(single.status, 0) << single.out;
+  auto pipe = sh("cd " + (d / "pipe").string() + " && " + kMpirun + "-n 3 " + kBin + " --threads 1" + args +
+                 " --pipeline-layers");
+  ASSERT_EQ(pipe.status, 0) << pipe.out;
+  EXPECT_EQ(single.out, pipe.out);
+  const fs::path a = d / "single" / "r", b = d / "pipe" / "r";
+  int captures = 0;
+  for (const auto& e : fs::directory_iterator(a / "captures")) {
+    ++captures;
+    EXPECT_EQ(
+        attnum::test::run_command("cmp " + e.path().string() + " " + (b / "captures" / e.path().filename()).string())
+            .status,
+        0)
+        << e.path().filename() << " differs";
+  }
+  EXPECT_GT(captures, 1);
+  expect_same_files(a / "heads", b / "heads", kHeadFiles);
+  expect_same_files(a / "loss", b / "loss", {"loss.json", "loss.csv", "loss_paired.json", "loss_paired.csv"});
+  auto summary = [](const fs::path& f) {
+    nlohmann::json j = nlohmann::json::parse(attnum::test::comparable_result(f));
+    j.erase("timings");
+    return j.dump(2);
+  };
+  EXPECT_EQ(summary(a / "summary.json"), summary(b / "summary.json"));
+  // The synthetic zoo has no model layers to split: refused.
+  auto zoo = sh("cd " + d.string() + " && " + kBin + " study --zoo-layers 1 --pipeline-layers --out zoo");
+  EXPECT_EQ(zoo.status, 2) << zoo.out;
+  EXPECT_NE(zoo.out.find("needs --model"), std::string::npos) << zoo.out;
 }
 
 namespace {
