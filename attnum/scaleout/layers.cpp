@@ -12,7 +12,9 @@
 namespace attnum::scaleout {
 namespace {
 constexpr int kResidualTag = 101;
+#ifdef ATTNUM_HAVE_MPI
 constexpr size_t kPiece = size_t(1) << 30;  // floats per MPI message (below INT_MAX)
+#endif
 }  // namespace
 
 model::layer_slice split_layers(int n_layers, int rank, int ranks) {
