@@ -22,6 +22,9 @@ void setup(CLI::App& app) {
   app.add_option("--linear-precision", o->linear,
                  "Outside attention: auto (the checkpoint's own dtype), fp32, bf16 or fp16")
       ->capture_default_str();
+  app.add_flag("--pipeline-layers", o->pipeline_layers,
+               "Under mpirun: split the model's layers across the ranks (each holds a contiguous range; "
+               "docs/scaleout.md)");
   app.add_option("--out", o->out, "Output folder")->required();
   app.callback([o] { run(*o); });
 }

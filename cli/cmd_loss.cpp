@@ -26,6 +26,7 @@ struct loss_options {
   std::vector<std::string> texts, token_ids;
   int tokens = 1024, windows = 1;
   std::string shard;  // "I/N"
+  bool pipeline_layers = false;
   attnum::cli::output_flags output;
 };
 
@@ -41,7 +42,7 @@ void run(const loss_options& o) {
   q.conditions = attnum::cli::conditions_from_flag(o.conditions, false);
   q.reference = o.reference, q.linear = o.linear;
   q.save_reference = o.save_reference, q.reference_file = o.reference_file;
-  q.out = o.out, q.shard = o.shard;
+  q.out = o.out, q.shard = o.shard, q.pipeline_layers = o.pipeline_layers;
   q.command = o.shard.empty() ? fmt::format("attnum loss --kernel {}", o.kernel.kernels)
                               : fmt::format("attnum loss --shard {}", o.shard);
   q.notices = attnum::get_progress_mode() != attnum::progress_mode::never;
@@ -145,6 +146,9 @@ void setup(CLI::App& app) {
   app.add_option("--reference-file", o->reference_file,
                  "Read the reference logits from FILE (written by --save-reference) instead of computing them");
   app.add_option("--shard", o->shard, "Compute shard I of N (I/N) and write DIR/loss-shard-I-of-N.json");
+  app.add_flag("--pipeline-layers", o->pipeline_layers,
+               "Under mpirun: split the model's layers across the ranks (each holds a contiguous range; "
+               "docs/scaleout.md)");
   attnum::cli::add_output_options(app, o->output, "Print a JSON array, one object per condition");
   app.callback([o] { run(*o); });
 }

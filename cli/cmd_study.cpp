@@ -47,6 +47,9 @@ void setup(CLI::App& app) {
   app.add_option("--zoo-tokens", f->c.zoo_tokens, "Tokens per zoo head")->capture_default_str();
   app.add_flag("--full-pcast", f->full_pcast, "Full P-cast simulation (16 seeds, 64 rows)");
   app.add_flag("--no-report", f->no_report, "Skip the HTML report");
+  app.add_flag("--pipeline-layers", f->c.pipeline_layers,
+               "Under mpirun: split the model's layers across the ranks for the captures and the loss (each "
+               "holds a contiguous range; docs/scaleout.md)");
   app.add_flag("--quiet", f->quiet, "No progress on stderr");
   attnum::cli::add_output_options(app, f->output, "Print summary.json instead of the table");
   app.callback([f] {

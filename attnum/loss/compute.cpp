@@ -17,7 +17,7 @@ std::vector<float> reference_forward(const model::weights& w, const loss_params&
   model::forward_options opt;
   opt.linear = p.linear;
   opt.attention = model::reference_attention(p.reference);
-  return forward(w, inputs, opt);
+  return p.forward ? p.forward(w, inputs, opt) : forward(w, inputs, opt);
 }
 
 label_stat compare_logits(const float* ref, const float* var, int vocab, int label) {
@@ -65,7 +65,7 @@ std::vector<unit_result> compute_window(const model::weights& w, const loss_para
   for (const loss_unit& u : units) {
     ATTNUM_ASSERT(u.source == units[0].source && u.window == units[0].window, "mixed windows");
     opt.attention = model::kernel_attention(p.kernel, p.conditions[u.condition], {p.rotation, false});
-    const std::vector<float> var = forward(w, inputs, opt);
+    const std::vector<float> var = p.forward ? p.forward(w, inputs, opt) : forward(w, inputs, opt);
     // A NaN or infinite logit has no loss (its argmax would be meaningless): refuse the position.
     for (const auto& [logits, which] : {std::pair{ref, "reference"}, std::pair{var.data(), "kernel"}})
       for (size_t e = 0; e < size_t(n) * vocab; ++e)

@@ -8,6 +8,7 @@
 // Scale-out: the work is a list of units (source, window, condition), enumerated in canonical
 // order (condition-major, then source, then window); a shard runs whole windows.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,6 +42,10 @@ struct loss_params {
   /// The reference's logits read from a file (loss/reference_logits.h) instead of computed: null
   /// computes them (the reference forward of every window).
   std::shared_ptr<const reference_logits> reference_file;
+  /// The forward pass of every reference and variant (empty: model::forward). A layer pipeline's
+  /// (scaleout/layers.h: every rank calls it, every rank gets the last rank's logits) is the only
+  /// other; it computes the same logits.
+  std::function<std::vector<float>(const model::weights&, std::span<const int>, const model::forward_options&)> forward;
 };
 
 /// One work unit.

@@ -8,6 +8,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "attnum/model/transformer.h"
 #include "attnum/model/weights.h"
@@ -28,6 +29,18 @@ struct capture_source {
 /// atomically to `path`.
 void write_capture(const weights& w, std::span<const int> ids, const capture_source& src, linear_precision p,
                    const std::string& path);
+
+/// The post-RoPE operands of every layer, [n_layers] each (a layer pipeline's rank fills only its
+/// own layers; the others stay empty).
+struct captured_qkv {
+  std::vector<std::vector<float>> q, k, v;
+};
+/// The forward options of a capture (write_capture's): linear layers at p, the BF16 reference
+/// attention, each layer's q, k, v copied into cap (sized for n_layers here).
+forward_options capture_options(linear_precision p, captured_qkv& cap, int n_layers);
+/// Writes the capture file of n tokens from every layer's operands in cap (write_capture's file).
+void write_capture_file(const weights& w, int n, const captured_qkv& cap, const capture_source& src, linear_precision p,
+                        const std::string& path);
 
 /// Returns the file name of a capture: "<model>__<text>.safetensors" (unsafe characters -> '_').
 std::string capture_file_name(const std::string& model_id, const std::string& text_id);

@@ -54,6 +54,13 @@ weights load_model(const std::string& path) {
   return w;
 }
 
+weights load_model(const std::string& path, const std::function<layer_slice(const config&)>& slice_of) {
+  weights w = load_any(path);
+  keep_slice(w, slice_of(w.cfg));
+  require_finite_weights(w, path);  // the slice's tensors only: the rest is never read
+  return w;
+}
+
 namespace {
 std::unique_ptr<tokenizer> open_tokenizer(const std::string& model_path, const weights& w,
                                           const std::string& override_path) {

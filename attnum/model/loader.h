@@ -1,6 +1,7 @@
 #pragma once
 // Opens a model by path: a llama2.c checkpoint file (*.bin), a Hugging Face folder
 // (config.json + model.safetensors or a sharded index) or a GGUF file, and its tokenizer.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,9 @@ namespace attnum::model {
 
 /// Returns the model at `path` (a llama2.c file, a Hugging Face folder or a GGUF file).
 weights load_model(const std::string& path);
+/// The same holding only the slice slice_of(config) (keep_slice): a layer pipeline's rank reads
+/// (and checks) only its own tensors.
+weights load_model(const std::string& path, const std::function<layer_slice(const config&)>& slice_of);
 
 /// Returns the model's tokenizer: `override_path` when given; else tok512.bin or tokenizer.bin
 /// beside a llama2.c file, tokenizer.json inside a Hugging Face folder, or the tokenizer stored in

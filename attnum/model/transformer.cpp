@@ -203,12 +203,15 @@ std::string_view name(linear_precision p) {
 
 linear_precision checkpoint_precision(const weights& w) {
   size_t f32 = 0, bf16 = 0, f16 = 0;
-  for_each_tensor(
-      w,
-      [&](const std::string&, const matrix& m) {
-        (m.dtype() == io::st_dtype::BF16 ? bf16 : m.dtype() == io::st_dtype::F16 ? f16 : f32) += m.size();
-      },
-      [](const std::string&, const std::vector<float>&) {});
+  if (w.partial)  // a pipeline rank's slice: the whole checkpoint's counts
+    f32 = w.full_elements[0], bf16 = w.full_elements[1], f16 = w.full_elements[2];
+  else
+    for_each_tensor(
+        w,
+        [&](const std::string&, const matrix& m) {
+          (m.dtype() == io::st_dtype::BF16 ? bf16 : m.dtype() == io::st_dtype::F16 ? f16 : f32) += m.size();
+        },
+        [](const std::string&, const std::vector<float>&) {});
   if (f16 > f32 && f16 > bf16) return linear_precision::fp16;
   if (bf16 > f32 && bf16 >= f16) return linear_precision::bf16;
   return linear_precision::fp32;
@@ -264,6 +267,13 @@ void linear(const float* x, int n, int in, const matrix& w, int out, float* y) {
 }
 
 size_t weight_bytes(const weights& w, linear_precision p) {
+  if (w.partial && p != linear_precision::fp32) {  // a pipeline rank's slice, its matrices in 16 bits
+    size_t n = 0;
+    for_each_tensor(
+        w, [&](const std::string&, const matrix& m) { n += m.size() * 2; },
+        [&](const std::string&, const std::vector<float>& v) { n += v.size() * sizeof(float); });
+    return n;
+  }
   if (p == linear_precision::bf16) return model_bytes(w.cfg, io::st_dtype::BF16);
   if (p == linear_precision::fp16) return model_bytes(w.cfg, io::st_dtype::F16);
   return w.bytes();
@@ -311,11 +321,8 @@ size_t forward_activation_bytes(const config& c, int n) {
   return sizeof(float) * (size_t(n) * per_token + size_t(threads()) * kOutBlock * std::max({D, H, hd}));
 }
 
-std::vector<float> forward(const weights& w, std::span<const int> tokens, const forward_options& opt) {
-  const config& c = w.cfg;
-  const int n = static_cast<int>(tokens.size()), D = c.dim, d = c.d_head;
-  const int hd = c.n_head * d, kvd = c.n_head_kv * d;
-  const linear_precision p = opt.linear;
+namespace {
+void check_tokens(const config& c, int n) {
   if (n == 0) fail("forward: no tokens");
   if (n > c.seq_len)
     fail("{} tokens exceed the model's context of {} (seq_len / max_position_embeddings)", n, c.seq_len);
@@ -325,18 +332,37 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens, const 
           "{} tokens exceed layer {}'s sliding window of {} (config.json sliding_window): windowed "
           "attention is not implemented; use at most {} tokens",
           n, l, c.sliding_window[l], c.sliding_window[l]);
+}
+}  // namespace
+
+std::vector<float> embed(const weights& w, std::span<const int> tokens) {
+  const config& c = w.cfg;
+  const int n = static_cast<int>(tokens.size()), D = c.dim;
+  check_tokens(c, n);
   std::vector<float> x(size_t(n) * D);
   for (int i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       fail("token id {} at position {} outside the vocabulary 0..{}", tokens[i], i, c.vocab_size - 1);
     w.tok_embeddings.widen(size_t(tokens[i]) * D, D, x.data() + size_t(i) * D);
   }
+  return x;
+}
+
+void forward_layers(const weights& w, int n, std::vector<float>& x, int begin, int end, const forward_options& opt) {
+  const config& c = w.cfg;
+  const int D = c.dim, d = c.d_head;
+  const int hd = c.n_head * d, kvd = c.n_head_kv * d;
+  const linear_precision p = opt.linear;
+  check_tokens(c, n);
+  if (begin < 0 || end > c.n_layers || begin > end)
+    fail("forward: layers [{}, {}) outside the model's {} layers", begin, end, c.n_layers);
+  if (x.size() != size_t(n) * D) fail("forward: residual of {} values for {} tokens of {}", x.size(), n, D);
   const attention_fn attention = opt.attention ? opt.attention : fp32_attention();
   const rope_table rope_tab(n, c);
   std::vector<float> xb(x.size()), qh(size_t(n) * hd), kh(size_t(n) * kvd), vh(size_t(n) * kvd), oh(size_t(n) * hd),
       o(size_t(n) * hd);
   std::vector<float> q, k, v, qn, kn, h1, h3, delta;  // reused by every layer
-  for (int l = 0; l < c.n_layers; ++l) {
+  for (int l = begin; l < end; ++l) {
     const layer_weights& L = w.layers[l];
     if (opt.on_residual) opt.on_residual(l, x.data());
     // 1. attention block: norm, projections, RoPE, the hook, output projection
@@ -374,11 +400,25 @@ std::vector<float> forward(const weights& w, std::span<const int> tokens, const 
     project(h1, n, c.hidden_dim, L.w2, L.b2, D, p, opt.stats, delta);
     add_residual(x, delta, p);
   }
+}
+
+std::vector<float> classify(const weights& w, int n, const std::vector<float>& x, const forward_options& opt) {
+  const config& c = w.cfg;
+  const int D = c.dim;
+  if (x.size() != size_t(n) * D) fail("forward: residual of {} values for {} tokens of {}", x.size(), n, D);
   if (opt.on_residual) opt.on_residual(c.n_layers, x.data());
-  rmsnorm(x.data(), w.final_norm, n, D, c.norm_eps, p, xb.data());
+  std::vector<float> xb(x.size());
+  rmsnorm(x.data(), w.final_norm, n, D, c.norm_eps, opt.linear, xb.data());
   std::vector<float> logits;
-  project(xb, n, D, w.output_matrix(), {}, c.vocab_size, p, opt.stats, logits);
+  project(xb, n, D, w.output_matrix(), {}, c.vocab_size, opt.linear, opt.stats, logits);
   return logits;
+}
+
+std::vector<float> forward(const weights& w, std::span<const int> tokens, const forward_options& opt) {
+  const int n = static_cast<int>(tokens.size());
+  std::vector<float> x = embed(w, tokens);
+  forward_layers(w, n, x, 0, w.cfg.n_layers, opt);
+  return classify(w, n, x, opt);
 }
 
 std::vector<int> greedy(const weights& w, std::vector<int> prompt, int steps, const forward_options& opt) {

@@ -75,6 +75,16 @@ struct forward_options {
 /// vocabulary or more tokens than the model's context.
 std::vector<float> forward(const weights& w, std::span<const int> tokens, const forward_options& opt = {});
 
+/// forward() in three parts, as a layer pipeline runs them across ranks (scaleout/layers.h); the
+/// three in sequence are forward() itself, the same arithmetic bit for bit:
+/// - embed: the residual stream [n_tok, dim] entering layer 0 (checks the tokens as forward does);
+/// - forward_layers: layers [begin, end) applied to the residual x of n tokens in place (calling
+///   opt's hooks for those layers only);
+/// - classify: on_residual(n_layers), the final norm and the classifier: the logits [n_tok, vocab].
+std::vector<float> embed(const weights& w, std::span<const int> tokens);
+void forward_layers(const weights& w, int n, std::vector<float>& x, int begin, int end, const forward_options& opt);
+std::vector<float> classify(const weights& w, int n, const std::vector<float>& x, const forward_options& opt);
+
 /// Returns the bytes forward() allocates for n tokens besides the weights: the residual and its
 /// norm, q/k/v and their head-major copies, the MLP's two hidden rows, the logits, the RoPE table
 /// and one widening panel per thread: 4 * (n * (3 D + 5 hd + 4 kvd [+ hd + kvd with q/k norms]

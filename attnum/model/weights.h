@@ -129,6 +129,11 @@ struct weights {
   std::vector<layer_weights> layers;
   std::vector<float> final_norm;  // [dim]
   matrix classifier;              // [vocab, dim]; empty when tied
+  /// Set by keep_slice: only a pipeline rank's part of the model is held, the other tensors are
+  /// empty, and full_elements counts the whole checkpoint's matrix elements stored as F32, BF16
+  /// and F16 (so checkpoint_precision is the whole model's on every rank).
+  bool partial = false;
+  size_t full_elements[3] = {0, 0, 0};
   /// Returns the classifier matrix (the embedding table when tied).
   const matrix& output_matrix() const { return classifier.empty() ? tok_embeddings : classifier; }
   /// Bytes the weights hold (matrices in their stored dtype, norms and biases in fp32): about the
@@ -158,6 +163,19 @@ void for_each_tensor(W& w, M&& on_matrix, V&& on_vector) {
   on_vector(std::string("final_norm"), w.final_norm);
   on_matrix(std::string("classifier"), w.classifier);
 }
+
+/// The part of a model one rank of a layer pipeline holds (scaleout/layers.h): layers
+/// [begin, end), the embedding table when it embeds the tokens (the first rank) and the final norm
+/// and classifier when it computes the logits (the last rank; a tied classifier keeps the table).
+struct layer_slice {
+  int begin = 0, end = 0;
+  bool embeddings = true, head = true;
+};
+
+/// Drops every tensor of w outside s (they become empty; the mapped pages of a dropped tensor are
+/// never touched, so the process holds only its slice) and marks w partial. Throws attnum::error
+/// for a range outside 0..n_layers.
+void keep_slice(weights& w, const layer_slice& s);
 
 /// Bytes a model of shape c holds with its matrices stored as `matrices` (F32, BF16 or F16) and
 /// norms and biases in fp32: weights::bytes() of such a model, known before it exists.

@@ -9,8 +9,42 @@
 #include "attnum/core/progress.h"
 #include "attnum/model/capture.h"
 #include "attnum/model/loader.h"
+#include "attnum/scaleout/layers.h"
+#include "attnum/scaleout/world.h"
 
 namespace attnum::pipeline {
+namespace {
+constexpr int kCaptureTag = 102;
+}  // namespace
+
+model::captured_qkv capture_pipelined(const model::weights& w, std::span<const int> ids, model::linear_precision p) {
+  const auto& c = w.cfg;
+  const auto& me = scaleout::here();
+  model::captured_qkv cap;
+  scaleout::forward_pipeline(w, ids, model::capture_options(p, cap, c.n_layers), false);
+  const size_t n = ids.size(), nq = size_t(c.n_head) * n * c.d_head, nk = size_t(c.n_head_kv) * n * c.d_head;
+  if (me.size == 1) return cap;
+  if (me.rank != 0) {
+    const model::layer_slice s = scaleout::split_layers(c.n_layers, me.rank, me.size);
+    for (int l = s.begin; l < s.end; ++l) {
+      scaleout::send_floats(cap.q[l].data(), nq, 0, kCaptureTag);
+      scaleout::send_floats(cap.k[l].data(), nk, 0, kCaptureTag);
+      scaleout::send_floats(cap.v[l].data(), nk, 0, kCaptureTag);
+    }
+    return cap;
+  }
+  for (int r = 1; r < me.size; ++r) {
+    const model::layer_slice s = scaleout::split_layers(c.n_layers, r, me.size);
+    for (int l = s.begin; l < s.end; ++l) {
+      cap.q[l].resize(nq), cap.k[l].resize(nk), cap.v[l].resize(nk);
+      scaleout::recv_floats(cap.q[l].data(), nq, r, kCaptureTag);
+      scaleout::recv_floats(cap.k[l].data(), nk, r, kCaptureTag);
+      scaleout::recv_floats(cap.v[l].data(), nk, r, kCaptureTag);
+    }
+  }
+  return cap;
+}
+
 namespace {
 std::string file_hash(const std::string& path) {
   const std::string s = read_file(path);
@@ -28,7 +62,12 @@ std::vector<std::string> capture_texts(const capture_request& o) {
     in.insert(in.end(), o.token_ids.begin(), o.token_ids.end());
     require_out_outside_inputs(o.out, in);
   }
-  weights w = load_model(o.model);
+  // Under --pipeline-layers each rank reads only its layers (and rank 0 the embeddings); the
+  // classifier is never needed (a capture stops at the last layer's attention operands).
+  weights w = o.pipeline_layers
+                  ? load_model(o.model, [](const config& c) { return scaleout::my_layers(c.n_layers, false); })
+                  : load_model(o.model);
+  const bool root = scaleout::here().root();
   if (o.tokens <= 0) fail("--tokens must be positive, got {}", o.tokens);
   if (o.tokens > w.cfg.seq_len) fail("--tokens {} is larger than the model's context {}", o.tokens, w.cfg.seq_len);
   const linear_precision p = resolve_linear_precision(o.linear, w);
@@ -53,6 +92,26 @@ std::vector<std::string> capture_texts(const capture_request& o) {
   check_memory(w, p, capture_activation_bytes(w.cfg, o.tokens),
                fmt::format("capture: {} with {} tokens", w.id, o.tokens));
   prepare_weights(w, p);
+  if (o.pipeline_layers) {  // only rank 0 touches the output folder
+    std::vector<std::string> written;
+    std::unique_ptr<output_guard> guard;
+    if (root) {
+      guard = std::make_unique<output_guard>(o.out);
+      begin_output_dir(o.out);
+    }
+    progress bar("capture", static_cast<int64_t>(jobs.size()), "texts", o.progress && root,
+                 "one text through the model's layers on every rank, its q, k, v saved");
+    for (const job& j : jobs) {
+      const captured_qkv cap = capture_pipelined(w, j.ids, p);
+      if (root) {
+        written.push_back((fs::path(o.out) / capture_file_name(w.id, j.src.text_id)).string());
+        write_capture_file(w, static_cast<int>(j.ids.size()), cap, j.src, p, written.back());
+      }
+      bar.add();
+    }
+    if (guard) guard->commit();
+    return written;
+  }
   output_guard guard(o.out);  // docs/reliability.md: a failed run leaves --out as it was
   begin_output_dir(o.out);
   std::vector<std::string> written;

@@ -167,7 +167,7 @@ std::vector<loss::unit_result> read_window(const fs::path& f, const loss::loss_p
 
 std::vector<loss::loss_row> run_loss(const model::weights& w, const loss::loss_params& p, const std::string& model_id,
                                      const fs::path& dir, int shard_index, int shard_count, bool progress,
-                                     std::vector<loss::paired_row>* paired) {
+                                     std::vector<loss::paired_row>* paired, bool pipeline_layers) {
   const auto& world = scaleout::here();
   if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count)
     fail("--shard {}/{}: expected 0 <= I < N", shard_index, shard_count);
@@ -187,29 +187,33 @@ std::vector<loss::loss_row> run_loss(const model::weights& w, const loss::loss_p
   std::map<int, std::vector<loss::unit_result>> got;  // rank 0 without a folder keeps them here
   attnum::progress bar("loss", static_cast<int64_t>(todo.size()), "windows", progress && world.root(),
                        "one window of --tokens labels of one text, run under every condition");
-  // Windows run one at a time per rank: a window's forward passes are parallel inside.
-  scaleout::distribute(
-      todo,
-      [&](int k) -> std::string {
-        std::vector<loss::loss_unit> units;
-        for (int c = 0; c < static_cast<int>(p.conditions.size()); ++c)
-          units.push_back({k / p.windows, k % p.windows, c});
-        json arr = json::array();
-        for (const auto& r : loss::compute_window(w, p, units)) arr.push_back(loss::to_json(r));
-        return arr.dump();
-      },
-      [&](int k, const std::string& bytes) {
-        if (keep) {
-          const fs::path f = loss_window_path(dir, k / p.windows, k % p.windows);
-          fs::create_directories(f.parent_path());
-          write_file_atomic(f, bytes);
-        } else {
-          std::vector<loss::unit_result> rs;
-          for (const auto& j : json::parse(bytes)) rs.push_back(loss::unit_result_from_json(j));
-          got[k] = std::move(rs);
-        }
-      },
-      1, [&bar](int d, int) { bar.update(d); });
+  auto compute = [&](int k) -> std::string {
+    std::vector<loss::loss_unit> units;
+    for (int c = 0; c < static_cast<int>(p.conditions.size()); ++c) units.push_back({k / p.windows, k % p.windows, c});
+    json arr = json::array();
+    for (const auto& r : loss::compute_window(w, p, units)) arr.push_back(loss::to_json(r));
+    return arr.dump();
+  };
+  auto store = [&](int k, const std::string& bytes) {
+    if (keep) {
+      const fs::path f = loss_window_path(dir, k / p.windows, k % p.windows);
+      fs::create_directories(f.parent_path());
+      write_file_atomic(f, bytes);
+    } else {
+      std::vector<loss::unit_result> rs;
+      for (const auto& j : json::parse(bytes)) rs.push_back(loss::unit_result_from_json(j));
+      got[k] = std::move(rs);
+    }
+  };
+  if (pipeline_layers) {  // every rank runs every window's forward passes together; rank 0 stores
+    for (size_t i = 0; i < todo.size(); ++i) {
+      const std::string bytes = compute(todo[i]);
+      if (world.root()) store(todo[i], bytes), bar.update(static_cast<int64_t>(i + 1));
+    }
+  } else {
+    // Windows run one at a time per rank: a window's forward passes are parallel inside.
+    scaleout::distribute(todo, compute, store, 1, [&bar](int d, int) { bar.update(d); });
+  }
   if (!world.root() || shard_count != 1) return {};
   std::vector<loss::unit_result> all;
   for (int k = 0; k < n_windows; ++k) {

@@ -30,9 +30,12 @@ bool run_heads(std::span<const study::plan> plans, std::span<const std::filesyst
 /// computes only this shard's windows into dir and returns no rows. (`attnum loss --shard` writes
 /// loss::write_shard_file files instead, which `attnum merge` combines.) The paired comparisons
 /// go to dir/loss_paired.{json,csv} when dir is given, and into *paired (rank 0) when given.
+/// With pipeline_layers every rank runs every window (each forward pass flows through all ranks,
+/// p.forward being scaleout::forward_pipeline_shared) and rank 0 stores them.
 std::vector<loss::loss_row> run_loss(const model::weights& w, const loss::loss_params& p, const std::string& model_id,
                                      const std::filesystem::path& dir, int shard_index = 0, int shard_count = 1,
-                                     bool progress = true, std::vector<loss::paired_row>* paired = nullptr);
+                                     bool progress = true, std::vector<loss::paired_row>* paired = nullptr,
+                                     bool pipeline_layers = false);
 
 /// Loss checkpoint folder layout: dir/checkpoints/loss-params.json and window-S-W.json.
 std::filesystem::path loss_window_path(const std::filesystem::path& dir, int source, int window);

@@ -9,6 +9,7 @@
 #include "attnum/model/loader.h"
 #include "attnum/loss/reference_logits.h"
 #include "attnum/pipeline/distributed.h"
+#include "attnum/scaleout/layers.h"
 #include "attnum/scaleout/world.h"
 
 namespace attnum::pipeline {
@@ -27,6 +28,10 @@ loss_outcome run_loss_request(const loss_request& r) {
         "loss --save-reference runs in one process: save the reference logits once, then give --reference-file "
         "to the {}",
         mpi ? "ranks" : "shards");
+  if (r.pipeline_layers && (!r.save_reference.empty() || !r.reference_file.empty() || !r.shard.empty()))
+    fail(
+        "loss --pipeline-layers: --save-reference, --reference-file and --shard are not supported with it (a "
+        "rank holds only its layers, and a reference file names the whole model's weights)");
   // Flags first: a bad flag is refused before the model is read.
   {  // nothing the run writes is equal to or inside what it reads
     std::vector<std::filesystem::path> in{r.model, r.tokenizer, r.reference_file};
@@ -43,7 +48,12 @@ loss_outcome run_loss_request(const loss_request& r) {
   if (p.reference != "bf16" && p.reference != "fp64")
     fail("--reference: expected bf16 or fp64, got '{}'", clip(p.reference));
   check_linear_precision(r.linear);
-  weights w = load_model(r.model);
+  // Under --pipeline-layers each rank reads only its layers (rank 0 the embeddings, the last rank
+  // the final norm and the classifier).
+  weights w = r.pipeline_layers
+                  ? load_model(r.model, [](const config& c) { return scaleout::my_layers(c.n_layers, true); })
+                  : load_model(r.model);
+  if (r.pipeline_layers) p.forward = scaleout::forward_pipeline_shared;
   p.linear = resolve_linear_precision(r.linear, w);
   // Windows longer than the model's context are clamped to it, as attnum study does.
   if (w.cfg.seq_len > 0 && p.n_tokens > w.cfg.seq_len) {
@@ -111,7 +121,7 @@ loss_outcome run_loss_request(const loss_request& r) {
     p.kernel = spec;
     const std::string dir = r.kernels.size() > 1 && !r.out.empty() ? r.out + "/" + spec.name : r.out;
     std::vector<paired_row> paired;
-    const auto rows = run_loss(w, p, w.id, dir, 0, 1, r.progress, &paired);
+    const auto rows = run_loss(w, p, w.id, dir, 0, 1, r.progress, &paired, r.pipeline_layers);
     o.rows.insert(o.rows.end(), rows.begin(), rows.end());
     o.paired.insert(o.paired.end(), paired.begin(), paired.end());
   }

@@ -29,6 +29,9 @@ struct loss_request {
   std::string command;         ///< the command line recorded in the completion marker
   bool progress = true;        ///< progress lines (core/progress.h)
   bool notices = true;         ///< notices on stderr (windows clamped to the context, reference saved)
+  /// Split the model's layers across the MPI ranks (scaleout/layers.h): every window's forward
+  /// passes flow through all ranks, each holding only its layers; the same rows as one process.
+  bool pipeline_layers = false;
 };
 
 struct loss_outcome {

@@ -20,8 +20,10 @@
 #include "attnum/pcast/output.h"
 #include "attnum/pcast/simulate.h"
 #include "attnum/pcast/theory.h"
+#include "attnum/pipeline/capture_texts.h"
 #include "attnum/pipeline/distributed.h"
 #include "attnum/report/page.h"
+#include "attnum/scaleout/layers.h"
 #include "attnum/scaleout/world.h"
 #include "attnum/study/head_study.h"
 
@@ -93,7 +95,11 @@ model_inputs capture_model(const study_config& c, const model::weights& w, model
       // one window: the text's own name, as a capture of the whole text is named
       const std::string id = per_text == 1 ? stem : fmt::format("{}.w{}", stem, k + 1);
       const fs::path cap = dir / model::capture_file_name(w.id, id);
-      if (scaleout::here().root() && !fs::exists(cap)) {
+      // Under --pipeline-layers every rank takes part in a capture rank 0 still needs.
+      const bool needed = c.pipeline_layers
+                              ? scaleout::broadcast(scaleout::here().root() && !fs::exists(cap) ? "1" : "0") == "1"
+                              : scaleout::here().root() && !fs::exists(cap);
+      if (needed) {
         model::capture_source src;
         src.text_id = id;
         // The same provenance `attnum capture` records for a text.
@@ -101,7 +107,13 @@ model_inputs capture_model(const study_config& c, const model::weights& w, model
         src.tokenizer = tok.source();
         src.text_path = t;
         src.text_window = model::text_window_json(win);
-        model::write_capture(w, std::span<const int>(win.ids.data(), in.n), src, lin, cap.string());
+        const std::span<const int> ids(win.ids.data(), in.n);
+        if (!c.pipeline_layers) {
+          model::write_capture(w, ids, src, lin, cap.string());
+        } else {
+          const model::captured_qkv qkv = capture_pipelined(w, ids, lin);
+          if (scaleout::here().root()) model::write_capture_file(w, in.n, qkv, src, lin, cap.string());
+        }
       }
       in.captures.push_back(cap.string());
       in.names.push_back(per_text == 1 ? t : fmt::format("{} bytes {}..{}", t, win.byte_start, win.byte_end));
@@ -124,6 +136,8 @@ json run_study(const study_config& c) {
   const auto t_all = clock_type::now();
   const bool root = scaleout::here().root();
   if (c.kernels.empty()) fail("study: --kernels is empty");
+  if (c.pipeline_layers && c.model.empty())
+    fail("study --pipeline-layers needs --model (it splits a model's layers; the synthetic zoo has none)");
   model::check_linear_precision(c.linear);
   if (root) fs::create_directories(c.out);
   json timings = json::object();
@@ -143,7 +157,10 @@ json run_study(const study_config& c) {
   if (!c.model.empty()) {
     auto t0 = clock_type::now();
     say(c, fmt::format("loading {}", clip(c.model)));
-    w = model::load_model(c.model);
+    // Under --pipeline-layers each rank reads only its layers (scaleout/layers.h).
+    w = c.pipeline_layers
+            ? model::load_model(c.model, [](const model::config& m) { return scaleout::my_layers(m.n_layers, true); })
+            : model::load_model(c.model);
     tok = model::load_tokenizer(c.model, *w, c.tokenizer);
     lp = model::resolve_linear_precision(c.linear, *w);
     {  // Refused up front when the weights and the larger of the capture's and the loss's
@@ -191,9 +208,10 @@ json run_study(const study_config& c) {
       p.rotation = c.rotation;
       p.conditions = c.conditions;
       p.linear = lp;
+      if (c.pipeline_layers) p.forward = scaleout::forward_pipeline_shared;
       loss::validate(p, *w);
       say(c, fmt::format("loss: {} on {} texts x {} labels", k.name, p.sources.size(), p.n_tokens));
-      auto r = run_loss(*w, p, w->id, c.out / "loss" / k.name, 0, 1, c.progress);
+      auto r = run_loss(*w, p, w->id, c.out / "loss" / k.name, 0, 1, c.progress, nullptr, c.pipeline_layers);
       if (root) write_complete_marker(c.out / "loss" / k.name, c.command + " (loss step, " + k.name + ")");
       rows.insert(rows.end(), r.begin(), r.end());
       // Paired rows (center - plain, ...) written by run_loss beside the kernel's checkpoints.

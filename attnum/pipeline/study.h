@@ -42,6 +42,9 @@ struct study_config {
   int zoo_layer_cap = 0;  ///< tests: keep only the first layers of each zoo model
   int zoo_tokens = 1024;  ///< tokens per zoo head
   std::string command;    ///< recorded in the result files
+  /// Split the model's layers across the MPI ranks (scaleout/layers.h) for the captures and the
+  /// loss; the head study's units are divided among the ranks as without it.
+  bool pipeline_layers = false;
 };
 
 /// Runs (or resumes) the study; returns summary.json's contents (on rank 0; an empty object on

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 #include "cli_util.h"
@@ -170,6 +172,124 @@ TEST(mpi_test, study_two_ranks_equal_single_process) {
   expect_same_files(d / "single" / "heads", d / "two" / "heads", kHeadFiles);
   expect_same_files(d / "single" / "pcast", d / "two" / "pcast",
                     {"pcast_theory.csv", "pcast_dp.csv", "pcast_simulate.csv", "pcast_overflow.csv"});
+}
+
+// --pipeline-layers: the model's 5 layers split across 2 and 3 ranks (3+2 and 2+2+1), the residual
+// stream sent from rank to rank: the same capture files as one process, byte for byte.
+TEST(mpi_test, capture_pipeline_layers_two_and_three_ranks_equal_single_process) {
+  REQUIRE_MPIRUN();
+  const fs::path model = fs::path(ATTNUM_DATA_DIR) / "stories260K.bin";
+  const fs::path ids = fs::path(ATTNUM_DATA_DIR) / "stories260K_greedy_reference_ids.txt";
+  const fs::path text = fs::path(ATTNUM_DATA_DIR) / "stories260K_greedy_reference.txt";
+  const fs::path d = scratch("capture-pipeline");
+  for (const std::string lin : {"fp32", "bf16"}) {
+    const std::string args = " capture --model " + model.string() + " --token-ids " + ids.string() + " --text " +
+                             text.string() + " --tokens 64 --linear-precision " + lin + " --quiet --out ";
+    auto single = sh("cd " + d.string() + " && " + kBin + " --threads 2" + args + "single-" + lin);
+    ASSERT_EQ(single.status, 0) << single.out;
+    for (const std::string ranks : {"2", "3"}) {
+      const std::string out = "pipe" + ranks + "-" + lin;
+      auto r = sh("cd " + d.string() + " && " + kMpirun + "-n " + ranks + " " + kBin + " --threads 1" + args + out +
+                  " --pipeline-layers");
+      ASSERT_EQ(r.status, 0) << r.out;
+      int files = 0;
+      for (const auto& e : fs::directory_iterator(d / ("single-" + lin))) {
+        ++files;
+        const fs::path other = d / out / e.path().filename();
+        ASSERT_TRUE(fs::exists(other)) << other;
+        EXPECT_EQ(attnum::test::run_command("cmp " + e.path().string() + " " + other.string()).status, 0)
+            << other << " differs from " << e.path();
+      }
+      EXPECT_EQ(files, 2);
+    }
+  }
+  // More ranks than layers: refused on every rank (exit 2), nothing written.
+  auto six = sh("cd " + d.string() + " && " + kMpirun + "-n 6 " + kBin + " --threads 1 capture --model " +
+                model.string() + " --token-ids " + ids.string() + " --tokens 64 --pipeline-layers --out six");
+  EXPECT_NE(six.status, 0) << six.out;
+  EXPECT_NE(six.out.find("6 ranks for a model of 5 layers"), std::string::npos) << six.out;
+  EXPECT_FALSE(fs::exists(d / "six"));
+}
+
+// loss --pipeline-layers: every window's reference and variant forward passes flow through 2 and
+// 3 ranks; the rows and files are a single process's, byte for byte.
+TEST(mpi_test, loss_pipeline_layers_two_and_three_ranks_equal_single_process) {
+  REQUIRE_MPIRUN();
+  const fs::path model = fs::path(ATTNUM_DATA_DIR) / "stories260K.bin";
+  const fs::path ids = fs::path(ATTNUM_DATA_DIR) / "stories260K_greedy_reference_ids.txt";
+  const fs::path d = scratch("loss-pipeline");
+  const std::string args = " loss --model " + model.string() + " --token-ids " + ids.string() +
+                           " --tokens 48 --windows 3 --kernel fa3,sage2pp-sm89 --conditions plain,rotate --json "
+                           "--quiet --out ";
+  auto single = sh("cd " + d.string() + " && " + kBin + " --threads 2" + args + "single");
+  ASSERT_EQ(single.status, 0) << single.out;
+  const std::vector<std::string> files = {"loss.json", "loss.csv", "loss_paired.json", "loss_paired.csv"};
+  for (const std::string ranks : {"2", "3"}) {
+    const std::string out = "pipe" + ranks;
+    auto r = sh("cd " + d.string() + " && " + kMpirun + "-n " + ranks + " " + kBin + " --threads 1" + args + out +
+                " --pipeline-layers");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(single.out, r.out);
+    for (const auto& f : files)
+      EXPECT_EQ(attnum::test::run_command("cmp " + (d / "single" / f).string() + " " + (d / out / f).string()).status,
+                0)
+          << f << " differs";
+  }
+  // What a rank holding only its layers cannot do is refused (exit 2) before any work.
+  auto refused = sh("cd " + d.string() + " && " + kMpirun + "-n 2 " + kBin + " --threads 1" + args +
+                    "ref --pipeline-layers --reference-file nowhere.bin");
+  EXPECT_NE(refused.status, 0) << refused.out;
+  EXPECT_NE(refused.out.find("--reference-file and --shard are not supported"), std::string::npos) << refused.out;
+  EXPECT_FALSE(fs::exists(d / "ref"));
+}
+
+// study --model M --pipeline-layers: the captures and the loss through 3 ranks (2+2+1 layers), the
+// head study's units divided among them as without it: the same files as one process (the same
+// --out name in two folders, so the recorded paths agree; summary.json's timings aside).
+TEST(mpi_test, study_pipeline_layers_three_ranks_equal_single_process) {
+  REQUIRE_MPIRUN();
+  const fs::path d = scratch("study-pipeline");
+  {  // a text long enough for the study's windows: the reference story, repeated
+    const std::string story =
+        attnum::test::run_command("cat " + (fs::path(ATTNUM_DATA_DIR) / "stories260K_greedy_reference.txt").string())
+            .out;
+    std::ofstream t(d / "story.txt");
+    for (int i = 0; i < 80; ++i) t << story << "\n";
+  }
+  fs::create_directories(d / "single");
+  fs::create_directories(d / "pipe");
+  const std::string args = " study --model " + (fs::path(ATTNUM_DATA_DIR) / "stories260K.bin").string() +
+                           " --text ../story.txt --tokens 256 --kernels fa3 --conditions plain,rotate --no-report "
+                           "--quiet --out r";
+  auto single = sh("cd " + (d / "single").string() + " && " + kBin + " --threads 2" + args);
+  ASSERT_EQ(single.status, 0) << single.out;
+  auto pipe = sh("cd " + (d / "pipe").string() + " && " + kMpirun + "-n 3 " + kBin + " --threads 1" + args +
+                 " --pipeline-layers");
+  ASSERT_EQ(pipe.status, 0) << pipe.out;
+  EXPECT_EQ(single.out, pipe.out);
+  const fs::path a = d / "single" / "r", b = d / "pipe" / "r";
+  int captures = 0;
+  for (const auto& e : fs::directory_iterator(a / "captures")) {
+    ++captures;
+    EXPECT_EQ(
+        attnum::test::run_command("cmp " + e.path().string() + " " + (b / "captures" / e.path().filename()).string())
+            .status,
+        0)
+        << e.path().filename() << " differs";
+  }
+  EXPECT_GT(captures, 1);
+  expect_same_files(a / "heads", b / "heads", kHeadFiles);
+  expect_same_files(a / "loss", b / "loss", {"loss.json", "loss.csv", "loss_paired.json", "loss_paired.csv"});
+  auto summary = [](const fs::path& f) {
+    nlohmann::json j = nlohmann::json::parse(attnum::test::comparable_result(f));
+    j.erase("timings");
+    return j.dump(2);
+  };
+  EXPECT_EQ(summary(a / "summary.json"), summary(b / "summary.json"));
+  // The synthetic zoo has no model layers to split: refused.
+  auto zoo = sh("cd " + d.string() + " && " + kBin + " study --zoo-layers 1 --pipeline-layers --out zoo");
+  EXPECT_EQ(zoo.status, 2) << zoo.out;
+  EXPECT_NE(zoo.out.find("needs --model"), std::string::npos) << zoo.out;
 }
 
 namespace {
