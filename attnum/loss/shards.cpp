@@ -34,12 +34,14 @@ nlohmann::json to_json(const unit_result& r) {
 unit_result unit_result_from_json(const nlohmann::json& j) {
   try {
     unit_result r;
-    r.unit = {j.at("source").get<int>(), j.at("window").get<int>(), j.at("condition").get<int>()};
+    io::json_get(j.at("source"), r.unit.source, "loss unit result: source");
+    io::json_get(j.at("window"), r.unit.window, "loss unit result: window");
+    io::json_get(j.at("condition"), r.unit.condition, "loss unit result: condition");
     j.at("nll_ref").get_to(r.nll_ref);
     j.at("nll_var").get_to(r.nll_var);
     j.at("kl").get_to(r.kl);
     j.at("dp").get_to(r.dp);
-    j.at("top1_same").get_to(r.top1_same);
+    io::json_get(j.at("top1_same"), r.top1_same, "loss unit result: top1_same");
     const size_t n = r.nll_ref.size();
     const std::string unit = fmt::format("loss unit result (source {}, window {}, condition {})", r.unit.source,
                                          r.unit.window, r.unit.condition);
@@ -134,15 +136,16 @@ merged_shards read_shards(const std::vector<nlohmann::json>& shards) {
     p.conditions = params.at("conditions").get<std::vector<std::string>>();
     p.reference = params.at("reference").get<std::string>();
     p.linear = model::parse_linear_precision(params.at("linear_precision").get<std::string>());
-    p.n_tokens = params.at("n_tokens").get<int>();
-    p.windows = params.at("windows").get<int>();
+    io::json_get(params.at("n_tokens"), p.n_tokens, "params.n_tokens");
+    io::json_get(params.at("windows"), p.windows, "params.windows");
     p.source_names = params.at("sources").get<std::vector<std::string>>();
-    const size_t n_sources = params.at("n_sources").get<size_t>();
+    size_t n_sources = 0;
+    io::json_get(params.at("n_sources"), n_sources, "params.n_sources");
     if (n_sources != p.source_names.size())
       fail("loss merge: shard parameters: n_sources {} but {} source names", n_sources, p.source_names.size());
     p.sources.resize(n_sources);
-    p.bootstrap_samples = params.at("bootstrap_samples").get<int>();
-    p.bootstrap_seed = params.at("bootstrap_seed").get<uint64_t>();
+    io::json_get(params.at("bootstrap_samples"), p.bootstrap_samples, "params.bootstrap_samples");
+    io::json_get(params.at("bootstrap_seed"), p.bootstrap_seed, "params.bootstrap_seed");
   } catch (const nlohmann::json::exception& e) {
     fail("loss merge: shard parameters: {}", clip(e.what()));
   }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "attnum/core/version.h"
+#include "attnum/io/json_file.h"
 #include "attnum/io/row_field.h"
 #include "attnum/predict/predictor.h"
 
@@ -19,9 +20,9 @@ using io::tool_version_json;
 
 json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
-#define ATTNUM_FIELD(R, f)                                                                \
-  field<R> {                                                                              \
-#f, [](const R& r) { return json(r.f); }, [](R & r, const json& j) { j.get_to(r.f); } \
+#define ATTNUM_FIELD(R, f)                                                                           \
+  field<R> {                                                                                         \
+#f, [](const R& r) { return json(r.f); }, [](R & r, const json& j) { io::json_get(j, r.f, #f); } \
   }
 
 // rows.csv / rows.jsonl / checkpoints. kernel_rel_err is transfer-only (written when set);

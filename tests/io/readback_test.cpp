@@ -17,6 +17,7 @@
 #include "attnum/core/hash.h"
 #include "attnum/core/same_config.h"
 #include "attnum/core/version.h"
+#include "attnum/io/json_file.h"
 #include "attnum/loss/loss_study.h"
 #include "attnum/study/checkpoint.h"
 #include "attnum/study/head_study.h"
@@ -259,4 +260,35 @@ TEST(readback_test, loss_shards_are_validated_field_by_field) {
   refused([](json& s) { s["params"]["model"] = 7; }, "shard parameters: ");
   refused([](json& s) { s["params"]["rotation"] = json::array(); }, "shard parameters: ");
   refused([](json& s) { s["kind"] = 1; }, "not an attnum loss shard file");
+  // Integers must be JSON integers in range: nlohmann casts a float to int (undefined behaviour
+  // for 6.7e35, which the fuzzer sent) and wraps an out-of-range integer.
+  refused([](json& s) { s["units"][0]["source"] = 6.66667e+35; }, "loss unit result: source = 6.66667e+35");
+  refused([](json& s) { s["units"][0]["window"] = 1.5; }, "loss unit result: window = 1.5");
+  refused([](json& s) { s["units"][0]["condition"] = 4294967296LL; }, "condition = 4294967296");
+  refused([](json& s) { s["units"][0]["top1_same"] = {1e300, 0}; }, "top1_same = 1e+300");
+  refused([](json& s) { s["units"][0]["top1_same"] = {256, 0}; }, "top1_same = 256");
+  refused([](json& s) { s["params"]["windows"] = -1e40; }, "params.windows = -1e+40");
+  refused([](json& s) { s["params"]["bootstrap_seed"] = -1; }, "params.bootstrap_seed = -1");
+}
+
+TEST(readback_test, json_get_takes_integers_only_within_the_type) {
+  int i = 0;
+  uint8_t b = 0;
+  uint64_t u = 0;
+  attnum::io::json_get(json(-5), i, "i");
+  EXPECT_EQ(i, -5);
+  attnum::io::json_get(json(18446744073709551615ULL), u, "u");
+  EXPECT_EQ(u, 18446744073709551615ULL);
+  attnum::io::json_get(json(255), b, "b");
+  EXPECT_EQ(b, 255);
+  EXPECT_NE(what([&] { attnum::io::json_get(json(2147483648LL), i, "i"); }).find("i = 2147483648"), std::string::npos);
+  EXPECT_NE(what([&] { attnum::io::json_get(json(-2147483649LL), i, "i"); }).find("expected an integer"),
+            std::string::npos);
+  EXPECT_NE(what([&] { attnum::io::json_get(json(3.0), i, "i"); }).find("i = 3"), std::string::npos);
+  EXPECT_NE(what([&] { attnum::io::json_get(json("3"), i, "i"); }).find("expected an integer"), std::string::npos);
+  EXPECT_NE(what([&] { attnum::io::json_get(json(-1), u, "u"); }).find("u = -1"), std::string::npos);
+  std::vector<int> v;
+  attnum::io::json_get(json({1, 2}), v, "v");
+  EXPECT_EQ(v, (std::vector<int>{1, 2}));
+  EXPECT_NE(what([&] { attnum::io::json_get(json(1), v, "v"); }).find("expected an array"), std::string::npos);
 }
