@@ -45,17 +45,26 @@ inline constexpr const char* kQwen2Split =
 inline constexpr const char* kLlama3Split =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/// GPT-2's split as llama.cpp writes it for LLAMA_VOCAB_PRE_TYPE_GPT2 (ggml-org/llama.cpp@c392e5094
+/// src/llama-vocab.cpp:340-347): GPT-2's own pattern without its final |\s+, which changes no
+/// split (a lone whitespace code point before a non-space, all that branch would add, is isolated
+/// as text between matches; llama.cpp runs this exact string as its hand-written
+/// unicode_regex_split_custom_gpt2, src/unicode.cpp:236-352, 558-559); make_bpe_tokenizer uses it
+/// for the pre-tokenizer name gpt-2.
+inline constexpr const char* kLlamaCppGpt2Split =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
 
 /// A byte-level BPE vocabulary held by another container (a GGUF file's tokenizer.ggml.*).
 struct bpe_vocab {
   std::vector<std::pair<std::string, int>> tokens;  ///< the BPE model's vocabulary: piece, id
   std::vector<std::string> merges;                  ///< "a b", by rank
   std::vector<std::pair<std::string, int>> added;   ///< added tokens, split out of the text first
-  std::string pre;                                  ///< llama.cpp's pre-tokenizer name: "qwen2" or "llama-bpe"
+  std::string pre;                                  ///< llama.cpp's pre-tokenizer name: "qwen2", "llama-bpe", "gpt-2"
 };
 
 /// The tokenizer of `v`, as load_hf_tokenizer builds it from the equivalent tokenizer.json
-/// ("qwen2": Qwen2's split and NFC; "llama-bpe": Llama 3's split and ignore_merges). Errors name
+/// ("qwen2": Qwen2's split and NFC; "llama-bpe": Llama 3's split and ignore_merges; "gpt-2":
+/// GPT-2's split, no normalizer, merges applied). Errors name
 /// `what`; `source` is the provenance string. Throws attnum::error for another pre-tokenizer.
 std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::string& what, const std::string& source);
 

@@ -950,8 +950,13 @@ std::unique_ptr<tokenizer> make_bpe_tokenizer(const bpe_vocab& v, const std::str
     j["normalizer"] = {{"type", "NFC"}};
   } else if (v.pre == "llama-bpe") {
     pattern = kLlama3Split;
+  } else if (v.pre == "gpt-2") {
+    // ggml-org/llama.cpp@c392e5094 src/llama-vocab.cpp:1511-1522 maps "gpt-2" to
+    // LLAMA_VOCAB_PRE_TYPE_GPT2 and sets no other flag (ignore_merges stays false, line 1237; no
+    // normalizer); lines 340-347 give that type the one regex kLlamaCppGpt2Split.
+    pattern = kLlamaCppGpt2Split;
   } else {
-    fail("{}: tokenizer.ggml.pre '{}' not supported (expected qwen2 or llama-bpe)", what, v.pre);
+    fail("{}: tokenizer.ggml.pre '{}' not supported (expected qwen2, llama-bpe or gpt-2)", what, v.pre);
   }
   j["model"] = {
       {"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", v.merges}, {"ignore_merges", v.pre == "llama-bpe"}};
