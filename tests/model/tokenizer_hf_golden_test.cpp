@@ -24,18 +24,7 @@ void expect_every_vector(const std::string& tokenizer_json, const std::string& v
   ASSERT_TRUE(std::filesystem::exists(tokenizer_json)) << "absent (run scripts/setup): " << tokenizer_json;
   ASSERT_TRUE(std::filesystem::exists(vectors + ".inp")) << vectors << ".inp";
   auto tok = attnum::model::load_hf_tokenizer(tokenizer_json);
-  const auto [inputs, want] = attnum::test::read_vocab_vectors(vectors + ".inp", vectors + ".out");
-  ASSERT_EQ(inputs.size(), want.size());
-  int failures = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::vector<int> got = tok->encode(inputs[i]);
-    EXPECT_EQ(got, want[i]) << "case " << i << ": '" << inputs[i] << "'";
-    failures += got != want[i];
-    std::string back;
-    for (int id : got) back += tok->decode(-1, id);
-    EXPECT_EQ(back, inputs[i]) << "round trip, case " << i;
-  }
-  EXPECT_EQ(failures, 0) << "of " << inputs.size() << " cases";
+  attnum::test::expect_every_vector(*tok, vectors, false);
 }
 
 TEST(tokenizer_hf_golden_test, qwen2_matches_every_ggml_test_vector) { expect_every_vector(kTokenizer, kVectors); }

@@ -1,13 +1,16 @@
 #pragma once
 // Tokenizer test vectors in llama.cpp's test-tokenizer-0 format: inputs separated by
 // "\n__ggml_vocab_test__\n" in the .inp file, one line of space-separated ids per input in the .out
-// file. The golden tests of tokenizer.json files read them here.
+// file. The golden tests of tokenizer.json and GGUF vocabularies read and check them here.
+#include <gtest/gtest.h>
+
 #include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "attnum/core/file.h"
+#include "attnum/model/tokenizer.h"
 
 namespace attnum::test {
 
@@ -28,6 +31,26 @@ inline vocab_vectors read_vocab_vectors(const std::string& inp, const std::strin
     v.ids.emplace_back(std::istream_iterator<int>(ls), std::istream_iterator<int>());
   }
   return v;
+}
+
+/// Checks that tok encodes every input of VECTORS.inp to its ids in VECTORS.out, and that the
+/// ids decode back to the input: each id given the one before it when `chain` (decode(prev, id):
+/// SentencePiece drops the prefix space of a text's first token), else decode(-1, id).
+inline void expect_every_vector(const model::tokenizer& tok, const std::string& vectors, bool chain) {
+  const auto [inputs, want] = read_vocab_vectors(vectors + ".inp", vectors + ".out");
+  ASSERT_EQ(inputs.size(), want.size());
+  ASSERT_GE(inputs.size(), 40u);
+  int failures = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<int> got = tok.encode(inputs[i]);
+    EXPECT_EQ(got, want[i]) << "case " << i << ": '" << inputs[i] << "'";
+    failures += got != want[i];
+    std::string back;
+    int prev = -1;
+    for (int id : got) back += tok.decode(chain ? prev : -1, id), prev = id;
+    EXPECT_EQ(back, inputs[i]) << "round trip, case " << i;
+  }
+  EXPECT_EQ(failures, 0) << "of " << inputs.size() << " cases";
 }
 
 }  // namespace attnum::test
