@@ -509,6 +509,11 @@ config read_config(const gguf_file& f, const meta& m, const std::string& arch, t
   c.family = arch;
   const std::string a = arch + ".";
   c.n_layers = int(m.integer(a + "block_count", 1, kMaxDim));
+  // Each layer has tensors of its own (blk.L.*): a count above the file's tensors is refused
+  // before anything is sized by it (a block_count of 2^31 - 1 asked for 8 GiB of per-layer state).
+  if (static_cast<size_t>(c.n_layers) > f.tensors().size())
+    fail("{}: metadata {}block_count = {}: the file holds {} tensors (expected one or more per layer)", f.path(), a,
+         c.n_layers, f.tensors().size());
   c.dim = int(m.integer(a + "embedding_length", 1, kMaxDim));
   c.hidden_dim = int(m.integer(a + "feed_forward_length", 1, kMaxDim));
   c.n_head = int(m.integer(a + "attention.head_count", 1, kMaxDim));

@@ -413,6 +413,7 @@ def edit_kv(kv, key, value=None, vtype=None, drop=False):
     ("wrong_shape", "tensor blk.0.attn_k.weight has ne"),
     ("missing_key", "missing metadata key llama.embedding_length"),
     ("wrong_key_type", "metadata llama.block_count has type string"),
+    ("huge_block_count", "llama.block_count = 2147483647: the file holds"),
     ("spm", "missing metadata key tokenizer.ggml.scores"),
     ("spm_no_byte_token", "tokenizer.ggml.tokens: no token <0xE2> (nor the byte itself)"),
     ("pre", "tokenizer.ggml.pre 'deepseek-llm' not supported"),
@@ -435,6 +436,8 @@ def test_malformed_and_unsupported_files_exit_2_naming_the_field(tmp_path, attnu
         kv = edit_kv(kv, "llama.embedding_length", drop=True)
     elif case == "wrong_key_type":
         kv = edit_kv(kv, "llama.block_count", "2", STR)
+    elif case == "huge_block_count":  # the fuzzer's: sized per-layer state before any tensor was read
+        kv = edit_kv(kv, "llama.block_count", 2147483647, U32)
     elif case == "spm":
         kv = edit_kv(kv, "tokenizer.ggml.model", "llama")
     elif case == "spm_no_byte_token":
