@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "attnum/core/error.h"
@@ -39,13 +40,9 @@ template <typename T>
 void json_get(const nlohmann::json& j, T& v, std::string_view what) {
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     using lim = std::numeric_limits<T>;
-    const bool in_range =
-        j.is_number_unsigned() ? j.get<uint64_t>() <= static_cast<uint64_t>(lim::max())
-        : j.is_number_integer()
-            ? j.get<int64_t>() >= static_cast<int64_t>(lim::min()) &&
-                  (static_cast<uint64_t>(lim::max()) > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-                   j.get<int64_t>() <= static_cast<int64_t>(lim::max()))
-            : false;
+    const bool in_range = j.is_number_unsigned()  ? std::in_range<T>(j.get<uint64_t>())
+                          : j.is_number_integer() ? std::in_range<T>(j.get<int64_t>())
+                                                  : false;
     if (!in_range)
       fail("{} = {}: expected an integer in [{}, {}]", what, json_brief(j), static_cast<int64_t>(lim::min()),
            static_cast<uint64_t>(lim::max()));
