@@ -202,16 +202,7 @@ std::string_view name(linear_precision p) {
 }
 
 linear_precision checkpoint_precision(const weights& w) {
-  size_t f32 = 0, bf16 = 0, f16 = 0;
-  if (w.partial)  // a pipeline rank's slice: the whole checkpoint's counts
-    f32 = w.full_elements[0], bf16 = w.full_elements[1], f16 = w.full_elements[2];
-  else
-    for_each_tensor(
-        w,
-        [&](const std::string&, const matrix& m) {
-          (m.dtype() == io::st_dtype::BF16 ? bf16 : m.dtype() == io::st_dtype::F16 ? f16 : f32) += m.size();
-        },
-        [](const std::string&, const std::vector<float>&) {});
+  const auto [f32, bf16, f16] = matrix_elements(w);  // a pipeline rank's: the whole checkpoint's
   if (f16 > f32 && f16 > bf16) return linear_precision::fp16;
   if (bf16 > f32 && bf16 >= f16) return linear_precision::bf16;
   return linear_precision::fp32;

@@ -125,18 +125,22 @@ size_t model_bytes(const config& c, io::st_dtype matrices) {
   return m * io::dtype_size(matrices) + (D + c.n_layers * per_layer_v) * sizeof(float);
 }
 
+std::array<size_t, 3> matrix_elements(const weights& w) {
+  if (w.partial) return w.full_elements;
+  std::array<size_t, 3> n = {0, 0, 0};
+  for_each_tensor(
+      w,
+      [&](const std::string&, const matrix& m) {
+        n[m.dtype() == io::st_dtype::BF16 ? 1 : m.dtype() == io::st_dtype::F16 ? 2 : 0] += m.size();
+      },
+      [](const std::string&, const std::vector<float>&) {});
+  return n;
+}
+
 void keep_slice(weights& w, const layer_slice& s) {
   if (s.begin < 0 || s.end > w.cfg.n_layers || s.begin > s.end)
     fail("layers [{}, {}) outside the model's {} layers", s.begin, s.end, w.cfg.n_layers);
-  if (!w.partial) {
-    for_each_tensor(
-        w,
-        [&](const std::string&, const matrix& m) {
-          w.full_elements[m.dtype() == io::st_dtype::BF16 ? 1 : m.dtype() == io::st_dtype::F16 ? 2 : 0] += m.size();
-        },
-        [](const std::string&, const std::vector<float>&) {});
-    w.partial = true;
-  }
+  if (!w.partial) w.full_elements = matrix_elements(w), w.partial = true;
   for (int l = 0; l < w.cfg.n_layers; ++l)
     if (l < s.begin || l >= s.end) w.layers[size_t(l)] = layer_weights{};
   if (!s.embeddings && !(s.head && w.classifier.empty())) w.tok_embeddings = matrix{};

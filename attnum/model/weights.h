@@ -3,6 +3,7 @@
 // Every matrix is row-major [out, in] as both llama2.c and Hugging Face store it, held in the
 // dtype the checkpoint stores (fp32, bf16 or fp16), in place in the mapped checkpoint file when
 // it can be; norms and biases (small) are fp32 vectors.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -133,7 +134,7 @@ struct weights {
   /// empty, and full_elements counts the whole checkpoint's matrix elements stored as F32, BF16
   /// and F16 (so checkpoint_precision is the whole model's on every rank).
   bool partial = false;
-  size_t full_elements[3] = {0, 0, 0};
+  std::array<size_t, 3> full_elements = {0, 0, 0};
   /// Returns the classifier matrix (the embedding table when tied).
   const matrix& output_matrix() const { return classifier.empty() ? tok_embeddings : classifier; }
   /// Bytes the weights hold (matrices in their stored dtype, norms and biases in fp32): about the
@@ -171,6 +172,10 @@ struct layer_slice {
   int begin = 0, end = 0;
   bool embeddings = true, head = true;
 };
+
+/// The matrix elements of w stored as F32, BF16 and F16, in that order: the whole checkpoint's
+/// (full_elements) when w is a pipeline rank's slice.
+std::array<size_t, 3> matrix_elements(const weights& w);
 
 /// Drops every tensor of w outside s (they become empty; the mapped pages of a dropped tensor are
 /// never touched, so the process holds only its slice) and marks w partial. Throws attnum::error
