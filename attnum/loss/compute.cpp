@@ -12,12 +12,19 @@
 #include "attnum/model/transformer.h"
 
 namespace attnum::loss {
+namespace {
+// One forward pass of the study: p.forward (a layer pipeline's) when set, else model::forward.
+std::vector<float> run_forward(const model::weights& w, const loss_params& p, std::span<const int> inputs,
+                               const model::forward_options& opt) {
+  return p.forward ? p.forward(w, inputs, opt) : model::forward(w, inputs, opt);
+}
+}  // namespace
 
 std::vector<float> reference_forward(const model::weights& w, const loss_params& p, std::span<const int> inputs) {
   model::forward_options opt;
   opt.linear = p.linear;
   opt.attention = model::reference_attention(p.reference);
-  return p.forward ? p.forward(w, inputs, opt) : forward(w, inputs, opt);
+  return run_forward(w, p, inputs, opt);
 }
 
 label_stat compare_logits(const float* ref, const float* var, int vocab, int label) {
@@ -65,7 +72,7 @@ std::vector<unit_result> compute_window(const model::weights& w, const loss_para
   for (const loss_unit& u : units) {
     ATTNUM_ASSERT(u.source == units[0].source && u.window == units[0].window, "mixed windows");
     opt.attention = model::kernel_attention(p.kernel, p.conditions[u.condition], {p.rotation, false});
-    const std::vector<float> var = p.forward ? p.forward(w, inputs, opt) : forward(w, inputs, opt);
+    const std::vector<float> var = run_forward(w, p, inputs, opt);
     // A NaN or infinite logit has no loss (its argmax would be meaningless): refuse the position.
     for (const auto& [logits, which] : {std::pair{ref, "reference"}, std::pair{var.data(), "kernel"}})
       for (size_t e = 0; e < size_t(n) * vocab; ++e)
