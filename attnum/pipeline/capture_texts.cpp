@@ -64,9 +64,7 @@ std::vector<std::string> capture_texts(const capture_request& o) {
   }
   // Under --pipeline-layers each rank reads only its layers (and rank 0 the embeddings); the
   // classifier is never needed (a capture stops at the last layer's attention operands).
-  weights w = o.pipeline_layers
-                  ? load_model(o.model, [](const config& c) { return scaleout::my_layers(c.n_layers, false); })
-                  : load_model(o.model);
+  weights w = o.pipeline_layers ? scaleout::load_my_layers(o.model, false) : load_model(o.model);
   const bool root = scaleout::here().root();
   if (o.tokens <= 0) fail("--tokens must be positive, got {}", o.tokens);
   if (o.tokens > w.cfg.seq_len) fail("--tokens {} is larger than the model's context {}", o.tokens, w.cfg.seq_len);

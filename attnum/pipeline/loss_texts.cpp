@@ -50,9 +50,7 @@ loss_outcome run_loss_request(const loss_request& r) {
   check_linear_precision(r.linear);
   // Under --pipeline-layers each rank reads only its layers (rank 0 the embeddings, the last rank
   // the final norm and the classifier).
-  weights w = r.pipeline_layers
-                  ? load_model(r.model, [](const config& c) { return scaleout::my_layers(c.n_layers, true); })
-                  : load_model(r.model);
+  weights w = r.pipeline_layers ? scaleout::load_my_layers(r.model, true) : load_model(r.model);
   if (r.pipeline_layers) p.forward = scaleout::forward_pipeline_shared;
   p.linear = resolve_linear_precision(r.linear, w);
   // Windows longer than the model's context are clamped to it, as attnum study does.

@@ -158,9 +158,7 @@ json run_study(const study_config& c) {
     auto t0 = clock_type::now();
     say(c, fmt::format("loading {}", clip(c.model)));
     // Under --pipeline-layers each rank reads only its layers (scaleout/layers.h).
-    w = c.pipeline_layers
-            ? model::load_model(c.model, [](const model::config& m) { return scaleout::my_layers(m.n_layers, true); })
-            : model::load_model(c.model);
+    w = c.pipeline_layers ? scaleout::load_my_layers(c.model, true) : model::load_model(c.model);
     tok = model::load_tokenizer(c.model, *w, c.tokenizer);
     lp = model::resolve_linear_precision(c.linear, *w);
     {  // Refused up front when the weights and the larger of the capture's and the loss's

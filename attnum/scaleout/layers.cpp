@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "attnum/core/error.h"
+#include "attnum/model/loader.h"
 #include "attnum/scaleout/world.h"
 
 #ifdef ATTNUM_HAVE_MPI
@@ -36,6 +37,10 @@ model::layer_slice my_layers(int n_layers, bool head) {
   return s;
 }
 
+model::weights load_my_layers(const std::string& path, bool head) {
+  return model::load_model(path, [head](const model::config& c) { return my_layers(c.n_layers, head); });
+}
+
 void send_floats(const float* data, size_t count, int to, int tag) {
 #ifdef ATTNUM_HAVE_MPI
   if (here().mpi) {
@@ -63,13 +68,7 @@ void recv_floats(float* data, size_t count, int from, int tag) {
 
 std::vector<float> forward_pipeline(const model::weights& w, std::span<const int> tokens,
                                     const model::forward_options& opt, bool logits) {
-  const world& me = here();
-  if (me.size == 1) {
-    if (logits) return model::forward(w, tokens, opt);
-    std::vector<float> x = model::embed(w, tokens);
-    model::forward_layers(w, int(tokens.size()), x, 0, w.cfg.n_layers, opt);
-    return {};
-  }
+  const world& me = here();  // one rank: its slice is the whole model, and this is forward()
   const int n = static_cast<int>(tokens.size());
   const model::layer_slice s = split_layers(w.cfg.n_layers, me.rank, me.size);
   std::vector<float> x;

@@ -6,6 +6,7 @@
 // applies the final norm and the classifier. The arithmetic is forward()'s, so every value is the
 // one a single process computes, bit for bit. Without MPI (or with one rank) rank 0 holds it all.
 #include <span>
+#include <string>
 #include <vector>
 
 #include "attnum/model/transformer.h"
@@ -18,6 +19,8 @@ namespace attnum::scaleout {
 model::layer_slice split_layers(int n_layers, int rank, int ranks);
 /// This process's slice (here()'s rank and size); head: whether the last rank keeps the classifier.
 model::layer_slice my_layers(int n_layers, bool head);
+/// The model at `path` as this rank holds it (model::load_model reading only my_layers' slice).
+model::weights load_my_layers(const std::string& path, bool head);
 
 /// One forward pass through the pipeline (every rank calls it with the same tokens and options):
 /// rank 0 embeds, every rank runs forward_layers on its slice (opt's hooks run on the rank that
