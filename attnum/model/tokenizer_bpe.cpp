@@ -143,19 +143,8 @@ class bpe_tokenizer final : public tokenizer {
   std::vector<int> encode(std::string_view text) const override {
     std::vector<int> ids;
     scratch s;
-    size_t start = 0;
-    for (size_t i = 0; i < text.size();) {
-      const added_token* hit = added_at(raw_trie_, text, i);
-      if (!hit) {
-        ++i;
-        continue;
-      }
-      encode_plain(text.substr(start, i - start), start == 0, ids, s);
-      ids.push_back(hit->id);
-      i += hit->match.size();
-      start = i;
-    }
-    encode_plain(text.substr(start), start == 0, ids, s);
+    split_at_added(raw_trie_, text, ids,
+                   [&](size_t b, size_t e) { encode_plain(text.substr(b, e - b), b == 0, ids, s); });
     return ids;
   }
 
@@ -641,23 +630,32 @@ class bpe_tokenizer final : public tokenizer {
     return t;
   }
 
-  // `raw`: the text between two added tokens; `at_origin`: whether it starts the text (offset 0
-  // of the original, what Metaspace's prepend_scheme first asks).
-  void encode_plain(std::string_view raw, bool at_origin, std::vector<int>& ids, scratch& s) const {
-    const std::string normalized = normalize(raw, s);
+  // Splits text at the added tokens of trie t, leftmost-longest (added_at): the text between them
+  // goes to between(begin, end) (also when empty), each token's id to ids, in text order.
+  template <typename F>
+  void split_at_added(const added_trie& t, std::string_view text, std::vector<int>& ids, F&& between) const {
     size_t start = 0;
-    for (size_t i = 0; i < normalized.size();) {
-      const added_token* hit = added_at(norm_trie_, normalized, i);
+    for (size_t i = 0; i < text.size();) {
+      const added_token* hit = added_at(t, text, i);
       if (!hit) {
         ++i;
         continue;
       }
-      encode_normalized(normalized.substr(start, i - start), at_origin && start == 0, ids, s);
+      between(start, i);
       ids.push_back(hit->id);
       i += hit->match.size();
       start = i;
     }
-    encode_normalized(start == 0 ? normalized : normalized.substr(start), at_origin && start == 0, ids, s);
+    between(start, text.size());
+  }
+
+  // `raw`: the text between two added tokens; `at_origin`: whether it starts the text (offset 0
+  // of the original, what Metaspace's prepend_scheme first asks).
+  void encode_plain(std::string_view raw, bool at_origin, std::vector<int>& ids, scratch& s) const {
+    const std::string normalized = normalize(raw, s);
+    split_at_added(norm_trie_, normalized, ids, [&](size_t b, size_t e) {
+      encode_normalized(normalized.substr(b, e - b), at_origin && b == 0, ids, s);
+    });
   }
 
   // `normalized`: normalized text between added tokens; `at_origin`: whether it starts the text.
