@@ -23,6 +23,7 @@ std::vector<float> run_forward(const model::weights& w, const loss_params& p, st
 std::vector<float> reference_forward(const model::weights& w, const loss_params& p, std::span<const int> inputs) {
   model::forward_options opt;
   opt.linear = p.linear;
+  opt.stats = p.stats;
   opt.attention = model::reference_attention(p.reference);
   return run_forward(w, p, inputs, opt);
 }
@@ -68,6 +69,7 @@ std::vector<unit_result> compute_window(const model::weights& w, const loss_para
   }
   model::forward_options opt;
   opt.linear = p.linear;
+  opt.stats = p.stats;
   std::vector<unit_result> out;
   for (const loss_unit& u : units) {
     ATTNUM_ASSERT(u.source == units[0].source && u.window == units[0].window, "mixed windows");

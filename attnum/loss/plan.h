@@ -46,6 +46,9 @@ struct loss_params {
   /// (scaleout/layers.h: every rank calls it, every rank gets the last rank's logits) is the only
   /// other; it computes the same logits.
   std::function<std::vector<float>(const model::weights&, std::span<const int>, const model::forward_options&)> forward;
+  /// Accumulates the linear layers' time and FLOPs over this process's forwards when set (the
+  /// study reports them beside its step times); not a parameter of the results.
+  model::forward_stats* stats = nullptr;
 };
 
 /// One work unit.

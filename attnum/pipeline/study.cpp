@@ -195,6 +195,7 @@ json run_study(const study_config& c) {
   json loss_rows = json::array(), loss_paired = json::array();
   if (w) {
     t0 = clock_type::now();
+    model::forward_stats linear_time;  // the linear layers' share of the loss forwards (timings)
     std::vector<loss::loss_row> rows;
     for (const auto& k : c.kernels) {
       loss::loss_params p;
@@ -206,6 +207,7 @@ json run_study(const study_config& c) {
       p.rotation = c.rotation;
       p.conditions = c.conditions;
       p.linear = lp;
+      p.stats = &linear_time;
       if (c.pipeline_layers) p.forward = scaleout::forward_pipeline_shared;
       loss::validate(p, *w);
       say(c, fmt::format("loss: {} on {} texts x {} labels", k.name, p.sources.size(), p.n_tokens));
@@ -224,6 +226,7 @@ json run_study(const study_config& c) {
     }
     for (const auto& r : rows) loss_rows.push_back(loss::to_json(r));
     timings["loss_s"] = seconds_since(t0);
+    timings["loss_linear_s"] = linear_time.linear_seconds;
   }
   if (!root) return json::object();
 

@@ -100,3 +100,7 @@ def test_study_runs_to_completion_and_equals_the_cli(tmp_path):
         base = name.rsplit("/", 1)[-1]
         assert comparable(base, data.replace(here, there)) == comparable(base, cli_files[name]), name
     assert r.summary["loss"] if "loss" in r.summary else r.summary
+    # The step times: the linear layers' part of the loss forwards, within the loss step's time.
+    t = r.summary["timings"]
+    assert {"capture_s", "heads_s", "loss_s", "loss_linear_s", "pcast_s", "total_s"} <= set(t), t
+    assert 0 < t["loss_linear_s"] <= t["loss_s"] <= t["total_s"], t
