@@ -7,7 +7,9 @@
 // analysis (host/sfu_analysis.h) finds the table and rule and verifies them on every evaluated
 // input before writing DIR/<gpu>/<unit>.tbl. Tensor cores: mma.sync with FP8 (E4M3, E5M2; fp32
 // and fp16 accumulate), BF16 and FP16 (fp32 accumulate; FP16 also fp16 accumulate) and INT8
-// (int32) on the probe battery of host/mma_analysis.h. Each probe writes DIR/<gpu>/<probe>.json
+// (int32), and on sm_90 the warpgroup wgmma.mma_async m64n8k32 with E4M3 and E5M2 (fp32
+// accumulate; FA3's and FlashInfer's instruction), on the probe battery of host/mma_analysis.h.
+// Each probe writes DIR/<gpu>/<probe>.json
 // (GPU name, compute capability, driver and runtime versions, the kit's git commit) and
 // DIR/<gpu>/summary.md compares the hardware with the emulator's models.
 #include <cuda_bf16.h>
@@ -213,9 +215,70 @@ __global__ void k_mma(const float* va, const float* vb, const double* vc, double
   if (lane == 0) out[v] = d;
 }
 
+// ---- wgmma (sm_90a): one warpgroup (4 warps, 128 threads) per probe vector; A from registers,
+// B from shared memory through a matrix descriptor; D = A B + D with D[0][0] preset to C. ----
+// A's register fragment for .m64nNk32 with 8-bit types is mma.m16n8k32's per warp, warp w holding
+// rows 16w..16w+15 (PTX ISA, "Register fragment layout for matrix A in wgmma .m64nNk32"); only
+// row 0 is non-zero, so only warp 0's lanes 0-3 hold a vector's values. D's fragment: warp w, lane
+// (g, t) holds rows 16w + g (d0, d1) and 16w + g + 8 (d2, d3), columns 2t and 2t + 1: D[0][0] is
+// warp 0 lane 0's d0. B (K = 32 by N = 8) is stored K-major without swizzle as two 8 x 16-byte
+// core matrices, k = 0..15 at byte 0 and k = 16..31 at byte 128 (row n at n * 16 + k % 16); the
+// descriptor ("Matrix Descriptor Format": start address >> 4 in bits 0-13, the leading dimension
+// byte offset, between core matrices adjacent in K, >> 4 in bits 16-29, the stride dimension byte
+// offset, between core matrices adjacent in N, >> 4 in bits 32-45, swizzle 0 in bits 62-63) says
+// so. The layout check in main() runs first: a wrong reading of any of this reports a failed
+// check, never a model.
+__device__ uint64_t wgmma_desc(const void* smem, uint32_t lbo, uint32_t sbo) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32);
+}
+
 template <op O>
-gpu::mma_eval device_mma(int K) {
-  return [K](const std::vector<gpu::mma_vec>& vs, std::vector<double>& d) {
+__global__ void k_wgmma(const float* va, const float* vb, const double* vc, double* out, int K) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(O == op::e4m3_f32 || O == op::e5m2_f32, "wgmma probes: FP8 with fp32 accumulate");
+  __shared__ __align__(128) uint8_t Bs[256];
+  __shared__ float A[32];
+  const int v = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  for (int i = tid; i < 256; i += 128) Bs[i] = 0;
+  if (tid < 32) A[tid] = tid < K ? va[v * K + tid] : 0.0f;
+  __syncthreads();
+  if (tid < K)
+    Bs[(tid / 16) * 128 + tid % 16] = static_cast<uint8_t>(
+        __nv_cvt_float_to_fp8(vb[v * K + tid], __NV_SATFINITE, O == op::e5m2_f32 ? __NV_E5M2 : __NV_E4M3));
+  // Shared memory written by the generic proxy, read by wgmma's async proxy.
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  uint32_t a[4] = {0, 0, 0, 0};
+  if (warp == 0 && g == 0) a[0] = pack4<O>(A, 0, 0, 4 * t), a[2] = pack4<O>(A, 0, 0, 4 * t + 16);
+  float d[4] = {warp == 0 && lane == 0 ? static_cast<float>(vc[v]) : 0.0f, 0.0f, 0.0f, 0.0f};
+  const uint64_t desc = wgmma_desc(Bs, 128, 256);
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  if constexpr (O == op::e4m3_f32)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  if (tid == 0) out[v] = d[0];
+#else
+  __trap();  // launched only on sm_90 (main() checks the compute capability)
+#endif
+}
+
+// Runs `launch(n, a, b, c, d)` (device pointers) on the vectors and returns D[0][0] of each.
+template <typename Launch>
+gpu::mma_eval device_eval(int K, Launch launch) {
+  return [K, launch](const std::vector<gpu::mma_vec>& vs, std::vector<double>& d) {
     const size_t n = vs.size();
     std::vector<float> a(n * K), b(n * K);
     std::vector<double> c(n);
@@ -233,7 +296,7 @@ gpu::mma_eval device_mma(int K) {
     CK(cudaMemcpy(da, a.data(), a.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(db, b.data(), b.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dc, c.data(), n * 8, cudaMemcpyHostToDevice));
-    k_mma<O><<<static_cast<unsigned>(n), 32>>>(da, db, dc, dd, K);
+    launch(static_cast<unsigned>(n), da, db, dc, dd);
     CK(cudaGetLastError());
     d.resize(n);
     CK(cudaMemcpy(d.data(), dd, n * 8, cudaMemcpyDeviceToHost));
@@ -242,6 +305,20 @@ gpu::mma_eval device_mma(int K) {
     CK(cudaFree(dc));
     CK(cudaFree(dd));
   };
+}
+
+template <op O>
+gpu::mma_eval device_mma(int K) {
+  return device_eval(K, [K](unsigned n, const float* a, const float* b, const double* c, double* d) {
+    k_mma<O><<<n, 32>>>(a, b, c, d, K);
+  });
+}
+
+template <op O>
+gpu::mma_eval device_wgmma(int K) {
+  return device_eval(K, [K](unsigned n, const float* a, const float* b, const double* c, double* d) {
+    k_wgmma<O><<<n, 128>>>(a, b, c, d, K);
+  });
 }
 
 // ---- results ----
@@ -349,7 +426,7 @@ int main(int argc, char** argv) {
       gpu::mma_acc acc;
       gpu::mma_eval eval;
     };
-    const std::vector<probe> probes = {
+    std::vector<probe> probes = {
         {"mma.m16n8k32.f32.e4m3.e4m3.f32", 32, gpu::mma_input::e4m3, gpu::mma_acc::fp32, device_mma<op::e4m3_f32>(32)},
         {"mma.m16n8k32.f32.e5m2.e5m2.f32", 32, gpu::mma_input::e5m2, gpu::mma_acc::fp32, device_mma<op::e5m2_f32>(32)},
         {"mma.m16n8k32.f16.e4m3.e4m3.f16", 32, gpu::mma_input::e4m3, gpu::mma_acc::fp16, device_mma<op::e4m3_f16>(32)},
@@ -358,8 +435,14 @@ int main(int argc, char** argv) {
         {"mma.m16n8k16.f16.f16.f16.f16", 16, gpu::mma_input::fp16, gpu::mma_acc::fp16, device_mma<op::f16_f16>(16)},
         {"mma.m16n8k32.s32.s8.s8.s32", 32, gpu::mma_input::int8, gpu::mma_acc::int32, device_mma<op::s8_s32>(32)},
     };
+    if (prop.major == 9) {  // Hopper: the warpgroup MMA FA3 and FlashInfer run (sm_90a code)
+      probes.push_back({"wgmma.m64n8k32.f32.e4m3.e4m3", 32, gpu::mma_input::e4m3, gpu::mma_acc::fp32,
+                        device_wgmma<op::e4m3_f32>(32)});
+      probes.push_back({"wgmma.m64n8k32.f32.e5m2.e5m2", 32, gpu::mma_input::e5m2, gpu::mma_acc::fp32,
+                        device_wgmma<op::e5m2_f32>(32)});
+    }
     md +=
-        "## Tensor cores (mma.sync; model in the accumulator knobs' vocabulary)\n\n"
+        "## Tensor cores (mma.sync, and wgmma on sm_90; model in the accumulator knobs' vocabulary)\n\n"
         "| instruction | kept bits | rounding | exact chunk | align span | C span | model | mismatches / vectors |\n"
         "|---|---|---|---|---|---|---|---|\n";
     for (const auto& p : probes) {
