@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 #include <fmt/format.h>
 
 #include "attnum/core/error.h"
@@ -13,19 +14,20 @@
 
 namespace attnum::loss {
 namespace {
-// One forward pass of the study: p.forward (a layer pipeline's) when set, else model::forward.
+// One forward pass of the study with `attention` in every layer and p's linear precision and
+// statistics: p.forward (a layer pipeline's) when set, else model::forward.
 std::vector<float> run_forward(const model::weights& w, const loss_params& p, std::span<const int> inputs,
-                               const model::forward_options& opt) {
+                               model::attention_fn attention) {
+  model::forward_options opt;
+  opt.linear = p.linear;
+  opt.stats = p.stats;
+  opt.attention = std::move(attention);
   return p.forward ? p.forward(w, inputs, opt) : model::forward(w, inputs, opt);
 }
 }  // namespace
 
 std::vector<float> reference_forward(const model::weights& w, const loss_params& p, std::span<const int> inputs) {
-  model::forward_options opt;
-  opt.linear = p.linear;
-  opt.stats = p.stats;
-  opt.attention = model::reference_attention(p.reference);
-  return run_forward(w, p, inputs, opt);
+  return run_forward(w, p, inputs, model::reference_attention(p.reference));
 }
 
 label_stat compare_logits(const float* ref, const float* var, int vocab, int label) {
@@ -67,14 +69,11 @@ std::vector<unit_result> compute_window(const model::weights& w, const loss_para
     computed = reference_forward(w, p, inputs);
     ref = computed.data();
   }
-  model::forward_options opt;
-  opt.linear = p.linear;
-  opt.stats = p.stats;
   std::vector<unit_result> out;
   for (const loss_unit& u : units) {
     ATTNUM_ASSERT(u.source == units[0].source && u.window == units[0].window, "mixed windows");
-    opt.attention = model::kernel_attention(p.kernel, p.conditions[u.condition], {p.rotation, false});
-    const std::vector<float> var = run_forward(w, p, inputs, opt);
+    const std::vector<float> var =
+        run_forward(w, p, inputs, model::kernel_attention(p.kernel, p.conditions[u.condition], {p.rotation, false}));
     // A NaN or infinite logit has no loss (its argmax would be meaningless): refuse the position.
     for (const auto& [logits, which] : {std::pair{ref, "reference"}, std::pair{var.data(), "kernel"}})
       for (size_t e = 0; e < size_t(n) * vocab; ++e)
