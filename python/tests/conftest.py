@@ -10,6 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = os.environ.get("ATTNUM_BINARY", str(ROOT / "build" / "attnum"))
 DATA = Path(os.environ.get("ATTNUM_DATA_DIR", str(ROOT / "data")))
+# A book from a Debian package that scripts/setup installs (Sherlock Holmes, one of the default texts).
+BOOK = "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/pg1661.txt"
 
 
 def comparable(name, data):

@@ -10,10 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, cli
+from conftest import BOOK, ROOT, cli
 
 SCRIPT = ROOT / "bench" / "random_checkpoint.py"
-BOOK = "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/pg1661.txt"
 
 
 def module():

@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 
 import attnum
-from conftest import DATA, cli, comparable
+from conftest import BOOK, DATA, cli, comparable
 
-BOOK = "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/pg1661.txt"
 ZOO = dict(zoo=True, layers=1, texts=2, n_tok=64)
 ZOO_FLAGS = ["--zoo", "--layers", "1", "--texts", "2", "--n-tok", "64"]
 
